@@ -1,0 +1,153 @@
+//! Where the daemon's socket, state and config live, and the checks that keep the socket private.
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Socket file name inside the runtime directory.
+pub const SOCKET_FILE: &str = "computer.sock";
+
+/// `$COMPUTER_SOCKET`, else `$XDG_RUNTIME_DIR/computer/computer.sock`, else a per-user directory
+/// under the temporary directory (`$TMPDIR` on macOS is already per user).
+pub fn socket_path() -> PathBuf {
+    if let Some(path) = non_empty_env("COMPUTER_SOCKET") {
+        return PathBuf::from(path);
+    }
+    runtime_dir().join(SOCKET_FILE)
+}
+
+fn runtime_dir() -> PathBuf {
+    if let Some(dir) = non_empty_env("XDG_RUNTIME_DIR") {
+        return PathBuf::from(dir).join("computer");
+    }
+    let tmp = non_empty_env("TMPDIR").unwrap_or_else(|| "/tmp".into());
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from(tmp).join(format!("computer-{uid}"))
+}
+
+/// `$COMPUTER_STATE_DIR`, else `$XDG_STATE_HOME/computer`, else `~/.local/state/computer`.
+pub fn state_dir() -> PathBuf {
+    if let Some(dir) = non_empty_env("COMPUTER_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = non_empty_env("XDG_STATE_HOME") {
+        return PathBuf::from(dir).join("computer");
+    }
+    home_dir().join(".local/state/computer")
+}
+
+/// `$COMPUTER_CONFIG`, else `$XDG_CONFIG_HOME/computer/config.toml`, else
+/// `~/.config/computer/config.toml`. The file is optional.
+pub fn config_path() -> PathBuf {
+    if let Some(path) = non_empty_env("COMPUTER_CONFIG") {
+        return PathBuf::from(path);
+    }
+    if let Some(dir) = non_empty_env("XDG_CONFIG_HOME") {
+        return PathBuf::from(dir).join("computer/config.toml");
+    }
+    home_dir().join(".config/computer/config.toml")
+}
+
+fn home_dir() -> PathBuf {
+    non_empty_env("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// Why a directory that should be private to this user is not.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    #[error("{path} is a symlink; refusing to use it (remove it, or point COMPUTER_SOCKET elsewhere)")]
+    Symlink { path: PathBuf },
+    #[error("{path} is not a directory")]
+    NotADirectory { path: PathBuf },
+    #[error("{path} is owned by uid {owner}, not by this user (uid {uid}); refusing to use it")]
+    WrongOwner { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
+        "{path} has mode {mode:o}, writable by group or others; run `chmod 700 {path}` or remove it"
+    )]
+    Writable { path: PathBuf, mode: u32 },
+    #[error("cannot create or inspect {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Creates `dir` with mode 0700 if it is missing, then checks that it is a real directory owned by
+/// this user and not writable by anyone else. A socket in such a directory cannot be swapped or
+/// reached through a path another user controls.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
+    let io_err = |source| PrivateDirError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    match std::fs::symlink_metadata(dir) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_err)?;
+        }
+        Err(err) => return Err(io_err(err)),
+        Ok(_) => {}
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(io_err)?;
+    if meta.file_type().is_symlink() {
+        return Err(PrivateDirError::Symlink {
+            path: dir.to_path_buf(),
+        });
+    }
+    if !meta.is_dir() {
+        return Err(PrivateDirError::NotADirectory {
+            path: dir.to_path_buf(),
+        });
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if meta.uid() != uid {
+        return Err(PrivateDirError::WrongOwner {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+            uid,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(PrivateDirError::Writable {
+            path: dir.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_missing_dir_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        ensure_private_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn refuses_symlink_and_writable_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(matches!(ensure_private_dir(&link), Err(PrivateDirError::Symlink { .. })));
+
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = ensure_private_dir(&real).unwrap_err();
+        assert!(matches!(err, PrivateDirError::Writable { mode: 0o777, .. }), "{err}");
+        assert!(err.to_string().contains("chmod 700"), "{err}");
+    }
+}

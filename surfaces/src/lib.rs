@@ -1,0 +1,139 @@
+//! The `Surface` trait and its backends: each surface validates a command into a prepared action
+//! and runs it, knowing nothing of policy, receipts or sockets.
+//!
+//! # Layout
+//! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
+//! - [`shell`]: one-shot command runs in their own process group.
+//! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
+
+pub mod capture;
+pub mod registry;
+pub mod shell;
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use computer_ipc::{Complications, SurfaceName, ToolError};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use capture::{Artifact, CapturedText};
+pub use registry::{Registry, SurfaceLimits};
+
+/// How much an action can change or reveal; the policy's defaults are keyed by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    /// Reads state without changing it.
+    Observe,
+    /// Changes something on the desktop or the file system.
+    Act,
+    /// Touches secrets.
+    Secret,
+}
+
+/// One command a surface offers, as the tool description teaches it.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec {
+    pub name: &'static str,
+    /// The command's args in the fewest tokens that teach them, e.g. `argv:[str]|script:str`.
+    pub args: &'static str,
+    pub risk: Risk,
+}
+
+/// Whether a surface can be used on this machine now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum Availability {
+    Ready,
+    Unavailable { reason: String, fix: String },
+}
+
+/// What a surface needs to know about the call it runs, beyond the command itself.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The call's receipt id; artifacts are named after it.
+    pub call_id: String,
+    /// Where full outputs and other artifacts go.
+    pub artifact_dir: PathBuf,
+}
+
+/// A failure while carrying out an action that had been validated.
+#[derive(Debug, thiserror::Error)]
+pub enum SurfaceError {
+    #[error("{message}")]
+    Failed { message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+impl SurfaceError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        SurfaceError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// The result of an action, before the runtime applies the response budget.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Whether the action did what was asked (a shell run exiting 0, for example).
+    pub success: bool,
+    /// Small model-visible fields, in order (`exit_code`, `timed_out`, ...).
+    pub fields: Map<String, Value>,
+    /// Text outputs, cut to the caller's budget by the runtime.
+    pub texts: Vec<CapturedText>,
+    /// Files written for this call, referenced from its receipt.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// A validated command, ready to run. Validation happens before any receipt is written, so that
+/// an intent receipt always describes an action that can be attempted.
+#[async_trait]
+pub trait PreparedAction: Send {
+    /// The action's risk class.
+    fn risk(&self) -> Risk;
+    /// What will happen, in plain words, for approvers and logs (never containing secrets).
+    fn describe(&self) -> String;
+    /// Runs the action.
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError>;
+}
+
+/// A structured backend of the `COMPUTER` tool.
+#[async_trait]
+pub trait Surface: Send + Sync {
+    fn name(&self) -> SurfaceName;
+    fn commands(&self) -> &'static [CommandSpec];
+    fn probe(&self) -> Availability;
+    /// Field names a command's result may carry, for `complications.return.select`.
+    fn result_fields(&self, command: &str) -> &'static [&'static str];
+    /// Checks and types a command's args and complications. Errors name the field and the valid
+    /// choices.
+    fn prepare(
+        &self,
+        command: &str,
+        args: &Map<String, Value>,
+        complications: &Complications,
+    ) -> Result<Box<dyn PreparedAction>, ToolError>;
+}
+
+/// Decodes `args` into a command's typed args, naming the JSON path of the first problem.
+pub fn decode_args<T: serde::de::DeserializeOwned>(
+    args: &Map<String, Value>,
+) -> Result<T, ToolError> {
+    let value = Value::Object(args.clone());
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let path = if path == "." {
+            "args".to_string()
+        } else {
+            format!("args.{path}")
+        };
+        ToolError::invalid(err.into_inner().to_string()).at(path)
+    })
+}

@@ -1,0 +1,80 @@
+//! The per-OS factory: which surface backends this machine gets, with the choice logged.
+
+use std::sync::Arc;
+
+use computer_ipc::SurfaceName;
+
+use crate::shell::{ShellLimits, ShellSurface};
+use crate::{Availability, Surface};
+
+/// Limits the surfaces enforce, from the daemon's config.
+#[derive(Debug, Clone, Default)]
+pub struct SurfaceLimits {
+    pub shell: ShellLimits,
+}
+
+/// The surfaces built for this platform, whether or not each is usable right now.
+pub struct Registry {
+    surfaces: Vec<Arc<dyn Surface>>,
+}
+
+impl Registry {
+    /// Builds the backends for this OS and logs which were chosen and whether each is ready.
+    pub fn for_this_platform(limits: &SurfaceLimits) -> Registry {
+        let surfaces: Vec<Arc<dyn Surface>> =
+            vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
+        for surface in &surfaces {
+            match surface.probe() {
+                Availability::Ready => {
+                    tracing::info!(surface = %surface.name(), backend = backend_name(surface.name()), "surface ready")
+                }
+                Availability::Unavailable { reason, fix } => {
+                    tracing::warn!(surface = %surface.name(), %reason, %fix, "surface unavailable")
+                }
+            }
+        }
+        Registry { surfaces }
+    }
+
+    /// A registry of exactly these surfaces (for tests of the pipeline).
+    pub fn from_surfaces(surfaces: Vec<Arc<dyn Surface>>) -> Registry {
+        Registry { surfaces }
+    }
+
+    pub fn get(&self, name: SurfaceName) -> Option<&Arc<dyn Surface>> {
+        self.surfaces.iter().find(|surface| surface.name() == name)
+    }
+
+    pub fn all(&self) -> &[Arc<dyn Surface>] {
+        &self.surfaces
+    }
+
+    /// The surfaces usable here and now: what `tools/list` offers.
+    pub fn ready(&self) -> impl Iterator<Item = &Arc<dyn Surface>> {
+        self.surfaces
+            .iter()
+            .filter(|surface| surface.probe() == Availability::Ready)
+    }
+
+    /// Why a surface that is not in this registry is missing, in words a person can act on.
+    pub fn why_absent(name: SurfaceName) -> Availability {
+        let (reason, fix) = match name {
+            SurfaceName::Applescript if !cfg!(target_os = "macos") => (
+                "AppleScript exists only on macOS".to_string(),
+                "use the shell, ax or gui surface on this platform".to_string(),
+            ),
+            _ => (
+                format!("the {name} surface is not part of this build yet"),
+                "use the shell surface; see README.md for the surfaces on the way".to_string(),
+            ),
+        };
+        Availability::Unavailable { reason, fix }
+    }
+}
+
+fn backend_name(name: SurfaceName) -> &'static str {
+    match name {
+        SurfaceName::Shell => "process group + pipes",
+        _ => "none",
+    }
+}

@@ -1,0 +1,449 @@
+//! The shell surface: one-shot runs of argv or a `/bin/sh -c` script in their own process group,
+//! with a scrubbed environment, a deadline that kills the whole group, and bounded output capture.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use computer_ipc::{Complications, SurfaceName, ToolError};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
+use crate::{
+    Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
+    decode_args,
+};
+
+const COMMANDS: &[CommandSpec] = &[CommandSpec {
+    name: "run",
+    args: "argv:[str] | script:str (sh -c), stdin?:str",
+    risk: Risk::Act,
+}];
+
+const RUN_FIELDS: &[&str] = &[
+    "exit_code",
+    "signal",
+    "timed_out",
+    "duration_ms",
+    "stdout",
+    "stderr",
+];
+
+/// Variables passed through from the daemon's environment; everything else is dropped, so no
+/// daemon socket path, token or unrelated secret leaks into a child.
+const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_RUNTIME_DIR",
+    "XDG_SESSION_TYPE",
+    "DBUS_SESSION_BUS_ADDRESS",
+];
+
+/// How long readers may keep draining after the process group was killed. A descendant that left
+/// the group (setsid) can hold a pipe open forever; the run still ends within its deadline plus
+/// this grace.
+const DRAIN_GRACE: Duration = Duration::from_millis(1500);
+
+/// Limits of the shell surface, from the daemon's config.
+#[derive(Debug, Clone)]
+pub struct ShellLimits {
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub capture: CaptureLimits,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        ShellLimits {
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(600),
+            capture: CaptureLimits::default(),
+        }
+    }
+}
+
+pub struct ShellSurface {
+    limits: ShellLimits,
+}
+
+impl ShellSurface {
+    pub fn new(limits: ShellLimits) -> Self {
+        ShellSurface { limits }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunArgs {
+    #[serde(default)]
+    argv: Option<Vec<String>>,
+    #[serde(default)]
+    script: Option<String>,
+    #[serde(default)]
+    stdin: Option<String>,
+}
+
+#[async_trait]
+impl Surface for ShellSurface {
+    fn name(&self) -> SurfaceName {
+        SurfaceName::Shell
+    }
+
+    fn commands(&self) -> &'static [CommandSpec] {
+        COMMANDS
+    }
+
+    fn probe(&self) -> Availability {
+        if Path::new("/bin/sh").exists() {
+            Availability::Ready
+        } else {
+            Availability::Unavailable {
+                reason: "/bin/sh does not exist".into(),
+                fix: "install a POSIX shell at /bin/sh".into(),
+            }
+        }
+    }
+
+    fn result_fields(&self, _command: &str) -> &'static [&'static str] {
+        RUN_FIELDS
+    }
+
+    fn prepare(
+        &self,
+        command: &str,
+        args: &Map<String, Value>,
+        complications: &Complications,
+    ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        if command != "run" {
+            return Err(ToolError::invalid(format!("unknown shell command `{command}`"))
+                .at("command")
+                .valid(COMMANDS.iter().map(|c| c.name)));
+        }
+        let run: RunArgs = decode_args(args)?;
+        let program = match (run.argv, run.script) {
+            (Some(argv), None) => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err(ToolError::invalid("argv must name a program").at("args.argv"));
+                }
+                Program::Argv(argv)
+            }
+            (None, Some(script)) => Program::Script(script),
+            (Some(_), Some(_)) => {
+                return Err(ToolError::invalid("give either argv or script, not both")
+                    .at("args")
+                    .valid(["argv", "script"]));
+            }
+            (None, None) => {
+                return Err(ToolError::invalid("shell run needs argv or script")
+                    .at("args")
+                    .valid(["argv", "script"]));
+            }
+        };
+        if let Some(position) = program.words().iter().position(|w| w.contains('\0')) {
+            return Err(ToolError::invalid("arguments cannot contain NUL bytes")
+                .at(program.path_of(position)));
+        }
+
+        let cwd = match &complications.cwd {
+            Some(cwd) => {
+                let path = PathBuf::from(cwd);
+                if !path.is_absolute() {
+                    return Err(ToolError::invalid(format!("cwd `{cwd}` is not an absolute path"))
+                        .at("complications.cwd"));
+                }
+                if !path.is_dir() {
+                    return Err(ToolError::invalid(format!("cwd `{cwd}` is not a directory"))
+                        .at("complications.cwd"));
+                }
+                Some(path)
+            }
+            None => None,
+        };
+        for (key, value) in &complications.env {
+            let path = format!("complications.env.{key}");
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                return Err(ToolError::invalid(format!("`{key}` is not a valid variable name")).at(path));
+            }
+            if key.starts_with("COMPUTER_") {
+                return Err(ToolError::invalid(
+                    "COMPUTER_* variables are reserved for the daemon and never passed to runs",
+                )
+                .at(path));
+            }
+            if value.contains('\0') {
+                return Err(ToolError::invalid("values cannot contain NUL bytes").at(path));
+            }
+        }
+        let timeout = match complications.timeout_ms {
+            Some(0) => {
+                return Err(ToolError::invalid("timeout_ms must be at least 1")
+                    .at("complications.timeout_ms"));
+            }
+            Some(ms) if Duration::from_millis(ms) > self.limits.max_timeout => {
+                return Err(ToolError::invalid(format!(
+                    "timeout_ms {ms} is over this daemon's maximum of {} ms",
+                    self.limits.max_timeout.as_millis()
+                ))
+                .at("complications.timeout_ms"));
+            }
+            Some(ms) => Duration::from_millis(ms),
+            None => self.limits.default_timeout,
+        };
+        Ok(Box::new(ShellRun {
+            program,
+            stdin: run.stdin,
+            cwd,
+            env: complications.env.clone(),
+            timeout,
+            capture: self.limits.capture,
+        }))
+    }
+}
+
+#[derive(Debug)]
+enum Program {
+    Argv(Vec<String>),
+    Script(String),
+}
+
+impl Program {
+    fn words(&self) -> Vec<&str> {
+        match self {
+            Program::Argv(argv) => argv.iter().map(String::as_str).collect(),
+            Program::Script(script) => vec![script.as_str()],
+        }
+    }
+
+    fn path_of(&self, position: usize) -> String {
+        match self {
+            Program::Argv(_) => format!("args.argv[{position}]"),
+            Program::Script(_) => "args.script".into(),
+        }
+    }
+}
+
+/// A validated `shell run`.
+#[derive(Debug)]
+pub struct ShellRun {
+    program: Program,
+    stdin: Option<String>,
+    cwd: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    timeout: Duration,
+    capture: CaptureLimits,
+}
+
+#[async_trait]
+impl PreparedAction for ShellRun {
+    fn risk(&self) -> Risk {
+        Risk::Act
+    }
+
+    fn describe(&self) -> String {
+        let what = match &self.program {
+            Program::Argv(argv) => format!("run {argv:?}"),
+            Program::Script(script) => format!("run the shell script {script:?}"),
+        };
+        match &self.cwd {
+            Some(cwd) => format!("{what} in {}", cwd.display()),
+            None => what,
+        }
+    }
+
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
+        let started = Instant::now();
+        let mut command = match &self.program {
+            Program::Argv(argv) => {
+                let mut command = tokio::process::Command::new(&argv[0]);
+                command.args(&argv[1..]);
+                command
+            }
+            Program::Script(script) => {
+                let mut command = tokio::process::Command::new("/bin/sh");
+                command.arg("-c").arg(script);
+                command
+            }
+        };
+        command.env_clear();
+        for key in PASSED_ENV {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+        for (key, value) in std::env::vars_os() {
+            if key.to_str().is_some_and(|k| k.starts_with("LC_")) {
+                command.env(key, value);
+            }
+        }
+        command.envs(&self.env);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        match self.cwd.as_ref().or(home.as_ref()) {
+            Some(dir) => command.current_dir(dir),
+            None => command.current_dir("/"),
+        };
+        command
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+
+        let mut child = command.spawn().map_err(|err| spawn_error(&self.program, err))?;
+        let pgid = child.id().map(|pid| pid as i32);
+
+        let stop_reading = CancellationToken::new();
+        let stdout = tokio::spawn(read_stream(
+            child.stdout.take(),
+            StreamCapture::new("stdout", self.capture, &ctx.artifact_dir, &ctx.call_id),
+            stop_reading.clone(),
+        ));
+        let stderr = tokio::spawn(read_stream(
+            child.stderr.take(),
+            StreamCapture::new("stderr", self.capture, &ctx.artifact_dir, &ctx.call_id),
+            stop_reading.clone(),
+        ));
+        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), self.stdin) {
+            // A child that never reads its stdin must not stall the run, so the write happens on
+            // its own task and ends when the pipe closes.
+            tokio::spawn(async move {
+                let _ = pipe.write_all(input.as_bytes()).await;
+            });
+        }
+
+        let waited = tokio::time::timeout(self.timeout, child.wait()).await;
+        let timed_out = waited.is_err();
+        // The run is over either way: whatever it left in its process group (background jobs,
+        // grandchildren) dies with it.
+        if let Some(pgid) = pgid {
+            kill_group(pgid);
+        }
+        let status = match waited {
+            Ok(status) => status,
+            Err(_) => child.wait().await,
+        }
+        .map_err(|err| SurfaceError::io("waiting for the child", err))?;
+
+        let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
+        let stopper = stop_reading.clone();
+        let stop_timer = tokio::spawn(async move {
+            tokio::time::sleep_until(drain_until).await;
+            stopper.cancel();
+        });
+        let stdout = join_capture(stdout).await?;
+        let stderr = join_capture(stderr).await?;
+        stop_timer.abort();
+
+        use std::os::unix::process::ExitStatusExt;
+        let exit_code = status.code();
+        let signal = status.signal();
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let mut fields = Map::new();
+        fields.insert("exit_code".into(), json!(exit_code));
+        if let Some(signal) = signal {
+            fields.insert("signal".into(), json!(signal_name(signal)));
+        }
+        fields.insert("timed_out".into(), json!(timed_out));
+        fields.insert("duration_ms".into(), json!(duration_ms));
+        let artifacts = [&stdout, &stderr]
+            .iter()
+            .filter_map(|text| text.artifact.clone())
+            .collect();
+        Ok(Outcome {
+            success: exit_code == Some(0) && !timed_out,
+            fields,
+            texts: vec![stdout, stderr],
+            artifacts,
+        })
+    }
+}
+
+async fn read_stream<R: AsyncRead + Unpin>(
+    pipe: Option<R>,
+    mut capture: StreamCapture,
+    stop: CancellationToken,
+) -> std::io::Result<CapturedText> {
+    if let Some(mut pipe) = pipe {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let read = tokio::select! {
+                read = pipe.read(&mut buf) => read?,
+                _ = stop.cancelled() => break,
+            };
+            if read == 0 {
+                break;
+            }
+            capture.push(&buf[..read]).await?;
+        }
+    }
+    capture.finish().await
+}
+
+async fn join_capture(
+    handle: tokio::task::JoinHandle<std::io::Result<CapturedText>>,
+) -> Result<CapturedText, SurfaceError> {
+    match handle.await {
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(err)) => Err(SurfaceError::io("capturing output", err)),
+        Err(err) => Err(SurfaceError::Failed {
+            message: format!("output reader failed: {err}"),
+        }),
+    }
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: killpg only sends a signal; a group that is already gone yields ESRCH, ignored.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+fn spawn_error(program: &Program, err: std::io::Error) -> SurfaceError {
+    let name = match program {
+        Program::Argv(argv) => argv[0].clone(),
+        Program::Script(_) => "/bin/sh".into(),
+    };
+    let message = match err.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "command not found: `{name}` (not an existing path, nor on PATH={})",
+            std::env::var("PATH").unwrap_or_default()
+        ),
+        std::io::ErrorKind::PermissionDenied => format!("permission denied running `{name}`"),
+        _ => format!("could not start `{name}`: {err}"),
+    };
+    SurfaceError::Failed { message }
+}
+
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}
