@@ -1,0 +1,286 @@
+//! The response budget: cuts text outputs to what the caller asked to see, says what was cut, and
+//! keeps only the selected fields. The model declares; this does the mechanics.
+
+use computer_ipc::{ReturnBudget, ReturnMode, ToolError};
+use computer_surfaces::CapturedText;
+use serde_json::{Map, Value, json};
+
+pub const DEFAULT_MAX_BYTES: usize = 4000;
+/// More than this would defeat the point of a budget; whole outputs live in artifacts.
+pub const MAX_MAX_BYTES: usize = 1 << 20;
+
+/// A checked budget.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub max_bytes: usize,
+    pub mode: ReturnMode,
+    pub select: Option<Vec<String>>,
+}
+
+impl Budget {
+    /// Checks the caller's budget against the fields the command can return.
+    pub fn from_request(
+        request: Option<&ReturnBudget>,
+        valid_fields: &[&str],
+    ) -> Result<Budget, ToolError> {
+        let request = request.cloned().unwrap_or_default();
+        let max_bytes = request.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+        if max_bytes == 0 || max_bytes > MAX_MAX_BYTES {
+            return Err(ToolError::invalid(format!(
+                "max_bytes must be between 1 and {MAX_MAX_BYTES}"
+            ))
+            .at("complications.return.max_bytes"));
+        }
+        if let Some(select) = &request.select {
+            for (index, field) in select.iter().enumerate() {
+                if !valid_fields.contains(&field.as_str()) {
+                    return Err(ToolError::invalid(format!("unknown result field `{field}`"))
+                        .at(format!("complications.return.select[{index}]"))
+                        .valid(valid_fields.iter().copied()));
+                }
+            }
+        }
+        Ok(Budget {
+            max_bytes,
+            mode: request.mode.unwrap_or_default(),
+            select: request.select,
+        })
+    }
+
+    fn selected(&self, field: &str) -> bool {
+        self.select
+            .as_ref()
+            .is_none_or(|select| select.iter().any(|s| s == field))
+    }
+
+    /// Builds the model-visible fields: `fields` and the texts cut to the budget, with a `cut`
+    /// entry for every text that was shortened.
+    pub fn apply(&self, fields: &Map<String, Value>, texts: &[CapturedText]) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (key, value) in fields {
+            if self.selected(key) {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+        let shown: Vec<&CapturedText> = texts.iter().filter(|t| self.selected(&t.name)).collect();
+        let shares = share_budget(
+            &shown.iter().map(|t| t.total_bytes).collect::<Vec<_>>(),
+            self.max_bytes,
+        );
+        let mut cut = Map::new();
+        for (text, share) in shown.into_iter().zip(shares) {
+            let (rendered, was_cut) = render(text, share, self.mode);
+            out.insert(text.name.clone(), Value::String(rendered.text));
+            if was_cut {
+                let mut note = json!({
+                    "bytes": text.total_bytes,
+                    "shown": rendered.shown_bytes,
+                    "mode": mode_name(self.mode),
+                });
+                if let Some(artifact) = &text.artifact {
+                    note["artifact"] = json!(artifact.path);
+                }
+                cut.insert(text.name.clone(), note);
+            }
+        }
+        if !cut.is_empty() {
+            out.insert("cut".into(), Value::Object(cut));
+        }
+        out
+    }
+}
+
+fn mode_name(mode: ReturnMode) -> &'static str {
+    match mode {
+        ReturnMode::Head => "head",
+        ReturnMode::Tail => "tail",
+        ReturnMode::HeadTail => "head_tail",
+    }
+}
+
+/// Splits `max` bytes among texts of the given sizes: each gets an equal share, and what a short
+/// text leaves unused goes to the longer ones.
+fn share_budget(sizes: &[u64], max: usize) -> Vec<usize> {
+    let mut shares = vec![0usize; sizes.len()];
+    let mut open: Vec<usize> = (0..sizes.len()).collect();
+    let mut left = max;
+    while !open.is_empty() && left > 0 {
+        let each = (left / open.len()).max(1);
+        let mut still_open = Vec::new();
+        for &i in &open {
+            let want = (sizes[i] as usize).saturating_sub(shares[i]);
+            let give = want.min(each).min(left);
+            shares[i] += give;
+            left -= give;
+            if (sizes[i] as usize) > shares[i] {
+                still_open.push(i);
+            }
+        }
+        if still_open.len() == open.len() && each == 1 && left == 0 {
+            break;
+        }
+        open = still_open;
+    }
+    shares
+}
+
+struct Rendered {
+    text: String,
+    shown_bytes: usize,
+}
+
+fn render(text: &CapturedText, share: usize, mode: ReturnMode) -> (Rendered, bool) {
+    if text.is_complete() && text.total_bytes as usize <= share {
+        let mut whole = text.head.clone();
+        whole.extend_from_slice(&text.tail);
+        let shown_bytes = whole.len();
+        return (
+            Rendered {
+                text: String::from_utf8_lossy(&whole).into_owned(),
+                shown_bytes,
+            },
+            false,
+        );
+    }
+    // Everything known, in order: the head, then (after a gap when the middle was not kept) the
+    // tail. Cuts land on UTF-8 character boundaries.
+    let head = &text.head;
+    let tail = &text.tail;
+    let (front, back): (&[u8], &[u8]) = match mode {
+        ReturnMode::Head => (take_head(head, tail, share), &[]),
+        ReturnMode::Tail => (&[], take_tail(head, tail, share)),
+        ReturnMode::HeadTail => {
+            let front_share = share / 2;
+            (take_head(head, &[], front_share), take_tail(&[], tail_or_head(head, tail), share - front_share))
+        }
+    };
+    let skipped = text.total_bytes as usize - front.len() - back.len();
+    let mut rendered = String::from_utf8_lossy(front).into_owned();
+    let marker = format!("\n…[{skipped} bytes cut]…\n");
+    match mode {
+        ReturnMode::Head => rendered.push_str(&marker),
+        ReturnMode::Tail => rendered = format!("{}{}", marker.trim_start(), String::from_utf8_lossy(back)),
+        ReturnMode::HeadTail => {
+            rendered.push_str(&marker);
+            rendered.push_str(&String::from_utf8_lossy(back));
+        }
+    }
+    (
+        Rendered {
+            text: rendered,
+            shown_bytes: front.len() + back.len(),
+        },
+        true,
+    )
+}
+
+/// For head_tail the back part comes from the tail window, or from the head when everything fit
+/// in the head.
+fn tail_or_head<'a>(head: &'a [u8], tail: &'a [u8]) -> &'a [u8] {
+    if tail.is_empty() { head } else { tail }
+}
+
+/// The first `n` bytes of head+tail (head alone when n fits in it), cut at a char boundary.
+fn take_head<'a>(head: &'a [u8], tail: &'a [u8], n: usize) -> &'a [u8] {
+    let _ = tail;
+    let end = n.min(head.len());
+    &head[..char_floor(head, end)]
+}
+
+/// The last `n` bytes of the stream's known end, cut at a char boundary.
+fn take_tail<'a>(head: &'a [u8], tail: &'a [u8], n: usize) -> &'a [u8] {
+    let source = if tail.is_empty() { head } else { tail };
+    let start = source.len().saturating_sub(n);
+    &source[char_ceil(source, start)..]
+}
+
+/// Largest index ≤ `i` that starts a UTF-8 character.
+fn char_floor(bytes: &[u8], mut i: usize) -> usize {
+    while i > 0 && i < bytes.len() && is_continuation(bytes[i]) {
+        i -= 1;
+    }
+    i
+}
+
+/// Smallest index ≥ `i` that starts a UTF-8 character.
+fn char_ceil(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() && is_continuation(bytes[i]) {
+        i += 1;
+    }
+    i
+}
+
+fn is_continuation(byte: u8) -> bool {
+    byte & 0b1100_0000 == 0b1000_0000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(name: &str, body: &str) -> CapturedText {
+        CapturedText::from_bytes(name, body.as_bytes().to_vec())
+    }
+
+    fn budget(max: usize, mode: ReturnMode) -> Budget {
+        Budget { max_bytes: max, mode, select: None }
+    }
+
+    #[test]
+    fn small_outputs_pass_whole() {
+        let out = budget(100, ReturnMode::HeadTail).apply(&Map::new(), &[text("stdout", "hi\n")]);
+        assert_eq!(out["stdout"], "hi\n");
+        assert!(!out.contains_key("cut"));
+    }
+
+    #[test]
+    fn modes_keep_the_asked_part_and_say_what_was_cut() {
+        let long = "a".repeat(50) + &"z".repeat(50);
+        let head = budget(10, ReturnMode::Head).apply(&Map::new(), &[text("stdout", &long)]);
+        assert!(head["stdout"].as_str().unwrap().starts_with("aaaaaaaaaa\n…[90 bytes cut]"));
+        assert_eq!(head["cut"]["stdout"]["bytes"], 100);
+        assert_eq!(head["cut"]["stdout"]["shown"], 10);
+
+        let tail = budget(10, ReturnMode::Tail).apply(&Map::new(), &[text("stdout", &long)]);
+        assert!(tail["stdout"].as_str().unwrap().ends_with("]…\nzzzzzzzzzz"), "{tail:?}");
+
+        let both = budget(10, ReturnMode::HeadTail).apply(&Map::new(), &[text("stdout", &long)]);
+        let shown = both["stdout"].as_str().unwrap();
+        assert!(shown.starts_with("aaaaa\n") && shown.ends_with("\nzzzzz"), "{shown:?}");
+    }
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        let out = budget(5, ReturnMode::Head).apply(&Map::new(), &[text("stdout", "ééééé")]);
+        assert!(out["stdout"].as_str().unwrap().starts_with("éé\n"), "{out:?}");
+    }
+
+    #[test]
+    fn budget_is_shared_and_unused_share_moves_over() {
+        assert_eq!(share_budget(&[3, 100], 10), vec![3, 7]);
+        assert_eq!(share_budget(&[100, 100], 10), vec![5, 5]);
+        assert_eq!(share_budget(&[0, 0], 10), vec![0, 0]);
+    }
+
+    #[test]
+    fn select_keeps_only_named_fields() {
+        let b = Budget::from_request(
+            Some(&ReturnBudget { select: Some(vec!["exit_code".into()]), ..Default::default() }),
+            &["exit_code", "stdout"],
+        )
+        .unwrap();
+        let mut fields = Map::new();
+        fields.insert("exit_code".into(), json!(0));
+        fields.insert("timed_out".into(), json!(false));
+        let out = b.apply(&fields, &[text("stdout", "x")]);
+        assert_eq!(out.keys().collect::<Vec<_>>(), vec!["exit_code"]);
+
+        let err = Budget::from_request(
+            Some(&ReturnBudget { select: Some(vec!["exit".into()]), ..Default::default() }),
+            &["exit_code", "stdout"],
+        )
+        .unwrap_err();
+        assert_eq!(err.path.as_deref(), Some("complications.return.select[0]"));
+        assert_eq!(err.valid, vec!["exit_code", "stdout"]);
+    }
+}

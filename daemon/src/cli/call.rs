@@ -1,0 +1,184 @@
+//! `computer call SURFACE COMMAND [--args JSON] [--complications JSON] [--json] [-- ARGV...]`.
+
+use std::io::Write;
+
+use computer_ipc::Client;
+use serde_json::{Map, Value, json};
+
+use super::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// The surface, e.g. `shell`.
+    surface: String,
+    /// The surface's command, e.g. `run`.
+    command: String,
+    /// The command's args as a JSON object.
+    #[arg(long, value_name = "JSON")]
+    args: Option<String>,
+    /// Complications as a JSON object, e.g. '{"timeout_ms": 5000}'.
+    #[arg(long, value_name = "JSON")]
+    complications: Option<String>,
+    /// Print the result's structured content as JSON.
+    #[arg(long)]
+    json: bool,
+    /// For `shell run`: the program and its arguments (become `args.argv`).
+    #[arg(last = true, value_name = "ARGV")]
+    argv: Vec<String>,
+}
+
+fn parse_object(flag: &str, text: Option<&str>) -> Result<Map<String, Value>, String> {
+    match text {
+        None => Ok(Map::new()),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(other) => Err(format!("--{flag} must be a JSON object, got {other}")),
+            Err(err) => Err(format!("--{flag} is not valid JSON: {err}")),
+        },
+    }
+}
+
+pub async fn run(call: CallArgs) -> u8 {
+    let request = match build(&call) {
+        Ok(request) => request,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return exit::USAGE;
+        }
+    };
+    let client = match Client::connect_default().await {
+        Ok(client) => client,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::UNAVAILABLE;
+        }
+    };
+    let result = client.call_raw(request).await;
+    client.close().await;
+    let result = match result {
+        Ok(result) => result,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::UNAVAILABLE;
+        }
+    };
+    let structured = result.structured_content.unwrap_or(Value::Null);
+    if call.json {
+        println!("{structured}");
+    } else {
+        print_readable(&structured);
+    }
+    status_of(&structured)
+}
+
+fn build(call: &CallArgs) -> Result<Value, String> {
+    let mut args = parse_object("args", call.args.as_deref())?;
+    let complications = parse_object("complications", call.complications.as_deref())?;
+    if !call.argv.is_empty() {
+        if call.surface != "shell" || call.command != "run" {
+            return Err("words after `--` are only for `shell run` (they become args.argv)".into());
+        }
+        if args.contains_key("argv") || args.contains_key("script") {
+            return Err("give the program either after `--` or in --args, not both".into());
+        }
+        args.insert("argv".into(), json!(call.argv));
+    }
+    Ok(json!({
+        "surface": call.surface,
+        "command": call.command,
+        "args": args,
+        "complications": complications,
+    }))
+}
+
+/// 0 when the action succeeded; a shell run's own exit code when it has one; otherwise 1, or 2
+/// for a call the daemon found invalid.
+fn status_of(structured: &Value) -> u8 {
+    if structured["ok"] == json!(true) {
+        return exit::OK;
+    }
+    if structured["error"]["code"] == json!("invalid_call") {
+        return exit::USAGE;
+    }
+    match structured["exit_code"].as_u64() {
+        Some(code) if (1..=255).contains(&code) => code as u8,
+        _ => exit::FAILED,
+    }
+}
+
+fn print_readable(structured: &Value) {
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    if let Some(error) = structured.get("error") {
+        let _ = writeln!(stderr, "error: {}", error["message"].as_str().unwrap_or("unknown error"));
+        if let Some(path) = error["path"].as_str() {
+            let _ = writeln!(stderr, "  at: {path}");
+        }
+        if let Some(valid) = error["valid"].as_array() {
+            let names: Vec<&str> = valid.iter().filter_map(Value::as_str).collect();
+            let _ = writeln!(stderr, "  valid: {}", names.join(", "));
+        }
+    } else if structured.get("stdout").is_some() || structured.get("stderr").is_some() {
+        let _ = stdout.write_all(structured["stdout"].as_str().unwrap_or("").as_bytes());
+        let _ = stderr.write_all(structured["stderr"].as_str().unwrap_or("").as_bytes());
+    } else {
+        let _ = writeln!(stdout, "{}", serde_json::to_string_pretty(structured).unwrap_or_default());
+    }
+    let mut summary = format!("receipt {}", structured["receipt"].as_str().unwrap_or("?"));
+    if let Some(code) = structured["exit_code"].as_i64() {
+        summary.push_str(&format!(", exit {code}"));
+    }
+    if let Some(signal) = structured["signal"].as_str() {
+        summary.push_str(&format!(", killed by {signal}"));
+    }
+    if structured["timed_out"] == json!(true) {
+        summary.push_str(", timed out");
+    }
+    if let Some(cut) = structured["cut"].as_object() {
+        for (name, note) in cut {
+            summary.push_str(&format!(", {name} cut to {} of {} bytes", note["shown"], note["bytes"]));
+        }
+    }
+    let _ = writeln!(stderr, "[{summary}]");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> CallArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            call: CallArgs,
+        }
+        Wrapper::parse_from(std::iter::once("call").chain(words.iter().copied())).call
+    }
+
+    #[test]
+    fn words_after_dashes_become_argv() {
+        let request = build(&args(&["shell", "run", "--", "ls", "-la"])).unwrap();
+        assert_eq!(request["args"]["argv"], json!(["ls", "-la"]));
+    }
+
+    #[test]
+    fn argv_only_for_shell_run() {
+        let err = build(&args(&["gui", "move", "--", "x"])).unwrap_err();
+        assert!(err.contains("only for `shell run`"), "{err}");
+    }
+
+    #[test]
+    fn bad_json_is_named() {
+        let err = build(&args(&["shell", "run", "--args", "{nope"])).unwrap_err();
+        assert!(err.starts_with("--args is not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn exit_status_mirrors_the_action() {
+        assert_eq!(status_of(&json!({"ok": true})), 0);
+        assert_eq!(status_of(&json!({"ok": false, "exit_code": 3})), 3);
+        assert_eq!(status_of(&json!({"ok": false, "error": {"code": "invalid_call"}})), 2);
+        assert_eq!(status_of(&json!({"ok": false, "timed_out": true, "exit_code": null})), 1);
+    }
+}

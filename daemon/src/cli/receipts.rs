@@ -1,0 +1,170 @@
+//! `computer receipts list|show|verify|export`: reading the ledger directly (read-only, WAL).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use computer_ipc::paths;
+use serde_json::Value;
+
+use super::exit;
+use crate::receipts::{self, ListFilter, StoredRow};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ReceiptsCommand {
+    /// List receipts, oldest first.
+    List {
+        /// Only receipts newer than this, e.g. `30s`, `10m`, `2h`, `1d`.
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        surface: Option<String>,
+        /// The newest N rows.
+        #[arg(long)]
+        limit: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show both rows (intent and result) of one call.
+    Show { id: String },
+    /// Check the hash chain; exit 0 when it holds, otherwise name the first broken seq.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write every row as JSON lines.
+    Export,
+}
+
+pub fn run(command: ReceiptsCommand) -> u8 {
+    let path = paths::state_dir().join("receipts.sqlite");
+    let conn = match receipts::open_ro(&path) {
+        Ok(conn) => conn,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::FAILED;
+        }
+    };
+    let outcome = match command {
+        ReceiptsCommand::List { since, surface, limit, json } => {
+            let since_ms = match since.as_deref().map(parse_age).transpose() {
+                Ok(since) => since.map(|age| now_ms() - age),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return exit::USAGE;
+                }
+            };
+            let filter = ListFilter { since_ms, surface, call_id: None, limit };
+            receipts::list(&conn, &path, &filter).map(|rows| {
+                for row in &rows {
+                    if json {
+                        println!("{}", serde_json::to_string(row).unwrap_or_default());
+                    } else {
+                        println!("{}", one_line(row));
+                    }
+                }
+                exit::OK
+            })
+        }
+        ReceiptsCommand::Show { id } => {
+            let filter = ListFilter { call_id: Some(id.clone()), ..Default::default() };
+            receipts::list(&conn, &path, &filter).map(|rows| {
+                if rows.is_empty() {
+                    eprintln!("error: no receipt with id {id}");
+                    return exit::FAILED;
+                }
+                println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+                exit::OK
+            })
+        }
+        ReceiptsCommand::Verify { json } => receipts::verify(&conn, &path).map(|verdict| match verdict {
+            Ok(rows) => {
+                if json {
+                    println!("{}", serde_json::json!({"ok": true, "rows": rows}));
+                } else {
+                    println!("the chain holds: {rows} rows verified");
+                }
+                exit::OK
+            }
+            Err(broken) => {
+                if json {
+                    println!("{}", serde_json::json!({"ok": false, "broken_seq": broken.seq, "reason": broken.reason}));
+                } else {
+                    println!("the chain is broken at seq {}: {}", broken.seq, broken.reason);
+                }
+                exit::FAILED
+            }
+        }),
+        ReceiptsCommand::Export => receipts::list(&conn, &path, &ListFilter::default()).map(|rows| {
+            for row in &rows {
+                println!("{}", serde_json::to_string(row).unwrap_or_default());
+            }
+            exit::OK
+        }),
+    };
+    outcome.unwrap_or_else(|err| {
+        eprintln!("error: {err}");
+        exit::FAILED
+    })
+}
+
+fn one_line(row: &StoredRow) -> String {
+    let seconds = row.at_ms / 1000;
+    let detail = match row.kind.as_str() {
+        "intent" => row.body["action"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| compact(&row.body["args"])),
+        _ => match row.body.get("error") {
+            Some(error) => format!("error {}: {}", error["code"].as_str().unwrap_or("?"), error["message"].as_str().unwrap_or("")),
+            None => format!("ok={} {}", row.body["ok"], compact(&row.body["fields"])),
+        },
+    };
+    format!(
+        "{:>6}  {}  {:<6}  {:<6} {:<8} {}  {}",
+        row.seq, seconds, row.kind, row.surface, row.command, row.call_id, detail
+    )
+}
+
+fn compact(value: &Value) -> String {
+    let text = value.to_string();
+    if text.len() > 120 {
+        let mut end = 117;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &text[..end])
+    } else {
+        text
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Parses `30s`, `10m`, `2h` or `1d` into milliseconds.
+fn parse_age(text: &str) -> Result<i64, String> {
+    let invalid = || format!("--since `{text}` is not an age; use a number with s, m, h or d, e.g. 10m");
+    let unit = text.chars().last().ok_or_else(invalid)?;
+    let number: i64 = text[..text.len() - unit.len_utf8()].parse().map_err(|_| invalid())?;
+    let scale = match unit {
+        's' => 1_000,
+        'm' => 60_000,
+        'h' => 3_600_000,
+        'd' => 86_400_000,
+        _ => return Err(invalid()),
+    };
+    Ok(number * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_parse() {
+        assert_eq!(parse_age("10m"), Ok(600_000));
+        assert_eq!(parse_age("2h"), Ok(7_200_000));
+        assert!(parse_age("10").unwrap_err().contains("not an age"));
+        assert!(parse_age("").is_err());
+    }
+}

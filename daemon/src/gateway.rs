@@ -1,0 +1,394 @@
+//! The gateway: the one dispatch path every call takes, whoever sends it.
+//! decode → validate → policy → intent receipt → surface → budget → result receipt → reply.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use computer_ipc::{ComputerCall, ErrorCode, SurfaceName, TOOL_NAME, ToolError};
+use computer_surfaces::{Availability, CallContext, Outcome, Registry};
+use rmcp::model::{CallToolResult, Tool};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use crate::budget::Budget;
+use crate::policy::{Caller, Decision, Policy, PolicyInput};
+use crate::receipts::{Ledger, NewRow, RowKind};
+
+/// Longest string kept verbatim in a receipt's args; the digest covers the full value.
+const RECEIPT_STRING_LIMIT: usize = 4096;
+
+pub struct Gateway {
+    registry: Registry,
+    policy: Box<dyn Policy>,
+    ledger: Ledger,
+    artifact_dir: PathBuf,
+    tool: Tool,
+    in_flight: AtomicUsize,
+    drained: Notify,
+    closing: AtomicBool,
+}
+
+/// Counts a call as in flight until dropped.
+struct InFlight<'a>(&'a Gateway);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
+}
+
+/// Where a call stands when it ends early: what is known of it for its receipts.
+struct Early {
+    surface: String,
+    command: String,
+    args: Value,
+}
+
+impl Gateway {
+    pub fn new(
+        registry: Registry,
+        policy: Box<dyn Policy>,
+        ledger: Ledger,
+        artifact_dir: PathBuf,
+    ) -> Arc<Gateway> {
+        let tool = crate::schema::tool(&registry);
+        Arc::new(Gateway {
+            registry,
+            policy,
+            ledger,
+            artifact_dir,
+            tool,
+            in_flight: AtomicUsize::new(0),
+            drained: Notify::new(),
+            closing: AtomicBool::new(false),
+        })
+    }
+
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    /// Refuses new calls from now on.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Waits until no call is in flight.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Handles one `tools/call`. Always answers with a tool result, never a protocol error, and
+    /// always leaves receipts.
+    pub async fn handle(
+        &self,
+        caller: &Caller,
+        tool_name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> CallToolResult {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _in_flight = InFlight(self);
+        let call_id = uuid::Uuid::now_v7().to_string();
+        let raw = Value::Object(arguments.unwrap_or_default());
+
+        if self.closing.load(Ordering::Acquire) {
+            let error = ToolError::new(
+                ErrorCode::ShuttingDown,
+                "the daemon is shutting down; retry once it is back",
+            );
+            return self.refuse(&call_id, caller, early_from_raw(&raw), error, None).await;
+        }
+        if tool_name != TOOL_NAME {
+            let error = ToolError::invalid(format!("unknown tool `{tool_name}`"))
+                .at("name")
+                .valid([TOOL_NAME]);
+            return self.refuse(&call_id, caller, early_from_raw(&raw), error, None).await;
+        }
+        let call = match self.decode(&raw) {
+            Ok(call) => call,
+            Err(error) => {
+                return self.refuse(&call_id, caller, early_from_raw(&raw), error, None).await;
+            }
+        };
+        let early = Early {
+            surface: call.surface.to_string(),
+            command: call.command.clone(),
+            args: raw.clone(),
+        };
+        let surface = match self.registry.get(call.surface) {
+            Some(surface) => surface.clone(),
+            None => {
+                let error = self.surface_error(call.surface);
+                return self.refuse(&call_id, caller, early, error, None).await;
+            }
+        };
+        if let Availability::Unavailable { reason, fix } = surface.probe() {
+            let error = ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}"))
+                .at("surface");
+            return self.refuse(&call_id, caller, early, error, None).await;
+        }
+        if let Err(error) = unsupported_complications(&call) {
+            return self.refuse(&call_id, caller, early, error, None).await;
+        }
+        let budget = match Budget::from_request(
+            call.complications.return_budget.as_ref(),
+            surface.result_fields(&call.command),
+        ) {
+            Ok(budget) => budget,
+            Err(error) => return self.refuse(&call_id, caller, early, error, None).await,
+        };
+        let action = match surface.prepare(&call.command, &call.args, &call.complications) {
+            Ok(action) => action,
+            Err(error) => return self.refuse(&call_id, caller, early, error, None).await,
+        };
+        let described = action.describe();
+        let decision = self.policy.decide(&PolicyInput {
+            caller,
+            surface: call.surface,
+            command: &call.command,
+            risk: action.risk(),
+            action: &described,
+        });
+        if let Decision::Deny { reason, .. } = &decision {
+            let error = ToolError::new(ErrorCode::Denied, reason.clone());
+            return self.refuse(&call_id, caller, early, error, Some(&decision)).await;
+        }
+
+        let intent = NewRow {
+            call_id: call_id.clone(),
+            kind: RowKind::Intent,
+            surface: early.surface.clone(),
+            command: early.command.clone(),
+            body: json!({
+                "caller": caller,
+                "args": receipt_value(&raw),
+                "args_sha256": digest(&raw),
+                "action": described,
+                "risk": action.risk(),
+                "policy": decision,
+                "approval": Value::Null,
+            }),
+        };
+        if let Err(err) = self.ledger.append(vec![intent]).await {
+            tracing::error!(%call_id, error = %err, "intent receipt failed; action refused");
+            return error_result(
+                &call_id,
+                &ToolError::new(
+                    ErrorCode::ReceiptFailed,
+                    format!("the action was refused because its receipt could not be written: {err}"),
+                ),
+            );
+        }
+
+        let ctx = CallContext {
+            call_id: call_id.clone(),
+            artifact_dir: self.artifact_dir.clone(),
+        };
+        let outcome = action.run(ctx).await;
+        let (reply, result_body) = match outcome {
+            Ok(outcome) => self.success_reply(&call_id, &budget, outcome),
+            Err(err) => {
+                let error = ToolError::new(ErrorCode::ActionFailed, err.to_string());
+                let body = json!({"ok": false, "error": error});
+                (error_result(&call_id, &error), body)
+            }
+        };
+        let result = NewRow {
+            call_id: call_id.clone(),
+            kind: RowKind::Result,
+            surface: early.surface,
+            command: early.command,
+            body: result_body,
+        };
+        if let Err(err) = self.ledger.append(vec![result]).await {
+            tracing::error!(%call_id, error = %err, "result receipt failed after the action ran");
+            return error_result(
+                &call_id,
+                &ToolError::new(
+                    ErrorCode::ReceiptFailed,
+                    format!("the action ran, but its result receipt could not be written: {err}"),
+                ),
+            );
+        }
+        reply
+    }
+
+    fn decode(&self, raw: &Value) -> Result<ComputerCall, ToolError> {
+        if let Some(surface) = raw.get("surface").and_then(Value::as_str)
+            && SurfaceName::parse(surface).is_none()
+        {
+            return Err(ToolError::invalid(format!("unknown surface `{surface}`"))
+                .at("surface")
+                .valid(self.ready_surfaces()));
+        }
+        serde_path_to_error::deserialize::<_, ComputerCall>(raw.clone()).map_err(|err| {
+            let path = err.path().to_string();
+            let message = err.into_inner().to_string();
+            let error = ToolError::invalid(message);
+            if path == "." { error } else { error.at(path) }
+        })
+    }
+
+    fn ready_surfaces(&self) -> Vec<String> {
+        self.registry
+            .ready()
+            .map(|s| s.name().to_string())
+            .collect()
+    }
+
+    fn surface_error(&self, name: SurfaceName) -> ToolError {
+        let why = match Registry::why_absent(name) {
+            Availability::Unavailable { reason, fix } => format!("{reason}; {fix}"),
+            Availability::Ready => String::new(),
+        };
+        ToolError::new(ErrorCode::Unavailable, format!("the {name} surface is not available here: {why}"))
+            .at("surface")
+            .valid(self.ready_surfaces())
+    }
+
+    fn success_reply(&self, call_id: &str, budget: &Budget, outcome: Outcome) -> (CallToolResult, Value) {
+        let mut visible = Map::new();
+        visible.insert("ok".into(), json!(outcome.success));
+        visible.insert("receipt".into(), json!(call_id));
+        visible.extend(budget.apply(&outcome.fields, &outcome.texts));
+        let outputs: Vec<Value> = outcome
+            .texts
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "bytes": t.total_bytes,
+                    "sha256": t.sha256,
+                    "artifact": t.artifact,
+                })
+            })
+            .collect();
+        let body = json!({
+            "ok": outcome.success,
+            "fields": outcome.fields,
+            "outputs": outputs,
+            "artifacts": outcome.artifacts,
+        });
+        let value = Value::Object(visible);
+        let result = if outcome.success {
+            CallToolResult::structured(value)
+        } else {
+            CallToolResult::structured_error(value)
+        };
+        (result, body)
+    }
+
+    /// Ends a call that will not run: writes its intent and result together, then answers.
+    async fn refuse(
+        &self,
+        call_id: &str,
+        caller: &Caller,
+        early: Early,
+        error: ToolError,
+        decision: Option<&Decision>,
+    ) -> CallToolResult {
+        let rows = vec![
+            NewRow {
+                call_id: call_id.to_string(),
+                kind: RowKind::Intent,
+                surface: early.surface.clone(),
+                command: early.command.clone(),
+                body: json!({
+                    "caller": caller,
+                    "args": receipt_value(&early.args),
+                    "args_sha256": digest(&early.args),
+                    "policy": decision,
+                }),
+            },
+            NewRow {
+                call_id: call_id.to_string(),
+                kind: RowKind::Result,
+                surface: early.surface,
+                command: early.command,
+                body: json!({"ok": false, "error": error}),
+            },
+        ];
+        if let Err(err) = self.ledger.append(rows).await {
+            tracing::error!(%call_id, error = %err, "receipt for a refused call failed");
+        }
+        error_result(call_id, &error)
+    }
+}
+
+fn early_from_raw(raw: &Value) -> Early {
+    let text = |key: &str| {
+        raw.get(key)
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(64).collect())
+            .unwrap_or_default()
+    };
+    Early {
+        surface: text("surface"),
+        command: text("command"),
+        args: raw.clone(),
+    }
+}
+
+fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
+    let c = &call.complications;
+    let not_here = |name: &str, why: &str| {
+        Err(ToolError::new(ErrorCode::Unavailable, format!("the `{name}` complication {why}"))
+            .at(format!("complications.{name}")))
+    };
+    if c.evidence.is_some_and(|e| e != computer_ipc::Evidence::None) {
+        return not_here("evidence", "needs the gui surface, which this build does not have yet");
+    }
+    if !c.secrets.is_empty() {
+        return not_here("secrets", "needs the keychain surface, which this build does not have yet");
+    }
+    if c.detach {
+        return not_here("detach", "is not supported yet; run without it");
+    }
+    Ok(())
+}
+
+fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
+    CallToolResult::structured_error(json!({
+        "ok": false,
+        "receipt": call_id,
+        "error": error,
+    }))
+}
+
+fn digest(value: &Value) -> String {
+    hex::encode(Sha256::digest(value.to_string().as_bytes()))
+}
+
+/// A copy of `value` fit for a receipt: long strings are shortened (the digest covers them whole).
+fn receipt_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > RECEIPT_STRING_LIMIT => {
+            let mut end = RECEIPT_STRING_LIMIT;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            json!(format!("{}…[{} bytes in all]", &s[..end], s.len()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(receipt_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), receipt_value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}

@@ -1,0 +1,24 @@
+//! The computer daemon: the server loop, the one dispatch path, the receipts ledger and the CLI.
+//!
+//! # Layout
+//! - [`server`]: socket binding (private dir, single daemon, 0600), peer uid check, shutdown.
+//! - [`transport`]: newline-delimited JSON-RPC with a request size cap.
+//! - [`mcp`]: the MCP handler of a connection.
+//! - [`gateway`]: decode → validate → policy → intent receipt → surface → budget → result receipt.
+//! - [`policy`]: the policy hook and the caller's identity.
+//! - [`budget`]: the response budget (`complications.return`).
+//! - [`receipts`]: the hash-chained SQLite ledger with group commit.
+//! - [`schema`]: the `COMPUTER` tool definition.
+//! - [`config`]: embedded defaults and the optional TOML file.
+//! - [`cli`]: the `computer` command's subcommands.
+
+pub mod budget;
+pub mod cli;
+pub mod config;
+pub mod gateway;
+pub mod mcp;
+pub mod policy;
+pub mod receipts;
+pub mod schema;
+pub mod server;
+pub mod transport;
