@@ -34,9 +34,11 @@ impl Budget {
         if let Some(select) = &request.select {
             for (index, field) in select.iter().enumerate() {
                 if !valid_fields.contains(&field.as_str()) {
-                    return Err(ToolError::invalid(format!("unknown result field `{field}`"))
-                        .at(format!("complications.return.select[{index}]"))
-                        .valid(valid_fields.iter().copied()));
+                    return Err(
+                        ToolError::invalid(format!("unknown result field `{field}`"))
+                            .at(format!("complications.return.select[{index}]"))
+                            .valid(valid_fields.iter().copied()),
+                    );
                 }
             }
         }
@@ -151,7 +153,10 @@ fn render(text: &CapturedText, share: usize, mode: ReturnMode) -> (Rendered, boo
         ReturnMode::Tail => (&[], take_tail(head, tail, share)),
         ReturnMode::HeadTail => {
             let front_share = share / 2;
-            (take_head(head, &[], front_share), take_tail(&[], tail_or_head(head, tail), share - front_share))
+            (
+                take_head(head, &[], front_share),
+                take_tail(&[], tail_or_head(head, tail), share - front_share),
+            )
         }
     };
     let skipped = text.total_bytes as usize - front.len() - back.len();
@@ -159,7 +164,9 @@ fn render(text: &CapturedText, share: usize, mode: ReturnMode) -> (Rendered, boo
     let marker = format!("\n…[{skipped} bytes cut]…\n");
     match mode {
         ReturnMode::Head => rendered.push_str(&marker),
-        ReturnMode::Tail => rendered = format!("{}{}", marker.trim_start(), String::from_utf8_lossy(back)),
+        ReturnMode::Tail => {
+            rendered = format!("{}{}", marker.trim_start(), String::from_utf8_lossy(back))
+        }
         ReturnMode::HeadTail => {
             rendered.push_str(&marker);
             rendered.push_str(&String::from_utf8_lossy(back));
@@ -223,7 +230,11 @@ mod tests {
     }
 
     fn budget(max: usize, mode: ReturnMode) -> Budget {
-        Budget { max_bytes: max, mode, select: None }
+        Budget {
+            max_bytes: max,
+            mode,
+            select: None,
+        }
     }
 
     #[test]
@@ -237,22 +248,36 @@ mod tests {
     fn modes_keep_the_asked_part_and_say_what_was_cut() {
         let long = "a".repeat(50) + &"z".repeat(50);
         let head = budget(10, ReturnMode::Head).apply(&Map::new(), &[text("stdout", &long)]);
-        assert!(head["stdout"].as_str().unwrap().starts_with("aaaaaaaaaa\n…[90 bytes cut]"));
+        assert!(
+            head["stdout"]
+                .as_str()
+                .unwrap()
+                .starts_with("aaaaaaaaaa\n…[90 bytes cut]")
+        );
         assert_eq!(head["cut"]["stdout"]["bytes"], 100);
         assert_eq!(head["cut"]["stdout"]["shown"], 10);
 
         let tail = budget(10, ReturnMode::Tail).apply(&Map::new(), &[text("stdout", &long)]);
-        assert!(tail["stdout"].as_str().unwrap().ends_with("]…\nzzzzzzzzzz"), "{tail:?}");
+        assert!(
+            tail["stdout"].as_str().unwrap().ends_with("]…\nzzzzzzzzzz"),
+            "{tail:?}"
+        );
 
         let both = budget(10, ReturnMode::HeadTail).apply(&Map::new(), &[text("stdout", &long)]);
         let shown = both["stdout"].as_str().unwrap();
-        assert!(shown.starts_with("aaaaa\n") && shown.ends_with("\nzzzzz"), "{shown:?}");
+        assert!(
+            shown.starts_with("aaaaa\n") && shown.ends_with("\nzzzzz"),
+            "{shown:?}"
+        );
     }
 
     #[test]
     fn cuts_never_split_a_character() {
         let out = budget(5, ReturnMode::Head).apply(&Map::new(), &[text("stdout", "ééééé")]);
-        assert!(out["stdout"].as_str().unwrap().starts_with("éé\n"), "{out:?}");
+        assert!(
+            out["stdout"].as_str().unwrap().starts_with("éé\n"),
+            "{out:?}"
+        );
     }
 
     #[test]
@@ -265,7 +290,10 @@ mod tests {
     #[test]
     fn select_keeps_only_named_fields() {
         let b = Budget::from_request(
-            Some(&ReturnBudget { select: Some(vec!["exit_code".into()]), ..Default::default() }),
+            Some(&ReturnBudget {
+                select: Some(vec!["exit_code".into()]),
+                ..Default::default()
+            }),
             &["exit_code", "stdout"],
         )
         .unwrap();
@@ -276,7 +304,10 @@ mod tests {
         assert_eq!(out.keys().collect::<Vec<_>>(), vec!["exit_code"]);
 
         let err = Budget::from_request(
-            Some(&ReturnBudget { select: Some(vec!["exit".into()]), ..Default::default() }),
+            Some(&ReturnBudget {
+                select: Some(vec!["exit".into()]),
+                ..Default::default()
+            }),
             &["exit_code", "stdout"],
         )
         .unwrap_err();

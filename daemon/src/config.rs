@@ -9,7 +9,7 @@ use computer_surfaces::capture::CaptureLimits;
 use computer_surfaces::shell::ShellLimits;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: ServerConfig,
@@ -34,15 +34,6 @@ pub struct ShellConfig {
     pub capture_memory_bytes: usize,
     /// Bytes of each output stream written to its artifact file at most.
     pub spill_limit_bytes: u64,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server: ServerConfig::default(),
-            shell: ShellConfig::default(),
-        }
-    }
 }
 
 impl Default for ServerConfig {
@@ -145,9 +136,12 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_key() {
-        let err = Config::parse("[shell]\ndefault_timeout_ms = 5\nmax_timeot_ms = 9\n", "c.toml")
-            .unwrap_err()
-            .to_string();
+        let err = Config::parse(
+            "[shell]\ndefault_timeout_ms = 5\nmax_timeot_ms = 9\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("line 3"), "{err}");
         assert!(err.contains("max_timeot_ms"), "{err}");
         assert!(err.contains("max_timeout_ms"), "lists valid keys: {err}");
@@ -155,9 +149,12 @@ mod tests {
 
     #[test]
     fn inconsistent_values_are_refused() {
-        let err = Config::parse("[shell]\ndefault_timeout_ms = 50\nmax_timeout_ms = 10\n", "c")
-            .unwrap_err()
-            .to_string();
+        let err = Config::parse(
+            "[shell]\ndefault_timeout_ms = 50\nmax_timeout_ms = 10\n",
+            "c",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("over shell.max_timeout_ms"), "{err}");
     }
 }

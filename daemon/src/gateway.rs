@@ -3,14 +3,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use computer_ipc::{ComputerCall, ErrorCode, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{Availability, CallContext, Outcome, Registry};
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use tokio::sync::Notify;
 
 use crate::budget::Budget;
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
@@ -25,20 +24,7 @@ pub struct Gateway {
     ledger: Ledger,
     artifact_dir: PathBuf,
     tool: Tool,
-    in_flight: AtomicUsize,
-    drained: Notify,
     closing: AtomicBool,
-}
-
-/// Counts a call as in flight until dropped.
-struct InFlight<'a>(&'a Gateway);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.drained.notify_waiters();
-        }
-    }
 }
 
 /// Where a call stands when it ends early: what is known of it for its receipts.
@@ -62,8 +48,6 @@ impl Gateway {
             ledger,
             artifact_dir,
             tool,
-            in_flight: AtomicUsize::new(0),
-            drained: Notify::new(),
             closing: AtomicBool::new(false),
         })
     }
@@ -72,24 +56,9 @@ impl Gateway {
         &self.tool
     }
 
-    /// Refuses new calls from now on.
+    /// Refuses new calls from now on (calls already running finish).
     pub fn close(&self) {
         self.closing.store(true, Ordering::Release);
-    }
-
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Acquire)
-    }
-
-    /// Waits until no call is in flight.
-    pub async fn drained(&self) {
-        loop {
-            let notified = self.drained.notified();
-            if self.in_flight() == 0 {
-                return;
-            }
-            notified.await;
-        }
     }
 
     /// Handles one `tools/call`. Always answers with a tool result, never a protocol error, and
@@ -100,8 +69,6 @@ impl Gateway {
         tool_name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> CallToolResult {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        let _in_flight = InFlight(self);
         let call_id = uuid::Uuid::now_v7().to_string();
         let raw = Value::Object(arguments.unwrap_or_default());
 
@@ -110,18 +77,24 @@ impl Gateway {
                 ErrorCode::ShuttingDown,
                 "the daemon is shutting down; retry once it is back",
             );
-            return self.refuse(&call_id, caller, early_from_raw(&raw), error, None).await;
+            return self
+                .refuse(&call_id, caller, early_from_raw(&raw), error, None)
+                .await;
         }
         if tool_name != TOOL_NAME {
             let error = ToolError::invalid(format!("unknown tool `{tool_name}`"))
                 .at("name")
                 .valid([TOOL_NAME]);
-            return self.refuse(&call_id, caller, early_from_raw(&raw), error, None).await;
+            return self
+                .refuse(&call_id, caller, early_from_raw(&raw), error, None)
+                .await;
         }
         let call = match self.decode(&raw) {
             Ok(call) => call,
             Err(error) => {
-                return self.refuse(&call_id, caller, early_from_raw(&raw), error, None).await;
+                return self
+                    .refuse(&call_id, caller, early_from_raw(&raw), error, None)
+                    .await;
             }
         };
         let early = Early {
@@ -165,7 +138,9 @@ impl Gateway {
         });
         if let Decision::Deny { reason, .. } = &decision {
             let error = ToolError::new(ErrorCode::Denied, reason.clone());
-            return self.refuse(&call_id, caller, early, error, Some(&decision)).await;
+            return self
+                .refuse(&call_id, caller, early, error, Some(&decision))
+                .await;
         }
 
         let intent = NewRow {
@@ -189,7 +164,9 @@ impl Gateway {
                 &call_id,
                 &ToolError::new(
                     ErrorCode::ReceiptFailed,
-                    format!("the action was refused because its receipt could not be written: {err}"),
+                    format!(
+                        "the action was refused because its receipt could not be written: {err}"
+                    ),
                 ),
             );
         }
@@ -237,9 +214,7 @@ impl Gateway {
         }
         serde_path_to_error::deserialize::<_, ComputerCall>(raw.clone()).map_err(|err| {
             let path = err.path().to_string();
-            let message = err.into_inner().to_string();
-            let error = ToolError::invalid(message);
-            if path == "." { error } else { error.at(path) }
+            ToolError::from_serde(err.into_inner().to_string(), &path)
         })
     }
 
@@ -255,12 +230,20 @@ impl Gateway {
             Availability::Unavailable { reason, fix } => format!("{reason}; {fix}"),
             Availability::Ready => String::new(),
         };
-        ToolError::new(ErrorCode::Unavailable, format!("the {name} surface is not available here: {why}"))
-            .at("surface")
-            .valid(self.ready_surfaces())
+        ToolError::new(
+            ErrorCode::Unavailable,
+            format!("the {name} surface is not available here: {why}"),
+        )
+        .at("surface")
+        .valid(self.ready_surfaces())
     }
 
-    fn success_reply(&self, call_id: &str, budget: &Budget, outcome: Outcome) -> (CallToolResult, Value) {
+    fn success_reply(
+        &self,
+        call_id: &str,
+        budget: &Budget,
+        outcome: Outcome,
+    ) -> (CallToolResult, Value) {
         let mut visible = Map::new();
         visible.insert("ok".into(), json!(outcome.success));
         visible.insert("receipt".into(), json!(call_id));
@@ -346,14 +329,25 @@ fn early_from_raw(raw: &Value) -> Early {
 fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
     let c = &call.complications;
     let not_here = |name: &str, why: &str| {
-        Err(ToolError::new(ErrorCode::Unavailable, format!("the `{name}` complication {why}"))
-            .at(format!("complications.{name}")))
+        Err(ToolError::new(
+            ErrorCode::Unavailable,
+            format!("the `{name}` complication {why}"),
+        )
+        .at(format!("complications.{name}")))
     };
-    if c.evidence.is_some_and(|e| e != computer_ipc::Evidence::None) {
-        return not_here("evidence", "needs the gui surface, which this build does not have yet");
+    if c.evidence
+        .is_some_and(|e| e != computer_ipc::Evidence::None)
+    {
+        return not_here(
+            "evidence",
+            "needs the gui surface, which this build does not have yet",
+        );
     }
     if !c.secrets.is_empty() {
-        return not_here("secrets", "needs the keychain surface, which this build does not have yet");
+        return not_here(
+            "secrets",
+            "needs the keychain surface, which this build does not have yet",
+        );
     }
     if c.detach {
         return not_here("detach", "is not supported yet; run without it");

@@ -47,7 +47,9 @@ impl ServerHandler for Connection {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![self.gateway.tool().clone()]))
+        Ok(ListToolsResult::with_all_items(vec![
+            self.gateway.tool().clone(),
+        ]))
     }
 
     async fn call_tool(

@@ -179,8 +179,10 @@ fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
     let conn = Connection::open(path).map_err(sql_err)?;
     // WAL lets readers (the CLI) work beside the writer; synchronous=FULL makes each commit reach
     // the disk before any caller of that batch is answered.
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(sql_err)?;
-    conn.pragma_update(None, "synchronous", "FULL").map_err(sql_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sql_err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(sql_err)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql_err)?;
     conn.execute_batch(SCHEMA).map_err(sql_err)?;
@@ -395,7 +397,11 @@ pub struct ListFilter {
 }
 
 /// Rows matching `filter`, oldest first (the newest `limit` when a limit is given).
-pub fn list(conn: &Connection, path: &Path, filter: &ListFilter) -> Result<Vec<StoredRow>, LedgerError> {
+pub fn list(
+    conn: &Connection,
+    path: &Path,
+    filter: &ListFilter,
+) -> Result<Vec<StoredRow>, LedgerError> {
     let sql_err = |source| LedgerError::Sqlite {
         path: path.to_path_buf(),
         source,
@@ -468,8 +474,14 @@ mod tests {
             let ledger = ledger.clone();
             tasks.push(tokio::spawn(async move {
                 let id = format!("c{i}");
-                ledger.append(vec![row(&id, RowKind::Intent)]).await.unwrap();
-                ledger.append(vec![row(&id, RowKind::Result)]).await.unwrap();
+                ledger
+                    .append(vec![row(&id, RowKind::Intent)])
+                    .await
+                    .unwrap();
+                ledger
+                    .append(vec![row(&id, RowKind::Result)])
+                    .await
+                    .unwrap();
             }));
         }
         for task in tasks {
@@ -477,7 +489,15 @@ mod tests {
         }
         let conn = open_ro(&path).unwrap();
         assert_eq!(verify(&conn, &path).unwrap(), Ok(128));
-        let rows = list(&conn, &path, &ListFilter { call_id: Some("c7".into()), ..Default::default() }).unwrap();
+        let rows = list(
+            &conn,
+            &path,
+            &ListFilter {
+                call_id: Some("c7".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].kind, "intent");
         assert_eq!(rows[1].body["argv"][0], "true");
@@ -489,16 +509,23 @@ mod tests {
         let path = dir.path().join("receipts.sqlite");
         let ledger = Ledger::open(&path).unwrap();
         for i in 0..5 {
-            ledger.append(vec![row(&format!("c{i}"), RowKind::Intent)]).await.unwrap();
+            ledger
+                .append(vec![row(&format!("c{i}"), RowKind::Intent)])
+                .await
+                .unwrap();
         }
         let rw = Connection::open(&path).unwrap();
-        rw.execute("UPDATE receipts SET row = replace(row, 'true', 'rm') WHERE seq = 3", [])
-            .unwrap();
+        rw.execute(
+            "UPDATE receipts SET row = replace(row, 'true', 'rm') WHERE seq = 3",
+            [],
+        )
+        .unwrap();
         let conn = open_ro(&path).unwrap();
         let broken = verify(&conn, &path).unwrap().unwrap_err();
         assert_eq!(broken.seq, 3, "{broken:?}");
 
-        rw.execute("DELETE FROM receipts WHERE seq = 3", []).unwrap();
+        rw.execute("DELETE FROM receipts WHERE seq = 3", [])
+            .unwrap();
         let broken = verify(&conn, &path).unwrap().unwrap_err();
         assert_eq!(broken.seq, 4, "{broken:?}");
         assert!(broken.reason.contains("missing"), "{broken:?}");
@@ -509,12 +536,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
         let ledger = Ledger::open(&path).unwrap();
-        ledger.append(vec![row("done", RowKind::Intent), row("done", RowKind::Result)]).await.unwrap();
-        ledger.append(vec![row("open", RowKind::Intent)]).await.unwrap();
+        ledger
+            .append(vec![
+                row("done", RowKind::Intent),
+                row("done", RowKind::Result),
+            ])
+            .await
+            .unwrap();
+        ledger
+            .append(vec![row("open", RowKind::Intent)])
+            .await
+            .unwrap();
         assert_eq!(ledger.close_interrupted().await.unwrap(), 1);
         assert_eq!(ledger.close_interrupted().await.unwrap(), 0);
         let conn = open_ro(&path).unwrap();
-        let rows = list(&conn, &path, &ListFilter { call_id: Some("open".into()), ..Default::default() }).unwrap();
+        let rows = list(
+            &conn,
+            &path,
+            &ListFilter {
+                call_id: Some("open".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(rows[1].body["outcome"], "interrupted");
         assert_eq!(verify(&conn, &path).unwrap(), Ok(4));
     }

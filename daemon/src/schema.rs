@@ -58,7 +58,9 @@ fn input_schema(registry: &Registry) -> Map<String, Value> {
         s.inline_subschemas = true;
         s.meta_schema = None;
     });
-    let schema = settings.into_generator().into_root_schema_for::<ComputerCall>();
+    let schema = settings
+        .into_generator()
+        .into_root_schema_for::<ComputerCall>();
     let mut schema = schema.to_value();
     strip(&mut schema);
 
@@ -94,7 +96,10 @@ fn strip(value: &mut Value) {
             map.remove("$schema");
             map.remove("format");
             map.remove("minimum");
-            if map.get("default").is_some_and(|d| d.is_null() || d == &json!({}) || d == &json!(false)) {
+            if map
+                .get("default")
+                .is_some_and(|d| d.is_null() || d == &json!({}) || d == &json!(false))
+            {
                 map.remove("default");
             }
             if let Some(Value::Array(types)) = map.get("type") {

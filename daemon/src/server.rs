@@ -2,6 +2,7 @@
 //! before reading a byte, serves MCP per connection, and drains in-flight calls on shutdown.
 
 use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::config::ServerConfig;
 use crate::gateway::Gateway;
 use crate::mcp::Connection;
 use crate::policy::Caller;
-use crate::transport::LineTransport;
+use crate::transport::{LineTransport, Unanswered};
 
 /// A bound socket, owned by this process for as long as the lock is held.
 pub struct BoundSocket {
@@ -55,12 +56,23 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
         libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB)
     };
     if locked != 0 {
+        let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
+        let holder = holder.trim();
+        let who = if holder.is_empty() {
+            String::new()
+        } else {
+            format!(" (pid {holder})")
+        };
         bail!(
-            "another computer daemon is already serving {} (its lock {} is held); stop it first, or set COMPUTER_SOCKET to use another socket",
+            "another computer daemon{who} is already serving {}; stop it first, or set COMPUTER_SOCKET to use another socket",
             path.display(),
-            lock_path.display()
         );
     }
+    // The lock file names its holder, for the message above and for scripts that stop the daemon.
+    lock.set_len(0).context("cannot truncate the lock file")?;
+    (&lock)
+        .write_all(format!("{}\n", std::process::id()).as_bytes())
+        .context("cannot write the lock file")?;
 
     // Holding the lock means no live daemon owns this path: a socket file here is stale.
     match std::fs::symlink_metadata(path) {
@@ -95,7 +107,8 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
     })
 }
 
-fn lock_path(socket: &Path) -> PathBuf {
+/// The lock file beside a socket; it holds the serving daemon's pid.
+pub fn lock_path(socket: &Path) -> PathBuf {
     let mut name = socket.as_os_str().to_os_string();
     name.push(".lock");
     PathBuf::from(name)
@@ -112,6 +125,7 @@ pub async fn run(
     // SAFETY: getuid has no preconditions and cannot fail.
     let our_uid = unsafe { libc::getuid() };
     tracing::info!(socket = %socket.path.display(), "serving");
+    let unanswered = Arc::new(Unanswered::default());
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -119,7 +133,13 @@ pub async fn run(
             _ = &mut shutdown => break,
             accepted = socket.listener.accept() => match accepted {
                 Ok(stream) => {
-                    tokio::spawn(serve_connection(stream, gateway.clone(), our_uid, config.max_request_bytes));
+                    tokio::spawn(serve_connection(
+                        stream,
+                        gateway.clone(),
+                        our_uid,
+                        config.max_request_bytes,
+                        unanswered.clone(),
+                    ));
                 }
                 Err(err) => tracing::warn!(error = %err, "accept failed"),
             },
@@ -129,19 +149,34 @@ pub async fn run(
     gateway.close();
     let _ = std::fs::remove_file(&socket.path);
     drop(socket.listener);
-    let pending = gateway.in_flight();
+    let pending = unanswered.get();
     if pending > 0 {
-        tracing::info!(pending, "waiting for in-flight calls to finish");
+        tracing::info!(
+            pending,
+            "waiting for in-flight calls to finish and be answered"
+        );
         let grace = Duration::from_millis(config.shutdown_grace_ms);
-        if tokio::time::timeout(grace, gateway.drained()).await.is_err() {
-            tracing::warn!(left = gateway.in_flight(), "grace period over; exiting with calls unfinished (their receipts will read interrupted)");
+        if tokio::time::timeout(grace, unanswered.drained())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                left = unanswered.get(),
+                "grace period over; exiting with calls unfinished (their receipts will read interrupted)"
+            );
         }
     }
     tracing::info!("stopped");
     Ok(())
 }
 
-async fn serve_connection(stream: Stream, gateway: Arc<Gateway>, our_uid: u32, max_line: usize) {
+async fn serve_connection(
+    stream: Stream,
+    gateway: Arc<Gateway>,
+    our_uid: u32,
+    max_line: usize,
+    unanswered: Arc<Unanswered>,
+) {
     // The uid check runs before a single byte of the request is read: the socket's file mode is
     // not the guard, this is.
     let (uid, pid) = match stream.peer_creds() {
@@ -162,7 +197,7 @@ async fn serve_connection(stream: Stream, gateway: Arc<Gateway>, our_uid: u32, m
     };
     tracing::debug!(pid = ?caller.pid, "client connected");
     let (read, write) = tokio::io::split(stream);
-    let transport = LineTransport::new(read, write, max_line);
+    let (transport, writer) = LineTransport::new(read, write, max_line, unanswered);
     let handler = Connection { gateway, caller };
     match handler.serve(transport).await {
         Ok(running) => {
@@ -170,4 +205,5 @@ async fn serve_connection(stream: Stream, gateway: Arc<Gateway>, our_uid: u32, m
         }
         Err(err) => tracing::debug!(error = %err, "connection ended before the MCP handshake"),
     }
+    let _ = writer.await;
 }

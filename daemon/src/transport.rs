@@ -3,16 +3,66 @@
 //! and invalid-request errors) and closes the connection on an over-long line without buffering it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::RoleServer;
+use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// Frames queued for the writer task before `send` waits.
 const WRITE_QUEUE: usize = 64;
+
+/// Requests received and not yet answered on the wire, across all connections. Shutdown waits for
+/// this to reach zero, so an in-flight call's reply is written before the daemon exits.
+#[derive(Default)]
+pub struct Unanswered {
+    count: AtomicUsize,
+    zero: Notify,
+}
+
+impl Unanswered {
+    fn add(&self, n: usize) {
+        self.count.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn sub(&self, n: usize) {
+        if n > 0 && self.count.fetch_sub(n, Ordering::AcqRel) == n {
+            self.zero.notify_waiters();
+        }
+    }
+
+    pub fn get(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Resolves once every received request has been answered (or its connection is gone).
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.zero.notified();
+            if self.get() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+struct Frame {
+    bytes: Vec<u8>,
+    /// True for a response or error to a request: writing it answers one request.
+    answers: bool,
+    /// The last frame: after it the writer shuts the write side down.
+    last: bool,
+}
+
+/// After refusing an over-long request, how long the rest of it is read and dropped before the
+/// connection closes. Closing a socket with unread input makes the peer's kernel discard what we
+/// sent (a reset), so the refusal would never be read.
+const DISCARD_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub struct LineTransport<R> {
     read: BufReader<R>,
@@ -20,8 +70,11 @@ pub struct LineTransport<R> {
     max_line: usize,
     /// Frames go to one writer task so that an error answered from `receive` (which rmcp may
     /// cancel at any await) never interleaves with a response being written.
-    frames: mpsc::Sender<Vec<u8>>,
-    closed: Arc<std::sync::atomic::AtomicBool>,
+    frames: mpsc::Sender<Frame>,
+    closed: Arc<AtomicBool>,
+    unanswered: Arc<Unanswered>,
+    /// This connection's share of `unanswered`, settled by the writer when it ends.
+    open_requests: Arc<AtomicUsize>,
 }
 
 enum LineRead {
@@ -31,16 +84,32 @@ enum LineRead {
 }
 
 impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
-    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(read: R, write: W, max_line: usize) -> Self {
+    /// Builds the transport and its writer task; the returned handle ends once every queued frame
+    /// has been written (or the peer is gone).
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(
+        read: R,
+        write: W,
+        max_line: usize,
+        unanswered: Arc<Unanswered>,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (frames, queue) = mpsc::channel(WRITE_QUEUE);
-        tokio::spawn(write_frames(write, queue));
-        LineTransport {
+        let open_requests = Arc::new(AtomicUsize::new(0));
+        let writer = tokio::spawn(write_frames(
+            write,
+            queue,
+            unanswered.clone(),
+            open_requests.clone(),
+        ));
+        let transport = LineTransport {
             read: BufReader::new(read),
             line: Vec::new(),
             max_line,
             frames,
-            closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        }
+            closed: Arc::new(AtomicBool::new(false)),
+            unanswered,
+            open_requests,
+        };
+        (transport, writer)
     }
 
     /// Reads one line into `self.line` without letting it grow past `max_line`. Cancel-safe: a
@@ -64,10 +133,30 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
         }
     }
 
+    /// Reads and drops input until the peer closes, for at most [`DISCARD_WINDOW`], in fixed-size
+    /// reads: nothing is buffered.
+    async fn discard_input(&mut self) {
+        let _ = tokio::time::timeout(DISCARD_WINDOW, async {
+            loop {
+                let len = match self.read.fill_buf().await {
+                    Ok([]) | Err(_) => return,
+                    Ok(bytes) => bytes.len(),
+                };
+                self.read.consume(len);
+            }
+        })
+        .await;
+    }
+
     /// Queues an error frame without waiting (so `receive` stays cancel-safe).
-    fn answer_error(&self, id: Value, code: i64, message: String) {
-        let frame = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-        let _ = self.frames.try_send(frame_bytes(&frame));
+    fn answer_error(&self, id: Value, code: i64, message: String, last: bool) {
+        let frame =
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        let _ = self.frames.try_send(Frame {
+            bytes: frame_bytes(&frame),
+            answers: false,
+            last,
+        });
     }
 }
 
@@ -77,22 +166,39 @@ fn frame_bytes<T: serde::Serialize>(message: &T) -> Vec<u8> {
     bytes
 }
 
-async fn write_frames<W: AsyncWrite + Unpin>(mut write: W, mut queue: mpsc::Receiver<Vec<u8>>) {
-    while let Some(frame) = queue.recv().await {
-        if write.write_all(&frame).await.is_err() {
-            return;
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut write: W,
+    mut queue: mpsc::Receiver<Frame>,
+    unanswered: Arc<Unanswered>,
+    open_requests: Arc<AtomicUsize>,
+) {
+    let settle = |n: usize| {
+        open_requests.fetch_sub(n, Ordering::AcqRel);
+        unanswered.sub(n);
+    };
+    'frames: while let Some(frame) = queue.recv().await {
+        let mut answered = usize::from(frame.answers);
+        if write.write_all(&frame.bytes).await.is_err() {
+            break;
         }
         // Batch what is already queued into one flush.
         while let Ok(more) = queue.try_recv() {
-            if write.write_all(&more).await.is_err() {
-                return;
+            answered += usize::from(more.answers);
+            if write.write_all(&more.bytes).await.is_err() {
+                break 'frames;
             }
         }
         if write.flush().await.is_err() {
-            return;
+            break;
+        }
+        settle(answered);
+        if frame.last {
+            break;
         }
     }
     let _ = write.shutdown().await;
+    // Requests that will never be answered on this connection no longer hold up a shutdown.
+    settle(open_requests.load(Ordering::Acquire));
 }
 
 impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransport<R> {
@@ -103,7 +209,12 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let frames = self.frames.clone();
-        let frame = frame_bytes(&item);
+        let answers = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
+        let frame = Frame {
+            bytes: frame_bytes(&item),
+            answers,
+            last: false,
+        };
         async move {
             frames.send(frame).await.map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::BrokenPipe, "connection closed")
@@ -112,7 +223,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) {
             return None;
         }
         loop {
@@ -120,7 +231,10 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                 Ok(LineRead::Line) => {}
                 Ok(LineRead::Eof) => return None,
                 Ok(LineRead::TooLong) => {
-                    tracing::warn!(limit = self.max_line, "request over the size limit; closing the connection");
+                    tracing::warn!(
+                        limit = self.max_line,
+                        "request over the size limit; closing the connection"
+                    );
                     self.answer_error(
                         Value::Null,
                         -32600,
@@ -128,8 +242,10 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                             "request larger than this daemon's limit of {} bytes; the connection is closed",
                             self.max_line
                         ),
+                        true,
                     );
-                    self.closed.store(true, std::sync::atomic::Ordering::Release);
+                    self.closed.store(true, Ordering::Release);
+                    self.discard_input().await;
                     return None;
                 }
                 Err(err) => {
@@ -143,13 +259,23 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                 continue;
             }
             match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(text) {
-                Ok(message) => return Some(message),
+                Ok(message) => {
+                    if matches!(message, JsonRpcMessage::Request(_)) {
+                        self.open_requests.fetch_add(1, Ordering::AcqRel);
+                        self.unanswered.add(1);
+                    }
+                    return Some(message);
+                }
                 Err(err) => {
                     // Not a message we understand. Answer with the request's id when there is one,
                     // so a client waiting on it is not left hanging.
                     let parsed = serde_json::from_slice::<Value>(text);
                     let (id, code, message) = match parsed {
-                        Err(syntax) => (Value::Null, -32700, format!("parse error: not valid JSON: {syntax}")),
+                        Err(syntax) => (
+                            Value::Null,
+                            -32700,
+                            format!("parse error: not valid JSON: {syntax}"),
+                        ),
                         Ok(value) => {
                             let id = value.get("id").cloned().unwrap_or(Value::Null);
                             (id, -32600, format!("invalid request: {err}"))
@@ -157,7 +283,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                     };
                     // A notification (no id) gets no answer, as JSON-RPC says.
                     if code == -32700 || !id.is_null() {
-                        self.answer_error(id, code, message);
+                        self.answer_error(id, code, message, false);
                     }
                 }
             }
@@ -165,7 +291,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        self.closed.store(true, Ordering::Release);
         Ok(())
     }
 }

@@ -203,7 +203,13 @@ mod tests {
         let value = json!({"surface": "shell", "command": "run",
             "complications": {"return": {"max_bytes": 7, "mode": "head_tail"}}});
         let call: ComputerCall = serde_json::from_value(value.clone()).unwrap();
-        assert_eq!(call.complications.return_budget.as_ref().unwrap().max_bytes, Some(7));
-        assert_eq!(serde_json::to_value(&call).unwrap()["complications"], value["complications"]);
+        assert_eq!(
+            call.complications.return_budget.as_ref().unwrap().max_bytes,
+            Some(7)
+        );
+        assert_eq!(
+            serde_json::to_value(&call).unwrap()["complications"],
+            value["complications"]
+        );
     }
 }

@@ -50,7 +50,9 @@ pub fn config_path() -> PathBuf {
 }
 
 fn home_dir() -> PathBuf {
-    non_empty_env("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))
+    non_empty_env("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 fn non_empty_env(name: &str) -> Option<String> {
@@ -60,7 +62,9 @@ fn non_empty_env(name: &str) -> Option<String> {
 /// Why a directory that should be private to this user is not.
 #[derive(Debug, thiserror::Error)]
 pub enum PrivateDirError {
-    #[error("{path} is a symlink; refusing to use it (remove it, or point COMPUTER_SOCKET elsewhere)")]
+    #[error(
+        "{path} is a symlink; refusing to use it (remove it, or point COMPUTER_SOCKET elsewhere)"
+    )]
     Symlink { path: PathBuf },
     #[error("{path} is not a directory")]
     NotADirectory { path: PathBuf },
@@ -143,11 +147,17 @@ mod tests {
         std::fs::create_dir(&real).unwrap();
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        assert!(matches!(ensure_private_dir(&link), Err(PrivateDirError::Symlink { .. })));
+        assert!(matches!(
+            ensure_private_dir(&link),
+            Err(PrivateDirError::Symlink { .. })
+        ));
 
         std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = ensure_private_dir(&real).unwrap_err();
-        assert!(matches!(err, PrivateDirError::Writable { mode: 0o777, .. }), "{err}");
+        assert!(
+            matches!(err, PrivateDirError::Writable { mode: 0o777, .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("chmod 700"), "{err}");
     }
 }

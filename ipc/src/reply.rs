@@ -75,6 +75,36 @@ impl ToolError {
     }
 }
 
+impl ToolError {
+    /// An invalid-call error from a serde message such as "unknown field `x`, expected one of
+    /// `a`, `b`": the choices serde names become [`ToolError::valid`].
+    pub fn from_serde(message: String, path: &str) -> Self {
+        let valid = message
+            .split_once("expected one of ")
+            .or_else(|| message.split_once("expected "))
+            .map(|(_, choices)| {
+                choices
+                    .split([',', ' '])
+                    .filter(|word| *word != "or")
+                    .filter_map(|choice| choice.trim().strip_prefix('`')?.strip_suffix('`'))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let error = ToolError {
+            code: ErrorCode::InvalidCall,
+            message,
+            path: None,
+            valid,
+        };
+        if path.is_empty() || path == "." {
+            error
+        } else {
+            error.at(path)
+        }
+    }
+}
+
 impl std::fmt::Display for ToolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code.as_str(), self.message)?;
@@ -112,8 +142,29 @@ mod tests {
     }
 
     #[test]
+    fn serde_choices_become_valid() {
+        let error = ToolError::from_serde(
+            "unknown field `argz`, expected one of `surface`, `command`, `args`".into(),
+            ".",
+        );
+        assert_eq!(error.valid, vec!["surface", "command", "args"]);
+        assert_eq!(error.path, None);
+        let error =
+            ToolError::from_serde("unknown variant `x`, expected `head` or `tail`".into(), "m");
+        assert_eq!(error.path.as_deref(), Some("m"));
+        assert_eq!(error.valid, vec!["head", "tail"]);
+        let error = ToolError::from_serde(
+            "invalid type: string \"ls\", expected a sequence".into(),
+            "args.argv",
+        );
+        assert!(error.valid.is_empty());
+    }
+
+    #[test]
     fn display_names_path_and_choices() {
-        let error = ToolError::invalid("unknown surface `foo`").at("surface").valid(["shell"]);
+        let error = ToolError::invalid("unknown surface `foo`")
+            .at("surface")
+            .valid(["shell"]);
         assert_eq!(
             error.to_string(),
             "invalid_call: unknown surface `foo` (at surface); valid: shell"

@@ -139,7 +139,9 @@ impl StreamCapture {
             spill.write(chunk, self.limits.spill_bytes).await?;
         }
 
-        let to_head = chunk.len().min(self.head_cap().saturating_sub(self.head.len()));
+        let to_head = chunk
+            .len()
+            .min(self.head_cap().saturating_sub(self.head.len()));
         self.head.extend_from_slice(&chunk[..to_head]);
         let rest = &chunk[to_head..];
         let tail_cap = self.tail_cap();

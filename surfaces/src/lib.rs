@@ -134,6 +134,6 @@ pub fn decode_args<T: serde::de::DeserializeOwned>(
         } else {
             format!("args.{path}")
         };
-        ToolError::invalid(err.into_inner().to_string()).at(path)
+        ToolError::from_serde(err.into_inner().to_string(), &path)
     })
 }

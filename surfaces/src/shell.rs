@@ -129,9 +129,11 @@ impl Surface for ShellSurface {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         if command != "run" {
-            return Err(ToolError::invalid(format!("unknown shell command `{command}`"))
-                .at("command")
-                .valid(COMMANDS.iter().map(|c| c.name)));
+            return Err(
+                ToolError::invalid(format!("unknown shell command `{command}`"))
+                    .at("command")
+                    .valid(COMMANDS.iter().map(|c| c.name)),
+            );
         }
         let run: RunArgs = decode_args(args)?;
         let program = match (run.argv, run.script) {
@@ -162,12 +164,16 @@ impl Surface for ShellSurface {
             Some(cwd) => {
                 let path = PathBuf::from(cwd);
                 if !path.is_absolute() {
-                    return Err(ToolError::invalid(format!("cwd `{cwd}` is not an absolute path"))
-                        .at("complications.cwd"));
+                    return Err(
+                        ToolError::invalid(format!("cwd `{cwd}` is not an absolute path"))
+                            .at("complications.cwd"),
+                    );
                 }
                 if !path.is_dir() {
-                    return Err(ToolError::invalid(format!("cwd `{cwd}` is not a directory"))
-                        .at("complications.cwd"));
+                    return Err(
+                        ToolError::invalid(format!("cwd `{cwd}` is not a directory"))
+                            .at("complications.cwd"),
+                    );
                 }
                 Some(path)
             }
@@ -176,7 +182,9 @@ impl Surface for ShellSurface {
         for (key, value) in &complications.env {
             let path = format!("complications.env.{key}");
             if key.is_empty() || key.contains('=') || key.contains('\0') {
-                return Err(ToolError::invalid(format!("`{key}` is not a valid variable name")).at(path));
+                return Err(
+                    ToolError::invalid(format!("`{key}` is not a valid variable name")).at(path),
+                );
             }
             if key.starts_with("COMPUTER_") {
                 return Err(ToolError::invalid(
@@ -306,7 +314,9 @@ impl PreparedAction for ShellRun {
             .process_group(0)
             .kill_on_drop(true);
 
-        let mut child = command.spawn().map_err(|err| spawn_error(&self.program, err))?;
+        let mut child = command
+            .spawn()
+            .map_err(|err| spawn_error(&self.program, err))?;
         let pgid = child.id().map(|pid| pid as i32);
 
         let stop_reading = CancellationToken::new();

@@ -1,1 +1,308 @@
-//! placeholder
+//! The end-to-end harness: starts the real `computer` binary on a private socket and state dir,
+//! waits until it answers, and gives tests clients, the CLI and raw sockets to it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use computer_ipc::Client;
+use serde_json::Value;
+
+/// The `computer` binary under test: `$COMPUTER_BIN`, else the one cargo built beside this test.
+pub fn computer_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("COMPUTER_BIN") {
+        return PathBuf::from(path);
+    }
+    // Test executables live in target/<profile>/deps; the binary in target/<profile>.
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let bin = profile_dir.join("computer");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p computer-daemon` (cargo test --workspace does)",
+        bin.display()
+    );
+    bin
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// A daemon with its own socket, state and config in a temporary directory.
+pub struct Daemon {
+    child: Option<Child>,
+    pub root: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Daemon {
+    /// Starts a daemon with embedded defaults.
+    pub fn start() -> Daemon {
+        Daemon::start_with_config("")
+    }
+
+    /// Starts a daemon whose config file holds `toml`.
+    pub fn start_with_config(toml: &str) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().to_path_buf();
+        std::fs::write(root.join("config.toml"), toml).expect("write config");
+        let mut daemon = Daemon {
+            child: None,
+            socket: root.join("run/computer.sock"),
+            state: root.join("state"),
+            config: root.join("config.toml"),
+            log: root.join("daemon.log"),
+            root,
+            _dir: Some(dir),
+        };
+        daemon.spawn();
+        daemon
+    }
+
+    /// Starts the daemon process again on the same socket and state.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the daemon before restarting it");
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("daemon log");
+        let child = self
+            .command()
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn computer serve");
+        self.child = Some(child);
+        let socket = self.socket.clone();
+        wait_for(
+            "the daemon to accept connections",
+            Duration::from_secs(30),
+            || {
+                if let Some(status) = self
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    panic!(
+                        "the daemon exited at start ({status}):\n{}",
+                        self.log_text()
+                    );
+                }
+                UnixStream::connect(&socket).ok().map(|_| ())
+            },
+        );
+    }
+
+    /// The environment that points a `computer` process at this daemon.
+    pub fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("COMPUTER_SOCKET", self.socket.clone()),
+            ("COMPUTER_STATE_DIR", self.state.clone()),
+            ("COMPUTER_CONFIG", self.config.clone()),
+        ]
+    }
+
+    /// A `computer` command aimed at this daemon.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(computer_bin());
+        command.envs(self.env()).env_remove("RUST_LOG");
+        command
+    }
+
+    /// Runs `computer ARGS...` to completion.
+    pub fn cli(&self, args: &[&str]) -> CliOutput {
+        let output = self.command().args(args).output().expect("run computer");
+        CliOutput {
+            status: output.status,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.socket)
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log_text()))
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("daemon running").id() as i32
+    }
+
+    /// Sends `signal` and waits for the daemon to exit.
+    pub fn stop_with(&mut self, signal: i32) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        child.wait().expect("wait for daemon")
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A field of /proc/PID/status in KiB, e.g. `VmRSS` or `VmHWM`.
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{field}:")))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc status"))
+    }
+
+    /// Every receipt row, through `computer receipts export`.
+    pub fn receipts(&self) -> Vec<Value> {
+        let out = self.cli(&["receipts", "export"]);
+        assert!(out.status.success(), "receipts export: {}", out.stderr);
+        out.stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("receipt row is JSON"))
+            .collect()
+    }
+
+    /// Asserts that `computer receipts verify` passes, returning its report.
+    pub fn assert_chain_holds(&self) -> Value {
+        let out = self.cli(&["receipts", "verify", "--json"]);
+        assert!(
+            out.status.success(),
+            "chain broken: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        serde_json::from_str(&out.stdout).expect("verify --json")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub struct CliOutput {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|err| {
+            panic!("not JSON ({err}): {}\nstderr: {}", self.stdout, self.stderr)
+        })
+    }
+}
+
+/// A line-oriented raw connection, for speaking (and mis-speaking) JSON-RPC by hand.
+pub struct RawConnection {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl RawConnection {
+    pub fn connect(socket: &Path) -> RawConnection {
+        let stream = UnixStream::connect(socket).expect("connect raw");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("read timeout");
+        RawConnection {
+            reader: BufReader::new(stream.try_clone().expect("clone")),
+            writer: stream,
+        }
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.writer.write_all(bytes)
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let mut line = serde_json::to_vec(message).expect("json");
+        line.push(b'\n');
+        self.send_bytes(&line).expect("send");
+    }
+
+    /// The next line as JSON, or `None` at end of stream.
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => Some(
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}")),
+            ),
+            Err(err) => panic!("raw read failed: {err}"),
+        }
+    }
+
+    /// Reads until the response with `id` arrives (skipping notifications).
+    pub fn recv_response(&mut self, id: i64) -> Value {
+        loop {
+            let message = self.recv().expect("connection closed before the response");
+            if message.get("id") == Some(&Value::from(id)) {
+                return message;
+            }
+        }
+    }
+
+    /// The MCP handshake at `version`; returns the initialize result.
+    pub fn initialize(&mut self, version: &str) -> Value {
+        self.send(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {},
+                       "clientInfo": {"name": "raw-test", "version": "0"}}
+        }));
+        let response = self.recv_response(0);
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        response
+    }
+
+    pub fn shutdown_write(&self) {
+        let _ = self.writer.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Structured content of a tool result.
+pub fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    result
+        .structured_content
+        .clone()
+        .expect("structured content")
+}
+
+/// A `shell run` call with the given args and complications.
+pub fn shell_run(args: Value, complications: Value) -> Value {
+    serde_json::json!({"surface": "shell", "command": "run", "args": args, "complications": complications})
+}

@@ -56,7 +56,8 @@ pub async fn run(no_spawn: bool) -> u8 {
 }
 
 async fn spawn_and_connect(socket: &Path) -> Result<Stream, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find this program's path: {err}"))?;
+    let exe =
+        std::env::current_exe().map_err(|err| format!("cannot find this program's path: {err}"))?;
     let state_dir = paths::state_dir();
     paths::ensure_private_dir(&state_dir).map_err(|err| err.to_string())?;
     let log_path = state_dir.join("daemon.log");

@@ -110,7 +110,11 @@ fn print_readable(structured: &Value) {
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
     if let Some(error) = structured.get("error") {
-        let _ = writeln!(stderr, "error: {}", error["message"].as_str().unwrap_or("unknown error"));
+        let _ = writeln!(
+            stderr,
+            "error: {}",
+            error["message"].as_str().unwrap_or("unknown error")
+        );
         if let Some(path) = error["path"].as_str() {
             let _ = writeln!(stderr, "  at: {path}");
         }
@@ -122,7 +126,11 @@ fn print_readable(structured: &Value) {
         let _ = stdout.write_all(structured["stdout"].as_str().unwrap_or("").as_bytes());
         let _ = stderr.write_all(structured["stderr"].as_str().unwrap_or("").as_bytes());
     } else {
-        let _ = writeln!(stdout, "{}", serde_json::to_string_pretty(structured).unwrap_or_default());
+        let _ = writeln!(
+            stdout,
+            "{}",
+            serde_json::to_string_pretty(structured).unwrap_or_default()
+        );
     }
     let mut summary = format!("receipt {}", structured["receipt"].as_str().unwrap_or("?"));
     if let Some(code) = structured["exit_code"].as_i64() {
@@ -136,7 +144,10 @@ fn print_readable(structured: &Value) {
     }
     if let Some(cut) = structured["cut"].as_object() {
         for (name, note) in cut {
-            summary.push_str(&format!(", {name} cut to {} of {} bytes", note["shown"], note["bytes"]));
+            summary.push_str(&format!(
+                ", {name} cut to {} of {} bytes",
+                note["shown"], note["bytes"]
+            ));
         }
     }
     let _ = writeln!(stderr, "[{summary}]");
@@ -178,7 +189,13 @@ mod tests {
     fn exit_status_mirrors_the_action() {
         assert_eq!(status_of(&json!({"ok": true})), 0);
         assert_eq!(status_of(&json!({"ok": false, "exit_code": 3})), 3);
-        assert_eq!(status_of(&json!({"ok": false, "error": {"code": "invalid_call"}})), 2);
-        assert_eq!(status_of(&json!({"ok": false, "timed_out": true, "exit_code": null})), 1);
+        assert_eq!(
+            status_of(&json!({"ok": false, "error": {"code": "invalid_call"}})),
+            2
+        );
+        assert_eq!(
+            status_of(&json!({"ok": false, "timed_out": true, "exit_code": null})),
+            1
+        );
     }
 }

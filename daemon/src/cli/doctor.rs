@@ -11,7 +11,11 @@ pub async fn run(json_output: bool) -> u8 {
     let config_path = paths::config_path();
     let (config, config_status) = match crate::config::Config::load(&config_path) {
         Ok(config) => {
-            let status = if config_path.exists() { "valid" } else { "absent (embedded defaults)" };
+            let status = if config_path.exists() {
+                "valid"
+            } else {
+                "absent (embedded defaults)"
+            };
             (config, status.to_string())
         }
         Err(err) => (crate::config::Config::default(), format!("invalid: {err}")),
@@ -54,10 +58,17 @@ pub async fn run(json_output: bool) -> u8 {
             match availability {
                 Availability::Ready => println!("  {name:<12} ready"),
                 Availability::Unavailable { reason, fix } => {
-                    println!("  {name:<12} unavailable: {reason}\n  {:<12} fix: {fix}", "")
+                    println!(
+                        "  {name:<12} unavailable: {reason}\n  {:<12} fix: {fix}",
+                        ""
+                    )
                 }
             }
         }
     }
-    if config_status.starts_with("invalid") { exit::FAILED } else { exit::OK }
+    if config_status.starts_with("invalid") {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
 }

@@ -25,7 +25,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "computer", version, about = "Lets agents act on this desktop through one receipted tool")]
+#[command(
+    name = "computer",
+    version,
+    about = "Lets agents act on this desktop through one receipted tool"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -65,7 +69,10 @@ pub fn main() -> ExitCode {
         Command::Serve => "warn,computer_daemon=info,computer_surfaces=info",
         _ => "error",
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -112,6 +119,9 @@ fn tools(format: &str) -> u8 {
     };
     let registry = computer_surfaces::Registry::for_this_platform(&config.surface_limits());
     let tool = crate::schema::tool(&registry);
-    println!("{}", serde_json::to_string_pretty(&crate::schema::render(&tool, format)).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&crate::schema::render(&tool, format)).unwrap_or_default()
+    );
     exit::OK
 }

@@ -114,7 +114,11 @@ fn one_line(row: &StoredRow) -> String {
             .map(str::to_string)
             .unwrap_or_else(|| compact(&row.body["args"])),
         _ => match row.body.get("error") {
-            Some(error) => format!("error {}: {}", error["code"].as_str().unwrap_or("?"), error["message"].as_str().unwrap_or("")),
+            Some(error) => format!(
+                "error {}: {}",
+                error["code"].as_str().unwrap_or("?"),
+                error["message"].as_str().unwrap_or("")
+            ),
             None => format!("ok={} {}", row.body["ok"], compact(&row.body["fields"])),
         },
     };
@@ -138,14 +142,20 @@ fn compact(value: &Value) -> String {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Parses `30s`, `10m`, `2h` or `1d` into milliseconds.
 fn parse_age(text: &str) -> Result<i64, String> {
-    let invalid = || format!("--since `{text}` is not an age; use a number with s, m, h or d, e.g. 10m");
+    let invalid =
+        || format!("--since `{text}` is not an age; use a number with s, m, h or d, e.g. 10m");
     let unit = text.chars().last().ok_or_else(invalid)?;
-    let number: i64 = text[..text.len() - unit.len_utf8()].parse().map_err(|_| invalid())?;
+    let number: i64 = text[..text.len() - unit.len_utf8()]
+        .parse()
+        .map_err(|_| invalid())?;
     let scale = match unit {
         's' => 1_000,
         'm' => 60_000,

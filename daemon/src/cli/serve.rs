@@ -39,7 +39,10 @@ async fn serve() -> anyhow::Result<()> {
     let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
     let interrupted = ledger.close_interrupted().await?;
     if interrupted > 0 {
-        tracing::warn!(interrupted, "closed calls left unfinished by a previous daemon");
+        tracing::warn!(
+            interrupted,
+            "closed calls left unfinished by a previous daemon"
+        );
     }
     let registry = Registry::for_this_platform(&config.surface_limits());
     let gateway = Gateway::new(registry, Box::new(AllowAll), ledger, artifact_dir);
@@ -54,9 +57,10 @@ async fn serve() -> anyhow::Result<()> {
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) =
-        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-    else {
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         tracing::error!("cannot install signal handlers; stop the daemon with SIGKILL");
         return std::future::pending().await;
     };
