@@ -105,12 +105,18 @@ pub struct Ledger {
 impl Ledger {
     /// Opens (creating if needed) the store at `path` and starts its writer thread.
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        Ledger::open_with_max_batch(path, MAX_BATCH)
+    }
+
+    /// [`Ledger::open`] with a cap on appends per commit; 1 turns group commit off (the
+    /// benchmark's anchor).
+    pub fn open_with_max_batch(path: &Path, max_batch: usize) -> Result<Ledger, LedgerError> {
         let conn = open_rw(path)?;
         let (appends, incoming) = mpsc::channel::<Append>();
         let writer_path = path.to_path_buf();
         std::thread::Builder::new()
             .name("receipts-writer".into())
-            .spawn(move || writer_loop(conn, incoming, writer_path))
+            .spawn(move || writer_loop(conn, incoming, writer_path, max_batch.max(1)))
             .map_err(|err| LedgerError::Other {
                 path: path.to_path_buf(),
                 message: format!("cannot start the writer thread: {err}"),
@@ -252,10 +258,15 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn writer_loop(mut conn: Connection, incoming: mpsc::Receiver<Append>, path: PathBuf) {
+fn writer_loop(
+    mut conn: Connection,
+    incoming: mpsc::Receiver<Append>,
+    path: PathBuf,
+    max_batch: usize,
+) {
     while let Ok(first) = incoming.recv() {
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < max_batch {
             match incoming.try_recv() {
                 Ok(next) => batch.push(next),
                 Err(_) => break,

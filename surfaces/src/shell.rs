@@ -276,8 +276,20 @@ impl PreparedAction for ShellRun {
         let started = Instant::now();
         let mut command = match &self.program {
             Program::Argv(argv) => {
-                let mut command = tokio::process::Command::new(&argv[0]);
-                command.args(&argv[1..]);
+                // Resolving the program here, against the child's PATH, lets the standard library
+                // spawn with posix_spawn (vfork) instead of forking this whole daemon: it falls
+                // back to fork whenever a changed PATH must be searched.
+                let path_var = self
+                    .env
+                    .get("PATH")
+                    .cloned()
+                    .or_else(|| std::env::var("PATH").ok())
+                    .unwrap_or_default();
+                let program = resolve_program(&argv[0], &path_var).ok_or_else(|| {
+                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into())
+                })?;
+                let mut command = tokio::process::Command::new(program);
+                command.arg0(&argv[0]).args(&argv[1..]);
                 command
             }
             Program::Script(script) => {
@@ -416,6 +428,28 @@ async fn join_capture(
             message: format!("output reader failed: {err}"),
         }),
     }
+}
+
+/// Finds `name` the way execvp would: as given when it holds a slash, else in each PATH directory.
+fn resolve_program(name: &str, path_var: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    path_var
+        .split(':')
+        .map(|dir| {
+            if dir.is_empty() {
+                Path::new(".")
+            } else {
+                Path::new(dir)
+            }
+        })
+        .map(|dir| dir.join(name))
+        .find(|candidate| runnable(candidate))
 }
 
 fn kill_group(pgid: i32) {

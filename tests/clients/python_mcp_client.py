@@ -1,0 +1,46 @@
+"""Drives `computer mcp` with the official MCP Python SDK: a client nobody here wrote.
+
+Usage: python_mcp_client.py COMPUTER_BIN
+Prints one JSON object: the negotiated protocol version, the listed tools, and a shell call's
+structured result. The environment (COMPUTER_SOCKET, ...) is passed through to the bridge.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def field(obj, snake: str, camel: str):
+    """The SDK renamed its model fields to snake_case in 2.x; accept either spelling."""
+    return getattr(obj, snake) if hasattr(obj, snake) else getattr(obj, camel)
+
+
+async def main(binary: str) -> None:
+    params = StdioServerParameters(command=binary, args=["mcp"], env=dict(os.environ))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            tools = await session.list_tools()
+            result = await session.call_tool(
+                "COMPUTER",
+                {"surface": "shell", "command": "run", "args": {"argv": ["echo", "from python"]}},
+            )
+            print(
+                json.dumps(
+                    {
+                        "protocol_version": str(field(init, "protocol_version", "protocolVersion")),
+                        "server": field(init, "server_info", "serverInfo").name,
+                        "tools": [tool.name for tool in tools.tools],
+                        "is_error": bool(field(result, "is_error", "isError")),
+                        "structured": field(result, "structured_content", "structuredContent"),
+                    }
+                )
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
