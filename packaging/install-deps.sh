@@ -13,22 +13,30 @@ fi
 
 case "$(uname -s)" in
   Linux)
-    # Commands the build and the end-to-end suites run, and the Debian package of each.
-    packages=()
-    need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
-    need cc gcc
-    need pkg-config pkg-config
-    need perl perl
-    need setpriv util-linux
-    need python3 python3
-    need mkfifo coreutils
-    python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
-    if ((${#packages[@]})); then
+    # Debian packages the build and the real-component suites need:
+    # build: C toolchain and the headers xcap (screenshots) links against;
+    # X: a headless server, a window manager with EWMH, and independent checkers (xdotool, xprop);
+    # accessibility: a session bus, AT-SPI, GTK apps with known widgets, a Python AT-SPI client;
+    # secrets: a Secret Service; anchors: ImageMagick's `import`; and the tools tests call.
+    wanted=(
+      gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
+      xvfb xauth x11-utils xdotool xterm openbox
+      libgl1 libegl1 libgl1-mesa-dri libxkbcommon-x11-0 libxcursor1 libxi6 libxrandr2
+      dbus dbus-x11 at-spi2-core gtk-3-examples zenity python3-gi gir1.2-atspi-2.0
+      gnome-keyring libsecret-tools keyutils
+      imagemagick perl util-linux coreutils procps python3 python3-pip
+    )
+    missing=()
+    for package in "${wanted[@]}"; do
+      dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
+    done
+    if ((${#missing[@]})); then
       sudo=""
       [ "$(id -u)" -eq 0 ] || sudo="sudo"
-      log "installing ${packages[*]}"
+      log "installing ${missing[*]}"
       $sudo apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}"
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
     fi
     ;;
   Darwin)
