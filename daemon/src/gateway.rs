@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use computer_ipc::{ComputerCall, ErrorCode, SurfaceName, TOOL_NAME, ToolError};
-use computer_surfaces::{Availability, CallContext, Outcome, Registry};
-use rmcp::model::{CallToolResult, Tool};
+use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
+use computer_surfaces::{Availability, CallContext, EvidenceShot, Outcome, Registry};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -114,7 +114,7 @@ impl Gateway {
                 .at("surface");
             return self.refuse(&call_id, caller, early, error, None).await;
         }
-        if let Err(error) = unsupported_complications(&call) {
+        if let Err(error) = self.unsupported_complications(&call) {
             return self.refuse(&call_id, caller, early, error, None).await;
         }
         let budget = match Budget::from_request(
@@ -175,9 +175,27 @@ impl Gateway {
             call_id: call_id.clone(),
             artifact_dir: self.artifact_dir.clone(),
         };
-        let outcome = action.run(ctx).await;
+        let evidence = call.complications.evidence.unwrap_or(Evidence::None);
+        let before = match evidence {
+            Evidence::Full => Some(self.capture_evidence(&ctx, "before", false).await),
+            _ => None,
+        };
+        let outcome = action.run(ctx.clone()).await;
+        let after = match evidence {
+            Evidence::None => None,
+            _ => Some(self.capture_evidence(&ctx, "after", true).await),
+        };
         let (reply, result_body) = match outcome {
-            Ok(outcome) => self.success_reply(&call_id, &budget, outcome),
+            Ok(mut outcome) => {
+                let shots = [("before", before), ("after", after)];
+                let evidence = evidence_report(&shots, &mut outcome);
+                let (mut reply, mut body) = self.success_reply(&call_id, &budget, outcome);
+                if let Some(report) = evidence {
+                    attach_field(&mut reply, "evidence", report.clone());
+                    body["evidence"] = report;
+                }
+                (reply, body)
+            }
             Err(err) => {
                 let error = ToolError::new(ErrorCode::ActionFailed, err.to_string());
                 let body = json!({"ok": false, "error": error});
@@ -202,6 +220,21 @@ impl Gateway {
             );
         }
         reply
+    }
+
+    async fn capture_evidence(
+        &self,
+        ctx: &CallContext,
+        label: &str,
+        settle: bool,
+    ) -> Result<EvidenceShot, String> {
+        match self.registry.evidence() {
+            Some(capturer) => capturer
+                .capture(ctx, label, settle)
+                .await
+                .map_err(|err| err.to_string()),
+            None => Err("screenshots are unavailable here".into()),
+        }
     }
 
     fn decode(&self, raw: &Value) -> Result<ComputerCall, ToolError> {
@@ -267,11 +300,18 @@ impl Gateway {
             "artifacts": outcome.artifacts,
         });
         let value = Value::Object(visible);
-        let result = if outcome.success {
+        let mut result = if outcome.success {
             CallToolResult::structured(value)
         } else {
             CallToolResult::structured_error(value)
         };
+        if let Some(image) = outcome.inline_image {
+            use base64::Engine;
+            let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
+            result
+                .content
+                .push(ContentBlock::image(data, image.mime_type));
+        }
         (result, body)
     }
 
@@ -326,6 +366,23 @@ fn early_from_raw(raw: &Value) -> Early {
     }
 }
 
+impl Gateway {
+    fn unsupported_complications(&self, call: &ComputerCall) -> Result<(), ToolError> {
+        let wants_evidence = call
+            .complications
+            .evidence
+            .is_some_and(|e| e != Evidence::None);
+        if wants_evidence && self.registry.evidence().is_none() {
+            return Err(ToolError::new(
+                ErrorCode::Unavailable,
+                "the `evidence` complication needs screenshots, which are unavailable here (see `computer doctor` for the gui surface)",
+            )
+            .at("complications.evidence"));
+        }
+        unsupported_complications(call)
+    }
+}
+
 fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
     let c = &call.complications;
     let not_here = |name: &str, why: &str| {
@@ -335,14 +392,6 @@ fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
         )
         .at(format!("complications.{name}")))
     };
-    if c.evidence
-        .is_some_and(|e| e != computer_ipc::Evidence::None)
-    {
-        return not_here(
-            "evidence",
-            "needs the gui surface, which this build does not have yet",
-        );
-    }
     if !c.secrets.is_empty() {
         return not_here(
             "secrets",
@@ -353,6 +402,46 @@ fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
         return not_here("detach", "is not supported yet; run without it");
     }
     Ok(())
+}
+
+/// The evidence part of a result: a compact reference to each shot (or why it failed). The shots'
+/// files join the outcome's artifacts so the receipt records their hashes.
+fn evidence_report(
+    shots: &[(&str, Option<Result<EvidenceShot, String>>)],
+    outcome: &mut Outcome,
+) -> Option<Value> {
+    let mut report = Map::new();
+    for (label, shot) in shots {
+        let Some(shot) = shot else { continue };
+        let entry = match shot {
+            Ok(shot) => {
+                outcome.artifacts.push(shot.artifact.clone());
+                json!({
+                    "path": shot.artifact.path,
+                    "sha256": shot.artifact.sha256,
+                    "width": shot.width,
+                    "height": shot.height,
+                    "settle_ms": shot.settle_ms,
+                    "settle_bound_ms": shot.settle_bound_ms,
+                    "settled": shot.settled,
+                })
+            }
+            Err(message) => json!({"error": message}),
+        };
+        report.insert(label.to_string(), entry);
+    }
+    (!report.is_empty()).then_some(Value::Object(report))
+}
+
+/// Adds a field to a result's structured content and keeps its text rendering in step.
+fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
+    if let Some(Value::Object(map)) = result.structured_content.as_mut() {
+        map.insert(key.to_string(), value);
+        let text = Value::Object(map.clone()).to_string();
+        if let Some(first) = result.content.first_mut() {
+            *first = ContentBlock::text(text);
+        }
+    }
 }
 
 fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {

@@ -7,8 +7,8 @@ use rmcp::model::{Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-/// Complications listed only when something here can honour them. Listed means callable.
-const UNSUPPORTED_COMPLICATIONS: &[&str] = &["evidence", "secrets", "detach"];
+/// Complications not yet honoured by any surface: never listed. Listed means callable.
+const UNSUPPORTED_COMPLICATIONS: &[&str] = &["secrets", "detach"];
 
 /// The one tool, as `tools/list` returns it.
 pub fn tool(registry: &Registry) -> Tool {
@@ -44,6 +44,12 @@ fn description(registry: &Registry) -> String {
             ));
         }
     }
+    if registry.evidence().is_some() {
+        text.push_str(
+            "evidence: none|screenshot (after the screen settles)|full (before+after); \
+             screenshots are returned as file references; return.image=true inlines one.\n",
+        );
+    }
     text.push_str(
         "complications: cwd (absolute), env {NAME:value}, timeout_ms (default 30000), \
          return {max_bytes=4000, mode=head|tail|head_tail, select=[fields]}.\n\
@@ -76,9 +82,19 @@ fn input_schema(registry: &Registry) -> Map<String, Value> {
     properties["surface"] = json!({"enum": surfaces});
     properties["command"] = json!({"enum": commands});
     properties["args"] = json!({"type": "object", "description": "per command, see description"});
+    let can_screenshot = registry.evidence().is_some();
     if let Some(complications) = properties["complications"]["properties"].as_object_mut() {
         for name in UNSUPPORTED_COMPLICATIONS {
             complications.remove(*name);
+        }
+        if !can_screenshot {
+            complications.remove("evidence");
+            if let Some(ret) = complications
+                .get_mut("return")
+                .and_then(|r| r["properties"].as_object_mut())
+            {
+                ret.remove("image");
+            }
         }
     }
     match schema {

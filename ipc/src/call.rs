@@ -136,6 +136,9 @@ pub struct ReturnBudget {
     /// Only these result fields (plus `ok` and `receipt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub select: Option<Vec<String>>,
+    /// Put a screenshot inline as MCP image content (default: a reference only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<bool>,
 }
 
 /// Which part of an over-long output to keep.
@@ -178,6 +181,7 @@ mod tests {
                     max_bytes: Some(10),
                     mode: Some(ReturnMode::Tail),
                     select: Some(vec!["stdout".into()]),
+                    image: Some(true),
                 }),
                 secrets: BTreeMap::from([("T".into(), "keychain://s/a".into())]),
                 detach: true,

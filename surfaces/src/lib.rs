@@ -4,9 +4,14 @@
 //! # Layout
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`shell`]: one-shot command runs in their own process group.
+//! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
+//! - [`ax`]: accessibility trees (AT-SPI on Linux).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
 
+#[cfg(target_os = "linux")]
+pub mod ax;
 pub mod capture;
+pub mod gui;
 pub mod registry;
 pub mod shell;
 
@@ -79,9 +84,19 @@ impl SurfaceError {
     }
 }
 
+/// An image to put inline in the model-visible result (only when the caller asked for it with
+/// `complications.return.image`).
+#[derive(Debug, Clone)]
+pub struct InlineImage {
+    pub mime_type: String,
+    pub bytes: Vec<u8>,
+}
+
 /// The result of an action, before the runtime applies the response budget.
 #[derive(Debug, Default)]
 pub struct Outcome {
+    /// An image for the model, when asked for.
+    pub inline_image: Option<InlineImage>,
     /// Whether the action did what was asked (a shell run exiting 0, for example).
     pub success: bool,
     /// Small model-visible fields, in order (`exit_code`, `timed_out`, ...).
@@ -90,6 +105,34 @@ pub struct Outcome {
     pub texts: Vec<CapturedText>,
     /// Files written for this call, referenced from its receipt.
     pub artifacts: Vec<Artifact>,
+}
+
+/// A screenshot taken as evidence of an action's effect.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceShot {
+    /// The image file, referenced from the receipt by sha256.
+    pub artifact: Artifact,
+    pub width: u32,
+    pub height: u32,
+    /// How long the screen took to stop changing (None when no settle wait was asked for).
+    pub settle_ms: Option<u64>,
+    /// The bound on the settle wait.
+    pub settle_bound_ms: u64,
+    /// False when the screen was still changing at the bound.
+    pub settled: bool,
+}
+
+/// Captures proof of an action's effect for the `evidence` complication, on any surface.
+#[async_trait]
+pub trait EvidenceCapture: Send + Sync {
+    /// Captures the screen into an artifact named after `ctx.call_id` and `label` ("before",
+    /// "after"). With `settle`, first waits (bounded) until the screen stops changing.
+    async fn capture(
+        &self,
+        ctx: &CallContext,
+        label: &str,
+        settle: bool,
+    ) -> Result<EvidenceShot, SurfaceError>;
 }
 
 /// A validated command, ready to run. Validation happens before any receipt is written, so that

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use computer_ipc::SurfaceName;
 
 use crate::shell::{ShellLimits, ShellSurface};
-use crate::{Availability, Surface};
+use crate::{Availability, EvidenceCapture, Surface};
 
 /// Limits the surfaces enforce, from the daemon's config.
 #[derive(Debug, Clone, Default)]
@@ -16,13 +16,18 @@ pub struct SurfaceLimits {
 /// The surfaces built for this platform, whether or not each is usable right now.
 pub struct Registry {
     surfaces: Vec<Arc<dyn Surface>>,
+    evidence: Option<Arc<dyn EvidenceCapture>>,
 }
 
 impl Registry {
     /// Builds the backends for this OS and logs which were chosen and whether each is ready.
     pub fn for_this_platform(limits: &SurfaceLimits) -> Registry {
-        let surfaces: Vec<Arc<dyn Surface>> =
+        let mut surfaces: Vec<Arc<dyn Surface>> =
             vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
+        surfaces.extend(crate::gui::surface());
+        #[cfg(target_os = "linux")]
+        surfaces.extend(crate::ax::surface());
+        let evidence = crate::gui::evidence();
         for surface in &surfaces {
             match surface.probe() {
                 Availability::Ready => {
@@ -33,12 +38,20 @@ impl Registry {
                 }
             }
         }
-        Registry { surfaces }
+        Registry { surfaces, evidence }
     }
 
     /// A registry of exactly these surfaces (for tests of the pipeline).
     pub fn from_surfaces(surfaces: Vec<Arc<dyn Surface>>) -> Registry {
-        Registry { surfaces }
+        Registry {
+            surfaces,
+            evidence: None,
+        }
+    }
+
+    /// The evidence capturer, when this machine can take screenshots now.
+    pub fn evidence(&self) -> Option<&Arc<dyn EvidenceCapture>> {
+        self.evidence.as_ref()
     }
 
     pub fn get(&self, name: SurfaceName) -> Option<&Arc<dyn Surface>> {
@@ -75,6 +88,8 @@ impl Registry {
 fn backend_name(name: SurfaceName) -> &'static str {
     match name {
         SurfaceName::Shell => "process group + pipes",
+        SurfaceName::Gui => "xcap + X11 XTest",
+        SurfaceName::Ax => "AT-SPI over D-Bus",
         _ => "none",
     }
 }

@@ -393,6 +393,7 @@ impl PreparedAction for ShellRun {
             fields,
             texts: vec![stdout, stderr],
             artifacts,
+            inline_image: None,
         })
     }
 }

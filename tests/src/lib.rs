@@ -1,5 +1,11 @@
 //! The end-to-end harness: starts the real `computer` binary on a private socket and state dir,
 //! waits until it answers, and gives tests clients, the CLI and raw sockets to it.
+//!
+//! # Layout
+//! - this file: [`Daemon`], [`RawConnection`], [`wait_for`].
+//! - [`desktop`]: a private headless desktop (Xvfb, openbox, D-Bus, AT-SPI) for surface suites.
+
+pub mod desktop;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -50,6 +56,7 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Optio
 /// A daemon with its own socket, state and config in a temporary directory.
 pub struct Daemon {
     child: Option<Child>,
+    extra_env: Vec<(String, String)>,
     pub root: PathBuf,
     pub socket: PathBuf,
     pub state: PathBuf,
@@ -66,11 +73,27 @@ impl Daemon {
 
     /// Starts a daemon whose config file holds `toml`.
     pub fn start_with_config(toml: &str) -> Daemon {
+        Daemon::start_with(toml, &[])
+    }
+
+    /// Starts a daemon on the shared headless desktop (see [`desktop::Desktop`]).
+    pub fn start_on_desktop(toml: &str) -> Daemon {
+        let desktop = desktop::Desktop::shared();
+        let env: Vec<(&str, String)> = desktop.env();
+        Daemon::start_with(toml, &env)
+    }
+
+    /// Starts a daemon whose config holds `toml` and whose environment adds `env`.
+    pub fn start_with(toml: &str, env: &[(&str, String)]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_path_buf();
         std::fs::write(root.join("config.toml"), toml).expect("write config");
         let mut daemon = Daemon {
             child: None,
+            extra_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
             socket: root.join("run/computer.sock"),
             state: root.join("state"),
             config: root.join("config.toml"),
@@ -134,7 +157,10 @@ impl Daemon {
     /// A `computer` command aimed at this daemon.
     pub fn command(&self) -> Command {
         let mut command = Command::new(computer_bin());
-        command.envs(self.env()).env_remove("RUST_LOG");
+        command
+            .envs(self.env())
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
+            .env_remove("RUST_LOG");
         command
     }
 

@@ -1,0 +1,244 @@
+//! A private headless desktop for the surface suites: Xvfb, an EWMH window manager (openbox), a
+//! private D-Bus session bus with AT-SPI enabled. Started once per test binary and torn down with
+//! it: every process is spawned from one long-lived thread with PR_SET_PDEATHSIG, so nothing
+//! outlives the test process (and nothing holds CI's output pipes open).
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::wait_for;
+
+/// The running desktop's coordinates, for child processes and for the daemon.
+#[derive(Debug, Clone)]
+pub struct Desktop {
+    /// `:N`
+    pub display: String,
+    pub dbus_address: String,
+    /// Where the processes' logs go.
+    pub log_dir: std::path::PathBuf,
+}
+
+type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// Every child is spawned from this thread: PR_SET_PDEATHSIG fires when the spawning *thread*
+/// exits, so it must be one that lives as long as the process.
+fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (requests, incoming) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("desktop-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in incoming {
+                    let _ = reply.send(command.spawn());
+                }
+                // The channel lives in a static and never closes: park so the thread (and with
+                // it the death signal) lasts until the process exits.
+                loop {
+                    std::thread::park();
+                }
+            })
+            .expect("spawner thread");
+        Mutex::new(requests)
+    })
+}
+
+/// Spawns `command` so that it dies with the test process.
+pub fn spawn_tied(mut command: Command) -> Child {
+    // SAFETY: prctl is async-signal-safe and only changes this (child) process's own settings.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (reply, answer) = mpsc::channel();
+    spawner()
+        .lock()
+        .unwrap()
+        .send((command, reply))
+        .expect("spawner alive");
+    answer.recv().expect("spawner answers").expect("spawn")
+}
+
+impl Desktop {
+    /// The desktop shared by this test binary, started on first use.
+    pub fn shared() -> &'static Desktop {
+        static DESKTOP: OnceLock<Desktop> = OnceLock::new();
+        DESKTOP.get_or_init(Desktop::start)
+    }
+
+    fn start() -> Desktop {
+        let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
+        std::fs::create_dir_all(&log_dir).unwrap();
+        let log =
+            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
+
+        // Xvfb picks a free display and writes its number to the fd we give it.
+        let (read_end, write_end) = pipe();
+        let mut xvfb = Command::new("Xvfb");
+        xvfb.args(["-displayfd", &write_end.as_raw_fd().to_string()])
+            .args(["-screen", "0", "1920x1080x24", "-nolisten", "tcp"]);
+        let keep_fd = write_end.as_raw_fd();
+        // SAFETY: fcntl on an fd we own, in the child before exec, to let it survive exec.
+        unsafe {
+            xvfb.pre_exec(move || {
+                let flags = libc::fcntl(keep_fd, libc::F_GETFD);
+                libc::fcntl(keep_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                Ok(())
+            });
+        }
+        xvfb.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log("xvfb.log"));
+        let _xvfb = spawn_tied(xvfb);
+        drop(write_end);
+        let mut number = String::new();
+        BufReader::new(std::fs::File::from(read_end))
+            .read_line(&mut number)
+            .expect("Xvfb writes its display number");
+        let display = format!(":{}", number.trim());
+        wait_for("the X server", Duration::from_secs(20), || {
+            Command::new("xdpyinfo")
+                .args(["-display", &display])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .ok()
+                .filter(|s| s.success())
+        });
+
+        // A private session bus, before any GTK app, so none autolaunches a stray one.
+        let mut dbus = Command::new("dbus-daemon");
+        dbus.args(["--session", "--nofork", "--print-address=1"])
+            .env("DISPLAY", &display)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log("dbus.log"));
+        let mut dbus = spawn_tied(dbus);
+        let mut address = String::new();
+        BufReader::new(dbus.stdout.take().unwrap())
+            .read_line(&mut address)
+            .expect("dbus-daemon prints its address");
+        let dbus_address = address.trim().to_string();
+
+        let mut openbox = Command::new("openbox");
+        openbox
+            .env("DISPLAY", &display)
+            .env("DBUS_SESSION_BUS_ADDRESS", &dbus_address)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log("openbox.log"));
+        let _openbox = spawn_tied(openbox);
+        wait_for("the window manager", Duration::from_secs(20), || {
+            let out = Command::new("xprop")
+                .args(["-display", &display, "-root", "_NET_SUPPORTING_WM_CHECK"])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("window id")
+                .then_some(())
+        });
+
+        let desktop = Desktop {
+            display,
+            dbus_address,
+            log_dir,
+        };
+        // AccessKit-based apps (egui) register on AT-SPI only once this is set.
+        let status = desktop
+            .command("dbus-send")
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.a11y.Bus",
+                "/org/a11y/bus",
+                "org.freedesktop.DBus.Properties.Set",
+                "string:org.a11y.Status",
+                "string:IsEnabled",
+                "variant:boolean:true",
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .expect("dbus-send");
+        assert!(
+            status.success(),
+            "could not enable AT-SPI on the private bus"
+        );
+        desktop
+    }
+
+    /// The environment that puts a process on this desktop.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("DISPLAY", self.display.clone()),
+            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
+            ("XDG_SESSION_TYPE", "x11".into()),
+            ("GDK_BACKEND", "x11".into()),
+            ("NO_AT_BRIDGE", "0".into()),
+        ]
+    }
+
+    /// A command that runs on this desktop (not tied to the test's lifetime; use
+    /// [`Desktop::launch`] for long-lived apps).
+    pub fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command.envs(self.env()).env_remove("WAYLAND_DISPLAY");
+        command
+    }
+
+    /// Starts a long-lived application on this desktop; it dies with the test process at the
+    /// latest, and when the returned guard drops.
+    pub fn launch(&self, program: &str, args: &[&str]) -> App {
+        let mut command = self.command(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(self.log_dir.join(format!("{program}.log"))).unwrap(),
+            ));
+        App(spawn_tied(command))
+    }
+}
+
+/// A launched application; killed on drop.
+pub struct App(pub Child);
+
+impl App {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Reads the app's stdout to the end (after it exits).
+    pub fn stdout_text(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut out) = self.0.stdout.take() {
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds we then own; O_CLOEXEC keeps them out of other children.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(rc, 0, "pipe2 failed");
+    // SAFETY: both fds were just created and are owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
