@@ -14,8 +14,10 @@ use std::time::Duration;
 use crate::wait_for;
 
 /// The running desktop's coordinates, for child processes and for the daemon.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Desktop {
+    /// Xvfb, the bus and the window manager; they die with the test process (PR_SET_PDEATHSIG).
+    _processes: Vec<Child>,
     /// `:N`
     pub display: String,
     pub dbus_address: String,
@@ -98,7 +100,7 @@ impl Desktop {
         xvfb.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log("xvfb.log"));
-        let _xvfb = spawn_tied(xvfb);
+        let xvfb = spawn_tied(xvfb);
         drop(write_end);
         let mut number = String::new();
         BufReader::new(std::fs::File::from(read_end))
@@ -136,7 +138,7 @@ impl Desktop {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log("openbox.log"));
-        let _openbox = spawn_tied(openbox);
+        let openbox = spawn_tied(openbox);
         wait_for("the window manager", Duration::from_secs(20), || {
             let out = Command::new("xprop")
                 .args(["-display", &display, "-root", "_NET_SUPPORTING_WM_CHECK"])
@@ -148,6 +150,7 @@ impl Desktop {
         });
 
         let desktop = Desktop {
+            _processes: vec![xvfb, dbus, openbox],
             display,
             dbus_address,
             log_dir,
