@@ -152,11 +152,13 @@ fn shell_true() -> Value {
 /// Starts the real binary on a private socket; returns the child and its socket.
 fn start_daemon(root: &Path) -> (std::process::Child, PathBuf) {
     let socket = root.join("run/computer.sock");
+    // Acts are allowed so that no call waits for a person.
+    std::fs::write(root.join("config.toml"), "[defaults]\nact = \"allow\"\n").unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_computer"))
         .arg("serve")
         .env("COMPUTER_SOCKET", &socket)
         .env("COMPUTER_STATE_DIR", root.join("state"))
-        .env("COMPUTER_CONFIG", root.join("none.toml"))
+        .env("COMPUTER_CONFIG", root.join("config.toml"))
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -283,7 +285,20 @@ async fn run() {
         let bound = computer_daemon::server::bind(&socket_path).unwrap();
         let ledger = Ledger::open_with_max_batch(&dir.join("receipts.sqlite"), max_batch).unwrap();
         let registry = Registry::from_surfaces(vec![Arc::new(Noop)]);
-        let gateway = Gateway::new(registry, Box::new(AllowAll), ledger, dir.clone());
+        let approvals = Arc::new(computer_daemon::approval::Approvals::new(
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        ));
+        let limiter = computer_daemon::ratelimit::RateLimiter::new(0, Duration::from_secs(1));
+        let gateway = Gateway::new(
+            registry,
+            Arc::new(AllowAll),
+            approvals,
+            limiter,
+            ledger,
+            dir.clone(),
+        );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(computer_daemon::server::run(
             bound,

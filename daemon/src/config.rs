@@ -9,11 +9,98 @@ use computer_surfaces::capture::CaptureLimits;
 use computer_surfaces::shell::ShellLimits;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+use crate::policy::{Defaults, Rule};
+
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: ServerConfig,
     pub shell: ShellConfig,
+    /// What each risk class gets when no rule matches.
+    pub defaults: Defaults,
+    pub approval: ApprovalConfig,
+    pub limits: LimitsConfig,
+    pub rules: Vec<Rule>,
+}
+
+impl PartialEq for Config {
+    fn eq(&self, other: &Self) -> bool {
+        self.server == other.server
+            && self.shell == other.shell
+            && self.defaults == other.defaults
+            && self.approval == other.approval
+            && self.limits == other.limits
+            && self.rules == other.rules
+    }
+}
+
+/// A duration written as `250ms`, `30s`, `10m` or `2h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationText(pub Duration);
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse_duration(&text).map(DurationText).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a duration; write e.g. 250ms, 30s, 10m or 2h"
+            ))
+        })
+    }
+}
+
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let millis = match unit {
+        "ms" => number,
+        "s" => number * 1_000,
+        "m" => number * 60_000,
+        "h" => number * 3_600_000,
+        "d" => number * 86_400_000,
+        _ => return None,
+    };
+    Some(Duration::from_millis(millis))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalConfig {
+    /// How long an asked call waits for a person; then it is denied.
+    pub timeout: DurationText,
+    /// An allow-for-this-session grant lapses after this long unused...
+    pub session_idle: DurationText,
+    /// ...and after this long in any case.
+    pub session_max: DurationText,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            timeout: DurationText(Duration::from_secs(120)),
+            session_idle: DurationText(Duration::from_secs(15 * 60)),
+            session_max: DurationText(Duration::from_secs(8 * 3600)),
+        }
+    }
+}
+
+/// Per-agent rate limit: at most `calls` in any sliding `window` (0 calls = no limit).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    pub calls: u32,
+    pub window: DurationText,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            calls: 0,
+            window: DurationText(Duration::from_secs(60)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -93,6 +180,12 @@ impl Config {
     }
 
     fn check(&self) -> Result<(), String> {
+        if self.approval.timeout.0.is_zero() {
+            return Err("approval.timeout must be longer than 0".into());
+        }
+        if self.limits.calls > 0 && self.limits.window.0.is_zero() {
+            return Err("limits.window must be longer than 0 when limits.calls is set".into());
+        }
         if self.shell.default_timeout_ms == 0 || self.shell.max_timeout_ms == 0 {
             return Err("shell timeouts must be at least 1 ms".into());
         }
@@ -145,6 +238,40 @@ mod tests {
         assert!(err.contains("line 3"), "{err}");
         assert!(err.contains("max_timeot_ms"), "{err}");
         assert!(err.contains("max_timeout_ms"), "lists valid keys: {err}");
+    }
+
+    #[test]
+    fn the_documented_policy_example_parses() {
+        let config = Config::parse(
+            r#"
+            [defaults]
+            observe = "allow"
+            act = "ask"
+            secret = "ask"
+            [approval]
+            timeout = "120s"
+            [[rules]]
+            surface = "shell"
+            command = "run"
+            argv0 = ["touch"]
+            decision = "ask"
+            "#,
+            "c",
+        )
+        .unwrap();
+        assert_eq!(config.approval.timeout.0, Duration::from_secs(120));
+        assert_eq!(config.rules.len(), 1);
+        let err = Config::parse("[approval]\ntimeout = \"soon\"\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2") && err.contains("not a duration"),
+            "{err}"
+        );
+        let err = Config::parse("[[rules]]\ndecision = \"maybe\"\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2") && err.contains("`ask`"), "{err}");
     }
 
     #[test]

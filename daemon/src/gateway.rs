@@ -2,8 +2,10 @@
 //! decode → validate → policy → intent receipt → surface → budget → result receipt → reply.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use tokio_util::sync::CancellationToken;
 
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{Availability, CallContext, EvidenceShot, Outcome, Registry};
@@ -11,8 +13,10 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::approval::{Approvals, PendingRequest, Resolution};
 use crate::budget::Budget;
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
+use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, NewRow, RowKind};
 
 /// Longest string kept verbatim in a receipt's args; the digest covers the full value.
@@ -20,7 +24,9 @@ const RECEIPT_STRING_LIMIT: usize = 4096;
 
 pub struct Gateway {
     registry: Registry,
-    policy: Box<dyn Policy>,
+    policy: RwLock<Arc<dyn Policy>>,
+    approvals: Arc<Approvals>,
+    limiter: RateLimiter,
     ledger: Ledger,
     artifact_dir: PathBuf,
     tool: Tool,
@@ -37,14 +43,18 @@ struct Early {
 impl Gateway {
     pub fn new(
         registry: Registry,
-        policy: Box<dyn Policy>,
+        policy: Arc<dyn Policy>,
+        approvals: Arc<Approvals>,
+        limiter: RateLimiter,
         ledger: Ledger,
         artifact_dir: PathBuf,
     ) -> Arc<Gateway> {
         let tool = crate::schema::tool(&registry);
         Arc::new(Gateway {
             registry,
-            policy,
+            policy: RwLock::new(policy),
+            approvals,
+            limiter,
             ledger,
             artifact_dir,
             tool,
@@ -54,6 +64,16 @@ impl Gateway {
 
     pub fn tool(&self) -> &Tool {
         &self.tool
+    }
+
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
+    }
+
+    /// Swaps in new rules (SIGHUP); calls already decided keep their decision.
+    pub fn set_policy(&self, policy: Arc<dyn Policy>, limiter: RateLimiter) {
+        *self.policy.write().unwrap() = policy;
+        self.limiter.replace(limiter);
     }
 
     /// Refuses new calls from now on (calls already running finish).
@@ -68,6 +88,8 @@ impl Gateway {
         caller: &Caller,
         tool_name: &str,
         arguments: Option<Map<String, Value>>,
+        cancelled: CancellationToken,
+        progress: &(dyn Fn(String) + Send + Sync),
     ) -> CallToolResult {
         let call_id = uuid::Uuid::now_v7().to_string();
         let raw = Value::Object(arguments.unwrap_or_default());
@@ -78,7 +100,20 @@ impl Gateway {
                 "the daemon is shutting down; retry once it is back",
             );
             return self
-                .refuse(&call_id, caller, early_from_raw(&raw), error, None)
+                .refuse(&call_id, caller, early_from_raw(&raw), error, Value::Null)
+                .await;
+        }
+        if let Err(retry_after) = self.limiter.admit(&caller.agent) {
+            let error = ToolError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "agent `{}` is over its rate limit; retry in {} ms",
+                    caller.agent,
+                    retry_after.as_millis()
+                ),
+            );
+            return self
+                .refuse(&call_id, caller, early_from_raw(&raw), error, Value::Null)
                 .await;
         }
         if tool_name != TOOL_NAME {
@@ -86,14 +121,14 @@ impl Gateway {
                 .at("name")
                 .valid([TOOL_NAME]);
             return self
-                .refuse(&call_id, caller, early_from_raw(&raw), error, None)
+                .refuse(&call_id, caller, early_from_raw(&raw), error, Value::Null)
                 .await;
         }
         let call = match self.decode(&raw) {
             Ok(call) => call,
             Err(error) => {
                 return self
-                    .refuse(&call_id, caller, early_from_raw(&raw), error, None)
+                    .refuse(&call_id, caller, early_from_raw(&raw), error, Value::Null)
                     .await;
             }
         };
@@ -106,41 +141,101 @@ impl Gateway {
             Some(surface) => surface.clone(),
             None => {
                 let error = self.surface_error(call.surface);
-                return self.refuse(&call_id, caller, early, error, None).await;
+                return self
+                    .refuse(&call_id, caller, early, error, Value::Null)
+                    .await;
             }
         };
         if let Availability::Unavailable { reason, fix } = surface.probe() {
             let error = ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}"))
                 .at("surface");
-            return self.refuse(&call_id, caller, early, error, None).await;
+            return self
+                .refuse(&call_id, caller, early, error, Value::Null)
+                .await;
         }
         if let Err(error) = self.unsupported_complications(&call) {
-            return self.refuse(&call_id, caller, early, error, None).await;
+            return self
+                .refuse(&call_id, caller, early, error, Value::Null)
+                .await;
         }
         let budget = match Budget::from_request(
             call.complications.return_budget.as_ref(),
             surface.result_fields(&call.command),
         ) {
             Ok(budget) => budget,
-            Err(error) => return self.refuse(&call_id, caller, early, error, None).await,
+            Err(error) => {
+                return self
+                    .refuse(&call_id, caller, early, error, Value::Null)
+                    .await;
+            }
         };
         let action = match surface.prepare(&call.command, &call.args, &call.complications) {
             Ok(action) => action,
-            Err(error) => return self.refuse(&call_id, caller, early, error, None).await,
+            Err(error) => {
+                return self
+                    .refuse(&call_id, caller, early, error, Value::Null)
+                    .await;
+            }
         };
         let described = action.describe();
-        let decision = self.policy.decide(&PolicyInput {
+        let policy = self.policy.read().unwrap().clone();
+        let decision = policy.decide(&PolicyInput {
             caller,
             surface: call.surface,
             command: &call.command,
             risk: action.risk(),
             action: &described,
+            args: &call.args,
+            cwd: call.complications.cwd.as_deref(),
         });
-        if let Decision::Deny { reason, .. } = &decision {
-            let error = ToolError::new(ErrorCode::Denied, reason.clone());
-            return self
-                .refuse(&call_id, caller, early, error, Some(&decision))
-                .await;
+        let mut approval = Value::Null;
+        match &decision {
+            Decision::Deny { reason, .. } => {
+                let error = ToolError::new(ErrorCode::Denied, reason.clone());
+                let context = json!({"policy": decision});
+                return self.refuse(&call_id, caller, early, error, context).await;
+            }
+            Decision::Ask { rule } => {
+                let request = PendingRequest {
+                    id: 0,
+                    receipt: call_id.clone(),
+                    agent: caller.agent.clone(),
+                    caller_pid: caller.pid,
+                    surface: early.surface.clone(),
+                    command: early.command.clone(),
+                    action: described.clone(),
+                    cwd: call.complications.cwd.clone(),
+                    risk: serde_json::to_value(action.risk())
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    rule: rule.clone(),
+                    asked_at_ms: 0,
+                    expires_in_ms: 0,
+                };
+                // A session grant covers exactly this action, in this place, for this agent.
+                let grant_key = digest(&json!([
+                    caller.agent,
+                    early.surface,
+                    early.command,
+                    call.args,
+                    call.complications.cwd,
+                    call.complications.env,
+                ]));
+                let resolution = self
+                    .approvals
+                    .ask(request, &grant_key, cancelled, progress)
+                    .await;
+                let recorded = serde_json::to_value(&resolution).unwrap_or_default();
+                if let Resolution::Denied { reason, .. } = &resolution {
+                    let error =
+                        ToolError::new(ErrorCode::Denied, format!("not approved: {reason}"));
+                    let context = json!({"policy": decision, "approval": recorded});
+                    return self.refuse(&call_id, caller, early, error, context).await;
+                }
+                approval = recorded;
+            }
+            Decision::Allow { .. } => {}
         }
 
         let intent = NewRow {
@@ -155,7 +250,7 @@ impl Gateway {
                 "action": described,
                 "risk": action.risk(),
                 "policy": decision,
-                "approval": Value::Null,
+                "approval": approval,
             }),
         };
         if let Err(err) = self.ledger.append(vec![intent]).await {
@@ -322,7 +417,7 @@ impl Gateway {
         caller: &Caller,
         early: Early,
         error: ToolError,
-        decision: Option<&Decision>,
+        context: Value,
     ) -> CallToolResult {
         let rows = vec![
             NewRow {
@@ -334,7 +429,8 @@ impl Gateway {
                     "caller": caller,
                     "args": receipt_value(&early.args),
                     "args_sha256": digest(&early.args),
-                    "policy": decision,
+                    "policy": context.get("policy"),
+                    "approval": context.get("approval"),
                 }),
             },
             NewRow {

@@ -5,19 +5,25 @@
 //! - [`transport`]: newline-delimited JSON-RPC with a request size cap.
 //! - [`mcp`]: the MCP handler of a connection.
 //! - [`gateway`]: decode → validate → policy → intent receipt → surface → budget → result receipt.
-//! - [`policy`]: the policy hook and the caller's identity.
+//! - [`policy`]: rules over defaults by risk, protected paths, and the caller's identity.
+//! - [`approval`]: pending requests, answers, session grants; deny on every failure.
+//! - [`control`]: the control socket where people (never agents) answer approvals.
+//! - [`ratelimit`]: per-agent sliding-window limits.
 //! - [`budget`]: the response budget (`complications.return`).
 //! - [`receipts`]: the hash-chained SQLite ledger with group commit.
 //! - [`schema`]: the `COMPUTER` tool definition.
 //! - [`config`]: embedded defaults and the optional TOML file.
 //! - [`cli`]: the `computer` command's subcommands.
 
+pub mod approval;
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod gateway;
 pub mod mcp;
 pub mod policy;
+pub mod ratelimit;
 pub mod receipts;
 pub mod schema;
 pub mod server;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -55,11 +56,32 @@ impl ServerHandler for Connection {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // While a call waits (for approval), the client hears why through progress
+        // notifications, when it asked for them with a progress token.
+        let token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let step = std::sync::atomic::AtomicU32::new(0);
+        let progress = move |message: String| {
+            let Some(token) = token.clone() else { return };
+            let n = step.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut param = ProgressNotificationParam::new(token, f64::from(n));
+            param.message = Some(message);
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_progress(param).await;
+            });
+        };
         let result = self
             .gateway
-            .handle(&self.caller, &request.name, request.arguments)
+            .handle(
+                &self.caller,
+                &request.name,
+                request.arguments,
+                context.ct.clone(),
+                &progress,
+            )
             .await;
         Ok(result.into())
     }

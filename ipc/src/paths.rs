@@ -16,6 +16,18 @@ pub fn socket_path() -> PathBuf {
     runtime_dir().join(SOCKET_FILE)
 }
 
+/// The control socket, where people answer approvals: `$COMPUTER_CONTROL_SOCKET`, else
+/// `control.sock` beside the agent socket. Runs of the shell surface never see either path.
+pub fn control_socket_path() -> PathBuf {
+    if let Some(path) = non_empty_env("COMPUTER_CONTROL_SOCKET") {
+        return PathBuf::from(path);
+    }
+    socket_path()
+        .parent()
+        .map(|dir| dir.join("control.sock"))
+        .unwrap_or_else(|| PathBuf::from("control.sock"))
+}
+
 fn runtime_dir() -> PathBuf {
     if let Some(dir) = non_empty_env("XDG_RUNTIME_DIR") {
         return PathBuf::from(dir).join("computer");

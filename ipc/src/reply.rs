@@ -18,6 +18,8 @@ pub enum ErrorCode {
     ReceiptFailed,
     /// The daemon is shutting down and takes no new calls.
     ShuttingDown,
+    /// The agent made too many calls; the message says when to retry.
+    RateLimited,
 }
 
 impl ErrorCode {
@@ -29,6 +31,7 @@ impl ErrorCode {
             ErrorCode::ActionFailed => "action_failed",
             ErrorCode::ReceiptFailed => "receipt_failed",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::RateLimited => "rate_limited",
         }
     }
 }
@@ -133,6 +136,7 @@ mod tests {
             ErrorCode::ActionFailed,
             ErrorCode::ReceiptFailed,
             ErrorCode::ShuttingDown,
+            ErrorCode::RateLimited,
         ] {
             let error = ToolError::new(code, "m").at("args.x").valid(["a", "b"]);
             let text = serde_json::to_string(&error).unwrap();

@@ -53,6 +53,9 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Optio
     }
 }
 
+/// Config that lets acts run without asking a person.
+pub const ALLOW_ACTS: &str = "[defaults]\nact = \"allow\"\n";
+
 /// A daemon with its own socket, state and config in a temporary directory.
 pub struct Daemon {
     child: Option<Child>,
@@ -83,10 +86,17 @@ impl Daemon {
         Daemon::start_with(toml, &env)
     }
 
-    /// Starts a daemon whose config holds `toml` and whose environment adds `env`.
+    /// Starts a daemon whose config holds `toml` and whose environment adds `env`. Unless `toml`
+    /// has its own `[defaults]`, acts are allowed: suites that are not about policy must never
+    /// wait for a person.
     pub fn start_with(toml: &str, env: &[(&str, String)]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_path_buf();
+        let toml = if toml.contains("[defaults]") {
+            toml.to_string()
+        } else {
+            format!("{ALLOW_ACTS}{toml}")
+        };
         std::fs::write(root.join("config.toml"), toml).expect("write config");
         let mut daemon = Daemon {
             child: None,
@@ -149,6 +159,7 @@ impl Daemon {
     pub fn env(&self) -> Vec<(&'static str, PathBuf)> {
         vec![
             ("COMPUTER_SOCKET", self.socket.clone()),
+            ("COMPUTER_CONTROL_SOCKET", self.control_socket()),
             ("COMPUTER_STATE_DIR", self.state.clone()),
             ("COMPUTER_CONFIG", self.config.clone()),
         ]
@@ -172,6 +183,10 @@ impl Daemon {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
+    }
+
+    pub fn control_socket(&self) -> PathBuf {
+        self.socket.with_file_name("control.sock")
     }
 
     pub async fn client(&self) -> Client {

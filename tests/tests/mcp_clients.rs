@@ -61,6 +61,7 @@ fn python_sdk_through_the_bridge_starts_a_daemon_and_runs_a_receipted_call() {
     require_python_sdk();
     let tmp = tempfile::tempdir().unwrap();
     let socket = tmp.path().join("run/computer.sock");
+    std::fs::write(tmp.path().join("config.toml"), computer_tests::ALLOW_ACTS).unwrap();
     let env = [
         ("COMPUTER_SOCKET", socket.clone()),
         ("COMPUTER_STATE_DIR", tmp.path().join("state")),

@@ -3,6 +3,7 @@
 //! Every subcommand that acts goes through the daemon's socket; only reading receipts and probing
 //! surfaces happen locally.
 
+mod approve;
 mod bridge;
 mod call;
 mod doctor;
@@ -60,6 +61,32 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Answer pending approvals interactively in this terminal.
+    Approve,
+    /// List, allow or deny pending approvals (for scripts).
+    #[command(subcommand)]
+    Approvals(approve::ApprovalsCommand),
+    /// Explain which rule decides a call: `computer policy explain --args JSON`.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Check the config file and report the first error with its line.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Show the decision for a call (a COMPUTER call as JSON) and the rule behind it.
+    Explain {
+        #[arg(long, value_name = "JSON")]
+        args: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate the config file.
+    Check,
 }
 
 pub fn main() -> ExitCode {
@@ -87,6 +114,10 @@ pub fn main() -> ExitCode {
             Command::Receipts(command) => receipts::run(command),
             Command::Mcp { no_spawn } => bridge::run(no_spawn).await,
             Command::Doctor { json } => doctor::run(json).await,
+            Command::Approve => approve::approve().await,
+            Command::Approvals(command) => approve::approvals(command).await,
+            Command::Policy(PolicyCommand::Explain { args }) => explain(&args),
+            Command::Config(ConfigCommand::Check) => config_check(),
         }
     });
     // Stdio readers may still block on a terminal; they must not keep the process alive.
@@ -110,6 +141,96 @@ fn load_config() -> Result<crate::config::Config, u8> {
         eprintln!("error: {err}");
         exit::USAGE
     })
+}
+
+fn config_check() -> u8 {
+    let path = computer_ipc::paths::config_path();
+    match crate::config::Config::load(&path) {
+        Ok(config) if path.exists() => {
+            println!("{}: valid ({} rules)", path.display(), config.rules.len());
+            exit::OK
+        }
+        Ok(_) => {
+            println!("{}: absent; the embedded defaults apply", path.display());
+            exit::OK
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            exit::FAILED
+        }
+    }
+}
+
+/// Decides a call the way the daemon would (same rules, defaults and protected paths) and says
+/// which rule decided and why, without running anything.
+fn explain(call_json: &str) -> u8 {
+    let config = match load_config() {
+        Ok(config) => config,
+        Err(status) => return status,
+    };
+    let call: computer_ipc::ComputerCall = match serde_json::from_str(call_json) {
+        Ok(call) => call,
+        Err(err) => {
+            eprintln!("error: --args is not a COMPUTER call: {err}");
+            return exit::USAGE;
+        }
+    };
+    let registry = computer_surfaces::Registry::for_this_platform(&config.surface_limits());
+    let Some(surface) = registry.get(call.surface) else {
+        eprintln!("error: the {} surface is not in this build", call.surface);
+        return exit::USAGE;
+    };
+    let action = match surface.prepare(&call.command, &call.args, &call.complications) {
+        Ok(action) => action,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::USAGE;
+        }
+    };
+    let policy = crate::policy::RulePolicy {
+        defaults: config.defaults.clone(),
+        rules: config.rules.clone(),
+        protected: vec![
+            computer_ipc::paths::config_path(),
+            computer_ipc::paths::state_dir(),
+        ],
+    };
+    let caller = crate::policy::Caller {
+        uid: 0,
+        pid: None,
+        agent: "default".into(),
+    };
+    let described = action.describe();
+    let decision = crate::policy::Policy::decide(
+        &policy,
+        &crate::policy::PolicyInput {
+            caller: &caller,
+            surface: call.surface,
+            command: &call.command,
+            risk: action.risk(),
+            action: &described,
+            args: &call.args,
+            cwd: call.complications.cwd.as_deref(),
+        },
+    );
+    let rule_text = decision
+        .rule()
+        .strip_prefix("rules[")
+        .and_then(|i| i.strip_suffix(']'))
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| config.rules.get(i))
+        .map(|rule| format!("{rule:?}"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "action": described,
+            "risk": action.risk(),
+            "decision": decision,
+            "rule": rule_text,
+        }))
+        .unwrap_or_default()
+    );
+    exit::OK
 }
 
 fn tools(format: &str) -> u8 {

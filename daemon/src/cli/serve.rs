@@ -7,8 +7,14 @@ use computer_ipc::paths;
 use computer_surfaces::Registry;
 
 use super::exit;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::approval::Approvals;
+use crate::config::Config;
 use crate::gateway::Gateway;
-use crate::policy::AllowAll;
+use crate::policy::RulePolicy;
+use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
 
 pub async fn run() -> u8 {
@@ -34,8 +40,10 @@ async fn serve() -> anyhow::Result<()> {
         .create(&artifact_dir)
         .with_context(|| format!("cannot create {}", artifact_dir.display()))?;
 
-    // Bind first: a second daemon must refuse before touching the ledger.
+    // Bind first: a second daemon must refuse before touching the ledger. The control socket
+    // comes right after, under the same lock.
     let socket = crate::server::bind(&socket_path)?;
+    let control = crate::control::bind(&paths::control_socket_path())?;
     let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
     let interrupted = ledger.close_interrupted().await?;
     if interrupted > 0 {
@@ -45,7 +53,26 @@ async fn serve() -> anyhow::Result<()> {
         );
     }
     let registry = Registry::for_this_platform(&config.surface_limits());
-    let gateway = Gateway::new(registry, Box::new(AllowAll), ledger, artifact_dir);
+    let protected = protected_paths(&config_path, &state_dir);
+    let approvals = Arc::new(Approvals::new(
+        config.approval.timeout.0,
+        config.approval.session_idle.0,
+        config.approval.session_max.0,
+    ));
+    let gateway = Gateway::new(
+        registry,
+        Arc::new(rule_policy(&config, &protected)),
+        approvals.clone(),
+        rate_limiter(&config),
+        ledger,
+        artifact_dir,
+    );
+    tokio::spawn(control.run(approvals));
+    tokio::spawn(reload_on_sighup(
+        gateway.clone(),
+        config_path.clone(),
+        protected,
+    ));
     tracing::info!(
         config = %config_path.display(),
         state = %state_dir.display(),
@@ -53,6 +80,57 @@ async fn serve() -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION")
     );
     crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await
+}
+
+/// What no shell run may name: the daemon's own config and state (in the spelling given and the
+/// canonical one).
+fn protected_paths(config_path: &Path, state_dir: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for path in [config_path, state_dir] {
+        paths.push(path.to_path_buf());
+        if let Ok(canonical) = path.canonicalize()
+            && canonical != path
+        {
+            paths.push(canonical);
+        }
+    }
+    paths
+}
+
+fn rule_policy(config: &Config, protected: &[PathBuf]) -> RulePolicy {
+    RulePolicy {
+        defaults: config.defaults.clone(),
+        rules: config.rules.clone(),
+        protected: protected.to_vec(),
+    }
+}
+
+fn rate_limiter(config: &Config) -> RateLimiter {
+    RateLimiter::new(config.limits.calls, config.limits.window.0)
+}
+
+/// SIGHUP re-reads the config: new rules, defaults and limits apply to calls decided from then
+/// on. A config with errors is refused (logged) and the rules in force stay.
+async fn reload_on_sighup(gateway: Arc<Gateway>, config_path: PathBuf, protected: Vec<PathBuf>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot watch SIGHUP; config changes need a restart");
+        return;
+    };
+    while hangup.recv().await.is_some() {
+        match Config::load(&config_path) {
+            Ok(config) => {
+                gateway.set_policy(
+                    Arc::new(rule_policy(&config, &protected)),
+                    rate_limiter(&config),
+                );
+                tracing::info!(config = %config_path.display(), rules = config.rules.len(), "SIGHUP: config reloaded");
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "SIGHUP: config refused; the rules in force stay")
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,203 @@
+//! The people's side of approvals: `computer approve` (an interactive terminal approver),
+//! `computer approvals list|allow|deny` (for scripts), `computer policy explain`, and
+//! `computer config check`.
+
+use std::io::Write;
+
+use computer_ipc::paths;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use super::exit;
+use crate::approval::{Answer, PendingRequest};
+use crate::control::{ControlClient, ControlRequest};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ApprovalsCommand {
+    /// The calls waiting for a person.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow one pending call (with --session: also identical calls of this agent for a while).
+    Allow {
+        id: u64,
+        #[arg(long)]
+        session: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny one pending call.
+    Deny {
+        id: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+async fn connect() -> Result<ControlClient, u8> {
+    let path = paths::control_socket_path();
+    ControlClient::connect(&path).await.map_err(|err| {
+        eprintln!(
+            "error: cannot reach the daemon's control socket {}: {err}",
+            path.display()
+        );
+        exit::UNAVAILABLE
+    })
+}
+
+/// A pending call in plain words.
+pub fn describe(request: &PendingRequest) -> String {
+    let mut text = format!(
+        "#{id}  agent `{agent}`{pid} wants to {action}\n     surface {surface}.{command}, risk {risk}; asked by {rule}; expires in {secs} s",
+        id = request.id,
+        agent = request.agent,
+        pid = request
+            .caller_pid
+            .map(|p| format!(" (pid {p})"))
+            .unwrap_or_default(),
+        action = request.action,
+        surface = request.surface,
+        command = request.command,
+        risk = request.risk,
+        rule = request.rule,
+        secs = request.expires_in_ms / 1000,
+    );
+    if let Some(cwd) = &request.cwd {
+        text.push_str(&format!("\n     in {cwd}"));
+    }
+    text
+}
+
+pub async fn approvals(command: ApprovalsCommand) -> u8 {
+    let mut client = match connect().await {
+        Ok(client) => client,
+        Err(status) => return status,
+    };
+    let (request, json_output) = match &command {
+        ApprovalsCommand::List { json } => (ControlRequest::List, *json),
+        ApprovalsCommand::Allow { id, session, json } => (
+            ControlRequest::Decide {
+                id: *id,
+                answer: if *session {
+                    Answer::AllowSession
+                } else {
+                    Answer::AllowOnce
+                },
+                via: "cli".into(),
+            },
+            *json,
+        ),
+        ApprovalsCommand::Deny { id, json } => (
+            ControlRequest::Decide {
+                id: *id,
+                answer: Answer::Deny,
+                via: "cli".into(),
+            },
+            *json,
+        ),
+    };
+    match client.request(&request).await {
+        Ok(reply) => {
+            if json_output {
+                println!("{reply}");
+            } else if let ApprovalsCommand::List { .. } = command {
+                let pending: Vec<PendingRequest> =
+                    serde_json::from_value(reply["pending"].clone()).unwrap_or_default();
+                if pending.is_empty() {
+                    println!("nothing is waiting for approval");
+                }
+                for request in &pending {
+                    println!("{}", describe(request));
+                }
+            } else {
+                println!("done");
+            }
+            exit::OK
+        }
+        Err(err) => {
+            if json_output {
+                println!("{}", json!({"ok": false, "error": err.to_string()}));
+            } else {
+                eprintln!("error: {err}");
+            }
+            exit::FAILED
+        }
+    }
+}
+
+/// Reads answers for each pending request from the terminal until stdin closes.
+pub async fn approve() -> u8 {
+    let mut watcher = match connect().await {
+        Ok(client) => client,
+        Err(status) => return status,
+    };
+    let mut answers = match connect().await {
+        Ok(client) => client,
+        Err(status) => return status,
+    };
+    if let Err(err) = watcher.send(&ControlRequest::Watch).await {
+        eprintln!("error: {err}");
+        return exit::UNAVAILABLE;
+    }
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut queue: Vec<PendingRequest> = Vec::new();
+    println!(
+        "waiting for requests (answer a = allow once, s = allow for this session, d = deny; Ctrl-D quits)"
+    );
+    loop {
+        if let Some(current) = queue.first() {
+            print!("{}\n  allow? [a/s/d] ", describe(current));
+            let _ = std::io::stdout().flush();
+        }
+        tokio::select! {
+            event = watcher.next() => {
+                let event: Value = match event {
+                    Ok(event) => event,
+                    Err(err) => {
+                        eprintln!("error: {err}");
+                        return exit::UNAVAILABLE;
+                    }
+                };
+                match event["event"].as_str() {
+                    Some("snapshot") => {
+                        queue = serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+                    }
+                    Some("pending") => {
+                        if let Ok(request) = serde_json::from_value(event["request"].clone()) {
+                            queue.push(request);
+                        }
+                    }
+                    Some("resolved") => {
+                        let id = event["id"].as_u64();
+                        if queue.first().map(|r| r.id) == id {
+                            println!("\n  (answered elsewhere, withdrawn or timed out)");
+                        }
+                        queue.retain(|r| Some(r.id) != id);
+                    }
+                    _ => {}
+                }
+            }
+            line = stdin.next_line() => {
+                let Ok(Some(line)) = line else { return exit::OK };
+                let Some(current) = queue.first().cloned() else { continue };
+                // Only these exact answers count; anything else asks again (never an allow).
+                let answer = match line.trim() {
+                    "a" | "allow" => Answer::AllowOnce,
+                    "s" | "session" => Answer::AllowSession,
+                    "d" | "deny" => Answer::Deny,
+                    other => {
+                        println!("  `{other}` is not an answer; type a, s or d");
+                        continue;
+                    }
+                };
+                let decide = ControlRequest::Decide { id: current.id, answer, via: "terminal".into() };
+                match answers.request(&decide).await {
+                    Ok(_) => println!("  {answer:?} sent for #{}", current.id),
+                    Err(err) => println!("  could not answer #{}: {err}", current.id),
+                }
+                queue.retain(|r| r.id != current.id);
+            }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Policy and human approval with real processes: rules decide, asked calls wait for a person on
+//! the control socket, every failure denies, every decision is receipted, and an agent cannot
+//! answer its own request through the shell surface.
+
+use std::time::Duration;
+
+use computer_tests::{Daemon, RawConnection, computer_bin, shell_run, structured, wait_for};
+use serde_json::{Value, json};
+
+const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n";
+
+/// The pending requests, through `computer approvals list --json`.
+fn pending(daemon: &Daemon) -> Vec<Value> {
+    let out = daemon.cli(&["approvals", "list", "--json"]);
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    out.json()["pending"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn first_pending(daemon: &Daemon) -> Value {
+    wait_for("a pending approval", Duration::from_secs(20), || {
+        pending(daemon).into_iter().next()
+    })
+}
+
+async fn touch(daemon: &Daemon, file: &std::path::Path) -> Value {
+    touch_task(daemon, file).await.unwrap()
+}
+
+/// Starts a `touch` call on its own task, so the test can answer its approval meanwhile.
+fn touch_task(daemon: &Daemon, file: &std::path::Path) -> tokio::task::JoinHandle<Value> {
+    let socket = daemon.socket.clone();
+    let file = file.to_path_buf();
+    tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client
+            .call_raw(shell_run(json!({"argv": ["touch", file]}), json!({})))
+            .await
+            .unwrap();
+        client.close().await;
+        structured(&result)
+    })
+}
+
+fn intent_of(daemon: &Daemon, receipt: &Value) -> Value {
+    daemon
+        .receipts()
+        .into_iter()
+        .find(|r| r["call_id"] == *receipt && r["kind"] == "intent")
+        .expect("intent receipt")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_asked_call_runs_once_a_person_allows_it() {
+    let daemon = Daemon::start_with_config(ASK_ACTS);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("allowed");
+    let call = touch_task(&daemon, &file);
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    assert_eq!(request["agent"], "default");
+    assert_eq!(request["rule"], "defaults.act");
+    assert!(
+        request["action"].as_str().unwrap().contains("touch"),
+        "{request}"
+    );
+    let id = request["id"].to_string();
+    let answered = daemon.cli(&["approvals", "allow", &id]);
+    assert!(answered.status.success(), "{}", answered.stderr);
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert!(file.exists());
+    let intent = intent_of(&daemon, &out["receipt"]);
+    assert_eq!(intent["body"]["policy"]["decision"], "ask");
+    assert_eq!(intent["body"]["approval"]["outcome"], "allowed");
+    assert_eq!(intent["body"]["approval"]["by"]["via"], "cli");
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn denial_timeout_and_disconnect_all_deny() {
+    let daemon = Daemon::start_with_config(&format!("{ASK_ACTS}[approval]\ntimeout = \"400ms\"\n"));
+    let dir = tempfile::tempdir().unwrap();
+
+    // Nobody answers: denied at the deadline.
+    let out = touch(&daemon, &dir.path().join("late")).await;
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nobody answered"),
+        "{out}"
+    );
+    assert!(!dir.path().join("late").exists());
+
+    // The agent hangs up while waiting: the request is withdrawn and receipted as denied.
+    let client = daemon.client().await;
+    let call = tokio::spawn(async move {
+        let _ = client
+            .call_raw(shell_run(json!({"argv": ["true"]}), json!({})))
+            .await;
+    });
+    tokio::task::block_in_place(|| first_pending(&daemon));
+    call.abort();
+    drop(call);
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the withdrawn request to be receipted",
+            Duration::from_secs(20),
+            || {
+                daemon.receipts().into_iter().find(|r| {
+                    r["kind"] == "intent"
+                        && r["body"]["approval"]["reason"].as_str().is_some_and(|m| {
+                            m.contains("went away") || m.contains("nobody answered")
+                        })
+                        && r["body"]["args"]["args"]["argv"] == json!(["true"])
+                })
+            },
+        )
+    });
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_denies_and_session_grants_cover_only_the_same_action() {
+    let daemon = Daemon::start_with_config(ASK_ACTS);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+
+    let call = touch_task(&daemon, &file);
+    let id = tokio::task::block_in_place(|| first_pending(&daemon))["id"].to_string();
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    let out = call.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied");
+    assert!(!file.exists());
+
+    let call = touch_task(&daemon, &file);
+    let id = tokio::task::block_in_place(|| first_pending(&daemon))["id"].to_string();
+    assert!(
+        daemon
+            .cli(&["approvals", "allow", "--session", &id])
+            .status
+            .success()
+    );
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true);
+
+    // The same action again: covered by the grant, nobody is asked.
+    let again = touch(&daemon, &file).await;
+    assert_eq!(again["ok"], true);
+    let intent = intent_of(&daemon, &again["receipt"]);
+    assert_eq!(intent["body"]["approval"]["via_grant"], true);
+
+    // A different action is asked again.
+    let other = touch_task(&daemon, &dir.path().join("other"));
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    assert!(request["action"].as_str().unwrap().contains("other"));
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
+    let out = other.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shell_surface_cannot_answer_its_own_request() {
+    // The agent may run `computer` itself (a rule allows it); it still cannot approve anything.
+    let config =
+        format!("{ASK_ACTS}[[rules]]\nargv0 = [\"computer\", \"env\"]\ndecision = \"allow\"\n");
+    let daemon = Daemon::start_with_config(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("self-approved");
+    let waiting = touch_task(&daemon, &file);
+    let id = tokio::task::block_in_place(|| first_pending(&daemon))["id"].to_string();
+    let bin = computer_bin();
+    let client = daemon.client().await;
+    // Without the control socket's path (runs never get it), the CLI finds no daemon.
+    let blind = client
+        .call_raw(shell_run(
+            json!({"argv": [bin, "approvals", "allow", id]}),
+            json!({}),
+        ))
+        .await
+        .unwrap();
+    let blind = structured(&blind);
+    assert_ne!(blind["exit_code"], 0, "{blind}");
+    // Knowing the path is not enough: the peer descends from the daemon and is refused.
+    let control = format!(
+        "COMPUTER_CONTROL_SOCKET={}",
+        daemon.control_socket().display()
+    );
+    let knowing = client
+        .call_raw(shell_run(
+            json!({"argv": ["env", control, bin, "approvals", "allow", id]}),
+            json!({}),
+        ))
+        .await
+        .unwrap();
+    client.close().await;
+    let knowing = structured(&knowing);
+    assert_ne!(knowing["exit_code"], 0, "{knowing}");
+    assert!(
+        knowing["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("descends from this daemon"),
+        "{knowing}"
+    );
+    assert!(!file.exists());
+    assert_eq!(
+        pending(&daemon).len(),
+        1,
+        "the request is still waiting for a person"
+    );
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    let out = waiting.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied");
+    assert!(daemon.log_text().contains("refused a control connection"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_protected_paths_reload_and_rate_limits() {
+    let allow = "[defaults]\nact = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n";
+    let daemon = Daemon::start_with_config(allow);
+    let client = daemon.client().await;
+    let call = |args: Value| client.call_raw(shell_run(args, json!({})));
+
+    let out = structured(
+        &call(json!({"argv": ["rm", "-rf", "/nonexistent-dir"]}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    let out = structured(
+        &call(json!({"script": format!("cat {}", daemon.config.display())}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("configuration or state")
+    );
+    let out = structured(&call(json!({"argv": ["true"]})).await.unwrap());
+    assert_eq!(out["ok"], true);
+
+    // `policy explain` names the deciding rule.
+    let explained = daemon.cli(&[
+        "policy",
+        "explain",
+        "--args",
+        r#"{"surface":"shell","command":"run","args":{"argv":["rm","x"]}}"#,
+    ]);
+    assert!(explained.status.success(), "{}", explained.stderr);
+    let explained = explained.json();
+    assert_eq!(explained["decision"]["rule"], "rules[0]");
+    assert_eq!(explained["decision"]["decision"], "deny");
+
+    // SIGHUP: the new config applies; a broken one is refused and the rules in force stay.
+    std::fs::write(
+        &daemon.config,
+        "[defaults]\nact = \"deny\"\n[limits]\ncalls = 2\nwindow = \"60s\"\n",
+    )
+    .unwrap();
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe { libc::kill(daemon.pid(), libc::SIGHUP) };
+    let denied = wait_for_async(|| async {
+        let out = structured(&call(json!({"argv": ["true"]})).await.unwrap());
+        (out["error"]["code"] == "denied" || out["error"]["code"] == "rate_limited").then_some(out)
+    })
+    .await;
+    assert!(denied["error"]["message"].is_string());
+    // Over the limit of 2 calls a minute: refused with the time to retry.
+    let mut limited = None;
+    for _ in 0..3 {
+        let out = structured(&call(json!({"argv": ["true"]})).await.unwrap());
+        if out["error"]["code"] == "rate_limited" {
+            limited = Some(out);
+            break;
+        }
+    }
+    let limited = limited.expect("a call over the limit is refused");
+    assert!(
+        limited["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("retry in"),
+        "{limited}"
+    );
+
+    std::fs::write(&daemon.config, "[defaults]\nact = \"sometimes\"\n").unwrap();
+    unsafe { libc::kill(daemon.pid(), libc::SIGHUP) };
+    wait_for(
+        "the refused reload in the log",
+        Duration::from_secs(20),
+        || daemon.log_text().contains("config refused").then_some(()),
+    );
+    let check = daemon.cli(&["config", "check"]);
+    assert!(!check.status.success());
+    assert!(check.stderr.contains("line 2"), "{}", check.stderr);
+    client.close().await;
+    daemon.assert_chain_holds();
+}
+
+async fn wait_for_async<T, F, Fut>(mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn waiting_calls_get_progress_notifications() {
+    let daemon = Daemon::start_with_config(&format!("{ASK_ACTS}[approval]\ntimeout = \"30s\"\n"));
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2025-11-25");
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "_meta": {"progressToken": "p1"}, "name": "COMPUTER",
+        "arguments": shell_run(json!({"argv": ["true"]}), json!({}))}}),
+    );
+    let note = raw.recv().expect("a progress notification");
+    assert_eq!(note["method"], "notifications/progress", "{note}");
+    assert_eq!(note["params"]["progressToken"], "p1");
+    assert!(
+        note["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("waiting for approval")
+    );
+    let id = first_pending(&daemon)["id"].to_string();
+    assert!(daemon.cli(&["approvals", "allow", &id]).status.success());
+    let reply = raw.recv_response(1);
+    assert_eq!(reply["result"]["structuredContent"]["ok"], true, "{reply}");
+}
