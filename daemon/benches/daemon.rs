@@ -378,7 +378,7 @@ async fn run() {
 
     // 5. The tool definition every prompt carries.
     let registry = Registry::for_this_platform(&Default::default());
-    let tool = computer_daemon::schema::tool(&registry);
+    let tool = computer_daemon::schema::tool(&registry, None);
     let list_reply = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}});
     let list_bytes = serde_json::to_vec(&list_reply).unwrap().len();
 

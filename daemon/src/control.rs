@@ -97,17 +97,25 @@ fn refusal(stream: &Stream, our_uid: u32, our_pid: i32) -> Result<(u32, i32), St
     if uid != our_uid {
         return Err(format!("peer uid {uid} is not this user"));
     }
-    // Walk the peer's ancestry: a process started (directly or not) by this daemon is an agent's
-    // doing, never a person's answer. Any failure to read the ancestry refuses.
+    // A process started (directly or not) by this daemon is an agent's doing, never a person's
+    // answer. Any failure to read the ancestry refuses.
+    if descends_from(pid, our_pid)? {
+        return Err(format!(
+            "peer pid {pid} descends from this daemon (it was started through a surface)"
+        ));
+    }
+    Ok((uid, pid))
+}
+
+/// Whether `ancestor` is `pid` or one of its ancestors. An unreadable ancestry is an error.
+pub fn descends_from(pid: i32, ancestor: i32) -> Result<bool, String> {
     let mut current = pid;
     for _ in 0..4096 {
-        if current == our_pid {
-            return Err(format!(
-                "peer pid {pid} descends from this daemon (it was started through a surface)"
-            ));
+        if current == ancestor {
+            return Ok(true);
         }
         if current <= 1 {
-            return Ok((uid, pid));
+            return Ok(false);
         }
         current = parent_pid(current).ok_or_else(|| format!("ancestry of pid {pid} unreadable"))?;
     }

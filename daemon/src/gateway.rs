@@ -29,6 +29,7 @@ pub struct Gateway {
     limiter: RateLimiter,
     ledger: Ledger,
     artifact_dir: PathBuf,
+    agents_path: PathBuf,
     tool: Tool,
     closing: AtomicBool,
 }
@@ -49,7 +50,9 @@ impl Gateway {
         ledger: Ledger,
         artifact_dir: PathBuf,
     ) -> Arc<Gateway> {
-        let tool = crate::schema::tool(&registry);
+        let tool = crate::schema::tool(&registry, None);
+        let agents_path =
+            crate::agents::store_path(artifact_dir.parent().unwrap_or(std::path::Path::new(".")));
         Arc::new(Gateway {
             registry,
             policy: RwLock::new(policy),
@@ -57,6 +60,7 @@ impl Gateway {
             limiter,
             ledger,
             artifact_dir,
+            agents_path,
             tool,
             closing: AtomicBool::new(false),
         })
@@ -64,6 +68,30 @@ impl Gateway {
 
     pub fn tool(&self) -> &Tool {
         &self.tool
+    }
+
+    /// The tool as this caller sees it: only the surfaces in its scope are listed.
+    pub fn tool_for(&self, caller: &Caller) -> Tool {
+        match &caller.surfaces {
+            None => self.tool.clone(),
+            Some(scope) => crate::schema::tool(&self.registry, Some(scope)),
+        }
+    }
+
+    /// The agent a token names (and its scope); no token is the `default` agent with every
+    /// surface. An unknown token is refused, never downgraded to `default`.
+    pub fn identify(
+        &self,
+        token: Option<&str>,
+    ) -> Result<(String, Option<Vec<SurfaceName>>), String> {
+        let Some(token) = token else {
+            return Ok(("default".into(), None));
+        };
+        let store = crate::agents::AgentStore::load(&self.agents_path)?;
+        store
+            .authenticate(token)
+            .map(|agent| (agent.name.clone(), agent.surfaces.clone()))
+            .ok_or_else(|| "unknown agent token; mint one with `computer agents add NAME`".into())
     }
 
     pub fn approvals(&self) -> &Arc<Approvals> {
@@ -137,6 +165,25 @@ impl Gateway {
             command: call.command.clone(),
             args: raw.clone(),
         };
+        if !caller.may_use(call.surface) {
+            let scope: Vec<String> = self
+                .ready_surfaces()
+                .into_iter()
+                .filter(|s| SurfaceName::parse(s).is_some_and(|s| caller.may_use(s)))
+                .collect();
+            let error = ToolError::new(
+                ErrorCode::Denied,
+                format!(
+                    "agent `{}` may not use the {} surface",
+                    caller.agent, call.surface
+                ),
+            )
+            .at("surface")
+            .valid(scope);
+            return self
+                .refuse(&call_id, caller, early, error, Value::Null)
+                .await;
+        }
         let surface = match self.registry.get(call.surface) {
             Some(surface) => surface.clone(),
             None => {

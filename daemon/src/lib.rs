@@ -6,6 +6,7 @@
 //! - [`mcp`]: the MCP handler of a connection.
 //! - [`gateway`]: decode → validate → policy → intent receipt → surface → budget → result receipt.
 //! - [`policy`]: rules over defaults by risk, protected paths, and the caller's identity.
+//! - [`agents`]: agent profiles, tokens (stored as digests) and scopes.
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
 //! - [`control`]: the control socket where people (never agents) answer approvals.
 //! - [`ratelimit`]: per-agent sliding-window limits.
@@ -15,6 +16,7 @@
 //! - [`config`]: embedded defaults and the optional TOML file.
 //! - [`cli`]: the `computer` command's subcommands.
 
+pub mod agents;
 pub mod approval;
 pub mod budget;
 pub mod cli;

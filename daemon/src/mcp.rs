@@ -49,7 +49,7 @@ impl ServerHandler for Connection {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(vec![
-            self.gateway.tool().clone(),
+            self.gateway.tool_for(&self.caller),
         ]))
     }
 

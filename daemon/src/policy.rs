@@ -17,6 +17,15 @@ pub struct Caller {
     pub pid: Option<i32>,
     /// The agent profile; `default` for callers without a token.
     pub agent: String,
+    /// The surfaces this caller may use; `None` means every surface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub surfaces: Option<Vec<SurfaceName>>,
+}
+
+impl Caller {
+    pub fn may_use(&self, surface: SurfaceName) -> bool {
+        self.surfaces.as_ref().is_none_or(|s| s.contains(&surface))
+    }
 }
 
 /// What policy sees of a call.
@@ -311,6 +320,7 @@ mod tests {
             uid: 1,
             pid: None,
             agent: "default".into(),
+            surfaces: None,
         };
         let args = args.as_object().unwrap().clone();
         policy.decide(&PolicyInput {

@@ -1,8 +1,10 @@
 //! The `COMPUTER` tool definition: a JSON Schema generated from the ipc call types, narrowed to
 //! what this caller can use here and now, and a description that teaches it in few tokens.
 
-use computer_ipc::{ComputerCall, TOOL_NAME};
-use computer_surfaces::{Registry, Risk};
+use std::sync::Arc;
+
+use computer_ipc::{ComputerCall, SurfaceName, TOOL_NAME};
+use computer_surfaces::{Registry, Risk, Surface};
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
@@ -11,8 +13,16 @@ use serde_json::{Map, Value, json};
 const UNSUPPORTED_COMPLICATIONS: &[&str] = &["secrets", "detach"];
 
 /// The one tool, as `tools/list` returns it.
-pub fn tool(registry: &Registry) -> Tool {
-    let mut tool = Tool::new(TOOL_NAME, description(registry), input_schema(registry));
+pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
+    let listed: Vec<&Arc<dyn Surface>> = registry
+        .ready()
+        .filter(|s| scope.is_none_or(|scope| scope.contains(&s.name())))
+        .collect();
+    let mut tool = Tool::new(
+        TOOL_NAME,
+        description(registry, &listed),
+        input_schema(registry, &listed),
+    );
     tool.title = Some("Computer".into());
     tool.annotations = Some(
         ToolAnnotations::with_title("Computer")
@@ -24,12 +34,12 @@ pub fn tool(registry: &Registry) -> Tool {
     tool
 }
 
-fn description(registry: &Registry) -> String {
+fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
     let mut text = String::from(
         "Act on this computer through structured surfaces; every call is receipted. \
          Call {surface, command, args, complications}.\nSurfaces:\n",
     );
-    for surface in registry.ready() {
+    for surface in listed {
         for spec in surface.commands() {
             let risk = match spec.risk {
                 Risk::Observe => "observe",
@@ -59,7 +69,7 @@ fn description(registry: &Registry) -> String {
     text
 }
 
-fn input_schema(registry: &Registry) -> Map<String, Value> {
+fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
     let settings = SchemaSettings::draft2020_12().with(|s| {
         s.inline_subschemas = true;
         s.meta_schema = None;
@@ -70,9 +80,9 @@ fn input_schema(registry: &Registry) -> Map<String, Value> {
     let mut schema = schema.to_value();
     strip(&mut schema);
 
-    let surfaces: Vec<Value> = registry.ready().map(|s| json!(s.name().as_str())).collect();
-    let mut commands: Vec<&str> = registry
-        .ready()
+    let surfaces: Vec<Value> = listed.iter().map(|s| json!(s.name().as_str())).collect();
+    let mut commands: Vec<&str> = listed
+        .iter()
         .flat_map(|s| s.commands().iter().map(|c| c.name))
         .collect();
     commands.sort_unstable();

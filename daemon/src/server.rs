@@ -190,14 +190,30 @@ async fn serve_connection(
         tracing::warn!(peer_uid = ?uid, peer_pid = ?pid, "refused a connection from another user");
         return;
     }
+    let (read, write) = tokio::io::split(stream);
+    let (mut transport, writer) = LineTransport::new(read, write, max_line, unanswered);
+    let Ok(token) = transport.first_line_token().await else {
+        drop(transport);
+        let _ = writer.await;
+        return;
+    };
+    let (agent, surfaces) = match gateway.identify(token.as_deref()) {
+        Ok(identity) => identity,
+        Err(message) => {
+            tracing::warn!(peer_pid = ?pid, %message, "refused a connection with a bad token");
+            transport.refuse(message);
+            drop(transport);
+            let _ = writer.await;
+            return;
+        }
+    };
     let caller = Caller {
         uid: our_uid,
         pid,
-        agent: "default".into(),
+        agent,
+        surfaces,
     };
-    tracing::debug!(pid = ?caller.pid, "client connected");
-    let (read, write) = tokio::io::split(stream);
-    let (transport, writer) = LineTransport::new(read, write, max_line, unanswered);
+    tracing::debug!(pid = ?caller.pid, agent = %caller.agent, "client connected");
     let handler = Connection { gateway, caller };
     match handler.serve(transport).await {
         Ok(running) => {

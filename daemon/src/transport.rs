@@ -75,7 +75,13 @@ pub struct LineTransport<R> {
     unanswered: Arc<Unanswered>,
     /// This connection's share of `unanswered`, settled by the writer when it ends.
     open_requests: Arc<AtomicUsize>,
+    /// A whole line already in `line`, read while looking for an authentication message.
+    line_ready: bool,
 }
+
+/// The optional first message of a connection, naming the agent by its token:
+/// `{"jsonrpc":"2.0","method":"computer/authenticate","params":{"token":"ct_..."}}`.
+pub const AUTHENTICATE_METHOD: &str = "computer/authenticate";
 
 enum LineRead {
     Line,
@@ -108,6 +114,7 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
             closed: Arc::new(AtomicBool::new(false)),
             unanswered,
             open_requests,
+            line_ready: false,
         };
         (transport, writer)
     }
@@ -131,6 +138,36 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
                 return Ok(LineRead::Line);
             }
         }
+    }
+
+    /// Reads the connection's first line: an authentication message yields its token (and is
+    /// consumed); anything else stays for [`Transport::receive`]. `Err` when the peer hung up.
+    pub async fn first_line_token(&mut self) -> Result<Option<String>, ()> {
+        match self.read_line().await {
+            Ok(LineRead::Line) => {}
+            _ => return Err(()),
+        }
+        let parsed: Option<Value> = serde_json::from_slice(trim_line(&self.line)).ok();
+        match parsed {
+            Some(message) if message["method"] == AUTHENTICATE_METHOD => {
+                self.line.clear();
+                Ok(Some(
+                    message["params"]["token"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                ))
+            }
+            _ => {
+                self.line_ready = true;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Answers a refused authentication and closes.
+    pub fn refuse(&self, message: String) {
+        self.answer_error(Value::Null, -32001, message, true);
     }
 
     /// Reads and drops input until the peer closes, for at most [`DISCARD_WINDOW`], in fixed-size
@@ -227,7 +264,12 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
             return None;
         }
         loop {
-            match self.read_line().await {
+            let read = if std::mem::take(&mut self.line_ready) {
+                Ok(LineRead::Line)
+            } else {
+                self.read_line().await
+            };
+            match read {
                 Ok(LineRead::Line) => {}
                 Ok(LineRead::Eof) => return None,
                 Ok(LineRead::TooLong) => {

@@ -32,9 +32,25 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon's socket and performs the MCP handshake.
+    /// Connects to the daemon's socket and performs the MCP handshake, as the agent named by
+    /// `$COMPUTER_TOKEN` when it is set (else as the `default` agent).
     pub async fn connect(path: &Path) -> Result<Client, ClientError> {
-        let stream = connect_stream(path).await?;
+        let token = std::env::var("COMPUTER_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        Client::connect_as(path, token.as_deref()).await
+    }
+
+    /// Connects presenting `token` (an agent's), or none.
+    pub async fn connect_as(path: &Path, token: Option<&str>) -> Result<Client, ClientError> {
+        let mut stream = connect_stream(path).await?;
+        if let Some(token) = token {
+            use tokio::io::AsyncWriteExt;
+            stream
+                .write_all(&authenticate_line(token))
+                .await
+                .map_err(|err| ClientError::Handshake(err.to_string()))?;
+        }
         let info = ClientConfig::new(
             Default::default(),
             Implementation::new("computer-client", env!("CARGO_PKG_VERSION")),
@@ -82,6 +98,18 @@ impl Client {
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }
+}
+
+/// The first line a client sends to present an agent token (before any MCP message).
+pub fn authenticate_line(token: &str) -> Vec<u8> {
+    let message = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": "computer/authenticate",
+        "params": {"token": token},
+    });
+    let mut line = serde_json::to_vec(&message).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 /// Opens the raw local-socket stream to the daemon.

@@ -33,6 +33,17 @@ pub async fn run(no_spawn: bool) -> u8 {
         },
     };
     let (mut from_daemon, mut to_daemon) = tokio::io::split(stream);
+    // The MCP client's config hands the bridge its agent token; the daemon reads it first.
+    if let Some(token) = std::env::var("COMPUTER_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        let line = computer_ipc::client::authenticate_line(&token);
+        if let Err(err) = tokio::io::AsyncWriteExt::write_all(&mut to_daemon, &line).await {
+            eprintln!("error: cannot reach the daemon: {err}");
+            return exit::UNAVAILABLE;
+        }
+    }
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
     let upstream = async {

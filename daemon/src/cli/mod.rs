@@ -3,6 +3,7 @@
 //! Every subcommand that acts goes through the daemon's socket; only reading receipts and probing
 //! surfaces happen locally.
 
+mod agents;
 mod approve;
 mod bridge;
 mod call;
@@ -61,6 +62,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Mint, list and revoke agent tokens.
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
     /// Answer pending approvals interactively in this terminal.
     Approve,
     /// List, allow or deny pending approvals (for scripts).
@@ -114,6 +118,7 @@ pub fn main() -> ExitCode {
             Command::Receipts(command) => receipts::run(command),
             Command::Mcp { no_spawn } => bridge::run(no_spawn).await,
             Command::Doctor { json } => doctor::run(json).await,
+            Command::Agents(command) => agents::run(command),
             Command::Approve => approve::approve().await,
             Command::Approvals(command) => approve::approvals(command).await,
             Command::Policy(PolicyCommand::Explain { args }) => explain(&args),
@@ -199,6 +204,7 @@ fn explain(call_json: &str) -> u8 {
         uid: 0,
         pid: None,
         agent: "default".into(),
+        surfaces: None,
     };
     let described = action.describe();
     let decision = crate::policy::Policy::decide(
@@ -239,7 +245,7 @@ fn tools(format: &str) -> u8 {
         Err(status) => return status,
     };
     let registry = computer_surfaces::Registry::for_this_platform(&config.surface_limits());
-    let tool = crate::schema::tool(&registry);
+    let tool = crate::schema::tool(&registry, None);
     println!(
         "{}",
         serde_json::to_string_pretty(&crate::schema::render(&tool, format)).unwrap_or_default()
