@@ -107,7 +107,7 @@ impl Desktop {
             .read_line(&mut number)
             .expect("Xvfb writes its display number");
         let display = format!(":{}", number.trim());
-        wait_for("the X server", Duration::from_secs(20), || {
+        wait_for("the X server", Duration::from_secs(60), || {
             Command::new("xdpyinfo")
                 .args(["-display", &display])
                 .stdout(Stdio::null())
@@ -139,7 +139,7 @@ impl Desktop {
             .stdout(Stdio::null())
             .stderr(log("openbox.log"));
         let openbox = spawn_tied(openbox);
-        wait_for("the window manager", Duration::from_secs(20), || {
+        wait_for("the window manager", Duration::from_secs(60), || {
             let out = Command::new("xprop")
                 .args(["-display", &display, "-root", "_NET_SUPPORTING_WM_CHECK"])
                 .output()
