@@ -147,16 +147,14 @@ fn render(text: &CapturedText, share: usize, mode: ReturnMode) -> (Rendered, boo
     // Everything known, in order: the head, then (after a gap when the middle was not kept) the
     // tail. Cuts land on UTF-8 character boundaries.
     let head = &text.head;
-    let tail = &text.tail;
+    // The known end of the stream: the tail window, or the head when everything fit in it.
+    let end = if text.tail.is_empty() { head } else { &text.tail };
     let (front, back): (&[u8], &[u8]) = match mode {
-        ReturnMode::Head => (take_head(head, tail, share), &[]),
-        ReturnMode::Tail => (&[], take_tail(head, tail, share)),
+        ReturnMode::Head => (take_head(head, share), &[]),
+        ReturnMode::Tail => (&[], take_tail(end, share)),
         ReturnMode::HeadTail => {
             let front_share = share / 2;
-            (
-                take_head(head, &[], front_share),
-                take_tail(&[], tail_or_head(head, tail), share - front_share),
-            )
+            (take_head(head, front_share), take_tail(end, share - front_share))
         }
     };
     let skipped = text.total_bytes as usize - front.len() - back.len();
@@ -181,24 +179,14 @@ fn render(text: &CapturedText, share: usize, mode: ReturnMode) -> (Rendered, boo
     )
 }
 
-/// For head_tail the back part comes from the tail window, or from the head when everything fit
-/// in the head.
-fn tail_or_head<'a>(head: &'a [u8], tail: &'a [u8]) -> &'a [u8] {
-    if tail.is_empty() { head } else { tail }
+/// The first `n` bytes, cut at a char boundary.
+fn take_head(bytes: &[u8], n: usize) -> &[u8] {
+    &bytes[..char_floor(bytes, n.min(bytes.len()))]
 }
 
-/// The first `n` bytes of head+tail (head alone when n fits in it), cut at a char boundary.
-fn take_head<'a>(head: &'a [u8], tail: &'a [u8], n: usize) -> &'a [u8] {
-    let _ = tail;
-    let end = n.min(head.len());
-    &head[..char_floor(head, end)]
-}
-
-/// The last `n` bytes of the stream's known end, cut at a char boundary.
-fn take_tail<'a>(head: &'a [u8], tail: &'a [u8], n: usize) -> &'a [u8] {
-    let source = if tail.is_empty() { head } else { tail };
-    let start = source.len().saturating_sub(n);
-    &source[char_ceil(source, start)..]
+/// The last `n` bytes, cut at a char boundary.
+fn take_tail(bytes: &[u8], n: usize) -> &[u8] {
+    &bytes[char_ceil(bytes, bytes.len().saturating_sub(n))..]
 }
 
 /// Largest index ≤ `i` that starts a UTF-8 character.
