@@ -148,13 +148,20 @@ fn render(text: &CapturedText, share: usize, mode: ReturnMode) -> (Rendered, boo
     // tail. Cuts land on UTF-8 character boundaries.
     let head = &text.head;
     // The known end of the stream: the tail window, or the head when everything fit in it.
-    let end = if text.tail.is_empty() { head } else { &text.tail };
+    let end = if text.tail.is_empty() {
+        head
+    } else {
+        &text.tail
+    };
     let (front, back): (&[u8], &[u8]) = match mode {
         ReturnMode::Head => (take_head(head, share), &[]),
         ReturnMode::Tail => (&[], take_tail(end, share)),
         ReturnMode::HeadTail => {
             let front_share = share / 2;
-            (take_head(head, front_share), take_tail(end, share - front_share))
+            (
+                take_head(head, front_share),
+                take_tail(end, share - front_share),
+            )
         }
     };
     let skipped = text.total_bytes as usize - front.len() - back.len();

@@ -75,8 +75,9 @@ pub struct LineTransport<R> {
     unanswered: Arc<Unanswered>,
     /// This connection's share of `unanswered`, settled by the writer when it ends.
     open_requests: Arc<AtomicUsize>,
-    /// A whole line already in `line`, read while looking for an authentication message.
-    line_ready: bool,
+    /// What the look for an authentication message found, when it was not one: a whole line
+    /// already in `line`, or an over-long one. `receive` handles it first.
+    early: Option<LineRead>,
 }
 
 /// The optional first message of a connection, naming the agent by its token:
@@ -114,7 +115,7 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
             closed: Arc::new(AtomicBool::new(false)),
             unanswered,
             open_requests,
-            line_ready: false,
+            early: None,
         };
         (transport, writer)
     }
@@ -145,7 +146,11 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
     pub async fn first_line_token(&mut self) -> Result<Option<String>, ()> {
         match self.read_line().await {
             Ok(LineRead::Line) => {}
-            _ => return Err(()),
+            Ok(LineRead::TooLong) => {
+                self.early = Some(LineRead::TooLong);
+                return Ok(None);
+            }
+            Ok(LineRead::Eof) | Err(_) => return Err(()),
         }
         let parsed: Option<Value> = serde_json::from_slice(trim_line(&self.line)).ok();
         match parsed {
@@ -159,7 +164,7 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
                 ))
             }
             _ => {
-                self.line_ready = true;
+                self.early = Some(LineRead::Line);
                 Ok(None)
             }
         }
@@ -264,10 +269,9 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
             return None;
         }
         loop {
-            let read = if std::mem::take(&mut self.line_ready) {
-                Ok(LineRead::Line)
-            } else {
-                self.read_line().await
+            let read = match self.early.take() {
+                Some(early) => Ok(early),
+                None => self.read_line().await,
             };
             match read {
                 Ok(LineRead::Line) => {}
