@@ -1,0 +1,311 @@
+//! The accessibility bus: a lazily opened, self-healing zbus connection, and the few AT-SPI
+//! D-Bus calls the surface makes, each under a deadline that names the app that did not answer.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use zbus::zvariant::{DynamicType, OwnedObjectPath, OwnedValue};
+
+/// The longest one D-Bus call may take: an app that does not answer within it is reported as
+/// unresponsive instead of holding the call (and the daemon) hostage.
+pub const CALL_LIMIT: Duration = Duration::from_millis(1500);
+/// How long a failed connection attempt is remembered before `probe` lets a call retry.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+pub const REGISTRY: &str = "org.a11y.atspi.Registry";
+pub const ROOT_PATH: &str = "/org/a11y/atspi/accessible/root";
+pub const ACCESSIBLE: &str = "org.a11y.atspi.Accessible";
+const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+
+/// Why an AT-SPI call failed, in terms a caller can act on.
+#[derive(Debug, Clone)]
+pub enum BusError {
+    /// The accessibility bus could not be reached.
+    Connect(String),
+    /// The app owning `bus` did not answer in time.
+    Timeout { bus: String, after: Duration },
+    /// The object (or its whole app) is gone.
+    Gone,
+    /// Anything else the app answered with.
+    Other(String),
+}
+
+impl BusError {
+    fn from_zbus(err: zbus::Error) -> BusError {
+        match &err {
+            zbus::Error::MethodError(name, _, _) => {
+                let name = name.as_str();
+                if name.ends_with("UnknownObject")
+                    || name.ends_with("ServiceUnknown")
+                    || name.ends_with("NameHasNoOwner")
+                    || name.ends_with("UnknownMethod")
+                    || name.ends_with("UnknownInterface")
+                {
+                    BusError::Gone
+                } else {
+                    BusError::Other(err.to_string())
+                }
+            }
+            zbus::Error::FDO(fdo) => match **fdo {
+                zbus::fdo::Error::UnknownObject(_)
+                | zbus::fdo::Error::ServiceUnknown(_)
+                | zbus::fdo::Error::NameHasNoOwner(_)
+                | zbus::fdo::Error::UnknownMethod(_)
+                | zbus::fdo::Error::UnknownInterface(_) => BusError::Gone,
+                _ => BusError::Other(err.to_string()),
+            },
+            zbus::Error::InputOutput(_) => BusError::Connect(err.to_string()),
+            _ => BusError::Other(err.to_string()),
+        }
+    }
+}
+
+/// The shared connection state: opened on first use, dropped when it breaks.
+pub struct Bus {
+    state: tokio::sync::Mutex<Option<zbus::Connection>>,
+    last_failure: Mutex<Option<(Instant, String)>>,
+    /// app bus name → (app name, pid), for error messages naming the app.
+    apps: Mutex<HashMap<String, (String, Option<u32>)>>,
+    /// Apps that recently did not answer, and when: listings give them a short wait only, so one
+    /// frozen app does not slow every call that lists apps.
+    stuck: Mutex<HashMap<String, Instant>>,
+}
+
+/// How long a listing waits for an app that recently did not answer.
+pub const STUCK_LIMIT: Duration = Duration::from_millis(200);
+/// How long an app counts as recently stuck.
+const STUCK_MEMORY: Duration = Duration::from_secs(30);
+
+impl Bus {
+    pub fn new() -> Bus {
+        Bus {
+            state: tokio::sync::Mutex::new(None),
+            last_failure: Mutex::new(None),
+            apps: Mutex::new(HashMap::new()),
+            stuck: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The last connection failure, while it is recent enough to be trusted.
+    pub fn recent_failure(&self) -> Option<String> {
+        let guard = self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < RETRY_AFTER)
+            .map(|(_, why)| why.clone())
+    }
+
+    /// A live connection to the accessibility bus, opening one if needed.
+    pub async fn connection(&self, deadline: Instant) -> Result<zbus::Connection, BusError> {
+        let mut state = self.state.lock().await;
+        if let Some(conn) = state.as_ref() {
+            return Ok(conn.clone());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let opened = tokio::time::timeout(left.min(Duration::from_secs(5)), open()).await;
+        let result = match opened {
+            Ok(result) => result,
+            Err(_) => Err("connecting to the accessibility bus timed out".to_string()),
+        };
+        match result {
+            Ok(conn) => {
+                *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *state = Some(conn.clone());
+                Ok(conn)
+            }
+            Err(why) => {
+                *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((Instant::now(), why.clone()));
+                Err(BusError::Connect(why))
+            }
+        }
+    }
+
+    /// Forgets a broken connection so the next call opens a new one.
+    pub async fn reset(&self) {
+        *self.state.lock().await = None;
+    }
+
+    pub fn remember_app(&self, bus: &str, name: &str, pid: Option<u32>) {
+        self.apps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(bus.to_string(), (name.to_string(), pid));
+    }
+
+    /// Records whether the app at `bus` answered.
+    pub fn mark_stuck(&self, bus: &str, stuck: bool) {
+        let mut map = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
+        if stuck {
+            map.insert(bus.to_string(), Instant::now());
+        } else {
+            map.remove(bus);
+        }
+    }
+
+    /// The wait a listing gives the app at `bus`.
+    pub fn listing_limit(&self, bus: &str) -> Duration {
+        let map = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(bus) {
+            Some(at) if at.elapsed() < STUCK_MEMORY => STUCK_LIMIT,
+            _ => CALL_LIMIT,
+        }
+    }
+
+    /// Remembers the pid of an app whose name could not be read.
+    pub fn remember_pid(&self, bus: &str, pid: Option<u32>) {
+        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = apps
+            .entry(bus.to_string())
+            .or_insert_with(|| ("(unnamed)".to_string(), pid));
+        if entry.1.is_none() {
+            entry.1 = pid;
+        }
+    }
+
+    /// "app `gedit` (pid 12, :1.40)" or the bare bus name when the app is unknown.
+    pub fn describe_app(&self, bus: &str) -> String {
+        match self.apps.lock().unwrap_or_else(|e| e.into_inner()).get(bus) {
+            Some((name, Some(pid))) => format!("app `{name}` (pid {pid}, {bus})"),
+            Some((name, None)) => format!("app `{name}` ({bus})"),
+            None => format!("the app at {bus}"),
+        }
+    }
+}
+
+/// Opens a connection to the accessibility bus: `AT_SPI_BUS_ADDRESS`, else the address the
+/// session bus's `org.a11y.Bus` gives.
+async fn open() -> Result<zbus::Connection, String> {
+    let address = match std::env::var("AT_SPI_BUS_ADDRESS") {
+        Ok(address) if !address.is_empty() => address,
+        _ => {
+            let session = zbus::Connection::session()
+                .await
+                .map_err(|err| format!("cannot reach the D-Bus session bus: {err}"))?;
+            let reply = session
+                .call_method(
+                    Some("org.a11y.Bus"),
+                    "/org/a11y/bus",
+                    Some("org.a11y.Bus"),
+                    "GetAddress",
+                    &(),
+                )
+                .await
+                .map_err(|err| format!("the session bus has no accessibility bus: {err}"))?;
+            reply
+                .body()
+                .deserialize::<String>()
+                .map_err(|err| format!("org.a11y.Bus.GetAddress answered oddly: {err}"))?
+        }
+    };
+    let conn = zbus::connection::Builder::address(address.as_str())
+        .map_err(|err| format!("bad accessibility bus address {address:?}: {err}"))?
+        .method_timeout(CALL_LIMIT)
+        .build()
+        .await
+        .map_err(|err| format!("cannot connect to the accessibility bus at {address}: {err}"))?;
+    tracing::info!(%address, "connected to the AT-SPI accessibility bus");
+    Ok(conn)
+}
+
+/// One typed method call under the per-call limit and the overall deadline.
+pub async fn call<B, R>(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    iface: &str,
+    method: &str,
+    body: &B,
+) -> Result<R, BusError>
+where
+    B: serde::Serialize + DynamicType,
+    R: DeserializeOwned + zbus::zvariant::Type,
+{
+    let limit = deadline
+        .saturating_duration_since(Instant::now())
+        .min(CALL_LIMIT);
+    let fut = conn.call_method(Some(dest), path, Some(iface), method, body);
+    match tokio::time::timeout(limit, fut).await {
+        Err(_) => Err(BusError::Timeout {
+            bus: dest.to_string(),
+            after: limit,
+        }),
+        Ok(Err(zbus::Error::InputOutput(err))) if err.kind() == std::io::ErrorKind::TimedOut => {
+            Err(BusError::Timeout {
+                bus: dest.to_string(),
+                after: limit,
+            })
+        }
+        Ok(Err(err)) => Err(BusError::from_zbus(err)),
+        Ok(Ok(reply)) => reply
+            .body()
+            .deserialize::<R>()
+            .map_err(|err| BusError::Other(format!("{iface}.{method} answered oddly: {err}"))),
+    }
+}
+
+/// A property of `iface`.
+pub async fn property<R: TryFrom<OwnedValue>>(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    iface: &str,
+    name: &str,
+) -> Result<R, BusError> {
+    let value: OwnedValue = call(
+        conn,
+        deadline,
+        dest,
+        path,
+        PROPERTIES,
+        "Get",
+        &(iface, name),
+    )
+    .await?;
+    R::try_from(value).map_err(|_| BusError::Other(format!("{iface}.{name} has an odd type")))
+}
+
+/// All properties of `iface`.
+pub async fn properties(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    iface: &str,
+) -> Result<HashMap<String, OwnedValue>, BusError> {
+    call(conn, deadline, dest, path, PROPERTIES, "GetAll", &(iface,)).await
+}
+
+/// Children of an accessible as (bus name, path) pairs.
+pub async fn children(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+) -> Result<Vec<(String, String)>, BusError> {
+    let kids: Vec<(String, OwnedObjectPath)> =
+        call(conn, deadline, dest, path, ACCESSIBLE, "GetChildren", &()).await?;
+    Ok(kids
+        .into_iter()
+        .map(|(bus, path)| (bus, path.as_str().to_string()))
+        .collect())
+}
+
+/// The pid behind a unique bus name.
+pub async fn pid_of(conn: &zbus::Connection, deadline: Instant, bus: &str) -> Option<u32> {
+    call(
+        conn,
+        deadline,
+        "org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus",
+        "GetConnectionUnixProcessID",
+        &(bus,),
+    )
+    .await
+    .ok()
+}

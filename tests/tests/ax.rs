@@ -1,0 +1,575 @@
+//! The ax surface against real AT-SPI on the shared headless desktop: a small GTK3 app whose
+//! effects are observed on its own stdout and through a second AT-SPI client (libatspi from
+//! Python), gtk3-widget-factory for big trees, zenity for the documented one-liner.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use computer_tests::desktop::{App, Desktop};
+use computer_tests::{Daemon, structured, wait_for};
+use serde_json::{Value, json};
+
+/// The Python with GTK and AT-SPI bindings: the distribution's (python3-gi is a system package),
+/// not whatever `python3` a version manager puts first on PATH.
+fn gi_python() -> String {
+    std::env::var("GI_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3".into()
+        } else {
+            "python3".into()
+        }
+    })
+}
+
+fn clients_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients")
+}
+
+/// The test app with its stdout collected line by line.
+struct TestApp {
+    app: App,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl TestApp {
+    fn launch(title: &str) -> TestApp {
+        let desktop = Desktop::shared();
+        let script = clients_dir().join("gtk_test_app.py");
+        // Through `env` (which execs, keeping the pid): the harness names logs after the program.
+        let python = gi_python();
+        let mut app = desktop.launch("env", &[&python, script.to_str().unwrap(), title]);
+        let out = app.0.stdout.take().expect("stdout piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let test_app = TestApp { app, lines };
+        test_app.wait_line("ready");
+        test_app
+    }
+
+    fn pid(&self) -> u32 {
+        self.app.pid()
+    }
+
+    fn wait_line(&self, want: &str) {
+        wait_for(
+            &format!("the app to print {want:?}"),
+            Duration::from_secs(20),
+            || {
+                self.lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|l| l == want)
+                    .then_some(())
+            },
+        );
+    }
+}
+
+async fn ax(daemon: &Daemon, command: &str, args: Value) -> Value {
+    ax_with(daemon, command, args, json!({})).await
+}
+
+async fn ax_with(daemon: &Daemon, command: &str, args: Value, complications: Value) -> Value {
+    let client = daemon.client().await;
+    let result = client
+        .call_raw(json!({"surface": "ax", "command": command, "args": args, "complications": complications}))
+        .await
+        .expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// Waits until the app's window is on the bus, returning the tree outline.
+async fn wait_tree(daemon: &Daemon, pid: u32) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = ax(daemon, "tree", json!({"app": pid})).await;
+        if out["ok"] == true && out["tree"].as_str().is_some_and(|t| t.contains("button")) {
+            return out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the app never showed on AT-SPI: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The ref of the first outline line containing `needle`.
+fn ref_of(outline: &str, needle: &str) -> u64 {
+    let line = outline
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{outline}"));
+    let inner = line.trim_start().trim_start_matches('[');
+    inner[..inner.find(']').unwrap()].parse().unwrap()
+}
+
+/// A second, independent AT-SPI client's view of the node named `name`.
+fn second_client_find(pid: u32, name: &str) -> Value {
+    let out = Desktop::shared()
+        .command(&gi_python())
+        .arg(clients_dir().join("atspi_dump.py"))
+        .args([&pid.to_string(), "--find", name])
+        .output()
+        .expect("python3 atspi_dump.py");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tree_shows_known_widgets_with_accesskit_roles_and_stable_refs() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("Tree Test");
+    let out = wait_tree(&daemon, app.pid()).await;
+    let tree = out["tree"].as_str().unwrap();
+    for want in [
+        "window \"Tree Test\"",
+        "button \"Say Hello\" (",
+        "textInput \"Your name\"",
+        "checkBox \"Dark mode\"",
+        "label \"Not clicked\"",
+        "button \"Open Dialog\"",
+    ] {
+        assert!(tree.contains(want), "{want} missing from:\n{tree}");
+    }
+    assert_eq!(out["truncated"], false);
+    assert!(out["cursor"].is_null());
+    let hello = ref_of(tree, "\"Say Hello\"");
+
+    // Refs hold across calls and commands; `since` says nothing changed without resending.
+    let again = ax(
+        &daemon,
+        "tree",
+        json!({"app": app.pid(), "since": out["revision"]}),
+    )
+    .await;
+    assert_eq!(again["unchanged"], true, "{again}");
+    assert!(again.get("tree").is_none(), "{again}");
+    let found = ax(
+        &daemon,
+        "find",
+        json!({"app": app.pid(), "selector": "button \"Say Hello\""}),
+    )
+    .await;
+    assert_eq!(
+        ref_of(found["matches"].as_str().unwrap(), "Say Hello"),
+        hello
+    );
+    assert_eq!(found["total"], 1);
+
+    // JSON for programs carries the same roles.
+    let json_out = ax(
+        &daemon,
+        "tree",
+        json!({"app": app.pid(), "format": "json", "include": ["bounds", "actions"]}),
+    )
+    .await;
+    let nodes: Vec<Value> = serde_json::from_str(json_out["tree"].as_str().unwrap()).unwrap();
+    let button = nodes.iter().find(|n| n["name"] == "Say Hello").unwrap();
+    assert_eq!(button["role"], "button");
+    assert_eq!(button["ref"], hello);
+    assert_eq!(
+        button["actions"],
+        json!(["Click"]),
+        "GTK3 names the action Click"
+    );
+    assert!(
+        button["bounds"].as_array().is_some_and(|b| b.len() == 4),
+        "{button}"
+    );
+    assert!(nodes.iter().any(|n| n["role"] == "checkBox"));
+
+    // The roles filter keeps only what was asked for.
+    let only = ax(
+        &daemon,
+        "tree",
+        json!({"app": app.pid(), "roles": ["checkBox", "textInput"]}),
+    )
+    .await;
+    let text = only["tree"].as_str().unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+
+    // apps lists the app with its pid and window.
+    let apps = ax(&daemon, "apps", json!({})).await;
+    let listing = apps["apps"].as_str().unwrap();
+    assert!(
+        listing.contains(&format!("pid {}", app.pid())) && listing.contains("\"Tree Test\""),
+        "{listing}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn press_set_value_toggle_and_wait_have_real_effects() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("Act Test");
+    let pid = app.pid();
+    wait_tree(&daemon, pid).await;
+
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "button \"Say Hello\"", "action": "press"}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    app.wait_line("clicked 1");
+    // A second client sees the label the click changed.
+    wait_for(
+        "the label to change for another client",
+        Duration::from_secs(10),
+        || (second_client_find(pid, "Clicked 1 times")["role"] == "label").then_some(()),
+    );
+
+    let out = ax(&daemon, "act", json!({"app": pid, "selector": "textInput \"Your name\"", "action": "set_value", "value": "Ada Lovelace"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["value"], "Ada Lovelace");
+    let read = ax(
+        &daemon,
+        "read",
+        json!({"app": pid, "selector": "textInput \"Your name\""}),
+    )
+    .await;
+    assert_eq!(read["text"], "Ada Lovelace", "{read}");
+    assert_eq!(second_client_find(pid, "Your name")["text"], "Ada Lovelace");
+    // Focus moves where asked, and `focused` reports it with its path.
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    let focused = wait_for_async(|| async {
+        let f = ax(&daemon, "focused", json!({"app": pid})).await;
+        f["node"]
+            .as_str()
+            .is_some_and(|n| n.contains("textInput \"Your name\""))
+            .then_some(f)
+    })
+    .await;
+    assert!(
+        focused["path"]
+            .as_str()
+            .unwrap()
+            .contains("window \"Act Test\""),
+        "{focused}"
+    );
+    ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "button \"Print Entry\"", "action": "press"}),
+    )
+    .await;
+    app.wait_line("entry=Ada Lovelace");
+
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "checkBox \"Dark mode\"", "action": "toggle"}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    app.wait_line("check=True");
+    let checked = ax(&daemon, "wait", json!({"app": pid, "selector": "checkBox \"Dark mode\"", "until": "checked", "timeout_ms": 3000})).await;
+    assert_eq!(checked["met"], true, "{checked}");
+
+    // A dialog appears and goes; wait sees both.
+    ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "button \"Open Dialog\"", "action": "press"}),
+    )
+    .await;
+    let appeared = ax(
+        &daemon,
+        "wait",
+        json!({"app": pid, "selector": "dialog \"Confirm\"", "timeout_ms": 5000}),
+    )
+    .await;
+    assert_eq!(appeared["met"], true, "{appeared}");
+    app.wait_line("dialog opened");
+    let out = ax(&daemon, "act", json!({"app": pid, "selector": "dialog \"Confirm\" > button \"Close Dialog\"", "action": "press"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    let gone = ax(&daemon, "wait", json!({"app": pid, "selector": "dialog \"Confirm\"", "until": "disappears", "timeout_ms": 5000})).await;
+    assert_eq!(gone["met"], true, "{gone}");
+    app.wait_line("dialog closed");
+
+    // A wait that is not met ends at its bound with met=false.
+    let started = Instant::now();
+    let never = ax(
+        &daemon,
+        "wait",
+        json!({"app": pid, "selector": "button \"Never There\"", "timeout_ms": 300}),
+    )
+    .await;
+    assert_eq!(never["met"], false, "{never}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ambiguous_missing_and_malformed_selectors_explain_themselves() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("Selector Test");
+    let pid = app.pid();
+    wait_tree(&daemon, pid).await;
+
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "button \"Duplicate\"", "action": "press"}),
+    )
+    .await;
+    assert_eq!(out["ok"], false);
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("matches 2 elements"), "{message}");
+    assert_eq!(
+        message.matches("] button \"Duplicate\"").count(),
+        2,
+        "{message}"
+    );
+
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "button \"Duplicate\":2", "action": "press"}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    app.wait_line("duplicate");
+
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "button \"Say Helo\"", "action": "press"}),
+    )
+    .await;
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no element matches"), "{message}");
+    assert!(
+        message.contains("similar:") && message.contains("button \"Say Hello\""),
+        "{message}"
+    );
+    assert!(message.contains("there is:"), "{message}");
+
+    let out = ax(
+        &daemon,
+        "find",
+        json!({"app": pid, "selector": "button \"Say Hello"}),
+    )
+    .await;
+    assert_eq!(out["error"]["code"], "invalid_call", "{out}");
+    assert_eq!(out["error"]["path"], "args.selector");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("character 7"),
+        "{out}"
+    );
+
+    let out = ax(
+        &daemon,
+        "find",
+        json!({"app": pid, "selector": "button", "bogus": 1}),
+    )
+    .await;
+    assert_eq!(out["error"]["path"], "args.bogus", "{out}");
+
+    // Regex, contains, state filters and ancestor paths.
+    let out = ax(
+        &daemon,
+        "find",
+        json!({"app": pid, "selector": "window \"Selector Test\" > /^Say H.l+o$/"}),
+    )
+    .await;
+    assert_eq!(out["total"], 1, "{out}");
+    let out = ax(
+        &daemon,
+        "find",
+        json!({"app": pid, "selector": "~\"dupl\"[focusable]"}),
+    )
+    .await;
+    assert_eq!(out["total"], 2, "{out}");
+    let out = ax(
+        &daemon,
+        "find",
+        json!({"app": pid, "selector": "checkBox[!checked]"}),
+    )
+    .await;
+    assert_eq!(out["total"], 1, "{out}");
+
+    // A stale ref says it is gone once its app quits.
+    let found = ax(
+        &daemon,
+        "find",
+        json!({"app": pid, "selector": "button \"Say Hello\""}),
+    )
+    .await;
+    let r = ref_of(found["matches"].as_str().unwrap(), "Say Hello");
+    drop(app);
+    let out = ax(&daemon, "read", json!({"ref": r})).await;
+    assert_eq!(out["ok"], false);
+    assert!(
+        out["error"]["message"].as_str().unwrap().contains("gone"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_app_times_out_while_other_apps_keep_working() {
+    let daemon = Daemon::start_on_desktop("");
+    let stuck = TestApp::launch("Stuck App");
+    let fine = TestApp::launch("Fine App");
+    wait_tree(&daemon, stuck.pid()).await;
+    wait_tree(&daemon, fine.pid()).await;
+
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(stuck.pid() as i32, libc::SIGSTOP) };
+    let started = Instant::now();
+    let (stuck_out, fine_out) = tokio::join!(
+        ax(&daemon, "tree", json!({"app": stuck.pid()})),
+        ax(&daemon, "tree", json!({"window": "window \"Fine App\""})),
+    );
+    let took = started.elapsed();
+    unsafe { libc::kill(stuck.pid() as i32, libc::SIGCONT) };
+    assert_eq!(stuck_out["ok"], false, "{stuck_out}");
+    let message = stuck_out["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("did not answer") && message.contains(&stuck.pid().to_string()),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(fine_out["ok"], true, "{fine_out}");
+    assert!(fine_out["tree"].as_str().unwrap().contains("Say Hello"));
+    // Once it runs again, it answers again.
+    wait_tree(&daemon, stuck.pid()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_trees_are_cut_with_a_cursor_that_continues_exactly() {
+    let daemon = Daemon::start_on_desktop("");
+    let desktop = Desktop::shared();
+    let _factory = desktop.launch("gtk3-widget-factory", &[]);
+    let big = json!({"max_bytes": 1 << 20});
+    let full_tree = || async {
+        let out = ax_with(
+            &daemon,
+            "tree",
+            json!({"app": "gtk3-widget-factory", "max_nodes": 5000}),
+            json!({"return": big}),
+        )
+        .await;
+        (out["ok"] == true && out["nodes"].as_u64().unwrap_or(0) > 150).then_some(out)
+    };
+    wait_for_async(full_tree).await;
+    // Other suites' windows come and go on the shared desktop (the factory's `active` state
+    // follows them), so the comparison counts only when the tree held still while paging.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let before = wait_for_async(full_tree).await;
+        assert_eq!(before["truncated"], false, "{before}");
+        let pages = paged_tree(&daemon, &big).await;
+        let after = wait_for_async(full_tree).await;
+        if before["revision"] != after["revision"] {
+            assert!(attempts < 5, "the factory's tree never held still");
+            continue;
+        }
+        let full_text = before["tree"].as_str().unwrap();
+        if pages != full_text {
+            let a: Vec<&str> = pages.lines().collect();
+            let b: Vec<&str> = full_text.lines().collect();
+            let at = a.iter().zip(&b).position(|(x, y)| x != y);
+            panic!(
+                "pages differ from the full tree at line {at:?} ({} vs {} lines): {:?} vs {:?}",
+                a.len(),
+                b.len(),
+                at.map(|i| a[i]),
+                at.map(|i| b[i])
+            );
+        }
+        break;
+    }
+
+    // The default byte budget also ends pages on whole lines, never mid-line.
+    let out = ax(&daemon, "tree", json!({"app": "gtk3-widget-factory"})).await;
+    assert!(out.get("cut").is_none(), "{out}");
+    assert_eq!(out["truncated"], true);
+    assert!(out["tree"].as_str().unwrap().len() <= 4000);
+}
+
+/// Pages through the factory's tree 40 nodes at a time, checking each page's fields.
+async fn paged_tree(daemon: &Daemon, budget: &Value) -> String {
+    let mut pages = String::new();
+    let mut cursor = Value::Null;
+    let mut count = 0;
+    loop {
+        let mut args = json!({"app": "gtk3-widget-factory", "max_nodes": 40});
+        if !cursor.is_null() {
+            args["cursor"] = cursor.clone();
+        }
+        let out = ax_with(daemon, "tree", args, json!({"return": budget})).await;
+        assert_eq!(out["ok"], true, "{out}");
+        assert!(out["nodes"].as_u64().unwrap() <= 40);
+        pages.push_str(out["tree"].as_str().unwrap());
+        count += 1;
+        cursor = out["cursor"].clone();
+        if cursor.is_null() {
+            assert_eq!(out["truncated"], false);
+            break;
+        }
+        assert_eq!(out["truncated"], true);
+        assert!(count < 100, "cursor never ended");
+    }
+    assert!(count > 3, "{count} pages");
+    pages
+}
+
+async fn wait_for_async<T, F, Fut>(mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[test]
+fn the_documented_zenity_one_liner_presses_yes() {
+    let daemon = Daemon::start_on_desktop("");
+    let desktop = Desktop::shared();
+    let mut zenity = desktop.launch("zenity", &["--question", "--text", "Proceed?"]);
+    let out = wait_for("zenity's Yes button", Duration::from_secs(20), || {
+        let out = daemon.cli(&[
+            "call",
+            "ax",
+            "act",
+            "--json",
+            "--args",
+            r#"{"app":"zenity","selector":"button \"Yes\"","action":"press"}"#,
+        ]);
+        let v = out.json();
+        (v["ok"] == true).then_some(v)
+    });
+    assert_eq!(out["done"], true);
+    let status = wait_for("zenity to exit", Duration::from_secs(10), || {
+        zenity.0.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "zenity answered {status} (Yes exits 0)");
+    let _ = Command::new("true").status();
+}
