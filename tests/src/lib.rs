@@ -57,6 +57,8 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Optio
 pub struct Daemon {
     child: Option<Child>,
     extra_env: Vec<(String, String)>,
+    /// Variables of the test's environment the daemon and its CLI must not inherit.
+    removed_env: Vec<String>,
     pub root: PathBuf,
     pub socket: PathBuf,
     pub state: PathBuf,
@@ -85,6 +87,11 @@ impl Daemon {
 
     /// Starts a daemon whose config holds `toml` and whose environment adds `env`.
     pub fn start_with(toml: &str, env: &[(&str, String)]) -> Daemon {
+        Daemon::start_with_env(toml, env, &[])
+    }
+
+    /// Like [`Daemon::start_with`], and the daemon (and CLI runs against it) lack `remove`.
+    pub fn start_with_env(toml: &str, env: &[(&str, String)], remove: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_path_buf();
         std::fs::write(root.join("config.toml"), toml).expect("write config");
@@ -94,6 +101,7 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
+            removed_env: remove.iter().map(|k| k.to_string()).collect(),
             socket: root.join("run/computer.sock"),
             state: root.join("state"),
             config: root.join("config.toml"),
@@ -161,6 +169,9 @@ impl Daemon {
             .envs(self.env())
             .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .env_remove("RUST_LOG");
+        for key in &self.removed_env {
+            command.env_remove(key);
+        }
         command
     }
 
