@@ -1,3 +1,186 @@
-//! Benchmarks of the gui surface against same-run anchors (filled in with the surface).
+//! Benchmarks of the gui surface against same-run anchors on a private headless desktop (Xvfb +
+//! openbox, from the e2e harness): screen capture + PNG + sha256 in process vs ImageMagick
+//! `import`, a receipted click over the socket vs `xdotool`, and the model-visible bytes of a
+//! structured gui result vs an inline screenshot. Run with
+//! `cargo bench -p computer-daemon --bench gui`; it prints markdown table rows.
 
-fn main() {}
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use computer_tests::Daemon;
+use computer_tests::desktop::Desktop;
+use serde_json::{Value, json};
+
+/// One blocking MCP connection: a request, one line back (no client library in the timing).
+struct RawClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+}
+
+impl RawClient {
+    fn connect(socket: &Path) -> RawClient {
+        let stream = UnixStream::connect(socket).expect("connect");
+        let mut client = RawClient {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            next_id: 0,
+        };
+        client.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "bench", "version": "0"}}),
+        );
+        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    fn send(&mut self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.writer.write_all(&line).unwrap();
+    }
+
+    /// Returns the reply and its size on the wire.
+    fn request(&mut self, method: &str, params: Value) -> (Value, usize) {
+        self.next_id += 1;
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
+        );
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        assert!(reply["result"].is_object(), "{reply}");
+        (reply, line.len())
+    }
+
+    fn gui(&mut self, command: &str, args: Value, complications: Value) -> Value {
+        let (reply, _) = self.request(
+            "tools/call",
+            json!({"name": "COMPUTER", "arguments": {"surface": "gui", "command": command,
+                   "args": args, "complications": complications}}),
+        );
+        assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
+        reply["result"].clone()
+    }
+}
+
+fn p50(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn main() {
+    // SAFETY: set before any other thread exists; the harness reads it to find the binary.
+    unsafe { std::env::set_var("COMPUTER_BIN", env!("CARGO_BIN_EXE_computer")) };
+    let desktop = Desktop::shared();
+    let _xterm = desktop.launch(
+        "xterm",
+        &["-title", "bench-xterm", "-geometry", "80x24+50+50"],
+    );
+    computer_tests::wait_for("the xterm window", Duration::from_secs(20), || {
+        let out = desktop
+            .command("xdotool")
+            .args(["search", "--name", "^bench-xterm$"])
+            .output()
+            .ok()?;
+        (!out.stdout.is_empty()).then_some(())
+    });
+
+    // (1) Full-screen capture + PNG + sha256, in process, vs ImageMagick `import`.
+    // SAFETY: the bench is still single-threaded apart from the harness's spawner thread, which
+    // reads no environment.
+    unsafe { std::env::set_var("DISPLAY", &desktop.display) };
+    let (_, width, height, _) = computer_surfaces::gui::capture_screen_png().expect("capture");
+    let runs = 20;
+    let ours: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            let (png, _, _, sha) = computer_surfaces::gui::capture_screen_png().unwrap();
+            assert!(!png.is_empty() && sha.len() == 64);
+            started.elapsed()
+        })
+        .collect();
+    let import: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            let out = desktop
+                .command("import")
+                .args(["-window", "root", "png:-"])
+                .output()
+                .expect("ImageMagick import");
+            assert!(out.status.success() && !out.stdout.is_empty());
+            started.elapsed()
+        })
+        .collect();
+    let (ours, import) = (p50(ours), p50(import));
+
+    // (2) A receipted click over the socket with the real daemon vs xdotool.
+    let daemon = Daemon::start_on_desktop("");
+    let mut client = RawClient::connect(&daemon.socket);
+    let (x, y) = (700, 400);
+    for _ in 0..20 {
+        client.gui("click", json!({"x": x, "y": y}), json!({}));
+    }
+    let clicks: Vec<Duration> = (0..200)
+        .map(|i| {
+            let started = Instant::now();
+            client.gui("click", json!({"x": x + i % 50, "y": y}), json!({}));
+            started.elapsed()
+        })
+        .collect();
+    let xdotool: Vec<Duration> = (0..50)
+        .map(|i| {
+            let started = Instant::now();
+            let status = desktop
+                .command("xdotool")
+                .args(["mousemove", &(x + i % 50).to_string(), &y.to_string()])
+                .args(["click", "--delay", "0", "1"])
+                .status()
+                .expect("xdotool");
+            assert!(status.success());
+            started.elapsed()
+        })
+        .collect();
+    let (clicks, xdotool) = (p50(clicks), p50(xdotool));
+
+    // (3) Model-visible bytes: structured results vs the same step answered with a screenshot.
+    let visible = |result: &Value| serde_json::to_vec(result).unwrap().len();
+    let windows = visible(&client.gui("windows", json!({}), json!({})));
+    let click = visible(&client.gui("click", json!({"x": x, "y": y}), json!({})));
+    let shot = visible(&client.gui(
+        "screenshot",
+        json!({"max_dim": 1280}),
+        json!({"return": {"image": true}}),
+    ));
+
+    let ratio = |a: f64, b: f64| format!("{:.3}×", a / b);
+    println!("| measure | computer | anchor (same run) | ratio | target |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {width}×{height} capture + PNG + sha256 (p50 of {runs}) | {} | {} (`import -window root png:-`) | {} | ≤ 0.2× |",
+        ms(ours),
+        ms(import),
+        ratio(ours.as_secs_f64(), import.as_secs_f64())
+    );
+    println!(
+        "| receipted `gui click` round trip over the socket (p50 of 200) | {} | {} (`xdotool mousemove X Y click --delay 0 1`, p50 of 50) | {} | p50 ≤ 1 ms |",
+        ms(clicks),
+        ms(xdotool),
+        ratio(clicks.as_secs_f64(), xdotool.as_secs_f64())
+    );
+    println!(
+        "| model-visible bytes: `gui windows` result | {windows} B | {shot} B (screenshot inline, base64 PNG, max_dim 1280) | {} | smaller |",
+        ratio(windows as f64, shot as f64)
+    );
+    println!(
+        "| model-visible bytes: `gui click` result | {click} B | {shot} B (same step answered with an inline screenshot) | {} | smaller |",
+        ratio(click as f64, shot as f64)
+    );
+}

@@ -88,7 +88,7 @@ impl Registry {
 fn backend_name(name: SurfaceName) -> &'static str {
     match name {
         SurfaceName::Shell => "process group + pipes",
-        SurfaceName::Gui => "xcap + X11 XTest",
+        SurfaceName::Gui => "X11 via x11rb (GetImage, EWMH, RandR, XTEST)",
         SurfaceName::Ax => "AT-SPI over D-Bus",
         _ => "none",
     }

@@ -60,6 +60,8 @@ pub const ALLOW_ACTS: &str = "[defaults]\nact = \"allow\"\n";
 pub struct Daemon {
     child: Option<Child>,
     extra_env: Vec<(String, String)>,
+    /// Variables of the test's environment the daemon and its CLI must not inherit.
+    removed_env: Vec<String>,
     pub root: PathBuf,
     pub socket: PathBuf,
     pub state: PathBuf,
@@ -90,6 +92,11 @@ impl Daemon {
     /// has its own `[defaults]`, acts are allowed: suites that are not about policy must never
     /// wait for a person.
     pub fn start_with(toml: &str, env: &[(&str, String)]) -> Daemon {
+        Daemon::start_with_env(toml, env, &[])
+    }
+
+    /// Like [`Daemon::start_with`], and the daemon (and CLI runs against it) lack `remove`.
+    pub fn start_with_env(toml: &str, env: &[(&str, String)], remove: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_path_buf();
         let toml = if toml.contains("[defaults]") {
@@ -104,6 +111,7 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
+            removed_env: remove.iter().map(|k| k.to_string()).collect(),
             socket: root.join("run/computer.sock"),
             state: root.join("state"),
             config: root.join("config.toml"),
@@ -172,6 +180,9 @@ impl Daemon {
             .envs(self.env())
             .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .env_remove("RUST_LOG");
+        for key in &self.removed_env {
+            command.env_remove(key);
+        }
         command
     }
 

@@ -1,0 +1,1095 @@
+//! The gui surface on X11: command args and their validation, the prepared actions that run on
+//! the X backend, screenshot encoding into artifacts, and the evidence capturer.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use computer_ipc::{Complications, ErrorCode, SurfaceName, ToolError};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::keys::{self, Combo};
+use super::x11::{Backend, Button, Rect, Rgb, XConn, XError};
+use crate::{
+    Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot, InlineImage,
+    Outcome, PreparedAction, Risk, Surface, SurfaceError, decode_args,
+};
+
+const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "screenshot",
+        args: "monitor?:int|window?:id|region?:{x,y,width,height}, max_dim?=1280, format?:png|jpeg, quality?; image px*scale+origin = screen px",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "windows",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "monitors",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "cursor",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "move",
+        args: "x,y (screen px)",
+        risk: Risk::Act,
+    },
+    CommandSpec {
+        name: "click",
+        args: "x?,y?, button?:left|middle|right, count?=1",
+        risk: Risk::Act,
+    },
+    CommandSpec {
+        name: "drag",
+        args: "from_x,from_y,to_x,to_y, button?",
+        risk: Risk::Act,
+    },
+    CommandSpec {
+        name: "scroll",
+        args: "dy?,dx? notches (+down/right), x?,y?",
+        risk: Risk::Act,
+    },
+    CommandSpec {
+        name: "type",
+        args: "text:str (any unicode)",
+        risk: Risk::Act,
+    },
+    CommandSpec {
+        name: "key",
+        args: "combo:str e.g. Return|ctrl+shift+t|alt+F4",
+        risk: Risk::Act,
+    },
+    CommandSpec {
+        name: "focus",
+        args: "window:id",
+        risk: Risk::Act,
+    },
+];
+
+const SCREENSHOT_FIELDS: &[&str] = &[
+    "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
+];
+const WINDOWS_FIELDS: &[&str] = &["windows", "count"];
+const MONITORS_FIELDS: &[&str] = &["monitors", "count"];
+const POINT_FIELDS: &[&str] = &["x", "y"];
+const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count"];
+const DRAG_FIELDS: &[&str] = &["from_x", "from_y", "to_x", "to_y", "button"];
+const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy"];
+const TYPE_FIELDS: &[&str] = &["chars"];
+const KEY_FIELDS: &[&str] = &["combo"];
+const FOCUS_FIELDS: &[&str] = &["window", "focused"];
+
+/// The default long side of a screenshot: big enough to read, small enough for a model.
+const DEFAULT_MAX_DIM: u32 = 1280;
+
+/// The settle wait of evidence shots: the screen must stay unchanged this long, within the bound.
+const SETTLE_QUIET: Duration = Duration::from_millis(100);
+const SETTLE_BOUND: Duration = Duration::from_secs(2);
+const SETTLE_POLL: Duration = Duration::from_millis(15);
+
+pub struct GuiSurface {
+    backend: Arc<Backend>,
+}
+
+impl GuiSurface {
+    pub fn new(backend: Arc<Backend>) -> Self {
+        GuiSurface { backend }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Region {
+    x: i32,
+    y: i32,
+    width: u32,
+    height: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    Png,
+    Jpeg,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScreenshotArgs {
+    #[serde(default)]
+    monitor: Option<usize>,
+    #[serde(default)]
+    window: Option<u32>,
+    #[serde(default)]
+    region: Option<Region>,
+    #[serde(default)]
+    max_dim: Option<u32>,
+    #[serde(default)]
+    format: Option<Format>,
+    #[serde(default)]
+    quality: Option<u8>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveArgs {
+    x: i32,
+    y: i32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClickArgs {
+    #[serde(default)]
+    x: Option<i32>,
+    #[serde(default)]
+    y: Option<i32>,
+    #[serde(default)]
+    button: Option<Button>,
+    #[serde(default)]
+    count: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DragArgs {
+    from_x: i32,
+    from_y: i32,
+    to_x: i32,
+    to_y: i32,
+    #[serde(default)]
+    button: Option<Button>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScrollArgs {
+    #[serde(default)]
+    dx: i32,
+    #[serde(default)]
+    dy: i32,
+    #[serde(default)]
+    x: Option<i32>,
+    #[serde(default)]
+    y: Option<i32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TypeArgs {
+    text: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyArgs {
+    combo: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FocusArgs {
+    window: u32,
+}
+
+/// Most notches per scroll and clicks per click: more is a mistake, not a request.
+const MAX_NOTCHES: i32 = 100;
+const MAX_CLICKS: u32 = 10;
+/// Most characters per `type`: longer text belongs in a file or the clipboard.
+const MAX_TYPE_CHARS: usize = 10_000;
+
+#[derive(Debug)]
+enum Action {
+    Screenshot {
+        area: Rect,
+        max_dim: u32,
+        jpeg_quality: Option<u8>,
+        inline: bool,
+    },
+    Windows,
+    Monitors,
+    Cursor,
+    Move {
+        x: i32,
+        y: i32,
+    },
+    Click {
+        at: Option<(i32, i32)>,
+        button: Button,
+        count: u32,
+    },
+    Drag {
+        from: (i32, i32),
+        to: (i32, i32),
+        button: Button,
+    },
+    Scroll {
+        at: Option<(i32, i32)>,
+        dx: i32,
+        dy: i32,
+    },
+    Type {
+        text: String,
+    },
+    Key {
+        combo: String,
+        parsed: Combo,
+    },
+    Focus {
+        window: u32,
+    },
+}
+
+fn unavailable(why: Availability) -> ToolError {
+    match why {
+        Availability::Unavailable { reason, fix } => {
+            ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}")).at("surface")
+        }
+        Availability::Ready => ToolError::new(ErrorCode::Unavailable, "the display went away"),
+    }
+}
+
+fn x_failed(err: XError) -> ToolError {
+    ToolError::new(ErrorCode::ActionFailed, err.0)
+}
+
+/// Checks that a point lies on the screen, naming the field and the valid range.
+fn on_screen(screen: Rect, x: i32, y: i32, x_path: &str, y_path: &str) -> Result<(), ToolError> {
+    let check = |value: i32, size: u32, path: &str, axis: &str| {
+        if value < 0 || value as i64 >= i64::from(size) {
+            Err(ToolError::invalid(format!(
+                "{axis}={value} is off the screen: valid {axis} is 0..={} on this {}x{} screen",
+                size - 1,
+                screen.width,
+                screen.height
+            ))
+            .at(path))
+        } else {
+            Ok(())
+        }
+    };
+    check(x, screen.width, x_path, "x")?;
+    check(y, screen.height, y_path, "y")
+}
+
+fn point(x: Option<i32>, y: Option<i32>, screen: Rect) -> Result<Option<(i32, i32)>, ToolError> {
+    match (x, y) {
+        (Some(x), Some(y)) => {
+            on_screen(screen, x, y, "args.x", "args.y")?;
+            Ok(Some((x, y)))
+        }
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ToolError::invalid("give y with x").at("args.y")),
+        (None, Some(_)) => Err(ToolError::invalid("give x with y").at("args.x")),
+    }
+}
+
+impl GuiSurface {
+    fn validate(
+        &self,
+        conn: &XConn,
+        command: &str,
+        args: &Map<String, Value>,
+        complications: &Complications,
+    ) -> Result<Action, ToolError> {
+        let screen = || conn.screen().map_err(x_failed);
+        Ok(match command {
+            "screenshot" => {
+                let a: ScreenshotArgs = decode_args(args)?;
+                let chosen = [a.monitor.is_some(), a.window.is_some(), a.region.is_some()];
+                if chosen.iter().filter(|c| **c).count() > 1 {
+                    return Err(ToolError::invalid(
+                        "give at most one of monitor, window and region (none: the whole screen)",
+                    )
+                    .at("args")
+                    .valid(["monitor", "window", "region"]));
+                }
+                let screen = screen()?;
+                let area = if let Some(index) = a.monitor {
+                    let monitors = conn.monitors().map_err(x_failed)?;
+                    monitors.get(index).map(|m| m.rect).ok_or_else(|| {
+                        ToolError::invalid(format!(
+                            "no monitor {index}: this screen has {}",
+                            monitors.len()
+                        ))
+                        .at("args.monitor")
+                        .valid((0..monitors.len()).map(|i| i.to_string()))
+                    })?
+                } else if let Some(id) = a.window {
+                    let windows = conn.windows().map_err(x_failed)?;
+                    let window = windows.iter().find(|w| w.id == id).ok_or_else(|| {
+                        unknown_window(id, windows.iter().map(|w| w.id), "args.window")
+                    })?;
+                    window.rect
+                } else if let Some(r) = &a.region {
+                    if r.width == 0 || r.height == 0 {
+                        return Err(ToolError::invalid(
+                            "region width and height must be at least 1",
+                        )
+                        .at("args.region"));
+                    }
+                    Rect {
+                        x: r.x,
+                        y: r.y,
+                        width: r.width,
+                        height: r.height,
+                    }
+                } else {
+                    screen
+                };
+                let area = screen.intersect(&area).ok_or_else(|| {
+                    ToolError::invalid(format!(
+                        "the area {}x{} at ({},{}) is off the {}x{} screen",
+                        area.width, area.height, area.x, area.y, screen.width, screen.height
+                    ))
+                    .at(if a.window.is_some() {
+                        "args.window"
+                    } else {
+                        "args.region"
+                    })
+                })?;
+                let max_dim = a.max_dim.unwrap_or(DEFAULT_MAX_DIM);
+                if max_dim < 16 {
+                    return Err(
+                        ToolError::invalid("max_dim must be at least 16").at("args.max_dim")
+                    );
+                }
+                let jpeg_quality = match (a.format.unwrap_or(Format::Png), a.quality) {
+                    (Format::Png, Some(_)) => {
+                        return Err(
+                            ToolError::invalid("quality applies to jpeg only").at("args.quality")
+                        );
+                    }
+                    (Format::Png, None) => None,
+                    (Format::Jpeg, Some(q)) if !(1..=100).contains(&q) => {
+                        return Err(
+                            ToolError::invalid("quality must be 1..=100").at("args.quality")
+                        );
+                    }
+                    (Format::Jpeg, q) => Some(q.unwrap_or(80)),
+                };
+                let inline = complications
+                    .return_budget
+                    .as_ref()
+                    .and_then(|r| r.image)
+                    .unwrap_or(false);
+                Action::Screenshot {
+                    area,
+                    max_dim,
+                    jpeg_quality,
+                    inline,
+                }
+            }
+            "windows" | "monitors" | "cursor" => {
+                let _: NoArgs = decode_args(args)?;
+                match command {
+                    "windows" => Action::Windows,
+                    "monitors" => Action::Monitors,
+                    _ => Action::Cursor,
+                }
+            }
+            "move" => {
+                let a: MoveArgs = decode_args(args)?;
+                on_screen(screen()?, a.x, a.y, "args.x", "args.y")?;
+                Action::Move { x: a.x, y: a.y }
+            }
+            "click" => {
+                let a: ClickArgs = decode_args(args)?;
+                let count = a.count.unwrap_or(1);
+                if !(1..=MAX_CLICKS).contains(&count) {
+                    return Err(
+                        ToolError::invalid(format!("count must be 1..={MAX_CLICKS}"))
+                            .at("args.count"),
+                    );
+                }
+                Action::Click {
+                    at: point(a.x, a.y, screen()?)?,
+                    button: a.button.unwrap_or(Button::Left),
+                    count,
+                }
+            }
+            "drag" => {
+                let a: DragArgs = decode_args(args)?;
+                let screen = screen()?;
+                on_screen(screen, a.from_x, a.from_y, "args.from_x", "args.from_y")?;
+                on_screen(screen, a.to_x, a.to_y, "args.to_x", "args.to_y")?;
+                Action::Drag {
+                    from: (a.from_x, a.from_y),
+                    to: (a.to_x, a.to_y),
+                    button: a.button.unwrap_or(Button::Left),
+                }
+            }
+            "scroll" => {
+                let a: ScrollArgs = decode_args(args)?;
+                for (value, path) in [(a.dx, "args.dx"), (a.dy, "args.dy")] {
+                    if value.abs() > MAX_NOTCHES {
+                        return Err(ToolError::invalid(format!(
+                            "scroll at most {MAX_NOTCHES} notches per call"
+                        ))
+                        .at(path));
+                    }
+                }
+                if a.dx == 0 && a.dy == 0 {
+                    return Err(ToolError::invalid(
+                        "give dy (down +, up -) or dx (right +, left -)",
+                    )
+                    .at("args")
+                    .valid(["dx", "dy"]));
+                }
+                Action::Scroll {
+                    at: point(a.x, a.y, screen()?)?,
+                    dx: a.dx,
+                    dy: a.dy,
+                }
+            }
+            "type" => {
+                let a: TypeArgs = decode_args(args)?;
+                let chars = a.text.chars().count();
+                if chars == 0 {
+                    return Err(ToolError::invalid("text is empty").at("args.text"));
+                }
+                if chars > MAX_TYPE_CHARS {
+                    return Err(ToolError::invalid(format!(
+                        "text has {chars} characters; type at most {MAX_TYPE_CHARS} per call"
+                    ))
+                    .at("args.text"));
+                }
+                if let Some(c) = a
+                    .text
+                    .chars()
+                    .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r' | '\u{8}'))
+                {
+                    return Err(ToolError::invalid(format!(
+                        "text holds control character U+{:04X}, which no key types; use `key`",
+                        c as u32
+                    ))
+                    .at("args.text"));
+                }
+                Action::Type { text: a.text }
+            }
+            "key" => {
+                let a: KeyArgs = decode_args(args)?;
+                let parsed = keys::parse_combo(&a.combo).map_err(|err| {
+                    ToolError::invalid(err.message)
+                        .at("args.combo")
+                        .valid(err.valid)
+                })?;
+                Action::Key {
+                    combo: a.combo,
+                    parsed,
+                }
+            }
+            "focus" => {
+                let a: FocusArgs = decode_args(args)?;
+                let ids = conn.window_ids().map_err(x_failed)?;
+                if !ids.contains(&a.window) {
+                    return Err(unknown_window(a.window, ids, "args.window"));
+                }
+                Action::Focus { window: a.window }
+            }
+            other => {
+                return Err(ToolError::invalid(format!("unknown gui command `{other}`"))
+                    .at("command")
+                    .valid(COMMANDS.iter().map(|c| c.name)));
+            }
+        })
+    }
+}
+
+fn unknown_window(id: u32, known: impl IntoIterator<Item = u32>, path: &str) -> ToolError {
+    ToolError::invalid(format!(
+        "no managed window has id {id}; `gui windows` lists them"
+    ))
+    .at(path)
+    .valid(known.into_iter().take(32).map(|id| id.to_string()))
+}
+
+#[async_trait]
+impl Surface for GuiSurface {
+    fn name(&self) -> SurfaceName {
+        SurfaceName::Gui
+    }
+
+    fn commands(&self) -> &'static [CommandSpec] {
+        COMMANDS
+    }
+
+    fn probe(&self) -> Availability {
+        self.backend.availability()
+    }
+
+    fn result_fields(&self, command: &str) -> &'static [&'static str] {
+        match command {
+            "screenshot" => SCREENSHOT_FIELDS,
+            "windows" => WINDOWS_FIELDS,
+            "monitors" => MONITORS_FIELDS,
+            "cursor" | "move" => POINT_FIELDS,
+            "click" => CLICK_FIELDS,
+            "drag" => DRAG_FIELDS,
+            "scroll" => SCROLL_FIELDS,
+            "type" => TYPE_FIELDS,
+            "key" => KEY_FIELDS,
+            "focus" => FOCUS_FIELDS,
+            _ => &[],
+        }
+    }
+
+    fn prepare(
+        &self,
+        command: &str,
+        args: &Map<String, Value>,
+        complications: &Complications,
+    ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        let conn = self.backend.conn().map_err(unavailable)?;
+        let action = self.validate(&conn, command, args, complications)?;
+        let risk = COMMANDS
+            .iter()
+            .find(|c| c.name == command)
+            .map_or(Risk::Act, |c| c.risk);
+        Ok(Box::new(GuiRun {
+            backend: self.backend.clone(),
+            conn,
+            action,
+            risk,
+        }))
+    }
+}
+
+struct GuiRun {
+    backend: Arc<Backend>,
+    conn: Arc<XConn>,
+    action: Action,
+    risk: Risk,
+}
+
+#[async_trait]
+impl PreparedAction for GuiRun {
+    fn risk(&self) -> Risk {
+        self.risk
+    }
+
+    fn describe(&self) -> String {
+        match &self.action {
+            Action::Screenshot { area, .. } => format!(
+                "screenshot of {}x{} at ({},{})",
+                area.width, area.height, area.x, area.y
+            ),
+            Action::Windows => "list windows".into(),
+            Action::Monitors => "list monitors".into(),
+            Action::Cursor => "read the pointer position".into(),
+            Action::Move { x, y } => format!("move the pointer to ({x},{y})"),
+            Action::Click { at, button, count } => match at {
+                Some((x, y)) => format!("{button:?} click x{count} at ({x},{y})"),
+                None => format!("{button:?} click x{count} where the pointer is"),
+            },
+            Action::Drag { from, to, button } => {
+                format!("{button:?} drag from {from:?} to {to:?}")
+            }
+            Action::Scroll { dx, dy, .. } => format!("scroll dx={dx} dy={dy}"),
+            // The text may be private: say how much, not what.
+            Action::Type { text } => format!("type {} characters", text.chars().count()),
+            Action::Key { combo, .. } => format!("press {combo}"),
+            Action::Focus { window } => format!("focus window {window}"),
+        }
+    }
+
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
+        let GuiRun {
+            backend,
+            conn,
+            action,
+            ..
+        } = *self;
+        let worker = conn.clone();
+        let result = tokio::task::spawn_blocking(move || execute(&worker, action, &ctx))
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("the gui action panicked: {err}"),
+            })?;
+        match result {
+            Ok(outcome) => Ok(outcome),
+            Err(Failure::X(err)) => {
+                // The connection may be broken: the next call reconnects.
+                backend.forget(&conn);
+                Err(SurfaceError::Failed { message: err.0 })
+            }
+            Err(Failure::Surface(err)) => Err(err),
+        }
+    }
+}
+
+enum Failure {
+    X(XError),
+    Surface(SurfaceError),
+}
+
+impl From<XError> for Failure {
+    fn from(err: XError) -> Self {
+        Failure::X(err)
+    }
+}
+
+impl From<SurfaceError> for Failure {
+    fn from(err: SurfaceError) -> Self {
+        Failure::Surface(err)
+    }
+}
+
+fn fields(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn done(value: Value) -> Outcome {
+    Outcome {
+        success: true,
+        fields: fields(value),
+        ..Outcome::default()
+    }
+}
+
+fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, Failure> {
+    Ok(match action {
+        Action::Screenshot {
+            area,
+            max_dim,
+            jpeg_quality,
+            inline,
+        } => {
+            let rgb = conn.to_rgb(&conn.grab(area)?);
+            let (rgb, scale) = downscale(rgb, max_dim);
+            let (bytes, mime, ext) = encode(&rgb, jpeg_quality)?;
+            let artifact = write_artifact(
+                &ctx.artifact_dir,
+                &format!("{}.screenshot.{ext}", ctx.call_id),
+                "screenshot",
+                &bytes,
+            )?;
+            let value = json!({
+                "path": artifact.path,
+                "sha256": artifact.sha256,
+                "bytes": artifact.bytes,
+                "format": ext,
+                "width": rgb.width,
+                "height": rgb.height,
+                "scale": (scale * 1e4).round() / 1e4,
+                "origin_x": area.x,
+                "origin_y": area.y,
+            });
+            Outcome {
+                success: true,
+                fields: fields(value),
+                inline_image: inline.then(|| InlineImage {
+                    mime_type: mime.into(),
+                    bytes,
+                }),
+                artifacts: vec![artifact],
+                ..Outcome::default()
+            }
+        }
+        Action::Windows => {
+            let windows = conn.windows()?;
+            let list: Vec<Value> = windows
+                .iter()
+                .map(|w| {
+                    json!({
+                        "id": w.id,
+                        "title": w.title,
+                        "app": w.app,
+                        "pid": w.pid,
+                        "x": w.rect.x,
+                        "y": w.rect.y,
+                        "width": w.rect.width,
+                        "height": w.rect.height,
+                        "focused": w.focused,
+                        "monitor": w.monitor,
+                    })
+                })
+                .collect();
+            done(json!({"count": list.len(), "windows": list}))
+        }
+        Action::Monitors => {
+            let monitors = conn.monitors()?;
+            let list: Vec<Value> = monitors
+                .iter()
+                .map(|m| {
+                    json!({
+                        "index": m.index,
+                        "name": m.name,
+                        "x": m.rect.x,
+                        "y": m.rect.y,
+                        "width": m.rect.width,
+                        "height": m.rect.height,
+                        "primary": m.primary,
+                    })
+                })
+                .collect();
+            done(json!({"count": list.len(), "monitors": list}))
+        }
+        Action::Cursor => {
+            let (x, y) = conn.cursor()?;
+            done(json!({"x": x, "y": y}))
+        }
+        Action::Move { x, y } => {
+            conn.move_to(x, y)?;
+            done(json!({"x": x, "y": y}))
+        }
+        Action::Click { at, button, count } => {
+            conn.click(at, button, count)?;
+            let (x, y) = conn.cursor()?;
+            done(json!({"x": x, "y": y, "button": button_name(button), "count": count}))
+        }
+        Action::Drag { from, to, button } => {
+            conn.drag(from, to, button)?;
+            done(json!({
+                "from_x": from.0, "from_y": from.1, "to_x": to.0, "to_y": to.1,
+                "button": button_name(button),
+            }))
+        }
+        Action::Scroll { at, dx, dy } => {
+            conn.scroll(at, dx, dy)?;
+            let (x, y) = conn.cursor()?;
+            done(json!({"x": x, "y": y, "dx": dx, "dy": dy}))
+        }
+        Action::Type { text } => {
+            // "\r\n" is one line break, not two.
+            let text = text.replace("\r\n", "\n");
+            let keysyms: Vec<u32> = text.chars().map(keys::char_keysym).collect();
+            conn.type_keysyms(&keysyms)?;
+            done(json!({"chars": keysyms.len()}))
+        }
+        Action::Key { combo, parsed } => {
+            conn.press_combo(&parsed.modifiers, parsed.key)?;
+            done(json!({"combo": combo}))
+        }
+        Action::Focus { window } => {
+            let focused = conn.focus(window)?;
+            Outcome {
+                success: focused,
+                fields: fields(json!({"window": window, "focused": focused})),
+                ..Outcome::default()
+            }
+        }
+    })
+}
+
+fn button_name(button: Button) -> &'static str {
+    match button {
+        Button::Left => "left",
+        Button::Middle => "middle",
+        Button::Right => "right",
+    }
+}
+
+/// Scales `rgb` so its long side is at most `max_dim`. Returns the image and the scale (screen
+/// pixels per image pixel, 1 when unscaled).
+fn downscale(rgb: Rgb, max_dim: u32) -> (Rgb, f64) {
+    let long = rgb.width.max(rgb.height);
+    if long <= max_dim {
+        return (rgb, 1.0);
+    }
+    let scale = f64::from(long) / f64::from(max_dim);
+    let width = ((f64::from(rgb.width) / scale).round() as u32).max(1);
+    let height = ((f64::from(rgb.height) / scale).round() as u32).max(1);
+    // Area averaging: each image pixel is the mean of the screen pixels it covers. Cheaper than
+    // a filtered resize and as legible for screen content at these ratios.
+    let span = |out: u32, size: u32, src: u32| -> Vec<(usize, usize)> {
+        (0..out)
+            .map(|i| {
+                let start = (u64::from(i) * u64::from(src) / u64::from(size)) as usize;
+                let end = ((u64::from(i) + 1) * u64::from(src) / u64::from(size)) as usize;
+                (start, end.max(start + 1).min(src as usize))
+            })
+            .collect()
+    };
+    let xs = span(width, width, rgb.width);
+    let ys = span(height, height, rgb.height);
+    let stride = rgb.width as usize * 3;
+    let mut pixels = Vec::with_capacity(width as usize * height as usize * 3);
+    let mut sums = vec![0u32; width as usize * 3];
+    for &(y0, y1) in &ys {
+        sums.iter_mut().for_each(|s| *s = 0);
+        for row in rgb.pixels[y0 * stride..y1 * stride].chunks_exact(stride) {
+            for (ox, &(x0, x1)) in xs.iter().enumerate() {
+                let sum = &mut sums[ox * 3..ox * 3 + 3];
+                for px in row[x0 * 3..x1 * 3].chunks_exact(3) {
+                    sum[0] += u32::from(px[0]);
+                    sum[1] += u32::from(px[1]);
+                    sum[2] += u32::from(px[2]);
+                }
+            }
+        }
+        for (ox, &(x0, x1)) in xs.iter().enumerate() {
+            let n = ((x1 - x0) * (y1 - y0)) as u32;
+            for c in 0..3 {
+                pixels.push(((sums[ox * 3 + c] + n / 2) / n) as u8);
+            }
+        }
+    }
+    (
+        Rgb {
+            width,
+            height,
+            pixels,
+        },
+        scale,
+    )
+}
+
+/// Encodes as PNG (fast compression) or JPEG; returns the bytes, MIME type and extension.
+fn encode(
+    rgb: &Rgb,
+    jpeg_quality: Option<u8>,
+) -> Result<(Vec<u8>, &'static str, &'static str), SurfaceError> {
+    use image::ImageEncoder;
+    let mut bytes = Vec::with_capacity(rgb.pixels.len() / 8);
+    let failed = |err: image::ImageError| SurfaceError::Failed {
+        message: format!("could not encode the screenshot: {err}"),
+    };
+    match jpeg_quality {
+        None => {
+            image::codecs::png::PngEncoder::new_with_quality(
+                &mut bytes,
+                image::codecs::png::CompressionType::Fast,
+                image::codecs::png::FilterType::Adaptive,
+            )
+            .write_image(
+                &rgb.pixels,
+                rgb.width,
+                rgb.height,
+                image::ExtendedColorType::Rgb8,
+            )
+            .map_err(failed)?;
+            Ok((bytes, "image/png", "png"))
+        }
+        Some(quality) => {
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality)
+                .write_image(
+                    &rgb.pixels,
+                    rgb.width,
+                    rgb.height,
+                    image::ExtendedColorType::Rgb8,
+                )
+                .map_err(failed)?;
+            Ok((bytes, "image/jpeg", "jpeg"))
+        }
+    }
+}
+
+/// Writes `bytes` to `dir/file_name` (mode 0600) and describes it as an artifact.
+fn write_artifact(
+    dir: &Path,
+    file_name: &str,
+    name: &str,
+    bytes: &[u8],
+) -> Result<Artifact, SurfaceError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| SurfaceError::io(format!("create artifact dir {}", dir.display()), e))?;
+    let path: PathBuf = dir.join(file_name);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| SurfaceError::io(format!("create {}", path.display()), e))?;
+    file.write_all(bytes)
+        .map_err(|e| SurfaceError::io(format!("write {}", path.display()), e))?;
+    Ok(Artifact {
+        name: name.into(),
+        sha256: hex::encode(Sha256::digest(bytes)),
+        bytes: bytes.len() as u64,
+        path,
+        truncated: false,
+    })
+}
+
+/// Full-screen evidence shots on X11.
+pub struct X11Evidence {
+    backend: Arc<Backend>,
+}
+
+impl X11Evidence {
+    pub fn new(backend: Arc<Backend>) -> Self {
+        X11Evidence { backend }
+    }
+}
+
+#[async_trait]
+impl EvidenceCapture for X11Evidence {
+    async fn capture(
+        &self,
+        ctx: &CallContext,
+        label: &str,
+        settle: bool,
+    ) -> Result<EvidenceShot, SurfaceError> {
+        let conn = self.backend.conn().map_err(|why| SurfaceError::Failed {
+            message: match why {
+                Availability::Unavailable { reason, .. } => reason,
+                Availability::Ready => "the display went away".into(),
+            },
+        })?;
+        let ctx = ctx.clone();
+        let label = label.to_string();
+        let worker = conn.clone();
+        let shot =
+            tokio::task::spawn_blocking(move || evidence_shot(&worker, &ctx, &label, settle))
+                .await
+                .map_err(|err| SurfaceError::Failed {
+                    message: format!("the evidence capture panicked: {err}"),
+                })?;
+        match shot {
+            Ok(shot) => Ok(shot),
+            Err(Failure::X(err)) => {
+                self.backend.forget(&conn);
+                Err(SurfaceError::Failed { message: err.0 })
+            }
+            Err(Failure::Surface(err)) => Err(err),
+        }
+    }
+}
+
+fn evidence_shot(
+    conn: &XConn,
+    ctx: &CallContext,
+    label: &str,
+    settle: bool,
+) -> Result<EvidenceShot, Failure> {
+    let screen = conn.screen()?;
+    let started = Instant::now();
+    let mut frame = conn.grab(screen)?;
+    let mut settle_ms = None;
+    let mut settled = true;
+    if settle {
+        // Poll cheap raw grabs until the screen has not changed for SETTLE_QUIET, within
+        // SETTLE_BOUND. Raw frames are compared whole (memcmp), which is cheaper than hashing.
+        let mut last_change = started;
+        loop {
+            if last_change.elapsed() >= SETTLE_QUIET {
+                break;
+            }
+            if started.elapsed() >= SETTLE_BOUND {
+                settled = false;
+                break;
+            }
+            std::thread::sleep(SETTLE_POLL);
+            let next = conn.grab(screen)?;
+            if next.data != frame.data {
+                last_change = Instant::now();
+                frame = next;
+            }
+        }
+        settle_ms = Some((last_change - started).as_millis() as u64);
+    }
+    let rgb = conn.to_rgb(&frame);
+    let (bytes, _, _) = encode(&rgb, None)?;
+    let artifact = write_artifact(
+        &ctx.artifact_dir,
+        &format!("{}.evidence-{label}.png", ctx.call_id),
+        &format!("evidence-{label}"),
+        &bytes,
+    )?;
+    Ok(EvidenceShot {
+        artifact,
+        width: rgb.width,
+        height: rgb.height,
+        settle_ms,
+        settle_bound_ms: SETTLE_BOUND.as_millis() as u64,
+        settled,
+    })
+}
+
+/// See [`super::capture_screen_png`].
+pub fn capture_screen_png(backend: &Backend) -> Result<(Vec<u8>, u32, u32, String), String> {
+    let conn = backend.conn().map_err(|why| format!("{why:?}"))?;
+    let screen = conn.screen().map_err(|e| e.0)?;
+    let rgb = conn.to_rgb(&conn.grab(screen).map_err(|e| e.0)?);
+    let (bytes, _, _) = encode(&rgb, None).map_err(|e| e.to_string())?;
+    let sha = hex::encode(Sha256::digest(&bytes));
+    Ok((bytes, rgb.width, rgb.height, sha))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn downscale_keeps_the_long_side_within_max_dim() {
+        let rgb = Rgb {
+            width: 1920,
+            height: 1080,
+            pixels: vec![7; 1920 * 1080 * 3],
+        };
+        let (scaled, scale) = downscale(rgb, 1280);
+        assert_eq!((scaled.width, scaled.height), (1280, 720));
+        assert!((scale - 1.5).abs() < 1e-9);
+        assert_eq!(scaled.pixels.len(), 1280 * 720 * 3);
+    }
+
+    #[test]
+    fn downscale_averages_the_covered_pixels() {
+        // Left half red, right half blue, 40x20 down to 20x10: no colour bleeds across.
+        let mut pixels = Vec::new();
+        for _y in 0..20 {
+            for x in 0..40 {
+                pixels.extend_from_slice(if x < 20 { &[255, 0, 0] } else { &[0, 0, 255] });
+            }
+        }
+        let (scaled, scale) = downscale(
+            Rgb {
+                width: 40,
+                height: 20,
+                pixels,
+            },
+            20,
+        );
+        assert_eq!((scaled.width, scaled.height, scale), (20, 10, 2.0));
+        assert_eq!(&scaled.pixels[..3], &[255, 0, 0]);
+        assert_eq!(&scaled.pixels[57..60], &[0, 0, 255]);
+    }
+
+    #[test]
+    fn small_images_are_not_scaled() {
+        let rgb = Rgb {
+            width: 10,
+            height: 20,
+            pixels: vec![0; 600],
+        };
+        let (same, scale) = downscale(rgb, 1280);
+        assert_eq!((same.width, same.height, scale), (10, 20, 1.0));
+    }
+
+    #[test]
+    fn points_off_the_screen_name_the_field_and_range() {
+        let screen = Rect {
+            x: 0,
+            y: 0,
+            width: 100,
+            height: 50,
+        };
+        let err = on_screen(screen, 100, 0, "args.x", "args.y").unwrap_err();
+        assert_eq!(err.path.as_deref(), Some("args.x"));
+        assert!(err.message.contains("0..=99"), "{}", err.message);
+        let err = on_screen(screen, 5, -1, "args.x", "args.y").unwrap_err();
+        assert_eq!(err.path.as_deref(), Some("args.y"));
+        assert!(on_screen(screen, 99, 49, "args.x", "args.y").is_ok());
+    }
+}

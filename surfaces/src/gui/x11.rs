@@ -1,0 +1,1012 @@
+//! The X11 backend of the gui surface: one cached x11rb connection; screen grabs with GetImage;
+//! windows from EWMH properties; monitors from RandR; pointer and keyboard input through XTEST,
+//! with characters missing from the keymap typed through spare keycodes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use x11rb::connection::{Connection, RequestConnection};
+use x11rb::protocol::randr::ConnectionExt as _;
+use x11rb::protocol::xproto::{
+    self, AtomEnum, ClientMessageEvent, ConfigureWindowAux, ConnectionExt as _, EventMask,
+    ImageFormat, StackMode, Window,
+};
+use x11rb::protocol::xtest::ConnectionExt as _;
+use x11rb::rust_connection::RustConnection;
+
+use crate::Availability;
+
+x11rb::atom_manager! {
+    Atoms: AtomsCookie {
+        _NET_CLIENT_LIST,
+        _NET_ACTIVE_WINDOW,
+        _NET_WM_NAME,
+        _NET_WM_PID,
+        _NET_WM_PING,
+        WM_PROTOCOLS,
+        UTF8_STRING,
+    }
+}
+
+/// A failure talking to the X server, in words for the caller.
+#[derive(Debug)]
+pub struct XError(pub String);
+
+impl std::fmt::Display for XError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! from_x_error {
+    ($($t:ty),*) => {$(
+        impl From<$t> for XError {
+            fn from(err: $t) -> Self {
+                XError(format!("x server request failed: {err}"))
+            }
+        }
+    )*};
+}
+from_x_error!(
+    x11rb::errors::ConnectionError,
+    x11rb::errors::ReplyError,
+    x11rb::errors::ReplyOrIdError
+);
+
+pub type XResult<T> = Result<T, XError>;
+
+/// How the root window's pixels are laid out in a ZPixmap image.
+#[derive(Debug, Clone, Copy)]
+struct PixelLayout {
+    msb_first: bool,
+    red_mask: u32,
+    green_mask: u32,
+    blue_mask: u32,
+}
+
+/// An open connection to the display and what was learnt about it once.
+pub struct XConn {
+    conn: RustConnection,
+    root: Window,
+    atoms: Atoms,
+    layout: PixelLayout,
+    min_keycode: u8,
+    max_keycode: u8,
+    /// Input sequences (a click, a typed text) must not interleave with one another.
+    input: Mutex<Keyboard>,
+}
+
+/// The keyboard state the typing code keeps between calls: which spare keycodes (keycodes with
+/// no symbols when first seen) now hold which keysym.
+#[derive(Default)]
+struct Keyboard {
+    spare: Option<Vec<u8>>,
+    assigned: HashMap<u32, u8>,
+    /// Next spare slot to reuse, round robin, once all are assigned.
+    next: usize,
+}
+
+/// A grabbed screen area as 8-bit RGB.
+pub struct Rgb {
+    pub width: u32,
+    pub height: u32,
+    pub pixels: Vec<u8>,
+}
+
+/// A raw grab, comparable cheaply (for the settle wait) and convertible to RGB.
+pub struct RawImage {
+    pub width: u32,
+    pub height: u32,
+    pub data: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rect {
+    pub x: i32,
+    pub y: i32,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Rect {
+    pub fn contains(&self, x: i32, y: i32) -> bool {
+        x >= self.x
+            && y >= self.y
+            && i64::from(x) < i64::from(self.x) + i64::from(self.width)
+            && i64::from(y) < i64::from(self.y) + i64::from(self.height)
+    }
+
+    /// The overlap of two rectangles, if any.
+    pub fn intersect(&self, other: &Rect) -> Option<Rect> {
+        let x0 = self.x.max(other.x);
+        let y0 = self.y.max(other.y);
+        let x1 = (i64::from(self.x) + i64::from(self.width))
+            .min(i64::from(other.x) + i64::from(other.width));
+        let y1 = (i64::from(self.y) + i64::from(self.height))
+            .min(i64::from(other.y) + i64::from(other.height));
+        (x1 > i64::from(x0) && y1 > i64::from(y0)).then(|| Rect {
+            x: x0,
+            y: y0,
+            width: (x1 - i64::from(x0)) as u32,
+            height: (y1 - i64::from(y0)) as u32,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MonitorInfo {
+    pub index: usize,
+    pub name: String,
+    pub rect: Rect,
+    pub primary: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct WindowInfo {
+    pub id: u32,
+    pub title: String,
+    pub app: String,
+    pub pid: Option<u32>,
+    pub rect: Rect,
+    pub focused: bool,
+    pub monitor: Option<usize>,
+}
+
+/// Mouse buttons as X numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Button {
+    Left,
+    Middle,
+    Right,
+}
+
+impl Button {
+    fn number(self) -> u8 {
+        match self {
+            Button::Left => 1,
+            Button::Middle => 2,
+            Button::Right => 3,
+        }
+    }
+}
+
+const SHIFT_L: u32 = 0xffe1;
+
+/// Why the display cannot be used, as `probe` reports it.
+pub fn no_display() -> Option<Availability> {
+    match std::env::var_os("DISPLAY").filter(|d| !d.is_empty()) {
+        Some(_) => None,
+        None => Some(match std::env::var("WAYLAND_DISPLAY") {
+            Ok(wayland) if !wayland.is_empty() => Availability::Unavailable {
+                reason: format!(
+                    "this is a Wayland session (WAYLAND_DISPLAY={wayland}) without an X display; \
+                     the gui surface drives X11 only for now"
+                ),
+                fix: "enable Xwayland and start the daemon with DISPLAY set (e.g. DISPLAY=:0), \
+                      or log in to an X11 session"
+                    .into(),
+            },
+            _ => Availability::Unavailable {
+                reason: "no X display: DISPLAY is not set in the daemon's environment".into(),
+                fix: "start the daemon from a desktop session or set DISPLAY (e.g. \
+                      `DISPLAY=:0 computer serve`); headless: `Xvfb :99 & DISPLAY=:99 computer serve`"
+                    .into(),
+            },
+        }),
+    }
+}
+
+impl XConn {
+    /// Connects to `$DISPLAY` and checks for XTEST.
+    pub fn connect() -> Result<XConn, Availability> {
+        if let Some(why) = no_display() {
+            return Err(why);
+        }
+        let display = std::env::var("DISPLAY").unwrap_or_default();
+        let unavailable = |reason: String| Availability::Unavailable {
+            reason,
+            fix: format!(
+                "check that the X server for DISPLAY={display} is running and that this user may \
+                 connect to it (XAUTHORITY, `xhost`); `xdpyinfo` should answer"
+            ),
+        };
+        let (conn, screen) = RustConnection::connect(None)
+            .map_err(|err| unavailable(format!("cannot connect to X server {display}: {err}")))?;
+        let failed = |err: &dyn std::fmt::Display| {
+            unavailable(format!("X server {display} failed a request: {err}"))
+        };
+        let xtest = conn
+            .extension_information(x11rb::protocol::xtest::X11_EXTENSION_NAME)
+            .map_err(|e| failed(&e))?;
+        if xtest.is_none() {
+            return Err(Availability::Unavailable {
+                reason: format!("X server {display} lacks the XTEST extension needed for input"),
+                fix: "enable XTEST in the X server (Xorg and Xvfb have it unless started with \
+                      -extension XTEST)"
+                    .into(),
+            });
+        }
+        let atoms = Atoms::new(&conn)
+            .map_err(|e| failed(&e))?
+            .reply()
+            .map_err(|e| failed(&e))?;
+        let setup = conn.setup();
+        let root_screen = &setup.roots[screen];
+        let visual = root_screen
+            .allowed_depths
+            .iter()
+            .flat_map(|d| d.visuals.iter())
+            .find(|v| v.visual_id == root_screen.root_visual);
+        let bpp = setup
+            .pixmap_formats
+            .iter()
+            .find(|f| f.depth == root_screen.root_depth)
+            .map(|f| f.bits_per_pixel);
+        let (Some(visual), Some(32)) = (visual, bpp) else {
+            return Err(Availability::Unavailable {
+                reason: format!(
+                    "X server {display} uses a pixel format this build cannot read (depth {}, {:?} bits per pixel)",
+                    root_screen.root_depth, bpp
+                ),
+                fix: "run the X server at depth 24 or 32 (e.g. `Xvfb -screen 0 1920x1080x24`)"
+                    .into(),
+            });
+        };
+        let layout = PixelLayout {
+            msb_first: setup.image_byte_order == xproto::ImageOrder::MSB_FIRST,
+            red_mask: visual.red_mask,
+            green_mask: visual.green_mask,
+            blue_mask: visual.blue_mask,
+        };
+        Ok(XConn {
+            root: root_screen.root,
+            min_keycode: setup.min_keycode,
+            max_keycode: setup.max_keycode,
+            atoms,
+            layout,
+            conn,
+            input: Mutex::new(Keyboard::default()),
+        })
+    }
+
+    /// One round trip: when it returns, the server has processed every earlier request.
+    pub fn sync(&self) -> XResult<()> {
+        self.conn.get_input_focus()?.reply()?;
+        Ok(())
+    }
+
+    /// The root window's size (the whole screen across monitors).
+    pub fn screen(&self) -> XResult<Rect> {
+        let geometry = self.conn.get_geometry(self.root)?.reply()?;
+        Ok(Rect {
+            x: 0,
+            y: 0,
+            width: u32::from(geometry.width),
+            height: u32::from(geometry.height),
+        })
+    }
+
+    /// Grabs `area` of the screen (which must lie within it) as the server stores it.
+    pub fn grab(&self, area: Rect) -> XResult<RawImage> {
+        let reply = self
+            .conn
+            .get_image(
+                ImageFormat::Z_PIXMAP,
+                self.root,
+                area.x as i16,
+                area.y as i16,
+                area.width as u16,
+                area.height as u16,
+                !0,
+            )?
+            .reply()?;
+        let expected = area.width as usize * area.height as usize * 4;
+        if reply.data.len() < expected {
+            return Err(XError(format!(
+                "the X server returned {} bytes for a {}x{} grab, expected {expected}",
+                reply.data.len(),
+                area.width,
+                area.height
+            )));
+        }
+        Ok(RawImage {
+            width: area.width,
+            height: area.height,
+            data: reply.data,
+        })
+    }
+
+    /// Converts a raw grab to RGB.
+    pub fn to_rgb(&self, raw: &RawImage) -> Rgb {
+        let layout = self.layout;
+        let mut pixels = Vec::with_capacity(raw.width as usize * raw.height as usize * 3);
+        let pixel_bytes = &raw.data[..raw.width as usize * raw.height as usize * 4];
+        let common = !layout.msb_first
+            && layout.red_mask == 0xff0000
+            && layout.green_mask == 0xff00
+            && layout.blue_mask == 0xff;
+        if common {
+            // BGRX in memory: the layout of every little-endian 24/32-bit server.
+            for px in pixel_bytes.chunks_exact(4) {
+                pixels.extend_from_slice(&[px[2], px[1], px[0]]);
+            }
+        } else {
+            let channel = |value: u32, mask: u32| -> u8 {
+                if mask == 0 {
+                    return 0;
+                }
+                let shifted = (value & mask) >> mask.trailing_zeros();
+                let bits = mask.count_ones();
+                if bits >= 8 {
+                    (shifted >> (bits - 8)) as u8
+                } else {
+                    ((shifted << (8 - bits)) | (shifted >> (2 * bits).saturating_sub(8))) as u8
+                }
+            };
+            for px in pixel_bytes.chunks_exact(4) {
+                let bytes = [px[0], px[1], px[2], px[3]];
+                let value = if layout.msb_first {
+                    u32::from_be_bytes(bytes)
+                } else {
+                    u32::from_le_bytes(bytes)
+                };
+                pixels.extend_from_slice(&[
+                    channel(value, layout.red_mask),
+                    channel(value, layout.green_mask),
+                    channel(value, layout.blue_mask),
+                ]);
+            }
+        }
+        Rgb {
+            width: raw.width,
+            height: raw.height,
+            pixels,
+        }
+    }
+
+    /// The monitors (RandR 1.5), or the whole screen as one when RandR does not say.
+    pub fn monitors(&self) -> XResult<Vec<MonitorInfo>> {
+        let screen = self.screen()?;
+        let whole = || {
+            vec![MonitorInfo {
+                index: 0,
+                name: "screen".into(),
+                rect: screen,
+                primary: true,
+            }]
+        };
+        let has_randr = self
+            .conn
+            .extension_information(x11rb::protocol::randr::X11_EXTENSION_NAME)?
+            .is_some();
+        if !has_randr {
+            return Ok(whole());
+        }
+        let reply = match self.conn.randr_get_monitors(self.root, true)?.reply() {
+            Ok(reply) => reply,
+            // RandR older than 1.5 has no GetMonitors.
+            Err(x11rb::errors::ReplyError::X11Error(_)) => return Ok(whole()),
+            Err(err) => return Err(err.into()),
+        };
+        if reply.monitors.is_empty() {
+            return Ok(whole());
+        }
+        let names: Vec<_> = reply
+            .monitors
+            .iter()
+            .map(|m| self.conn.get_atom_name(m.name))
+            .collect::<Result<_, _>>()?;
+        let mut monitors = Vec::new();
+        for (index, (monitor, name)) in reply.monitors.iter().zip(names).enumerate() {
+            let name = name
+                .reply()
+                .map(|n| String::from_utf8_lossy(&n.name).into_owned())
+                .unwrap_or_default();
+            monitors.push(MonitorInfo {
+                index,
+                name,
+                rect: Rect {
+                    x: i32::from(monitor.x),
+                    y: i32::from(monitor.y),
+                    width: u32::from(monitor.width),
+                    height: u32::from(monitor.height),
+                },
+                primary: monitor.primary,
+            });
+        }
+        Ok(monitors)
+    }
+
+    /// The managed windows (EWMH `_NET_CLIENT_LIST`, in mapping order).
+    pub fn window_ids(&self) -> XResult<Vec<u32>> {
+        let reply = self
+            .conn
+            .get_property(
+                false,
+                self.root,
+                self.atoms._NET_CLIENT_LIST,
+                AtomEnum::WINDOW,
+                0,
+                u32::MAX / 4,
+            )?
+            .reply()?;
+        match reply.value32() {
+            Some(ids) => Ok(ids.collect()),
+            None if reply.type_ == u32::from(AtomEnum::NONE) => Err(XError(
+                "the window manager does not publish _NET_CLIENT_LIST: run an EWMH window \
+                 manager (openbox, xfwm4, mutter, kwin)"
+                    .into(),
+            )),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The focused window, per the window manager.
+    pub fn active_window(&self) -> XResult<Option<u32>> {
+        let reply = self
+            .conn
+            .get_property(
+                false,
+                self.root,
+                self.atoms._NET_ACTIVE_WINDOW,
+                AtomEnum::WINDOW,
+                0,
+                1,
+            )?
+            .reply()?;
+        Ok(reply
+            .value32()
+            .and_then(|mut v| v.next())
+            .filter(|&id| id != 0))
+    }
+
+    /// Every managed window with its title, app, pid and bounds. Requests are pipelined: all
+    /// are sent before the first reply is awaited.
+    pub fn windows(&self) -> XResult<Vec<WindowInfo>> {
+        let ids = self.window_ids()?;
+        let active = self.active_window()?;
+        let monitors = self.monitors()?;
+        let a = &self.atoms;
+        let mut pending = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let c = &self.conn;
+            pending.push((
+                id,
+                c.get_property(false, id, a._NET_WM_NAME, a.UTF8_STRING, 0, 1024)?,
+                c.get_property(false, id, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)?,
+                c.get_property(false, id, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)?,
+                c.get_property(false, id, a._NET_WM_PID, AtomEnum::CARDINAL, 0, 1)?,
+                c.get_geometry(id)?,
+                c.translate_coordinates(id, self.root, 0, 0)?,
+            ));
+        }
+        let mut windows = Vec::with_capacity(ids.len());
+        for (id, net_name, name, class, pid, geometry, origin) in pending {
+            // A window may close between the list and its properties: skip it.
+            let (Ok(geometry), Ok(origin)) = (geometry.reply(), origin.reply()) else {
+                continue;
+            };
+            let text = |r: Result<xproto::GetPropertyReply, _>| {
+                r.ok()
+                    .filter(|r| !r.value.is_empty())
+                    .map(|r| String::from_utf8_lossy(&r.value).into_owned())
+            };
+            let title = text(net_name.reply()).or_else(|| text(name.reply()));
+            // WM_CLASS is "instance\0class\0"; the class names the application.
+            let app = text(class.reply())
+                .map(|c| {
+                    let mut parts = c.split('\0').filter(|p| !p.is_empty());
+                    let instance = parts.next().unwrap_or_default().to_string();
+                    parts.next().map(str::to_string).unwrap_or(instance)
+                })
+                .unwrap_or_default();
+            let pid = pid
+                .reply()
+                .ok()
+                .and_then(|r| r.value32().and_then(|mut v| v.next()));
+            let rect = Rect {
+                x: i32::from(origin.dst_x),
+                y: i32::from(origin.dst_y),
+                width: u32::from(geometry.width),
+                height: u32::from(geometry.height),
+            };
+            let (cx, cy) = (
+                rect.x + rect.width as i32 / 2,
+                rect.y + rect.height as i32 / 2,
+            );
+            windows.push(WindowInfo {
+                id,
+                title: title.unwrap_or_default(),
+                app,
+                pid,
+                rect,
+                focused: active == Some(id),
+                monitor: monitors
+                    .iter()
+                    .find(|m| m.rect.contains(cx, cy))
+                    .map(|m| m.index),
+            });
+        }
+        Ok(windows)
+    }
+
+    pub fn cursor(&self) -> XResult<(i32, i32)> {
+        let reply = self.conn.query_pointer(self.root)?.reply()?;
+        Ok((i32::from(reply.root_x), i32::from(reply.root_y)))
+    }
+
+    fn fake(&self, kind: u8, detail: u8, x: i32, y: i32) -> XResult<()> {
+        self.conn
+            .xtest_fake_input(kind, detail, 0, self.root, x as i16, y as i16, 0)?;
+        Ok(())
+    }
+
+    fn motion(&self, x: i32, y: i32) -> XResult<()> {
+        // detail 0: absolute coordinates on the given root.
+        self.fake(xproto::MOTION_NOTIFY_EVENT, 0, x, y)
+    }
+
+    fn button(&self, button: u8, press: bool) -> XResult<()> {
+        let kind = if press {
+            xproto::BUTTON_PRESS_EVENT
+        } else {
+            xproto::BUTTON_RELEASE_EVENT
+        };
+        self.fake(kind, button, 0, 0)
+    }
+
+    fn key(&self, keycode: u8, press: bool) -> XResult<()> {
+        let kind = if press {
+            xproto::KEY_PRESS_EVENT
+        } else {
+            xproto::KEY_RELEASE_EVENT
+        };
+        self.fake(kind, keycode, 0, 0)
+    }
+
+    fn lock_input(&self) -> std::sync::MutexGuard<'_, Keyboard> {
+        self.input.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn move_to(&self, x: i32, y: i32) -> XResult<()> {
+        let _input = self.lock_input();
+        self.motion(x, y)?;
+        self.sync()
+    }
+
+    pub fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> XResult<()> {
+        let _input = self.lock_input();
+        if let Some((x, y)) = at {
+            self.motion(x, y)?;
+        }
+        for _ in 0..count {
+            self.button(button.number(), true)?;
+            self.button(button.number(), false)?;
+        }
+        self.sync()
+    }
+
+    pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> XResult<()> {
+        let _input = self.lock_input();
+        self.motion(from.0, from.1)?;
+        self.button(button.number(), true)?;
+        // Toolkits start a drag only after the pointer moved a few pixels while pressed: pass
+        // through intermediate points so they see motion, not a jump.
+        const STEPS: i32 = 8;
+        for step in 1..=STEPS {
+            let x = from.0 + (to.0 - from.0) * step / STEPS;
+            let y = from.1 + (to.1 - from.1) * step / STEPS;
+            self.motion(x, y)?;
+            // Each step is its own event batch: a round trip keeps the motions distinct.
+            self.sync()?;
+        }
+        self.button(button.number(), false)?;
+        self.sync()
+    }
+
+    /// Scrolls by notches: buttons 4/5 are up/down, 6/7 left/right.
+    pub fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> XResult<()> {
+        let _input = self.lock_input();
+        if let Some((x, y)) = at {
+            self.motion(x, y)?;
+        }
+        let notch = |button: u8, n: i32| -> XResult<()> {
+            for _ in 0..n.unsigned_abs() {
+                self.button(button, true)?;
+                self.button(button, false)?;
+            }
+            Ok(())
+        };
+        notch(if dy < 0 { 4 } else { 5 }, dy)?;
+        notch(if dx < 0 { 6 } else { 7 }, dx)?;
+        self.sync()
+    }
+
+    /// The keymap now: keysyms per keycode and the keysyms of each keycode.
+    fn keymap(&self) -> XResult<(usize, Vec<u32>)> {
+        let count = self.max_keycode - self.min_keycode + 1;
+        let reply = self
+            .conn
+            .get_keyboard_mapping(self.min_keycode, count)?
+            .reply()?;
+        Ok((usize::from(reply.keysyms_per_keycode), reply.keysyms))
+    }
+
+    /// Where `keysym` sits on the keymap: (keycode, needs shift).
+    fn find_keysym(&self, map: &(usize, Vec<u32>), keysym: u32) -> Option<(u8, bool)> {
+        let (per, syms) = map;
+        if *per == 0 {
+            return None;
+        }
+        for level in 0..(*per).min(2) {
+            for (i, chunk) in syms.chunks(*per).enumerate() {
+                if chunk.get(level) == Some(&keysym) {
+                    return Some((self.min_keycode + i as u8, level == 1));
+                }
+            }
+        }
+        None
+    }
+
+    /// Presses a combo: modifiers down in order, the key, everything up in reverse.
+    pub fn press_combo(&self, modifiers: &[u32], key: u32) -> XResult<()> {
+        let mut keyboard = self.lock_input();
+        let map = self.keymap()?;
+        let mut held = Vec::new();
+        for &modifier in modifiers {
+            let (code, _) = self.find_keysym(&map, modifier).ok_or_else(|| {
+                XError(format!(
+                    "the keyboard map has no key for modifier keysym {modifier:#x}"
+                ))
+            })?;
+            held.push(code);
+        }
+        let (code, shift) = match self.find_keysym(&map, key) {
+            Some(found) => found,
+            None => {
+                let codes = self.assign_spare(&mut keyboard, &map, &[key])?;
+                (codes[&key], false)
+            }
+        };
+        if shift && !modifiers.contains(&SHIFT_L) {
+            held.push(self.shift_code(&map)?);
+        }
+        for &code in &held {
+            self.key(code, true)?;
+        }
+        self.key(code, true)?;
+        self.key(code, false)?;
+        for &code in held.iter().rev() {
+            self.key(code, false)?;
+        }
+        self.sync()
+    }
+
+    fn shift_code(&self, map: &(usize, Vec<u32>)) -> XResult<u8> {
+        self.find_keysym(map, SHIFT_L)
+            .map(|(code, _)| code)
+            .ok_or_else(|| XError("the keyboard map has no Shift_L key".into()))
+    }
+
+    /// Types `keysyms` in order. Keysyms already on the keymap use their keys (with shift for the
+    /// second level); the others are put on spare keycodes first, all at once, so no keycode is
+    /// remapped while its earlier key events may still be waiting in a client's queue.
+    pub fn type_keysyms(&self, keysyms: &[u32]) -> XResult<()> {
+        let mut keyboard = self.lock_input();
+        let map = self.keymap()?;
+        let shift = self.shift_code(&map)?;
+        let spare_count = self.spare_keycodes(&mut keyboard, &map).len().max(1);
+        // Text needing more new characters than there are spare keys goes in rounds; each round
+        // maps its characters, then types every key up to the next unmapped one.
+        let mut start = 0;
+        while start < keysyms.len() {
+            let map = self.keymap()?;
+            let mut round: Vec<u32> = Vec::new();
+            let mut end = start;
+            while end < keysyms.len() {
+                let sym = keysyms[end];
+                // Keys we mapped earlier count against this round's spare keys: a new character
+                // must not take the key of one still to be typed.
+                let native =
+                    self.find_keysym(&map, sym).is_some() && !keyboard.assigned.contains_key(&sym);
+                let known = native || round.contains(&sym);
+                if !known {
+                    if round.len() == spare_count {
+                        break;
+                    }
+                    round.push(sym);
+                }
+                end += 1;
+            }
+            let codes = if round.is_empty() {
+                HashMap::new()
+            } else {
+                self.assign_spare(&mut keyboard, &map, &round)?
+            };
+            let map = if round.is_empty() {
+                map
+            } else {
+                self.keymap()?
+            };
+            for &sym in &keysyms[start..end] {
+                let (code, shifted) = match codes.get(&sym) {
+                    Some(&code) => (code, false),
+                    None => self.find_keysym(&map, sym).ok_or_else(|| {
+                        XError(format!("keysym {sym:#x} could not be put on the keymap"))
+                    })?,
+                };
+                if shifted {
+                    self.key(shift, true)?;
+                }
+                self.key(code, true)?;
+                self.key(code, false)?;
+                if shifted {
+                    self.key(shift, false)?;
+                }
+            }
+            self.sync()?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Keycodes that had no symbols when first seen: ours to assign.
+    fn spare_keycodes<'k>(&self, keyboard: &'k mut Keyboard, map: &(usize, Vec<u32>)) -> &'k [u8] {
+        if keyboard.spare.is_none() {
+            let (per, syms) = map;
+            let spare = syms
+                .chunks((*per).max(1))
+                .enumerate()
+                .filter(|(_, chunk)| chunk.iter().all(|&s| s == 0))
+                .map(|(i, _)| self.min_keycode + i as u8)
+                // Keycodes below 9 are never generated by keyboards and some servers refuse them.
+                .filter(|&code| code > 8)
+                .collect();
+            keyboard.spare = Some(spare);
+        }
+        keyboard.spare.as_deref().unwrap_or_default()
+    }
+
+    /// Puts each keysym on a spare keycode (both levels, so shift state does not matter) and
+    /// waits for the server to apply it. Returns keysym → keycode for all of `keysyms`.
+    fn assign_spare(
+        &self,
+        keyboard: &mut Keyboard,
+        map: &(usize, Vec<u32>),
+        keysyms: &[u32],
+    ) -> XResult<HashMap<u32, u8>> {
+        let spare = self.spare_keycodes(keyboard, map).to_vec();
+        if spare.is_empty() {
+            return Err(XError(
+                "the keyboard map has no spare keycode to type characters that are not on it"
+                    .into(),
+            ));
+        }
+        let mut result = HashMap::new();
+        let mut in_use: Vec<u8> = Vec::new();
+        let mut waited = false;
+        // First keep every keysym still mapped from before, so no new one takes its key.
+        let (per, syms) = map;
+        for &sym in keysyms {
+            if let Some(&code) = keyboard.assigned.get(&sym)
+                && syms.get(usize::from(code - self.min_keycode) * per) == Some(&sym)
+            {
+                result.insert(sym, code);
+                in_use.push(code);
+            }
+        }
+        for &sym in keysyms {
+            if result.contains_key(&sym) {
+                continue;
+            }
+            // Take the next spare slot not used in this batch.
+            let mut code = spare[keyboard.next % spare.len()];
+            let mut tries = 0;
+            while in_use.contains(&code) && tries < spare.len() {
+                keyboard.next += 1;
+                code = spare[keyboard.next % spare.len()];
+                tries += 1;
+            }
+            keyboard.next += 1;
+            if !waited && keyboard.assigned.values().any(|c| *c == code) {
+                // This keycode typed another character, whose key events the focused client
+                // may not have read yet: clients look keysyms up lazily, from the map as it is
+                // when they get to the event. Remap only once it has caught up.
+                self.sync()?;
+                self.focused_client_caught_up()?;
+                waited = true;
+            }
+            keyboard.assigned.retain(|_, c| *c != code);
+            keyboard.assigned.insert(sym, code);
+            self.conn.change_keyboard_mapping(1, code, 2, &[sym, sym])?;
+            result.insert(sym, code);
+            in_use.push(code);
+        }
+        // The mapping must be in effect before the first key event that relies on it.
+        self.sync()?;
+        Ok(result)
+    }
+
+    /// Waits (bounded) until the focused window's client has read every event sent before now:
+    /// an EWMH `_NET_WM_PING` it answers only after reading the events queued ahead of it.
+    /// Clients that do not take part in pings get a fixed grace instead.
+    fn focused_client_caught_up(&self) -> XResult<()> {
+        const GRACE: Duration = Duration::from_millis(150);
+        const BOUND: Duration = Duration::from_secs(2);
+        let Some(window) = self.active_window()? else {
+            std::thread::sleep(GRACE);
+            return Ok(());
+        };
+        let protocols = self
+            .conn
+            .get_property(
+                false,
+                window,
+                self.atoms.WM_PROTOCOLS,
+                AtomEnum::ATOM,
+                0,
+                64,
+            )?
+            .reply()?;
+        let pings = protocols
+            .value32()
+            .is_some_and(|mut atoms| atoms.any(|a| a == self.atoms._NET_WM_PING));
+        if !pings {
+            std::thread::sleep(GRACE);
+            return Ok(());
+        }
+        // The pong goes to the root window; see it by selecting SubstructureNotify there, for
+        // the duration of the wait only.
+        self.conn.change_window_attributes(
+            self.root,
+            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::SUBSTRUCTURE_NOTIFY),
+        )?;
+        let stamp = self.ping_stamp();
+        let ping = ClientMessageEvent::new(
+            32,
+            window,
+            self.atoms.WM_PROTOCOLS,
+            [self.atoms._NET_WM_PING, stamp, window, 0, 0],
+        );
+        self.conn
+            .send_event(false, window, EventMask::NO_EVENT, ping)?;
+        self.conn.flush()?;
+        let deadline = Instant::now() + BOUND;
+        let mut answered = false;
+        while !answered && Instant::now() < deadline {
+            match self.conn.poll_for_event()? {
+                Some(x11rb::protocol::Event::ClientMessage(event)) => {
+                    let data = event.data.as_data32();
+                    answered = event.type_ == self.atoms.WM_PROTOCOLS
+                        && data[0] == self.atoms._NET_WM_PING
+                        && data[1] == stamp;
+                }
+                Some(_) => {}
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        self.conn.change_window_attributes(
+            self.root,
+            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::NO_EVENT),
+        )?;
+        self.sync()?;
+        while self.conn.poll_for_event()?.is_some() {}
+        if !answered {
+            tracing::warn!(
+                window,
+                "the focused client did not answer a ping within 2 s"
+            );
+        }
+        Ok(())
+    }
+
+    /// A distinct value per ping, so that a late pong is not taken for the current one.
+    fn ping_stamp(&self) -> u32 {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static STAMP: AtomicU32 = AtomicU32::new(1);
+        STAMP.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Asks the window manager to activate and raise `window`, then waits (bounded) until it
+    /// reports it active. Returns whether it did.
+    pub fn focus(&self, window: u32) -> XResult<bool> {
+        let event = ClientMessageEvent::new(
+            32,
+            window,
+            self.atoms._NET_ACTIVE_WINDOW,
+            // Source 2: a pager acting for the user, which window managers honour at once.
+            [2, 0, self.active_window()?.unwrap_or(0), 0, 0],
+        );
+        self.conn.send_event(
+            false,
+            self.root,
+            EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
+            event,
+        )?;
+        self.conn.configure_window(
+            window,
+            &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE),
+        )?;
+        self.sync()?;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            if self.active_window()? == Some(window) {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// The process-wide connection: made on first use, remade after it breaks, and not retried more
+/// than once a second while the display is unreachable (probe runs on every call).
+pub struct Backend {
+    state: Mutex<State>,
+}
+
+struct State {
+    conn: Option<Arc<XConn>>,
+    last_error: Option<(Instant, Availability)>,
+}
+
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl Backend {
+    pub fn new() -> Backend {
+        Backend {
+            state: Mutex::new(State {
+                conn: None,
+                last_error: None,
+            }),
+        }
+    }
+
+    /// The connection, or why there is none.
+    pub fn conn(&self) -> Result<Arc<XConn>, Availability> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(conn) = &state.conn {
+            return Ok(conn.clone());
+        }
+        if let Some((at, why)) = &state.last_error
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(why.clone());
+        }
+        match XConn::connect() {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                state.conn = Some(conn.clone());
+                state.last_error = None;
+                Ok(conn)
+            }
+            Err(why) => {
+                state.last_error = Some((Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Drops a connection that failed, so the next use reconnects.
+    pub fn forget(&self, broken: &Arc<XConn>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state
+            .conn
+            .as_ref()
+            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
+        {
+            state.conn = None;
+        }
+    }
+
+    pub fn availability(&self) -> Availability {
+        match self.conn() {
+            Ok(_) => Availability::Ready,
+            Err(why) => why,
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! The gui surface on a real headless X desktop (Xvfb + openbox): pointer, clicks, typing
+//! (including characters missing from the keymap), keys, focus, screenshots and their scale, the
+//! window list, evidence shots and their receipts, and the no-display diagnosis. Every effect is
+//! checked by another client: xdotool, xwininfo, or a GTK app reporting what it received.
+
+use std::io::{BufRead, BufReader};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use base64::Engine;
+use computer_tests::desktop::{App, Desktop};
+use computer_tests::{Daemon, structured, wait_for};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// A GTK window for the tests: `canvas` is pure red (CSS) and prints each click and
+/// scroll with root coordinates; `entry` holds a text entry and prints its text as JSON on
+/// Return.
+const APP: &str = r#"
+import json, sys
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk, Gdk
+mode, title = sys.argv[1], sys.argv[2]
+win = Gtk.Window(title=title)
+win.set_default_size(400, 300)
+win.move(int(sys.argv[3]), int(sys.argv[4]))
+def say(obj):
+    print(json.dumps(obj), flush=True)
+if mode == "canvas":
+    # CSS, not cairo: python3-gi-cairo may be missing.
+    css = Gtk.CssProvider()
+    css.load_from_data(b"window { background-color: #ff0000; background-image: none; }")
+    Gtk.StyleContext.add_provider_for_screen(Gdk.Screen.get_default(), css, 800)
+    win.add_events(Gdk.EventMask.BUTTON_PRESS_MASK | Gdk.EventMask.SCROLL_MASK)
+    def press(w, ev):
+        say({"click": ev.button, "x": int(ev.x_root), "y": int(ev.y_root), "type": int(ev.type)})
+    def scroll(w, ev):
+        say({"scroll": int(ev.direction)})
+    win.connect("button-press-event", press)
+    win.connect("scroll-event", scroll)
+else:
+    entry = Gtk.Entry()
+    entry.connect("activate", lambda e: say({"text": e.get_text()}))
+    win.add(entry)
+win.connect("destroy", Gtk.main_quit)
+win.show_all()
+Gtk.main()
+"#;
+
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// A test app and the lines it prints.
+struct TestApp {
+    _app: App,
+    pid: u32,
+    lines: mpsc::Receiver<Value>,
+    window: u32,
+}
+
+impl TestApp {
+    fn launch(mode: &str, title: &str, x: i32, y: i32) -> TestApp {
+        let desktop = Desktop::shared();
+        // The system interpreter has python3-gi; a pyenv or venv python on PATH may not. `env`
+        // execs it, so the pid stays the app's.
+        let mut app = desktop.launch(
+            "env",
+            &[
+                SYSTEM_PYTHON,
+                "-c",
+                APP,
+                mode,
+                title,
+                &x.to_string(),
+                &y.to_string(),
+            ],
+        );
+        let stdout = app.0.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            // GTK under Xvfb reports each button press twice (xdotool's clicks too): pass a
+            // line on only when it differs from the one before.
+            let mut last = String::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line == last {
+                    continue;
+                }
+                if let Ok(value) = serde_json::from_str(&line) {
+                    let _ = tx.send(value);
+                }
+                last = line;
+            }
+        });
+        let window = wait_for(
+            "the test window to be mapped",
+            Duration::from_secs(20),
+            || {
+                let out = desktop
+                    .command("xdotool")
+                    .args(["search", "--onlyvisible", "--name", &format!("^{title}$")])
+                    .output()
+                    .ok()?;
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .next()?
+                    .trim()
+                    .parse()
+                    .ok()
+            },
+        );
+        TestApp {
+            pid: app.pid(),
+            _app: app,
+            lines,
+            window,
+        }
+    }
+
+    /// The next printed line that has `key`.
+    fn expect(&self, key: &str) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the app printed no `{key}` line"));
+        assert!(
+            line.get(key).is_some(),
+            "expected a `{key}` line, got {line}"
+        );
+        line
+    }
+}
+
+fn xtool(program: &str, args: &[&str]) -> String {
+    let out = Desktop::shared()
+        .command(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `xdotool getmouselocation` as (x, y).
+fn mouse_location() -> (i64, i64) {
+    let out = xtool("xdotool", &["getmouselocation", "--shell"]);
+    let get = |key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .and_then(|v| v.parse().ok())
+            .expect("xdotool prints X and Y")
+    };
+    (get("X"), get("Y"))
+}
+
+/// The absolute bounds `xwininfo` reports for a window: (x, y, width, height).
+fn xwininfo_bounds(window: u32) -> (i64, i64, i64, i64) {
+    let out = xtool("xwininfo", &["-id", &window.to_string()]);
+    let get = |label: &str| -> i64 {
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix(label))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("xwininfo has no {label}: {out}"))
+    };
+    (
+        get("Absolute upper-left X:"),
+        get("Absolute upper-left Y:"),
+        get("Width:"),
+        get("Height:"),
+    )
+}
+
+async fn gui(daemon: &Daemon, command: &str, args: Value, complications: Value) -> Value {
+    let (value, _) = gui_raw(daemon, command, args, complications).await;
+    value
+}
+
+async fn gui_raw(
+    daemon: &Daemon,
+    command: &str,
+    args: Value,
+    complications: Value,
+) -> (Value, rmcp::model::CallToolResult) {
+    let client = daemon.client().await;
+    let result = client
+        .call_raw(json!({"surface": "gui", "command": command, "args": args, "complications": complications}))
+        .await
+        .expect("call");
+    client.close().await;
+    (structured(&result), result)
+}
+
+fn sha256_of(path: &str) -> String {
+    hex::encode(Sha256::digest(
+        std::fs::read(path).expect("artifact exists"),
+    ))
+}
+
+fn window_entry(windows: &Value, id: u32) -> Option<Value> {
+    windows["windows"]
+        .as_array()?
+        .iter()
+        .find(|w| w["id"] == json!(id))
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pointer_clicks_windows_and_focus_agree_with_other_clients() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("canvas", "gui-test-canvas-click", 100, 100);
+
+    // The window list matches xdotool (id), xwininfo (bounds) and the app's own pid.
+    let listed = wait_for(
+        "the window list to hold the app",
+        Duration::from_secs(10),
+        || {
+            let list = futures_block(gui(&daemon, "windows", json!({}), json!({})));
+            window_entry(&list, app.window)
+        },
+    );
+    assert_eq!(listed["title"], "gui-test-canvas-click");
+    assert_eq!(listed["pid"], json!(app.pid), "{listed}");
+    assert_eq!(listed["monitor"], 0);
+    let (x, y, w, h) = xwininfo_bounds(app.window);
+    assert_eq!(
+        (
+            listed["x"].as_i64(),
+            listed["y"].as_i64(),
+            listed["width"].as_i64(),
+            listed["height"].as_i64()
+        ),
+        (Some(x), Some(y), Some(w), Some(h)),
+        "{listed}"
+    );
+    let by_name = xtool("xdotool", &["search", "--name", "^gui-test-canvas-click$"]);
+    assert!(by_name.lines().any(|l| l.trim() == app.window.to_string()));
+
+    // move lands where xdotool says.
+    let out = gui(&daemon, "move", json!({"x": 10, "y": 20}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(mouse_location(), (10, 20));
+    let out = gui(&daemon, "cursor", json!({}), json!({})).await;
+    assert_eq!((out["x"].as_i64(), out["y"].as_i64()), (Some(10), Some(20)));
+
+    // focus: the window manager reports it active.
+    let out = gui(&daemon, "focus", json!({"window": app.window}), json!({})).await;
+    assert_eq!(out["focused"], true, "{out}");
+    assert_eq!(
+        xtool("xdotool", &["getactivewindow"]).trim(),
+        app.window.to_string()
+    );
+
+    // A click at the window's centre reaches the app at those root coordinates.
+    let (cx, cy) = (x + w / 2, y + h / 2);
+    let out = gui(&daemon, "click", json!({"x": cx, "y": cy}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(mouse_location(), (cx, cy));
+    let click = app.expect("click");
+    assert_eq!(
+        (
+            click["click"].as_i64(),
+            click["x"].as_i64(),
+            click["y"].as_i64()
+        ),
+        (Some(1), Some(cx), Some(cy)),
+        "{click}"
+    );
+    let out = gui(&daemon, "click", json!({"button": "right"}), json!({})).await;
+    assert_eq!(out["button"], "right");
+    assert_eq!(app.expect("click")["click"], 3);
+
+    // Scrolling down one notch there is a scroll-down event (GDK_SCROLL_DOWN = 1).
+    let out = gui(&daemon, "scroll", json!({"dy": 1}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(app.expect("scroll")["scroll"], 1);
+
+    // Mistakes name the field and the valid choices.
+    let out = gui(&daemon, "click", json!({"x": 1920, "y": 5}), json!({})).await;
+    assert_eq!(out["error"]["path"], "args.x", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("0..=1919")
+    );
+    let out = gui(&daemon, "focus", json!({"window": 1}), json!({})).await;
+    assert_eq!(out["error"]["path"], "args.window", "{out}");
+    assert!(
+        out["error"]["valid"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(app.window.to_string()))
+    );
+    let out = gui(&daemon, "key", json!({"combo": "ctrl+Retrun"}), json!({})).await;
+    assert_eq!(out["error"]["path"], "args.combo", "{out}");
+    let out = gui(
+        &daemon,
+        "click",
+        json!({"button": "left", "bogus": 1}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["error"]["code"], "invalid_call", "{out}");
+    let out = gui(&daemon, "click", json!({"button": "side"}), json!({})).await;
+    assert_eq!(out["error"]["path"], "args.button", "{out}");
+}
+
+/// Runs a future to completion from inside a sync closure (wait_for's check).
+fn futures_block<F: std::future::Future>(future: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typed_unicode_and_keys_arrive_exactly_in_a_gtk_entry() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("entry", "gui-test-entry-typing", 600, 100);
+    let out = gui(&daemon, "focus", json!({"window": app.window}), json!({})).await;
+    assert_eq!(out["focused"], true, "{out}");
+
+    // Latin-1 with and without shift, symbols, and characters on no key of the keymap.
+    let text = "Héllo wörld ✓ Ω ~!@ 日本";
+    let out = gui(&daemon, "type", json!({"text": text}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["chars"], text.chars().count());
+    let out = gui(&daemon, "key", json!({"combo": "Return"}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(app.expect("text")["text"], text);
+
+    // Combos: select all and replace, BackSpace, then Return again.
+    gui(&daemon, "key", json!({"combo": "ctrl+a"}), json!({})).await;
+    gui(&daemon, "type", json!({"text": "Ωmega!"}), json!({})).await;
+    gui(&daemon, "key", json!({"combo": "BackSpace"}), json!({})).await;
+    gui(&daemon, "key", json!({"combo": "Return"}), json!({})).await;
+    assert_eq!(app.expect("text")["text"], "Ωmega");
+
+    // Many distinct characters off the keymap in one call (more than fit at once on a small
+    // pool of spare keys would still arrive in order).
+    gui(&daemon, "key", json!({"combo": "ctrl+a"}), json!({})).await;
+    let greek: String = ('α'..='ω').chain('А'..='я').collect();
+    gui(&daemon, "type", json!({"text": greek}), json!({})).await;
+    gui(&daemon, "key", json!({"combo": "Return"}), json!({})).await;
+    assert_eq!(app.expect("text")["text"], json!(greek));
+}
+
+/// Decodes a PNG file or bytes into RGB.
+fn rgb(bytes: &[u8]) -> image::RgbImage {
+    image::load_from_memory(bytes).expect("a PNG").to_rgb8()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn screenshots_show_the_screen_and_scale_maps_back_to_it() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("canvas", "gui-test-canvas-shot", 700, 500);
+    let (x, y, w, h) = xwininfo_bounds(app.window);
+
+    // The window's own area is pure red once drawn.
+    let shot = wait_for(
+        "the red window in a screenshot",
+        Duration::from_secs(10),
+        || {
+            let out = futures_block(gui(
+                &daemon,
+                "screenshot",
+                json!({"window": app.window}),
+                json!({}),
+            ));
+            let image = rgb(&std::fs::read(out["path"].as_str()?).ok()?);
+            image.pixels().all(|p| p.0 == [255, 0, 0]).then_some(out)
+        },
+    );
+    assert_eq!(shot["scale"], 1.0);
+    assert_eq!(
+        (shot["origin_x"].as_i64(), shot["origin_y"].as_i64()),
+        (Some(x), Some(y))
+    );
+    assert_eq!(
+        (shot["width"].as_i64(), shot["height"].as_i64()),
+        (Some(w), Some(h))
+    );
+    assert_eq!(sha256_of(shot["path"].as_str().unwrap()), shot["sha256"]);
+
+    // The whole screen scaled to 1280 wide, inline this time: find the red block in the image
+    // and map it back through scale and origin onto the window's true bounds.
+    let (out, result) = gui_raw(
+        &daemon,
+        "screenshot",
+        json!({}),
+        json!({"return": {"image": true}}),
+    )
+    .await;
+    assert_eq!(
+        (out["width"].as_i64(), out["height"].as_i64()),
+        (Some(1280), Some(720))
+    );
+    let scale = out["scale"].as_f64().unwrap();
+    assert!((scale - 1.5).abs() < 1e-9, "{out}");
+    let inline = result
+        .content
+        .iter()
+        .find_map(|c| c.as_image().map(|i| i.data.clone()))
+        .expect("an inline image when return.image is true");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(inline)
+        .unwrap();
+    assert_eq!(hex::encode(Sha256::digest(&bytes)), out["sha256"]);
+    let image = rgb(&bytes);
+    let red: Vec<(u32, u32)> = image
+        .enumerate_pixels()
+        .filter(|(_, _, p)| p.0 == [255, 0, 0])
+        .map(|(u, v, _)| (u, v))
+        .collect();
+    let (u0, v0) = red
+        .iter()
+        .fold((u32::MAX, u32::MAX), |a, p| (a.0.min(p.0), a.1.min(p.1)));
+    let (u1, v1) = red.iter().fold((0, 0), |a, p| (a.0.max(p.0), a.1.max(p.1)));
+    let to_screen = |u: u32| (f64::from(u) * scale).round() as i64;
+    for (seen, truth) in [
+        (to_screen(u0), x),
+        (to_screen(v0), y),
+        (to_screen(u1 + 1), x + w),
+        (to_screen(v1 + 1), y + h),
+    ] {
+        assert!(
+            (seen - truth).abs() <= 2,
+            "image edge maps to {seen}, screen has {truth}"
+        );
+    }
+
+    // Without return.image there is only the reference.
+    let (_, result) = gui_raw(&daemon, "screenshot", json!({"max_dim": 64}), json!({})).await;
+    assert!(result.content.iter().all(|c| c.as_image().is_none()));
+
+    // A region: its origin is reported, and the pixel at (ox+10, oy+10) is the window's red.
+    let out = gui(
+        &daemon,
+        "screenshot",
+        json!({"region": {"x": x - 5, "y": y - 5, "width": 40, "height": 30}, "format": "png"}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (out["origin_x"].as_i64(), out["origin_y"].as_i64()),
+        (Some(x - 5), Some(y - 5))
+    );
+    let region = rgb(&std::fs::read(out["path"].as_str().unwrap()).unwrap());
+    assert_eq!(region.get_pixel(10, 10).0, [255, 0, 0]);
+    let out = gui(
+        &daemon,
+        "screenshot",
+        json!({"window": app.window, "format": "jpeg", "quality": 90}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["format"], "jpeg", "{out}");
+    let out = gui(&daemon, "screenshot", json!({"monitor": 3}), json!({})).await;
+    assert_eq!(out["error"]["path"], "args.monitor", "{out}");
+}
+
+fn result_row(daemon: &Daemon, receipt: &Value) -> Value {
+    daemon
+        .receipts()
+        .into_iter()
+        .find(|r| r["call_id"] == *receipt && r["kind"] == "result")
+        .expect("a result receipt")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn evidence_shots_are_artifacts_whose_hashes_are_receipted() {
+    let daemon = Daemon::start_on_desktop("");
+    let client = daemon.client().await;
+
+    // With the gui ready, the tool lists it, evidence and return.image, and stays small.
+    let tools = client.list_tools().await.unwrap();
+    let listed = serde_json::to_string(&tools).unwrap();
+    assert!(
+        listed.len() < 6 * 1024,
+        "tools/list is {} bytes",
+        listed.len()
+    );
+    let description = tools[0].description.as_deref().unwrap_or_default();
+    assert!(description.contains("gui.screenshot"), "{description}");
+    assert!(
+        listed.contains("evidence") && listed.contains("\"image\""),
+        "{listed}"
+    );
+
+    for (evidence, labels) in [
+        ("screenshot", &["after"][..]),
+        ("full", &["before", "after"][..]),
+    ] {
+        let result = client
+            .call_raw(json!({"surface": "shell", "command": "run",
+                "args": {"argv": ["true"]}, "complications": {"evidence": evidence}}))
+            .await
+            .unwrap();
+        let out = structured(&result);
+        assert_eq!(out["ok"], true, "{out}");
+        let row = result_row(&daemon, &out["receipt"]);
+        let artifacts = row["body"]["artifacts"].as_array().unwrap().clone();
+        assert_eq!(
+            out["evidence"].as_object().unwrap().len(),
+            labels.len(),
+            "{out}"
+        );
+        for label in labels {
+            let shot = &out["evidence"][label];
+            let path = shot["path"].as_str().unwrap_or_else(|| panic!("{out}"));
+            assert!(path.ends_with(&format!(".evidence-{label}.png")), "{path}");
+            let sha = sha256_of(path);
+            assert_eq!(shot["sha256"], json!(sha));
+            assert_eq!(row["body"]["evidence"][label]["sha256"], json!(sha));
+            assert!(artifacts.iter().any(|a| a["sha256"] == json!(sha)));
+            assert_eq!(
+                (shot["width"].as_i64(), shot["height"].as_i64()),
+                (Some(1920), Some(1080))
+            );
+            assert_eq!(shot["settle_bound_ms"], 2000);
+            let image = rgb(&std::fs::read(path).unwrap());
+            assert_eq!(image.dimensions(), (1920, 1080));
+        }
+        assert_eq!(out["evidence"]["after"]["settled"], true, "{out}");
+    }
+    client.close().await;
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_display_gui_is_unavailable_and_doctor_says_why() {
+    let daemon = Daemon::start_with_env("", &[], &["DISPLAY", "WAYLAND_DISPLAY"]);
+    let out = gui(&daemon, "cursor", json!({}), json!({})).await;
+    assert_eq!(out["error"]["code"], "unavailable", "{out}");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("DISPLAY is not set"), "{message}");
+    assert!(message.contains("fix:"), "{message}");
+    // Evidence needs screenshots: refused with a pointer to doctor.
+    let client = daemon.client().await;
+    let result = client
+        .call_raw(json!({"surface": "shell", "command": "run",
+            "args": {"argv": ["true"]}, "complications": {"evidence": "screenshot"}}))
+        .await
+        .unwrap();
+    client.close().await;
+    let out = structured(&result);
+    assert_eq!(out["error"]["path"], "complications.evidence", "{out}");
+
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    let gui = doctor["surfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["surface"] == "gui")
+        .cloned()
+        .unwrap();
+    assert_eq!(gui["availability"]["status"], "unavailable", "{gui}");
+    assert!(
+        gui["availability"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("DISPLAY is not set")
+    );
+
+    // A Wayland-only session is named as such.
+    let mut doctor = daemon.command();
+    let out = doctor
+        .args(["doctor", "--json"])
+        .env("WAYLAND_DISPLAY", "wayland-0")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = report.to_string();
+    assert!(text.contains("Wayland session"), "{text}");
+
+    // A display that nothing serves: the connection error is named.
+    let out = Command::new(computer_tests::computer_bin())
+        .envs(daemon.env())
+        .env("DISPLAY", ":987")
+        .env_remove("WAYLAND_DISPLAY")
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cannot connect to X server :987"), "{text}");
+}
