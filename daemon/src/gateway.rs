@@ -195,7 +195,8 @@ impl Gateway {
         };
         if let Availability::Unavailable { reason, fix } = surface.probe() {
             let error = ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}"))
-                .at("surface");
+                .at("surface")
+                .valid(self.ready_surfaces());
             return self
                 .refuse(&call_id, caller, early, error, Value::Null)
                 .await;

@@ -91,8 +91,15 @@ impl Daemon {
     /// Starts a daemon whose config holds `toml` and whose environment adds `env`. Unless `toml`
     /// has its own `[defaults]`, acts are allowed: suites that are not about policy must never
     /// wait for a person.
+    /// Without `env`, the daemon gets no display or session bus from the test's environment, so
+    /// suites that are not about the desktop see the same surfaces on every machine.
     pub fn start_with(toml: &str, env: &[(&str, String)]) -> Daemon {
-        Daemon::start_with_env(toml, env, &[])
+        let remove: &[&str] = if env.is_empty() {
+            &["DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS"]
+        } else {
+            &[]
+        };
+        Daemon::start_with_env(toml, env, remove)
     }
 
     /// Like [`Daemon::start_with`], and the daemon (and CLI runs against it) lack `remove`.

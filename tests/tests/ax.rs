@@ -485,6 +485,11 @@ async fn oversized_trees_are_cut_with_a_cursor_that_continues_exactly() {
             continue;
         }
         let full_text = before["tree"].as_str().unwrap();
+        // The tree may also change and change back between the two reads; only a mismatch that
+        // persists across attempts is a paging error.
+        if pages != full_text && attempts < 5 {
+            continue;
+        }
         if pages != full_text {
             let a: Vec<&str> = pages.lines().collect();
             let b: Vec<&str> = full_text.lines().collect();
