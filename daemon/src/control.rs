@@ -8,8 +8,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
-use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
-use interprocess::os::unix::local_socket::ListenerOptionsExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -51,15 +49,7 @@ pub fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
             format!("cannot remove the stale control socket {}", path.display())
         })?;
     }
-    let name = path
-        .to_fs_name::<GenericFilePath>()
-        .with_context(|| format!("{} is not a usable socket path", path.display()))?;
-    let listener = ListenerOptions::new()
-        .name(name)
-        .mode(0o600)
-        .reclaim_name(false)
-        .create_tokio()
-        .with_context(|| format!("cannot listen on {}", path.display()))?;
+    let listener = crate::server::listen_private(path)?;
     Ok(ControlSocket {
         listener,
         path: path.to_path_buf(),

@@ -89,6 +89,17 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
         Err(err) => return Err(err).with_context(|| format!("cannot inspect {}", path.display())),
     }
 
+    let listener = listen_private(path)?;
+    Ok(BoundSocket {
+        listener,
+        path: path.to_path_buf(),
+        _lock: lock,
+    })
+}
+
+/// Listens on `path` with mode 0600 (set again after bind, whatever the umask did). The caller
+/// has checked the directory and cleared the path.
+pub fn listen_private(path: &Path) -> anyhow::Result<Listener> {
     let name = path
         .to_fs_name::<GenericFilePath>()
         .with_context(|| format!("{} is not a usable socket path", path.display()))?;
@@ -100,11 +111,7 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
         .with_context(|| format!("cannot listen on {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("cannot set mode 0600 on {}", path.display()))?;
-    Ok(BoundSocket {
-        listener,
-        path: path.to_path_buf(),
-        _lock: lock,
-    })
+    Ok(listener)
 }
 
 /// The lock file beside a socket; it holds the serving daemon's pid.
