@@ -131,23 +131,36 @@ impl Desktop {
             .expect("dbus-daemon prints its address");
         let dbus_address = address.trim().to_string();
 
-        let mut openbox = Command::new("openbox");
-        openbox
-            .env("DISPLAY", &display)
-            .env("DBUS_SESSION_BUS_ADDRESS", &dbus_address)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log("openbox.log"));
-        let openbox = spawn_tied(openbox);
-        wait_for("the window manager", Duration::from_secs(60), || {
-            let out = Command::new("xprop")
+        // openbox has been seen (rarely, on a loaded machine) to come up without ever setting
+        // its EWMH check window; a window manager that is gone or silent after a while is
+        // replaced, a few times at most.
+        let start_openbox = || {
+            let mut openbox = Command::new("openbox");
+            openbox
+                .env("DISPLAY", &display)
+                .env("DBUS_SESSION_BUS_ADDRESS", &dbus_address)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log("openbox.log"));
+            spawn_tied(openbox)
+        };
+        let wm_ready = || {
+            Command::new("xprop")
                 .args(["-display", &display, "-root", "_NET_SUPPORTING_WM_CHECK"])
                 .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .contains("window id")
-                .then_some(())
-        });
+                .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("window id"))
+        };
+        let mut openbox = start_openbox();
+        for attempt in 1..=4 {
+            let ready = crate::try_wait_for(Duration::from_secs(15), || wm_ready().then_some(()));
+            if ready.is_some() {
+                break;
+            }
+            assert!(attempt < 4, "the window manager never came up on {display}");
+            let _ = openbox.kill();
+            let _ = openbox.wait();
+            openbox = start_openbox();
+        }
 
         let desktop = Desktop {
             _processes: vec![xvfb, dbus, openbox],

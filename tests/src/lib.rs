@@ -36,6 +36,22 @@ pub fn computer_bin() -> PathBuf {
     bin
 }
 
+/// Polls `check` until it returns `Some`, or gives up with `None` after `limit`.
+pub fn try_wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
 /// Polls `check` until it returns `Some`, or panics with `what` after `limit`.
 pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
