@@ -3,10 +3,11 @@
 //! a dropped approver, an answer that is not understood).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use computer_surfaces::ProtectedProcesses;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -93,6 +94,8 @@ pub struct Approvals {
     timeout: Duration,
     session_idle: Duration,
     session_max: Duration,
+    /// The approvers' processes, which gui and ax actions may not target.
+    approvers: Arc<ProtectedProcesses>,
 }
 
 pub fn now_ms() -> u64 {
@@ -112,7 +115,13 @@ impl Approvals {
             timeout,
             session_idle,
             session_max,
+            approvers: Arc::default(),
         }
+    }
+
+    /// The processes of connected approvers (the control socket registers them).
+    pub fn approvers(&self) -> &Arc<ProtectedProcesses> {
+        &self.approvers
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {

@@ -154,6 +154,11 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
             return;
         }
     };
+    // While a person's approver is connected, no gui or ax action may target its process: that is
+    // how an agent is kept from clicking "Allow" on its own request in the approval window.
+    let _protection = u32::try_from(pid)
+        .ok()
+        .map(|pid| approvals.approvers().protect(pid));
     let (read, mut write) = tokio::io::split(stream);
     // An approver sends a few short lines; cap what one connection may send at all.
     let mut lines =
@@ -177,7 +182,11 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
                 }
             }
             Ok(ControlRequest::Watch) => {
-                watch(&approvals, &mut write).await;
+                // Watch until the approver hangs up (its protection ends then) or stops reading.
+                tokio::select! {
+                    () = watch(&approvals, &mut write) => {}
+                    () = async { while let Ok(Some(_)) = lines.next_line().await {} } => {}
+                }
                 return;
             }
         };

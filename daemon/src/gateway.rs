@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
-use computer_surfaces::{Availability, CallContext, EvidenceShot, Outcome, Registry};
+use computer_surfaces::{Availability, CallContext, EvidenceShot, Outcome, Registry, SurfaceError};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -317,6 +317,7 @@ impl Gateway {
         let ctx = CallContext {
             call_id: call_id.clone(),
             artifact_dir: self.artifact_dir.clone(),
+            protected: self.approvals.approvers().clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let before = match evidence {
@@ -338,6 +339,12 @@ impl Gateway {
                     body["evidence"] = report;
                 }
                 (reply, body)
+            }
+            Err(SurfaceError::Refused { message }) => {
+                tracing::warn!(%call_id, %message, "action refused: it targets an approver");
+                let error = ToolError::new(ErrorCode::Denied, message);
+                let body = json!({"ok": false, "error": error, "refused": "targets_approver"});
+                (error_result(&call_id, &error), body)
             }
             Err(err) => {
                 let error = ToolError::new(ErrorCode::ActionFailed, err.to_string());

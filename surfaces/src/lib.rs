@@ -15,7 +15,9 @@ pub mod gui;
 pub mod registry;
 pub mod shell;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use computer_ipc::{Complications, SurfaceName, ToolError};
@@ -61,6 +63,63 @@ pub struct CallContext {
     pub call_id: String,
     /// Where full outputs and other artifacts go.
     pub artifact_dir: PathBuf,
+    /// Processes that gui and ax actions may not target.
+    pub protected: Arc<ProtectedProcesses>,
+}
+
+/// Processes that agents' gui and ax actions may not target: the people's approvers, registered
+/// for as long as they are connected to the control socket. Surfaces consult it right before they
+/// act, so that an agent cannot click, type into or press its way through an approval prompt.
+#[derive(Debug, Default)]
+pub struct ProtectedProcesses {
+    /// pid → how many live registrations it holds (an approver may open several connections).
+    pids: Mutex<HashMap<u32, usize>>,
+}
+
+impl ProtectedProcesses {
+    /// Protects `pid` until the returned guard is dropped.
+    pub fn protect(self: &Arc<Self>, pid: u32) -> Protection {
+        *self.lock().entry(pid).or_default() += 1;
+        Protection {
+            set: self.clone(),
+            pid,
+        }
+    }
+
+    /// Whether no process is protected now (surfaces then skip their target checks).
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    pub fn contains(&self, pid: u32) -> bool {
+        self.lock().contains_key(&pid)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, usize>> {
+        // The map stays consistent even if a holder panicked: every update is a single step.
+        self.pids
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Keeps one pid protected while it lives.
+#[derive(Debug)]
+pub struct Protection {
+    set: Arc<ProtectedProcesses>,
+    pid: u32,
+}
+
+impl Drop for Protection {
+    fn drop(&mut self) {
+        let mut pids = self.set.lock();
+        if let Some(count) = pids.get_mut(&self.pid) {
+            *count -= 1;
+            if *count == 0 {
+                pids.remove(&self.pid);
+            }
+        }
+    }
 }
 
 /// A failure while carrying out an action that had been validated.
@@ -68,6 +127,9 @@ pub struct CallContext {
 pub enum SurfaceError {
     #[error("{message}")]
     Failed { message: String },
+    /// The action would have acted on a protected process (an approver): refused, not attempted.
+    #[error("{message}")]
+    Refused { message: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -179,4 +241,25 @@ pub fn decode_args<T: serde::de::DeserializeOwned>(
         };
         ToolError::from_serde(err.into_inner().to_string(), &path)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protection_lasts_while_any_guard_lives() {
+        let set = Arc::new(ProtectedProcesses::default());
+        assert!(set.is_empty());
+        let first = set.protect(42);
+        let second = set.protect(42);
+        assert!(set.contains(42) && !set.contains(43));
+        drop(first);
+        assert!(
+            set.contains(42),
+            "a second connection still protects the pid"
+        );
+        drop(second);
+        assert!(set.is_empty());
+    }
 }

@@ -1269,3 +1269,16 @@ async fn wait_command(
         pause = (pause * 3 / 2).min(Duration::from_millis(250));
     }
 }
+
+/// The pid of the application that owns an action's target, for the approver protection. `None`
+/// when the bus cannot say (the caller refuses then).
+pub async fn target_pid(
+    ax: &Ax,
+    conn: &zbus::Connection,
+    deadline: Instant,
+    target: &Target,
+    app: &Option<AppArg>,
+) -> Result<Option<u32>, Failure> {
+    let (bus_name, _) = locate(ax, conn, deadline, target, app).await?;
+    Ok(bus::pid_of(conn, deadline, &bus_name).await)
+}

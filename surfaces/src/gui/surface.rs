@@ -13,10 +13,10 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::keys::{self, Combo};
-use super::x11::{Backend, Button, Rect, Rgb, XConn, XError};
+use super::x11::{Backend, Button, Rect, Rgb, WindowInfo, XConn, XError};
 use crate::{
     Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot, InlineImage,
-    Outcome, PreparedAction, Risk, Surface, SurfaceError, decode_args,
+    Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError, decode_args,
 };
 
 const COMMANDS: &[CommandSpec] = &[
@@ -666,6 +666,9 @@ fn done(value: Value) -> Outcome {
 }
 
 fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, Failure> {
+    if !ctx.protected.is_empty() {
+        refuse_if_targets_protected(conn, &action, &ctx.protected)?;
+    }
     Ok(match action {
         Action::Screenshot {
             area,
@@ -788,6 +791,72 @@ fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, F
             }
         }
     })
+}
+
+/// Refuses an input action whose target belongs to a protected process (an approver): a pointer
+/// action at a point inside one of its windows, keys and text while one of its windows is active,
+/// focusing one of its windows. Reading the screen stays allowed. What cannot be told (the active
+/// window unknown) is refused while approvers are connected: deny when in doubt.
+fn refuse_if_targets_protected(
+    conn: &XConn,
+    action: &Action,
+    protected: &ProtectedProcesses,
+) -> Result<(), Failure> {
+    let is_protected = |w: &WindowInfo| w.pid.is_some_and(|pid| protected.contains(pid));
+    let refused = |what: String| {
+        Failure::Surface(SurfaceError::Refused {
+            message: format!(
+                "refused: {what} belongs to an approver (the window where a person answers \
+                 approval requests); agents may not act on it"
+            ),
+        })
+    };
+    let points: Vec<(i32, i32)> = match action {
+        Action::Move { x, y } => vec![(*x, *y)],
+        Action::Click { at, .. } | Action::Scroll { at, .. } => {
+            vec![match at {
+                Some(point) => *point,
+                None => conn.cursor()?,
+            }]
+        }
+        Action::Drag { from, to, .. } => vec![*from, *to],
+        Action::Type { .. } | Action::Key { .. } => {
+            let windows = conn.windows()?;
+            return match windows.iter().find(|w| w.focused) {
+                Some(w) if is_protected(w) => Err(refused(format!(
+                    "the active window {} \"{}\"",
+                    w.id, w.title
+                ))),
+                Some(_) => Ok(()),
+                None => Err(refused(
+                    "the active window is unknown, so it may be one that".into(),
+                )),
+            };
+        }
+        Action::Focus { window } => {
+            let windows = conn.windows()?;
+            return match windows.iter().find(|w| w.id == *window) {
+                Some(w) if is_protected(w) => {
+                    Err(refused(format!("window {} \"{}\"", w.id, w.title)))
+                }
+                _ => Ok(()),
+            };
+        }
+        Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor => {
+            return Ok(());
+        }
+    };
+    // Any protected window containing the point refuses, whatever lies above it: stacking can
+    // change between this check and the event, and a refusal is the safe side of that race.
+    for w in conn.windows()?.iter().filter(|w| is_protected(w)) {
+        if let Some((x, y)) = points.iter().find(|(x, y)| w.rect.contains(*x, *y)) {
+            return Err(refused(format!(
+                "the point ({x},{y}) lies on window {} \"{}\", which",
+                w.id, w.title
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn button_name(button: Button) -> &'static str {
