@@ -112,6 +112,20 @@ pub fn descends_from(pid: i32, ancestor: i32) -> Result<bool, String> {
     Err("ancestry too deep".into())
 }
 
+/// `pid` and its ancestors below init, as far as they can be read.
+fn lineage(pid: i32) -> Vec<i32> {
+    let mut chain = Vec::new();
+    let mut current = pid;
+    while current > 1 && chain.len() < 4096 {
+        chain.push(current);
+        match parent_pid(current) {
+            Some(parent) => current = parent,
+            None => break,
+        }
+    }
+    chain
+}
+
 #[cfg(target_os = "linux")]
 fn parent_pid(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -155,10 +169,15 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
         }
     };
     // While a person's approver is connected, no gui or ax action may target its process: that is
-    // how an agent is kept from clicking "Allow" on its own request in the approval window.
-    let _protection = u32::try_from(pid)
-        .ok()
-        .map(|pid| approvals.approvers().protect(pid));
+    // how an agent is kept from clicking "Allow" on its own request in the approval window. Its
+    // ancestors are protected too: typing into the terminal that hosts `computer approve` would
+    // answer it just the same.
+    let _protection = approvals.approvers().protect(
+        lineage(pid)
+            .into_iter()
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect(),
+    );
     let (read, mut write) = tokio::io::split(stream);
     // An approver sends a few short lines; cap what one connection may send at all.
     let mut lines =
@@ -277,5 +296,20 @@ impl ControlClient {
             };
         }
         self.next().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lineage_runs_from_the_pid_up_to_below_init() {
+        let own = std::process::id() as i32;
+        let chain = lineage(own);
+        assert_eq!(chain.first(), Some(&own));
+        assert_eq!(chain.get(1).copied(), parent_pid(own));
+        assert!(!chain.contains(&1), "init is never protected");
+        assert!(descends_from(own, *chain.last().unwrap()).unwrap());
     }
 }

@@ -77,12 +77,16 @@ pub struct ProtectedProcesses {
 }
 
 impl ProtectedProcesses {
-    /// Protects `pid` until the returned guard is dropped.
-    pub fn protect(self: &Arc<Self>, pid: u32) -> Protection {
-        *self.lock().entry(pid).or_default() += 1;
+    /// Protects `pids` until the returned guard is dropped.
+    pub fn protect(self: &Arc<Self>, pids: Vec<u32>) -> Protection {
+        let mut map = self.lock();
+        for pid in &pids {
+            *map.entry(*pid).or_default() += 1;
+        }
+        drop(map);
         Protection {
             set: self.clone(),
-            pid,
+            pids,
         }
     }
 
@@ -103,20 +107,22 @@ impl ProtectedProcesses {
     }
 }
 
-/// Keeps one pid protected while it lives.
+/// Keeps some pids protected while it lives.
 #[derive(Debug)]
 pub struct Protection {
     set: Arc<ProtectedProcesses>,
-    pid: u32,
+    pids: Vec<u32>,
 }
 
 impl Drop for Protection {
     fn drop(&mut self) {
-        let mut pids = self.set.lock();
-        if let Some(count) = pids.get_mut(&self.pid) {
-            *count -= 1;
-            if *count == 0 {
-                pids.remove(&self.pid);
+        let mut map = self.set.lock();
+        for pid in &self.pids {
+            if let Some(count) = map.get_mut(pid) {
+                *count -= 1;
+                if *count == 0 {
+                    map.remove(pid);
+                }
             }
         }
     }
@@ -251,14 +257,15 @@ mod tests {
     fn protection_lasts_while_any_guard_lives() {
         let set = Arc::new(ProtectedProcesses::default());
         assert!(set.is_empty());
-        let first = set.protect(42);
-        let second = set.protect(42);
-        assert!(set.contains(42) && !set.contains(43));
+        let first = set.protect(vec![42, 7]);
+        let second = set.protect(vec![42]);
+        assert!(set.contains(42) && set.contains(7) && !set.contains(43));
         drop(first);
         assert!(
             set.contains(42),
             "a second connection still protects the pid"
         );
+        assert!(!set.contains(7));
         drop(second);
         assert!(set.is_empty());
     }

@@ -125,3 +125,46 @@ fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
     assert_eq!(elsewhere["ok"], true, "{elsewhere}");
     daemon.assert_chain_holds();
 }
+
+#[test]
+fn the_terminal_hosting_an_approver_is_protected_too() {
+    let daemon = Daemon::start_on_desktop("");
+    let desktop = Desktop::shared();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/as_approver.py");
+    let control = daemon.control_socket();
+    // An approver running inside xterm, as `computer approve` would: keys typed into the xterm
+    // would answer it, so the xterm (its ancestor) is protected while it is connected.
+    let terminal = desktop.launch(
+        "xterm",
+        &[
+            "-title",
+            "Approver terminal",
+            "-e",
+            "python3",
+            script.to_str().unwrap(),
+            control.to_str().unwrap(),
+            "cat",
+        ],
+    );
+    let pid = terminal.pid();
+    let window = wait_for("the terminal's window", Duration::from_secs(20), || {
+        let windows = call(&daemon, "gui", "windows", "{}");
+        windows["windows"]
+            .as_array()?
+            .iter()
+            .find(|w| w["pid"] == pid && w["focused"] == true)
+            .cloned()
+    });
+    let (x, y) = (
+        window["x"].as_i64().unwrap() + 10,
+        window["y"].as_i64().unwrap() + 10,
+    );
+    // A harmless move onto the terminal is refused once the approver inside it has connected.
+    let moved = wait_for("the approver to connect", Duration::from_secs(20), || {
+        let moved = call(&daemon, "gui", "move", &format!(r#"{{"x":{x},"y":{y}}}"#));
+        (moved["ok"] == false).then_some(moved)
+    });
+    assert_refused(&daemon, &moved, "gui move onto the approver's terminal");
+    let typed = call(&daemon, "gui", "type", r#"{"text":"a\n"}"#);
+    assert_refused(&daemon, &typed, "gui type into the approver's terminal");
+}
