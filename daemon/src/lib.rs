@@ -26,6 +26,7 @@ pub mod gateway;
 pub mod mcp;
 pub mod policy;
 pub mod ratelimit;
+pub mod reaper;
 pub mod receipts;
 pub mod schema;
 pub mod server;

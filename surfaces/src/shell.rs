@@ -1,9 +1,10 @@
 //! The shell surface: one-shot runs of argv or a `/bin/sh -c` script in their own process group,
 //! with a scrubbed environment, a deadline that kills the whole group, and bounded output capture.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -326,9 +327,19 @@ impl PreparedAction for ShellRun {
             .process_group(0)
             .kill_on_drop(true);
 
-        let mut child = command
-            .spawn()
-            .map_err(|err| spawn_error(&self.program, err))?;
+        // Registered under the same lock as the spawn, so a reaper never sees this child
+        // unregistered.
+        let (mut child, _own) = {
+            let mut own = own_children();
+            let child = command
+                .spawn()
+                .map_err(|err| spawn_error(&self.program, err))?;
+            let registration = child.id().map(|pid| {
+                own.insert(pid);
+                OwnChild(pid)
+            });
+            (child, registration)
+        };
         let pgid = child.id().map(|pid| pid as i32);
 
         let stop_reading = CancellationToken::new();
@@ -457,6 +468,23 @@ fn kill_group(pgid: i32) {
     // SAFETY: killpg only sends a signal; a group that is already gone yields ESRCH, ignored.
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+/// The pids of the children that shell runs spawned and wait for themselves. A process that
+/// reaps orphans it adopted (the daemon is a child subreaper) must leave these alone: their exit
+/// status belongs to their waiter. Hold the lock while reaping; spawns take it too.
+pub fn own_children() -> MutexGuard<'static, BTreeSet<u32>> {
+    static OWN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+    OWN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Unregisters a run's child once the run is done with it.
+struct OwnChild(u32);
+
+impl Drop for OwnChild {
+    fn drop(&mut self) {
+        own_children().remove(&self.0);
     }
 }
 

@@ -223,6 +223,104 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     assert!(daemon.log_text().contains("refused a control connection"));
 }
 
+/// The daemon's children that have exited but were not reaped.
+fn zombie_children(daemon_pid: i32) -> Vec<String> {
+    let mut zombies = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{daemon_pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+            {
+                zombies.push(pid.to_string());
+            }
+        }
+    }
+    zombies
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_descendant_that_a_run_detached_is_still_refused_and_reaped() {
+    let daemon = Daemon::start_with_config("[defaults]\nact = \"allow\"\n");
+    let dir = tempfile::tempdir().unwrap();
+    let (go, ready, out) = (
+        dir.path().join("go"),
+        dir.path().join("ready"),
+        dir.path().join("out"),
+    );
+    for fifo in [&go, &ready] {
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    // The run starts a new session in the background, waits until it is running (so the end of
+    // the run's process group cannot take it along), and exits: the detached process escapes the
+    // group and, without a subreaper, would belong to init.
+    let script = r#"COMPUTER_CONTROL_SOCKET="$4" setsid sh -c 'echo > "$5"; read go < "$1"; "$2" approvals list --json > "$3" 2>&1' sh "$1" "$2" "$3" "$4" "$5" </dev/null >/dev/null 2>&1 &
+read ready < "$5""#;
+    let client = daemon.client().await;
+    let run = client
+        .call_raw(shell_run(
+            json!({"argv": ["sh", "-c", script, "sh", go, computer_bin(), out,
+                            daemon.control_socket(), ready]}),
+            json!({}),
+        ))
+        .await
+        .unwrap();
+    client.close().await;
+    assert_eq!(structured(&run)["exit_code"], 0, "{run:?}");
+    // The run is over (its shell gone); now let the detached process knock. Opening without
+    // blocking fails while nobody reads, so a process that died cannot hang the test.
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the detached process to read",
+            Duration::from_secs(20),
+            || {
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut fifo = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&go)
+                    .ok()?;
+                fifo.write_all(b"go\n").ok()
+            },
+        )
+    });
+    let answer = tokio::task::block_in_place(|| {
+        wait_for(
+            "the detached process's answer",
+            Duration::from_secs(20),
+            || {
+                let text = std::fs::read_to_string(&out).ok()?;
+                text.contains('\n').then_some(text)
+            },
+        )
+    });
+    assert!(answer.contains("descends from this daemon"), "{answer}");
+    // Once it exits, the daemon (its adoptive parent) reaps it.
+    let daemon_pid = daemon.pid();
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the adopted orphan to be reaped",
+            Duration::from_secs(10),
+            || zombie_children(daemon_pid).is_empty().then_some(()),
+        )
+    });
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn rules_protected_paths_reload_and_rate_limits() {
     let allow = "[defaults]\nact = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n";

@@ -68,6 +68,16 @@ async fn serve() -> anyhow::Result<()> {
         artifact_dir,
     );
     tokio::spawn(control.run(approvals));
+    // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
+    match crate::reaper::become_subreaper() {
+        Ok(()) => {
+            tokio::spawn(crate::reaper::reap_adopted_orphans());
+        }
+        Err(err) => tracing::warn!(
+            error = %err,
+            "not a child subreaper: descendants a run detaches are not recognised as the daemon's"
+        ),
+    }
     tokio::spawn(reload_on_sighup(
         gateway.clone(),
         config_path.clone(),
