@@ -16,6 +16,7 @@ case "$(uname -s)" in
     # Debian packages the build and the real-component suites need:
     # build: C toolchain and the headers xcap (screenshots) links against;
     # X: a headless server, a window manager with EWMH, and independent checkers (xdotool, xprop);
+    # GL and X input libraries the approval window (eframe/glow, winit) loads at run time;
     # accessibility: a session bus, AT-SPI, GTK apps with known widgets, a Python AT-SPI client;
     # secrets: a Secret Service; anchors: ImageMagick's `import`; and the tools tests call.
     wanted=(

@@ -18,19 +18,34 @@ use serde_json::Value;
 
 /// The `computer` binary under test: `$COMPUTER_BIN`, else the one cargo built beside this test.
 pub fn computer_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("COMPUTER_BIN") {
+    built_bin("COMPUTER_BIN", "computer", "computer-daemon")
+}
+
+/// The desktop approval window under test: `$COMPUTER_APPROVAL_WINDOW_BIN`, else the one cargo
+/// built beside this test (where `computer approve --window` also looks for it).
+pub fn approval_window_bin() -> PathBuf {
+    built_bin(
+        "COMPUTER_APPROVAL_WINDOW_BIN",
+        "computer-approval-window",
+        "computer-approval-window",
+    )
+}
+
+/// `$override_var`, else the binary `name` of workspace package `package` from this profile.
+fn built_bin(override_var: &str, name: &str, package: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(override_var) {
         return PathBuf::from(path);
     }
-    // Test executables live in target/<profile>/deps; the binary in target/<profile>.
+    // Test executables live in target/<profile>/deps; the binaries in target/<profile>.
     let exe = std::env::current_exe().expect("current_exe");
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
-    let bin = profile_dir.join("computer");
+    let bin = profile_dir.join(name);
     assert!(
         bin.exists(),
-        "{} is missing: build it with `cargo build -p computer-daemon` (cargo test --workspace does)",
+        "{} is missing: build it with `cargo build -p {package}` (cargo test --workspace does)",
         bin.display()
     );
     bin

@@ -1,6 +1,6 @@
-//! The people's side of approvals: `computer approve` (an interactive terminal approver),
-//! `computer approvals list|allow|deny` (for scripts), `computer policy explain`, and
-//! `computer config check`.
+//! The people's side of approvals: `computer approve` (an interactive terminal approver, or with
+//! `--window` the desktop approval window), `computer approvals list|allow|deny` (for scripts),
+//! `computer policy explain`, and `computer config check`.
 
 use std::io::Write;
 
@@ -124,6 +124,34 @@ pub async fn approvals(command: ApprovalsCommand) -> u8 {
             exit::FAILED
         }
     }
+}
+
+/// The desktop approval window's program name; it is installed beside `computer`.
+pub const WINDOW_PROGRAM: &str = "computer-approval-window";
+
+/// Replaces this process with the desktop approval window found beside the running program, so
+/// the window keeps this pid and environment (the control socket overrides included). Returns
+/// only on failure.
+pub fn open_window() -> u8 {
+    let window = match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name(WINDOW_PROGRAM),
+        Err(err) => {
+            eprintln!(
+                "error: cannot locate this program to find {WINDOW_PROGRAM} beside it: {err}"
+            );
+            return exit::UNAVAILABLE;
+        }
+    };
+    if !window.is_file() {
+        eprintln!(
+            "error: the approval window is not installed: {} is missing (install it beside `computer`, e.g. `cargo build -p computer-approval-window`; `computer approve` without --window works in a terminal)",
+            window.display()
+        );
+        return exit::UNAVAILABLE;
+    }
+    let err = std::os::unix::process::CommandExt::exec(&mut std::process::Command::new(&window));
+    eprintln!("error: cannot start {}: {err}", window.display());
+    exit::UNAVAILABLE
 }
 
 /// Reads answers for each pending request from the terminal until stdin closes.

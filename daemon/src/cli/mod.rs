@@ -4,7 +4,8 @@
 //! surfaces happen locally.
 
 mod agents;
-mod approve;
+/// Public for the desktop approval window, which shows requests in the same words.
+pub mod approve;
 mod bridge;
 mod call;
 mod doctor;
@@ -65,8 +66,12 @@ enum Command {
     /// Mint, list and revoke agent tokens.
     #[command(subcommand)]
     Agents(agents::AgentsCommand),
-    /// Answer pending approvals interactively in this terminal.
-    Approve,
+    /// Answer pending approvals interactively in this terminal (or, with --window, in a window).
+    Approve {
+        /// Open the desktop approval window (`computer-approval-window` beside this program).
+        #[arg(long)]
+        window: bool,
+    },
     /// List, allow or deny pending approvals (for scripts).
     #[command(subcommand)]
     Approvals(approve::ApprovalsCommand),
@@ -119,7 +124,8 @@ pub fn main() -> ExitCode {
             Command::Mcp { no_spawn } => bridge::run(no_spawn).await,
             Command::Doctor { json } => doctor::run(json).await,
             Command::Agents(command) => agents::run(command),
-            Command::Approve => approve::approve().await,
+            Command::Approve { window: true } => approve::open_window(),
+            Command::Approve { window: false } => approve::approve().await,
             Command::Approvals(command) => approve::approvals(command).await,
             Command::Policy(PolicyCommand::Explain { args }) => explain(&args),
             Command::Config(ConfigCommand::Check) => config_check(),

@@ -1,0 +1,193 @@
+//! What the window shows: the state of the link to the daemon and the pending requests, kept by
+//! the connection thread from the daemon's watch events and read by the window each frame.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use computer_daemon::approval::{Answer, PendingRequest};
+use serde_json::Value;
+
+/// The connection to the daemon's control socket.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Link {
+    Connecting,
+    Connected,
+    Lost { error: String, retry_at: Instant },
+}
+
+/// Where an answer the person gave stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    Sending(Answer),
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Board {
+    pub socket: PathBuf,
+    pub link: Link,
+    /// Counts connections. An answer is tagged with the connection its request was shown under
+    /// and is never sent on another one: a restarted daemon numbers its requests from 1 again,
+    /// so a stale click could otherwise answer a different request.
+    pub session: u64,
+    /// In the daemon's order (oldest first).
+    pub pending: Vec<PendingRequest>,
+    pub notes: HashMap<u64, Note>,
+}
+
+impl Board {
+    pub fn new(socket: PathBuf) -> Board {
+        Board {
+            socket,
+            link: Link::Connecting,
+            session: 0,
+            pending: Vec::new(),
+            notes: HashMap::new(),
+        }
+    }
+
+    /// A new connection whose watch began with `snapshot`; returns the session number.
+    pub fn connected(&mut self, snapshot: &Value) -> u64 {
+        self.session += 1;
+        self.link = Link::Connected;
+        self.notes.clear();
+        self.pending.clear();
+        self.apply(snapshot);
+        self.session
+    }
+
+    /// The connection is gone: nothing shown can be answered any more.
+    pub fn lost(&mut self, error: String, retry_in: Duration) {
+        self.link = Link::Lost {
+            error,
+            retry_at: Instant::now() + retry_in,
+        };
+        self.pending.clear();
+        self.notes.clear();
+    }
+
+    /// Applies one watch event (`snapshot`, `pending` or `resolved`); other lines change nothing.
+    pub fn apply(&mut self, event: &Value) {
+        match event["event"].as_str() {
+            Some("snapshot") => {
+                self.pending = serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+                self.pending.sort_by_key(|r| r.id);
+                let ids: Vec<u64> = self.pending.iter().map(|r| r.id).collect();
+                self.notes.retain(|id, _| ids.contains(id));
+            }
+            Some("pending") => {
+                if let Ok(request) =
+                    serde_json::from_value::<PendingRequest>(event["request"].clone())
+                    && !self.pending.iter().any(|r| r.id == request.id)
+                {
+                    self.pending.push(request);
+                }
+            }
+            Some("resolved") => {
+                if let Some(id) = event["id"].as_u64() {
+                    self.remove(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The person's answer reached the daemon (its `resolved` event may come before or after).
+    pub fn remove(&mut self, id: u64) {
+        self.pending.retain(|r| r.id != id);
+        self.notes.remove(&id);
+    }
+
+    /// The answer could not be delivered; the request stays until the daemon resolves it.
+    pub fn failed(&mut self, id: u64, why: String) {
+        if self.pending.iter().any(|r| r.id == id) {
+            self.notes.insert(id, Note::Failed(why));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(id: u64) -> Value {
+        json!({
+            "id": id, "receipt": format!("r{id}"), "agent": "default", "caller_pid": 7,
+            "surface": "shell", "command": "run", "action": format!("run [\"touch\", \"f{id}\"]"),
+            "cwd": null, "risk": "act", "rule": "defaults.act",
+            "asked_at_ms": 1, "expires_in_ms": 60_000
+        })
+    }
+
+    fn ids(board: &Board) -> Vec<u64> {
+        board.pending.iter().map(|r| r.id).collect()
+    }
+
+    #[test]
+    fn watch_events_keep_the_pending_list() {
+        let mut board = Board::new("control.sock".into());
+        let events = [
+            (
+                json!({"event": "snapshot", "pending": [request(3), request(1)]}),
+                vec![1, 3],
+            ),
+            (
+                json!({"event": "pending", "request": request(4)}),
+                vec![1, 3, 4],
+            ),
+            // A repeated announcement does not show the request twice.
+            (
+                json!({"event": "pending", "request": request(4)}),
+                vec![1, 3, 4],
+            ),
+            (json!({"event": "resolved", "id": 3}), vec![1, 4]),
+            (json!({"event": "resolved", "id": 99}), vec![1, 4]),
+            (json!({"event": "something new"}), vec![1, 4]),
+            // A lagging watcher gets a fresh snapshot.
+            (
+                json!({"event": "snapshot", "pending": [request(4)]}),
+                vec![4],
+            ),
+        ];
+        for (event, want) in events {
+            board.apply(&event);
+            assert_eq!(ids(&board), want, "after {event}");
+        }
+    }
+
+    #[test]
+    fn a_new_connection_starts_a_new_session_and_a_loss_clears_everything() {
+        let mut board = Board::new("control.sock".into());
+        let first = board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        board.notes.insert(1, Note::Sending(Answer::AllowOnce));
+        board.lost(
+            "the daemon closed the control connection".into(),
+            Duration::ZERO,
+        );
+        assert!(board.pending.is_empty() && board.notes.is_empty());
+        assert!(matches!(board.link, Link::Lost { .. }));
+        let second = board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        assert!(
+            second > first,
+            "answers from the first session are recognisably stale"
+        );
+        assert_eq!(board.link, Link::Connected);
+    }
+
+    #[test]
+    fn a_failed_answer_is_noted_only_for_a_shown_request() {
+        let mut board = Board::new("control.sock".into());
+        board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        board.failed(1, "no pending request with id 1".into());
+        board.failed(2, "no pending request with id 2".into());
+        assert_eq!(
+            board.notes.get(&1),
+            Some(&Note::Failed("no pending request with id 1".into()))
+        );
+        assert!(!board.notes.contains_key(&2));
+        board.remove(1);
+        assert!(board.pending.is_empty() && board.notes.is_empty());
+    }
+}

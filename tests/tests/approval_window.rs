@@ -1,0 +1,367 @@
+//! The desktop approval window on the shared headless desktop, against the real daemon: the window
+//! shows an asked call in the terminal approver's plain words, readable over AT-SPI; a second,
+//! independent AT-SPI client (libatspi from Python, not the ax surface) presses its buttons; the
+//! daemon runs or refuses the call and receipts the answer as given `via: window` by the window's
+//! own pid. Also: requests answered elsewhere leave the window, a closed window answers nothing,
+//! a lost daemon is reconnected, and the keyboard answers only from a button tabbed to.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use computer_tests::desktop::{App, Desktop, spawn_tied};
+use computer_tests::{Daemon, approval_window_bin, computer_bin, shell_run, structured, wait_for};
+use serde_json::{Value, json};
+
+/// Acts run without asking, except `touch`, which waits for a person.
+const ASK_TOUCH: &str =
+    "[defaults]\nact = \"allow\"\n[[rules]]\nargv0 = [\"touch\"]\ndecision = \"ask\"\n";
+
+const BUTTONS: [&str; 3] = ["Allow once", "Allow for this session", "Deny"];
+
+/// Keyboard input goes to whichever window has focus, and every window a test opens may take it:
+/// the keyboard test holds this exclusively, the others share it.
+static FOCUS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// The Python with AT-SPI bindings: the distribution's (python3-gi is a system package), not
+/// whatever `python3` a version manager puts first on PATH.
+fn gi_python() -> String {
+    std::env::var("GI_PYTHON").unwrap_or_else(|_| {
+        if Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3".into()
+        } else {
+            "python3".into()
+        }
+    })
+}
+
+/// How the window is started.
+enum Start {
+    /// `computer-approval-window` itself.
+    Directly,
+    /// `computer approve --window`, which execs it (keeping the pid).
+    ThroughCli,
+}
+
+/// Opens the approval window for `daemon` on the shared desktop.
+fn open_window(daemon: &Daemon, start: Start) -> App {
+    let desktop = Desktop::shared();
+    let mut command = match start {
+        Start::Directly => desktop.command(approval_window_bin().to_str().unwrap()),
+        Start::ThroughCli => {
+            let mut command = desktop.command(computer_bin().to_str().unwrap());
+            command.args(["approve", "--window"]);
+            command
+        }
+    };
+    let log = std::fs::File::create(daemon.root.join("window.log")).expect("window log");
+    command
+        .envs(daemon.env())
+        .env("RUST_LOG", "computer_approval_window=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    App(spawn_tied(command))
+}
+
+/// Runs the independent AT-SPI client against the window and returns its report; it waits (up
+/// to its own timeout) for what `args` ask for.
+fn atspi(daemon: &Daemon, window: &App, args: &[&str]) -> Value {
+    let out = Desktop::shared()
+        .command(&gi_python())
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/atspi_press.py"))
+        .arg(window.pid().to_string())
+        .args(args)
+        .output()
+        .expect("python3 atspi_press.py");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(
+        out.status.success(),
+        "atspi_press.py {args:?}: {report}\n{}\nwindow log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(daemon.root.join("window.log")).unwrap_or_default()
+    );
+    report
+}
+
+/// Starts a `touch` call on its own task, so the test can answer its approval meanwhile.
+fn touch_task(daemon: &Daemon, file: &Path) -> tokio::task::JoinHandle<Value> {
+    let socket = daemon.socket.clone();
+    let file = file.to_path_buf();
+    tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client
+            .call_raw(shell_run(json!({"argv": ["touch", file]}), json!({})))
+            .await
+            .unwrap();
+        client.close().await;
+        structured(&result)
+    })
+}
+
+fn intent_of(daemon: &Daemon, receipt: &Value) -> Value {
+    daemon
+        .receipts()
+        .into_iter()
+        .find(|r| r["call_id"] == *receipt && r["kind"] == "intent")
+        .expect("intent receipt")
+}
+
+/// The pending requests, through `computer approvals list --json`.
+fn pending(daemon: &Daemon) -> Vec<Value> {
+    let out = daemon.cli(&["approvals", "list", "--json"]);
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    out.json()["pending"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn xdotool(args: &[&str]) -> String {
+    let out = Desktop::shared()
+        .command("xdotool")
+        .args(args)
+        .output()
+        .expect("xdotool");
+    assert!(
+        out.status.success(),
+        "xdotool {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_once_in_the_window_runs_the_call_and_is_receipted_as_the_windows() {
+    let _focus = FOCUS.read().await;
+    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = open_window(&daemon, Start::ThroughCli);
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("allowed-by-window");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    let report = tokio::task::block_in_place(|| {
+        atspi(
+            &daemon,
+            &window,
+            &["--label", path, "--press", "Allow once"],
+        )
+    });
+    // The summary is the terminal approver's, readable by a screen reader.
+    let summary = report["label"].as_str().unwrap();
+    for want in [
+        "agent `default`",
+        "wants to run",
+        "\"touch\"",
+        "shell.run",
+        "rules[0]",
+    ] {
+        assert!(summary.contains(want), "{want:?} missing from {summary:?}");
+    }
+    assert_eq!(report["buttons"], json!(BUTTONS), "{report}");
+    assert_eq!(
+        report["focused"],
+        json!([]),
+        "nothing is focused by default"
+    );
+
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert!(file.exists());
+    let intent = intent_of(&daemon, &out["receipt"]);
+    assert_eq!(intent["body"]["policy"]["decision"], "ask");
+    assert_eq!(intent["body"]["approval"]["outcome"], "allowed");
+    assert_eq!(intent["body"]["approval"]["answer"], "allow_once");
+    assert_eq!(intent["body"]["approval"]["by"]["via"], "window");
+    // `computer approve --window` exec'd the window: the answer came from the pid it started as.
+    assert_eq!(intent["body"]["approval"]["by"]["pid"], window.pid());
+
+    // The answered request leaves the window.
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_in_the_window_refuses_the_call() {
+    let _focus = FOCUS.read().await;
+    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = open_window(&daemon, Start::Directly);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("denied-by-window");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", path, "--press", "Deny"]));
+
+    let out = call.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(!file.exists());
+    let intent = intent_of(&daemon, &out["receipt"]);
+    assert_eq!(intent["body"]["approval"]["outcome"], "denied");
+    assert_eq!(intent["body"]["approval"]["by"]["via"], "window");
+    assert_eq!(intent["body"]["approval"]["by"]["pid"], window.pid());
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_answered_elsewhere_leaves_the_window() {
+    let _focus = FOCUS.read().await;
+    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = open_window(&daemon, Start::Directly);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("answered-in-terminal");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", path]));
+
+    let id = pending(&daemon)[0]["id"].to_string();
+    let answered = daemon.cli(&["approvals", "allow", &id]);
+    assert!(answered.status.success(), "{}", answered.stderr);
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    let intent = intent_of(&daemon, &out["receipt"]);
+    assert_eq!(intent["body"]["approval"]["by"]["via"], "cli");
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closing_the_window_answers_nothing() {
+    let _focus = FOCUS.read().await;
+    let daemon = Daemon::start_on_desktop(&format!("{ASK_TOUCH}[approval]\ntimeout = \"8s\"\n"));
+    let window = open_window(&daemon, Start::Directly);
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("window-closed");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", path]));
+    drop(window);
+
+    let out = call.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nobody answered"),
+        "{out}"
+    );
+    assert!(!file.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_daemon_is_shown_and_reconnected() {
+    let _focus = FOCUS.read().await;
+    let mut daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = open_window(&daemon, Start::Directly);
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+    daemon.stop_with(libc::SIGTERM);
+    let lost = tokio::task::block_in_place(|| {
+        atspi(
+            &daemon,
+            &window,
+            &["--label", "Not connected to the daemon"],
+        )
+    });
+    assert!(
+        lost["label"].as_str().unwrap().contains("Retrying in"),
+        "{lost}"
+    );
+    assert_eq!(lost["buttons"], json!([]), "nothing to answer while lost");
+
+    daemon.restart();
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("after-reconnect");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| {
+        atspi(
+            &daemon,
+            &window,
+            &["--label", path, "--press", "Allow once"],
+        )
+    });
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert!(file.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
+    let _focus = FOCUS.write().await;
+    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = open_window(&daemon, Start::Directly);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keyboard");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| {
+        atspi(&daemon, &window, &["--label", path]);
+        let pid = window.pid().to_string();
+        let id = wait_for("the window on X", Duration::from_secs(20), || {
+            let out = Desktop::shared()
+                .command("xdotool")
+                .args(["search", "--pid", &pid])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        });
+        xdotool(&["windowactivate", "--sync", &id]);
+
+        // Enter with nothing focused, then Tab (possibly within one frame): no answer.
+        xdotool(&["key", "--delay", "0", "Return", "Tab"]);
+        atspi(
+            &daemon,
+            &window,
+            &["--label", path, "--focused", "Allow once"],
+        );
+        assert_eq!(pending(&daemon).len(), 1, "Enter answered nothing");
+
+        xdotool(&["key", "Tab"]);
+        atspi(
+            &daemon,
+            &window,
+            &["--label", path, "--focused", "Allow for this session"],
+        );
+        xdotool(&["key", "Tab"]);
+        atspi(&daemon, &window, &["--label", path, "--focused", "Deny"]);
+        xdotool(&["key", "Return"]);
+    });
+    let out = call.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(!file.exists());
+    let intent = intent_of(&daemon, &out["receipt"]);
+    assert_eq!(intent["body"]["approval"]["by"]["via"], "window");
+}
+
+#[test]
+fn approve_window_names_the_missing_program() {
+    // A `computer` without the window beside it: a hard link (a copy if `$COMPUTER_BIN` is on
+    // another file system) in a directory of its own.
+    let bin = computer_bin();
+    let dir = tempfile::tempdir_in(bin.parent().unwrap()).unwrap();
+    let lonely = dir.path().join("computer");
+    std::fs::hard_link(&bin, &lonely)
+        .or_else(|_| std::fs::copy(&bin, &lonely).map(drop))
+        .expect("link or copy computer");
+    let out = Command::new(&lonely)
+        .args(["approve", "--window"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run computer");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("the approval window is not installed")
+            && stderr.contains(&format!(
+                "{} is missing",
+                dir.path().join("computer-approval-window").display()
+            )),
+        "{stderr}"
+    );
+}
