@@ -365,3 +365,92 @@ fn approve_window_names_the_missing_program() {
         "{stderr}"
     );
 }
+
+/// A call through our own CLI (`computer call SURFACE COMMAND --json --args ARGS`).
+fn call(daemon: &Daemon, surface: &str, command: &str, args: &str) -> Value {
+    daemon
+        .cli(&["call", surface, command, "--json", "--args", args])
+        .json()
+}
+
+/// Asserts that a reply is the approver protection's refusal, and that it was receipted so.
+fn assert_refused(daemon: &Daemon, reply: &Value, what: &str) {
+    assert_eq!(reply["ok"], false, "{what} went through: {reply}");
+    assert_eq!(reply["error"]["code"], "denied", "{what}: {reply}");
+    let receipt = reply["receipt"].as_str().expect("a receipt id");
+    let result = daemon
+        .receipts()
+        .into_iter()
+        .find(|r| r["call_id"] == receipt && r["kind"] == "result")
+        .unwrap_or_else(|| panic!("{what}: no result receipt"));
+    assert_eq!(
+        result["body"]["refused"], "targets_approver",
+        "{what}: {result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn our_own_ax_and_gui_surfaces_cannot_answer_the_window() {
+    let _focus = FOCUS.write().await;
+    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = open_window(&daemon, Start::Directly);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("self-approved");
+    let waiting = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", path]));
+    let pid = window.pid();
+
+    tokio::task::block_in_place(|| {
+        // The ax surface sees the button (observing is allowed) but may not press it.
+        let press =
+            format!(r#"{{"app":{pid},"selector":"button \"Allow once\"","action":"press"}}"#);
+        let found = call(
+            &daemon,
+            "ax",
+            "find",
+            &format!(r#"{{"app":{pid},"selector":"button \"Allow once\""}}"#),
+        );
+        assert_eq!(found["nodes"], 1, "{found}");
+        assert_refused(&daemon, &call(&daemon, "ax", "act", &press), "ax act press");
+
+        // The gui surface may not click, drag onto, type into or focus the window.
+        let windows = call(&daemon, "gui", "windows", "{}");
+        let w = windows["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["pid"] == pid)
+            .unwrap_or_else(|| panic!("the window in {windows}"))
+            .clone();
+        let (cx, cy) = (
+            w["x"].as_i64().unwrap() + w["width"].as_i64().unwrap() / 2,
+            w["y"].as_i64().unwrap() + w["height"].as_i64().unwrap() / 2,
+        );
+        let click = format!(r#"{{"x":{cx},"y":{cy}}}"#);
+        assert_refused(&daemon, &call(&daemon, "gui", "click", &click), "gui click");
+        let drag = format!(r#"{{"from_x":0,"from_y":0,"to_x":{cx},"to_y":{cy}}}"#);
+        assert_refused(&daemon, &call(&daemon, "gui", "drag", &drag), "gui drag");
+        let focus = format!(r#"{{"window":{}}}"#, w["id"]);
+        assert_refused(&daemon, &call(&daemon, "gui", "focus", &focus), "gui focus");
+        if w["focused"] == true {
+            let key = r#"{"combo":"Return"}"#;
+            assert_refused(&daemon, &call(&daemon, "gui", "key", key), "gui key");
+        }
+
+        // Nothing was answered: the request still waits for a person.
+        assert_eq!(pending(&daemon).len(), 1);
+        assert!(!file.exists());
+        // The window itself works: an independent AT-SPI client (a person's screen reader,
+        // say) answers it.
+        atspi(
+            &daemon,
+            &window,
+            &["--label", path, "--press", "Allow once"],
+        );
+    });
+    let out = waiting.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert!(file.exists());
+    daemon.assert_chain_holds();
+}
