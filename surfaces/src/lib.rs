@@ -5,10 +5,15 @@
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`shell`]: one-shot command runs in their own process group.
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
-//! - [`ax`]: accessibility trees (AT-SPI on Linux).
+//! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
 
 #[cfg(target_os = "linux")]
+pub mod ax;
+// On macOS the ax surface is its own module; it shares the selector language and state
+// vocabulary with the AT-SPI one.
+#[cfg(target_os = "macos")]
+#[path = "ax/macos.rs"]
 pub mod ax;
 pub mod capture;
 pub mod gui;

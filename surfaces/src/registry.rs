@@ -25,7 +25,7 @@ impl Registry {
         let mut surfaces: Vec<Arc<dyn Surface>> =
             vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
         surfaces.extend(crate::gui::surface());
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         surfaces.extend(crate::ax::surface());
         let evidence = crate::gui::evidence();
         for surface in &surfaces {
@@ -88,7 +88,9 @@ impl Registry {
 fn backend_name(name: SurfaceName) -> &'static str {
     match name {
         SurfaceName::Shell => "process group + pipes",
+        SurfaceName::Gui if cfg!(target_os = "macos") => "xcap captures + CoreGraphics events",
         SurfaceName::Gui => "X11 via x11rb (GetImage, EWMH, RandR, XTEST)",
+        SurfaceName::Ax if cfg!(target_os = "macos") => "AXUIElement (macOS accessibility)",
         SurfaceName::Ax => "AT-SPI over D-Bus",
         _ => "none",
     }

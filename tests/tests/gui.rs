@@ -1,7 +1,7 @@
-//! The gui surface on a real headless X desktop (Xvfb + openbox): pointer, clicks, typing
+//! The gui surface on a real headless X desktop (Xvfb + openbox): pointer, clicks, drags, typing
 //! (including characters missing from the keymap), keys, focus, screenshots and their scale, the
 //! window list, evidence shots and their receipts, and the no-display diagnosis. Every effect is
-//! checked by another client: xdotool, xwininfo, or a GTK app reporting what it received.
+//! checked by another client: xdotool, xwininfo, xprop, or a GTK app reporting what it received.
 
 use std::io::{BufRead, BufReader};
 use std::process::Command;
@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use base64::Engine;
 use computer_tests::desktop::{App, Desktop};
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, structured, try_wait_for, wait_for};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// A GTK window for the tests: `canvas` is pure red (CSS) and prints each click and
-/// scroll with root coordinates; `entry` holds a text entry and prints its text as JSON on
-/// Return.
+/// scroll with root coordinates; `track` prints every press, release and motion with a button
+/// held, with root coordinates; `entry` holds a text entry and prints its text as JSON on Return.
 const APP: &str = r#"
 import json, sys
 import gi
@@ -40,6 +40,15 @@ if mode == "canvas":
         say({"scroll": int(ev.direction)})
     win.connect("button-press-event", press)
     win.connect("scroll-event", scroll)
+elif mode == "track":
+    win.add_events(Gdk.EventMask.BUTTON_PRESS_MASK | Gdk.EventMask.BUTTON_RELEASE_MASK
+                   | Gdk.EventMask.BUTTON_MOTION_MASK)
+    def report(kind):
+        return lambda w, ev: say({kind: int(getattr(ev, "button", 0)),
+                                  "x": int(ev.x_root), "y": int(ev.y_root)})
+    win.connect("button-press-event", report("press"))
+    win.connect("motion-notify-event", report("motion"))
+    win.connect("button-release-event", report("release"))
 else:
     entry = Gtk.Entry()
     entry.connect("activate", lambda e: say({"text": e.get_text()}))
@@ -117,6 +126,22 @@ impl TestApp {
         }
     }
 
+    /// Every printed line up to and including the first that has `key`.
+    fn lines_until(&self, key: &str) -> Vec<Value> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("the app printed no `{key}` line after {lines:?}"));
+            let last = line.get(key).is_some();
+            lines.push(line);
+            if last {
+                return lines;
+            }
+        }
+    }
+
     /// The next printed line that has `key`.
     fn expect(&self, key: &str) -> Value {
         let line = self
@@ -153,6 +178,14 @@ fn mouse_location() -> (i64, i64) {
     (get("X"), get("Y"))
 }
 
+/// Waits (bounded) for the pointer to be at `to`, then asserts it is.
+fn pointer_reaches(to: (i64, i64)) {
+    try_wait_for(Duration::from_secs(10), || {
+        (mouse_location() == to).then_some(())
+    });
+    assert_eq!(mouse_location(), to, "the pointer ends at the drop point");
+}
+
 /// The absolute bounds `xwininfo` reports for a window: (x, y, width, height).
 fn xwininfo_bounds(window: u32) -> (i64, i64, i64, i64) {
     let out = xtool("xwininfo", &["-id", &window.to_string()]);
@@ -167,6 +200,25 @@ fn xwininfo_bounds(window: u32) -> (i64, i64, i64, i64) {
         get("Absolute upper-left Y:"),
         get("Width:"),
         get("Height:"),
+    )
+}
+
+/// The window manager's frame around a window, as `xprop` reads `_NET_FRAME_EXTENTS`:
+/// (left, right, top, bottom), once the window manager has set it.
+fn frame_extents(window: u32) -> (i64, i64, i64, i64) {
+    wait_for(
+        "the window manager to frame the window",
+        Duration::from_secs(10),
+        || {
+            let out = xtool("xprop", &["-id", &window.to_string(), "_NET_FRAME_EXTENTS"]);
+            let (_, values) = out.split_once(" = ")?;
+            let v: Vec<i64> = values
+                .split(',')
+                .map(|n| n.trim().parse())
+                .collect::<Result<_, _>>()
+                .ok()?;
+            (v.len() == 4).then(|| (v[0], v[1], v[2], v[3]))
+        },
     )
 }
 
@@ -303,6 +355,117 @@ async fn pointer_clicks_windows_and_focus_agree_with_other_clients() {
     assert_eq!(out["error"]["code"], "invalid_call", "{out}");
     let out = gui(&daemon, "click", json!({"button": "side"}), json!({})).await;
     assert_eq!(out["error"]["path"], "args.button", "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drags_move_a_window_by_its_title_bar_and_reach_an_app_as_held_motion() {
+    let daemon = Daemon::start_on_desktop("");
+
+    // A window dragged by the middle of its title bar moves by exactly the drag's offset, as
+    // xwininfo sees it. It sits well away from the other tests' windows, so the window
+    // manager's edge resistance cannot nudge it, and it is not red (the screenshot test looks
+    // for the one red window).
+    let app = TestApp::launch("track", "gui-test-drag-window", 1200, 120);
+    // Once framed, the window manager has placed it: only then are its bounds final.
+    let (_, _, top, _) = frame_extents(app.window);
+    let (x, y, w, _) = xwininfo_bounds(app.window);
+    assert!(top >= 8, "openbox draws a title bar: frame top is {top}");
+    let from = (x + w / 2, y - top / 2);
+    let to = (from.0 + 150, from.1 + 230);
+    let out = gui(
+        &daemon,
+        "drag",
+        json!({"from_x": from.0, "from_y": from.1, "to_x": to.0, "to_y": to.1}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(
+        (
+            &out["from_x"],
+            &out["from_y"],
+            &out["to_x"],
+            &out["to_y"],
+            &out["button"]
+        ),
+        (
+            &json!(from.0),
+            &json!(from.1),
+            &json!(to.0),
+            &json!(to.1),
+            &json!("left")
+        ),
+        "{out}"
+    );
+    // The window manager holds the pointer (a synchronous grab) while it decides what a press
+    // on its frame means, so the server may apply the queued motion a little later.
+    pointer_reaches(to);
+    // The window manager applies the move after the release reached it: wait until it has.
+    let expected = (x + 150, y + 230);
+    try_wait_for(Duration::from_secs(10), || {
+        let (nx, ny, _, _) = xwininfo_bounds(app.window);
+        ((nx, ny) == expected).then_some(())
+    });
+    let (nx, ny, nw, _) = xwininfo_bounds(app.window);
+    assert_eq!((nx, ny), expected, "the window moved with the title bar");
+    assert_eq!(nw, w, "a move, not a resize");
+
+    // Inside an app: the press lands at the start, every motion arrives with the (right)
+    // button held and lies on the straight path, and the release lands at the drop point.
+    let tracker = TestApp::launch("track", "gui-test-drag-track", 150, 650);
+    let (x, y, _, _) = xwininfo_bounds(tracker.window);
+    let (from, to) = ((x + 40, y + 40), (x + 340, y + 190));
+    let out = gui(
+        &daemon,
+        "drag",
+        json!({"from_x": from.0, "from_y": from.1, "to_x": to.0, "to_y": to.1, "button": "right"}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["button"], "right", "{out}");
+    pointer_reaches(to);
+    let lines = tracker.lines_until("release");
+    let at = |line: &Value| (line["x"].as_i64().unwrap(), line["y"].as_i64().unwrap());
+    let press = lines
+        .iter()
+        .find(|l| l.get("press").is_some())
+        .unwrap_or_else(|| panic!("no press before the release: {lines:?}"));
+    assert_eq!(
+        (press["press"].as_i64(), at(press)),
+        (Some(3), from),
+        "{press}"
+    );
+    let release = lines.last().unwrap();
+    assert_eq!((release["release"].as_i64(), at(release)), (Some(3), to));
+    let motions: Vec<(i64, i64)> = lines
+        .iter()
+        .filter(|l| l.get("motion").is_some())
+        .map(at)
+        .collect();
+    assert_eq!(
+        motions.last(),
+        Some(&to),
+        "motion reaches the drop point: {lines:?}"
+    );
+    for (mx, my) in &motions {
+        // On the segment from `from` to `to` (slope 1/2), within a pixel of rounding.
+        let on_path = ((my - from.1) * 2 - (mx - from.0)).abs() <= 2;
+        let within = (from.0..=to.0).contains(mx) && (from.1..=to.1).contains(my);
+        assert!(
+            on_path && within,
+            "motion at ({mx},{my}) is off the path: {motions:?}"
+        );
+    }
+
+    // A drop point off the screen names the field.
+    let out = gui(
+        &daemon,
+        "drag",
+        json!({"from_x": 10, "from_y": 10, "to_x": 1920, "to_y": 10}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["error"]["path"], "args.to_x", "{out}");
 }
 
 /// Runs a future to completion from inside a sync closure (wait_for's check).

@@ -1,5 +1,6 @@
-//! The gui surface on X11: command args and their validation, the prepared actions that run on
-//! the X backend, screenshot encoding into artifacts, and the evidence capturer.
+//! The gui surface on any backend (X11, macOS): command args and their validation, the prepared
+//! actions that run on the platform's `Desktop`, screenshot scaling and encoding into artifacts,
+//! and the evidence capturer.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,8 +13,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
-use super::x11::{Backend, Button, Rect, Rgb, WindowInfo, XConn, XError};
 use crate::{
     Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot, InlineImage,
     Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError, decode_args,
@@ -98,12 +99,12 @@ const SETTLE_QUIET: Duration = Duration::from_millis(100);
 const SETTLE_BOUND: Duration = Duration::from_secs(2);
 const SETTLE_POLL: Duration = Duration::from_millis(15);
 
-pub struct GuiSurface {
-    backend: Arc<Backend>,
+pub struct GuiSurface<B: Backend> {
+    backend: Arc<B>,
 }
 
-impl GuiSurface {
-    pub fn new(backend: Arc<Backend>) -> Self {
+impl<B: Backend> GuiSurface<B> {
+    pub fn new(backend: Arc<B>) -> Self {
         GuiSurface { backend }
     }
 }
@@ -264,27 +265,28 @@ fn unavailable(why: Availability) -> ToolError {
     }
 }
 
-fn x_failed(err: XError) -> ToolError {
+fn x_failed(err: DisplayError) -> ToolError {
     ToolError::new(ErrorCode::ActionFailed, err.0)
 }
 
 /// Checks that a point lies on the screen, naming the field and the valid range.
 fn on_screen(screen: Rect, x: i32, y: i32, x_path: &str, y_path: &str) -> Result<(), ToolError> {
-    let check = |value: i32, size: u32, path: &str, axis: &str| {
-        if value < 0 || value as i64 >= i64::from(size) {
+    // The screen starts at 0,0 on X11; on macOS a display left of or above the main one has
+    // negative coordinates.
+    let check = |value: i32, start: i32, size: u32, path: &str, axis: &str| {
+        let end = i64::from(start) + i64::from(size) - 1;
+        if i64::from(value) < i64::from(start) || i64::from(value) > end {
             Err(ToolError::invalid(format!(
-                "{axis}={value} is off the screen: valid {axis} is 0..={} on this {}x{} screen",
-                size - 1,
-                screen.width,
-                screen.height
+                "{axis}={value} is off the screen: valid {axis} is {start}..={end} on this {}x{} screen",
+                screen.width, screen.height
             ))
             .at(path))
         } else {
             Ok(())
         }
     };
-    check(x, screen.width, x_path, "x")?;
-    check(y, screen.height, y_path, "y")
+    check(x, screen.x, screen.width, x_path, "x")?;
+    check(y, screen.y, screen.height, y_path, "y")
 }
 
 fn point(x: Option<i32>, y: Option<i32>, screen: Rect) -> Result<Option<(i32, i32)>, ToolError> {
@@ -299,10 +301,10 @@ fn point(x: Option<i32>, y: Option<i32>, screen: Rect) -> Result<Option<(i32, i3
     }
 }
 
-impl GuiSurface {
+impl<B: Backend> GuiSurface<B> {
     fn validate(
         &self,
-        conn: &XConn,
+        conn: &B::Conn,
         command: &str,
         args: &Map<String, Value>,
         complications: &Complications,
@@ -520,7 +522,7 @@ fn unknown_window(id: u32, known: impl IntoIterator<Item = u32>, path: &str) -> 
 }
 
 #[async_trait]
-impl Surface for GuiSurface {
+impl<B: Backend> Surface for GuiSurface<B> {
     fn name(&self) -> SurfaceName {
         SurfaceName::Gui
     }
@@ -570,15 +572,15 @@ impl Surface for GuiSurface {
     }
 }
 
-struct GuiRun {
-    backend: Arc<Backend>,
-    conn: Arc<XConn>,
+struct GuiRun<B: Backend> {
+    backend: Arc<B>,
+    conn: Arc<B::Conn>,
     action: Action,
     risk: Risk,
 }
 
 #[async_trait]
-impl PreparedAction for GuiRun {
+impl<B: Backend> PreparedAction for GuiRun<B> {
     fn risk(&self) -> Risk {
         self.risk
     }
@@ -616,7 +618,7 @@ impl PreparedAction for GuiRun {
             ..
         } = *self;
         let worker = conn.clone();
-        let result = tokio::task::spawn_blocking(move || execute(&worker, action, &ctx))
+        let result = tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx))
             .await
             .map_err(|err| SurfaceError::Failed {
                 message: format!("the gui action panicked: {err}"),
@@ -634,12 +636,12 @@ impl PreparedAction for GuiRun {
 }
 
 enum Failure {
-    X(XError),
+    X(DisplayError),
     Surface(SurfaceError),
 }
 
-impl From<XError> for Failure {
-    fn from(err: XError) -> Self {
+impl From<DisplayError> for Failure {
+    fn from(err: DisplayError) -> Self {
         Failure::X(err)
     }
 }
@@ -665,7 +667,7 @@ fn done(value: Value) -> Outcome {
     }
 }
 
-fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, Failure> {
+fn execute<D: Desktop>(conn: &D, action: Action, ctx: &CallContext) -> Result<Outcome, Failure> {
     if !ctx.protected.is_empty() {
         refuse_if_targets_protected(conn, &action, &ctx.protected)?;
     }
@@ -677,7 +679,11 @@ fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, F
             inline,
         } => {
             let rgb = conn.to_rgb(&conn.grab(area)?);
-            let (rgb, scale) = downscale(rgb, max_dim);
+            let (rgb, _) = downscale(rgb, max_dim);
+            // Screen units per image pixel along the long side: the downscale factor on X11;
+            // on a Retina display the capture has two pixels per point to begin with.
+            let scale = f64::from(area.width.max(area.height))
+                / f64::from(rgb.width.max(rgb.height).max(1));
             let (bytes, mime, ext) = encode(&rgb, jpeg_quality)?;
             let artifact = write_artifact(
                 &ctx.artifact_dir,
@@ -774,12 +780,11 @@ fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, F
         Action::Type { text } => {
             // "\r\n" is one line break, not two.
             let text = text.replace("\r\n", "\n");
-            let keysyms: Vec<u32> = text.chars().map(keys::char_keysym).collect();
-            conn.type_keysyms(&keysyms)?;
-            done(json!({"chars": keysyms.len()}))
+            conn.type_text(&text)?;
+            done(json!({"chars": text.chars().count()}))
         }
         Action::Key { combo, parsed } => {
-            conn.press_combo(&parsed.modifiers, parsed.key)?;
+            conn.press_combo(&parsed)?;
             done(json!({"combo": combo}))
         }
         Action::Focus { window } => {
@@ -797,8 +802,8 @@ fn execute(conn: &XConn, action: Action, ctx: &CallContext) -> Result<Outcome, F
 /// action at a point inside one of its windows, keys and text while one of its windows is active,
 /// focusing one of its windows. Reading the screen stays allowed. What cannot be told (the active
 /// window unknown) is refused while approvers are connected: deny when in doubt.
-fn refuse_if_targets_protected(
-    conn: &XConn,
+fn refuse_if_targets_protected<D: Desktop>(
+    conn: &D,
     action: &Action,
     protected: &ProtectedProcesses,
 ) -> Result<(), Failure> {
@@ -991,19 +996,19 @@ fn write_artifact(
     })
 }
 
-/// Full-screen evidence shots on X11.
-pub struct X11Evidence {
-    backend: Arc<Backend>,
+/// Full-screen evidence shots.
+pub struct Evidence<B: Backend> {
+    backend: Arc<B>,
 }
 
-impl X11Evidence {
-    pub fn new(backend: Arc<Backend>) -> Self {
-        X11Evidence { backend }
+impl<B: Backend> Evidence<B> {
+    pub fn new(backend: Arc<B>) -> Self {
+        Evidence { backend }
     }
 }
 
 #[async_trait]
-impl EvidenceCapture for X11Evidence {
+impl<B: Backend> EvidenceCapture for Evidence<B> {
     async fn capture(
         &self,
         ctx: &CallContext,
@@ -1020,7 +1025,7 @@ impl EvidenceCapture for X11Evidence {
         let label = label.to_string();
         let worker = conn.clone();
         let shot =
-            tokio::task::spawn_blocking(move || evidence_shot(&worker, &ctx, &label, settle))
+            tokio::task::spawn_blocking(move || evidence_shot(&*worker, &ctx, &label, settle))
                 .await
                 .map_err(|err| SurfaceError::Failed {
                     message: format!("the evidence capture panicked: {err}"),
@@ -1036,8 +1041,8 @@ impl EvidenceCapture for X11Evidence {
     }
 }
 
-fn evidence_shot(
-    conn: &XConn,
+fn evidence_shot<D: Desktop>(
+    conn: &D,
     ctx: &CallContext,
     label: &str,
     settle: bool,
@@ -1061,7 +1066,7 @@ fn evidence_shot(
             }
             std::thread::sleep(SETTLE_POLL);
             let next = conn.grab(screen)?;
-            if next.data != frame.data {
+            if !D::same_frame(&next, &frame) {
                 last_change = Instant::now();
                 frame = next;
             }
@@ -1087,7 +1092,7 @@ fn evidence_shot(
 }
 
 /// See [`super::capture_screen_png`].
-pub fn capture_screen_png(backend: &Backend) -> Result<(Vec<u8>, u32, u32, String), String> {
+pub fn capture_screen_png<B: Backend>(backend: &B) -> Result<(Vec<u8>, u32, u32, String), String> {
     let conn = backend.conn().map_err(|why| format!("{why:?}"))?;
     let screen = conn.screen().map_err(|e| e.0)?;
     let rgb = conn.to_rgb(&conn.grab(screen).map_err(|e| e.0)?);

@@ -15,6 +15,8 @@ use x11rb::protocol::xproto::{
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
+use super::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
+use super::keys::{Combo, char_keysym};
 use crate::Availability;
 
 x11rb::atom_manager! {
@@ -30,14 +32,7 @@ x11rb::atom_manager! {
 }
 
 /// A failure talking to the X server, in words for the caller.
-#[derive(Debug)]
-pub struct XError(pub String);
-
-impl std::fmt::Display for XError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use super::desktop::DisplayError as XError;
 
 macro_rules! from_x_error {
     ($($t:ty),*) => {$(
@@ -87,13 +82,6 @@ struct Keyboard {
     next: usize,
 }
 
-/// A grabbed screen area as 8-bit RGB.
-pub struct Rgb {
-    pub width: u32,
-    pub height: u32,
-    pub pixels: Vec<u8>,
-}
-
 /// A raw grab, comparable cheaply (for the settle wait) and convertible to RGB.
 pub struct RawImage {
     pub width: u32,
@@ -101,74 +89,12 @@ pub struct RawImage {
     pub data: Vec<u8>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rect {
-    pub x: i32,
-    pub y: i32,
-    pub width: u32,
-    pub height: u32,
-}
-
-impl Rect {
-    pub fn contains(&self, x: i32, y: i32) -> bool {
-        x >= self.x
-            && y >= self.y
-            && i64::from(x) < i64::from(self.x) + i64::from(self.width)
-            && i64::from(y) < i64::from(self.y) + i64::from(self.height)
-    }
-
-    /// The overlap of two rectangles, if any.
-    pub fn intersect(&self, other: &Rect) -> Option<Rect> {
-        let x0 = self.x.max(other.x);
-        let y0 = self.y.max(other.y);
-        let x1 = (i64::from(self.x) + i64::from(self.width))
-            .min(i64::from(other.x) + i64::from(other.width));
-        let y1 = (i64::from(self.y) + i64::from(self.height))
-            .min(i64::from(other.y) + i64::from(other.height));
-        (x1 > i64::from(x0) && y1 > i64::from(y0)).then(|| Rect {
-            x: x0,
-            y: y0,
-            width: (x1 - i64::from(x0)) as u32,
-            height: (y1 - i64::from(y0)) as u32,
-        })
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct MonitorInfo {
-    pub index: usize,
-    pub name: String,
-    pub rect: Rect,
-    pub primary: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct WindowInfo {
-    pub id: u32,
-    pub title: String,
-    pub app: String,
-    pub pid: Option<u32>,
-    pub rect: Rect,
-    pub focused: bool,
-    pub monitor: Option<usize>,
-}
-
-/// Mouse buttons as X numbers them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Button {
-    Left,
-    Middle,
-    Right,
-}
-
-impl Button {
-    fn number(self) -> u8 {
-        match self {
-            Button::Left => 1,
-            Button::Middle => 2,
-            Button::Right => 3,
-        }
+/// A mouse button as X numbers it.
+fn button_number(button: Button) -> u8 {
+    match button {
+        Button::Left => 1,
+        Button::Middle => 2,
+        Button::Right => 3,
     }
 }
 
@@ -582,8 +508,8 @@ impl XConn {
             self.motion(x, y)?;
         }
         for _ in 0..count {
-            self.button(button.number(), true)?;
-            self.button(button.number(), false)?;
+            self.button(button_number(button), true)?;
+            self.button(button_number(button), false)?;
         }
         self.sync()
     }
@@ -591,7 +517,7 @@ impl XConn {
     pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> XResult<()> {
         let _input = self.lock_input();
         self.motion(from.0, from.1)?;
-        self.button(button.number(), true)?;
+        self.button(button_number(button), true)?;
         // Toolkits start a drag only after the pointer moved a few pixels while pressed: pass
         // through intermediate points so they see motion, not a jump.
         const STEPS: i32 = 8;
@@ -602,7 +528,7 @@ impl XConn {
             // Each step is its own event batch: a round trip keeps the motions distinct.
             self.sync()?;
         }
-        self.button(button.number(), false)?;
+        self.button(button_number(button), false)?;
         self.sync()
     }
 
@@ -1008,5 +934,70 @@ impl Backend {
             Ok(_) => Availability::Ready,
             Err(why) => why,
         }
+    }
+}
+
+impl desktop::Desktop for XConn {
+    type Frame = RawImage;
+
+    fn screen(&self) -> DisplayResult<Rect> {
+        XConn::screen(self)
+    }
+    fn grab(&self, area: Rect) -> DisplayResult<RawImage> {
+        XConn::grab(self, area)
+    }
+    fn same_frame(a: &RawImage, b: &RawImage) -> bool {
+        a.data == b.data
+    }
+    fn to_rgb(&self, frame: &RawImage) -> Rgb {
+        XConn::to_rgb(self, frame)
+    }
+    fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
+        XConn::monitors(self)
+    }
+    fn window_ids(&self) -> DisplayResult<Vec<u32>> {
+        XConn::window_ids(self)
+    }
+    fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
+        XConn::windows(self)
+    }
+    fn cursor(&self) -> DisplayResult<(i32, i32)> {
+        XConn::cursor(self)
+    }
+    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
+        XConn::move_to(self, x, y)
+    }
+    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
+        XConn::click(self, at, button, count)
+    }
+    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
+        XConn::drag(self, from, to, button)
+    }
+    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
+        XConn::scroll(self, at, dx, dy)
+    }
+    fn type_text(&self, text: &str) -> DisplayResult<()> {
+        let keysyms: Vec<u32> = text.chars().map(char_keysym).collect();
+        self.type_keysyms(&keysyms)
+    }
+    fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
+        XConn::press_combo(self, &combo.modifiers, combo.key)
+    }
+    fn focus(&self, window: u32) -> DisplayResult<bool> {
+        XConn::focus(self, window)
+    }
+}
+
+impl desktop::Backend for Backend {
+    type Conn = XConn;
+
+    fn conn(&self) -> Result<Arc<XConn>, Availability> {
+        Backend::conn(self)
+    }
+    fn forget(&self, broken: &Arc<XConn>) {
+        Backend::forget(self, broken)
+    }
+    fn availability(&self) -> Availability {
+        Backend::availability(self)
     }
 }

@@ -1,0 +1,138 @@
+//! The contract between the gui surface and a platform backend: geometry, pixels, window and
+//! monitor facts, and the `Desktop` (one open connection to the screen and input) and `Backend`
+//! (how connections are made and dropped) traits that X11 and macOS implement.
+
+use std::sync::Arc;
+
+use super::keys::Combo;
+use crate::Availability;
+
+/// A failure talking to the display, in words for the caller. After one, the surface drops the
+/// connection so the next call makes a fresh one.
+#[derive(Debug)]
+pub struct DisplayError(pub String);
+
+impl std::fmt::Display for DisplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub type DisplayResult<T> = Result<T, DisplayError>;
+
+/// A captured area as 8-bit RGB.
+pub struct Rgb {
+    pub width: u32,
+    pub height: u32,
+    pub pixels: Vec<u8>,
+}
+
+/// An area in input coordinates: X pixels on X11, global display points on macOS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rect {
+    pub x: i32,
+    pub y: i32,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Rect {
+    pub fn contains(&self, x: i32, y: i32) -> bool {
+        x >= self.x
+            && y >= self.y
+            && i64::from(x) < i64::from(self.x) + i64::from(self.width)
+            && i64::from(y) < i64::from(self.y) + i64::from(self.height)
+    }
+
+    /// The overlap of two rectangles, if any.
+    pub fn intersect(&self, other: &Rect) -> Option<Rect> {
+        let x0 = self.x.max(other.x);
+        let y0 = self.y.max(other.y);
+        let x1 = (i64::from(self.x) + i64::from(self.width))
+            .min(i64::from(other.x) + i64::from(other.width));
+        let y1 = (i64::from(self.y) + i64::from(self.height))
+            .min(i64::from(other.y) + i64::from(other.height));
+        (x1 > i64::from(x0) && y1 > i64::from(y0)).then(|| Rect {
+            x: x0,
+            y: y0,
+            width: (x1 - i64::from(x0)) as u32,
+            height: (y1 - i64::from(y0)) as u32,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MonitorInfo {
+    pub index: usize,
+    pub name: String,
+    pub rect: Rect,
+    pub primary: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct WindowInfo {
+    pub id: u32,
+    pub title: String,
+    pub app: String,
+    pub pid: Option<u32>,
+    pub rect: Rect,
+    pub focused: bool,
+    pub monitor: Option<usize>,
+}
+
+/// Mouse buttons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Button {
+    Left,
+    Middle,
+    Right,
+}
+
+/// One open connection to the screen and the input devices. Every method blocks; the surface
+/// calls them from blocking tasks.
+pub trait Desktop: Send + Sync + 'static {
+    /// A raw capture: cheap to compare (for the settle wait), converted to RGB when kept.
+    type Frame: Send;
+
+    /// The whole screen (every monitor) in input coordinates; points outside it are refused.
+    fn screen(&self) -> DisplayResult<Rect>;
+    /// Captures `area` (input coordinates) at the display's own resolution, which may hold more
+    /// pixels than the area has units (a Retina display has two per point).
+    fn grab(&self, area: Rect) -> DisplayResult<Self::Frame>;
+    fn same_frame(a: &Self::Frame, b: &Self::Frame) -> bool;
+    fn to_rgb(&self, frame: &Self::Frame) -> Rgb;
+    fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>>;
+    fn window_ids(&self) -> DisplayResult<Vec<u32>>;
+    fn windows(&self) -> DisplayResult<Vec<WindowInfo>>;
+    fn cursor(&self) -> DisplayResult<(i32, i32)>;
+    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()>;
+    /// Clicks `count` times, at `at` or where the pointer is.
+    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()>;
+    /// Presses at `from`, moves through intermediate points with the button held, releases at
+    /// `to`: toolkits start a drag only after motion while pressed.
+    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()>;
+    /// Scrolls by notches (+down/right), at `at` or where the pointer is.
+    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()>;
+    /// Types `text` exactly (any Unicode; "\n" is Return, "\t" Tab, "\u{8}" BackSpace).
+    fn type_text(&self, text: &str) -> DisplayResult<()>;
+    fn press_combo(&self, combo: &Combo) -> DisplayResult<()>;
+    /// Raises and focuses a window; whether it is focused afterwards.
+    fn focus(&self, window: u32) -> DisplayResult<bool>;
+}
+
+/// How a platform makes, shares and drops its connection.
+pub trait Backend: Send + Sync + 'static {
+    type Conn: Desktop;
+
+    /// The connection, or why there is none (in words a person can act on).
+    fn conn(&self) -> Result<Arc<Self::Conn>, Availability>;
+    /// Drops a connection that failed, so the next use makes a new one.
+    fn forget(&self, broken: &Arc<Self::Conn>);
+    fn availability(&self) -> Availability {
+        match self.conn() {
+            Ok(_) => Availability::Ready,
+            Err(why) => why,
+        }
+    }
+}
