@@ -281,6 +281,43 @@ impl Daemon {
             .collect()
     }
 
+    /// The receipt row of `kind` ("intent" or "result") for the call whose receipt id is given.
+    pub fn receipt_row(&self, receipt: &Value, kind: &str) -> Value {
+        self.receipts()
+            .into_iter()
+            .find(|r| r["call_id"] == *receipt && r["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} receipt for {receipt}"))
+    }
+
+    /// The pending approvals, through `computer approvals list --json`.
+    pub fn pending_approvals(&self) -> Vec<Value> {
+        let out = self.cli(&["approvals", "list", "--json"]);
+        assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+        out.json()["pending"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// One call through `computer call SURFACE COMMAND --json --args ARGS`; its JSON reply.
+    pub fn call_json(&self, surface: &str, command: &str, args: &str) -> Value {
+        self.cli(&["call", surface, command, "--json", "--args", args])
+            .json()
+    }
+
+    /// Asserts that a reply is the approver protection's refusal, receipted as such.
+    pub fn assert_refused_as_targeting_an_approver(&self, reply: &Value, what: &str) {
+        assert_eq!(reply["ok"], false, "{what} went through: {reply}");
+        assert_eq!(reply["error"]["code"], "denied", "{what}: {reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("approver"), "{what}: {message}");
+        let result = self.receipt_row(&reply["receipt"], "result");
+        assert_eq!(
+            result["body"]["refused"], "targets_approver",
+            "{what}: {result}"
+        );
+    }
+
     /// Asserts that `computer receipts verify` passes, returning its report.
     pub fn assert_chain_holds(&self) -> Value {
         let out = self.cli(&["receipts", "verify", "--json"]);
@@ -395,4 +432,22 @@ pub fn structured(result: &rmcp::model::CallToolResult) -> Value {
 /// A `shell run` call with the given args and complications.
 pub fn shell_run(args: Value, complications: Value) -> Value {
     serde_json::json!({"surface": "shell", "command": "run", "args": args, "complications": complications})
+}
+
+/// Starts `shell run touch FILE` on its own task, so a test can answer its approval meanwhile.
+pub fn touch_task(daemon: &Daemon, file: &Path) -> tokio::task::JoinHandle<Value> {
+    let socket = daemon.socket.clone();
+    let file = file.to_path_buf();
+    tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client
+            .call_raw(shell_run(
+                serde_json::json!({"argv": ["touch", file]}),
+                serde_json::json!({}),
+            ))
+            .await
+            .unwrap();
+        client.close().await;
+        structured(&result)
+    })
 }

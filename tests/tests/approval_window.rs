@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use computer_tests::desktop::{App, Desktop, spawn_tied};
-use computer_tests::{Daemon, approval_window_bin, computer_bin, shell_run, structured, wait_for};
+use computer_tests::{Daemon, approval_window_bin, computer_bin, touch_task, wait_for};
 use serde_json::{Value, json};
 
 /// Acts run without asking, except `touch`, which waits for a person.
@@ -84,39 +84,6 @@ fn atspi(daemon: &Daemon, window: &App, args: &[&str]) -> Value {
     report
 }
 
-/// Starts a `touch` call on its own task, so the test can answer its approval meanwhile.
-fn touch_task(daemon: &Daemon, file: &Path) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    let file = file.to_path_buf();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(shell_run(json!({"argv": ["touch", file]}), json!({})))
-            .await
-            .unwrap();
-        client.close().await;
-        structured(&result)
-    })
-}
-
-fn intent_of(daemon: &Daemon, receipt: &Value) -> Value {
-    daemon
-        .receipts()
-        .into_iter()
-        .find(|r| r["call_id"] == *receipt && r["kind"] == "intent")
-        .expect("intent receipt")
-}
-
-/// The pending requests, through `computer approvals list --json`.
-fn pending(daemon: &Daemon) -> Vec<Value> {
-    let out = daemon.cli(&["approvals", "list", "--json"]);
-    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
-    out.json()["pending"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn xdotool(args: &[&str]) -> String {
     let out = Desktop::shared()
         .command("xdotool")
@@ -170,7 +137,7 @@ async fn allow_once_in_the_window_runs_the_call_and_is_receipted_as_the_windows(
     let out = call.await.unwrap();
     assert_eq!(out["ok"], true, "{out}");
     assert!(file.exists());
-    let intent = intent_of(&daemon, &out["receipt"]);
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
     assert_eq!(intent["body"]["policy"]["decision"], "ask");
     assert_eq!(intent["body"]["approval"]["outcome"], "allowed");
     assert_eq!(intent["body"]["approval"]["answer"], "allow_once");
@@ -197,7 +164,7 @@ async fn deny_in_the_window_refuses_the_call() {
     let out = call.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
     assert!(!file.exists());
-    let intent = intent_of(&daemon, &out["receipt"]);
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
     assert_eq!(intent["body"]["approval"]["outcome"], "denied");
     assert_eq!(intent["body"]["approval"]["by"]["via"], "window");
     assert_eq!(intent["body"]["approval"]["by"]["pid"], window.pid());
@@ -215,12 +182,12 @@ async fn a_request_answered_elsewhere_leaves_the_window() {
     let path = file.to_str().unwrap();
     tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", path]));
 
-    let id = pending(&daemon)[0]["id"].to_string();
+    let id = daemon.pending_approvals()[0]["id"].to_string();
     let answered = daemon.cli(&["approvals", "allow", &id]);
     assert!(answered.status.success(), "{}", answered.stderr);
     let out = call.await.unwrap();
     assert_eq!(out["ok"], true, "{out}");
-    let intent = intent_of(&daemon, &out["receipt"]);
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
     assert_eq!(intent["body"]["approval"]["by"]["via"], "cli");
     tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
 }
@@ -320,7 +287,11 @@ async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
             &window,
             &["--label", path, "--focused", "Allow once"],
         );
-        assert_eq!(pending(&daemon).len(), 1, "Enter answered nothing");
+        assert_eq!(
+            daemon.pending_approvals().len(),
+            1,
+            "Enter answered nothing"
+        );
 
         xdotool(&["key", "Tab"]);
         atspi(
@@ -335,7 +306,7 @@ async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
     let out = call.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
     assert!(!file.exists());
-    let intent = intent_of(&daemon, &out["receipt"]);
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
     assert_eq!(intent["body"]["approval"]["by"]["via"], "window");
 }
 
@@ -366,29 +337,6 @@ fn approve_window_names_the_missing_program() {
     );
 }
 
-/// A call through our own CLI (`computer call SURFACE COMMAND --json --args ARGS`).
-fn call(daemon: &Daemon, surface: &str, command: &str, args: &str) -> Value {
-    daemon
-        .cli(&["call", surface, command, "--json", "--args", args])
-        .json()
-}
-
-/// Asserts that a reply is the approver protection's refusal, and that it was receipted so.
-fn assert_refused(daemon: &Daemon, reply: &Value, what: &str) {
-    assert_eq!(reply["ok"], false, "{what} went through: {reply}");
-    assert_eq!(reply["error"]["code"], "denied", "{what}: {reply}");
-    let receipt = reply["receipt"].as_str().expect("a receipt id");
-    let result = daemon
-        .receipts()
-        .into_iter()
-        .find(|r| r["call_id"] == receipt && r["kind"] == "result")
-        .unwrap_or_else(|| panic!("{what}: no result receipt"));
-    assert_eq!(
-        result["body"]["refused"], "targets_approver",
-        "{what}: {result}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn our_own_ax_and_gui_surfaces_cannot_answer_the_window() {
     let _focus = FOCUS.write().await;
@@ -405,17 +353,19 @@ async fn our_own_ax_and_gui_surfaces_cannot_answer_the_window() {
         // The ax surface sees the button (observing is allowed) but may not press it.
         let press =
             format!(r#"{{"app":{pid},"selector":"button \"Allow once\"","action":"press"}}"#);
-        let found = call(
-            &daemon,
+        let found = daemon.call_json(
             "ax",
             "find",
             &format!(r#"{{"app":{pid},"selector":"button \"Allow once\""}}"#),
         );
         assert_eq!(found["nodes"], 1, "{found}");
-        assert_refused(&daemon, &call(&daemon, "ax", "act", &press), "ax act press");
+        daemon.assert_refused_as_targeting_an_approver(
+            &daemon.call_json("ax", "act", &press),
+            "ax act press",
+        );
 
         // The gui surface may not click, drag onto, type into or focus the window.
-        let windows = call(&daemon, "gui", "windows", "{}");
+        let windows = daemon.call_json("gui", "windows", "{}");
         let w = windows["windows"]
             .as_array()
             .unwrap()
@@ -428,18 +378,30 @@ async fn our_own_ax_and_gui_surfaces_cannot_answer_the_window() {
             w["y"].as_i64().unwrap() + w["height"].as_i64().unwrap() / 2,
         );
         let click = format!(r#"{{"x":{cx},"y":{cy}}}"#);
-        assert_refused(&daemon, &call(&daemon, "gui", "click", &click), "gui click");
+        daemon.assert_refused_as_targeting_an_approver(
+            &daemon.call_json("gui", "click", &click),
+            "gui click",
+        );
         let drag = format!(r#"{{"from_x":0,"from_y":0,"to_x":{cx},"to_y":{cy}}}"#);
-        assert_refused(&daemon, &call(&daemon, "gui", "drag", &drag), "gui drag");
+        daemon.assert_refused_as_targeting_an_approver(
+            &daemon.call_json("gui", "drag", &drag),
+            "gui drag",
+        );
         let focus = format!(r#"{{"window":{}}}"#, w["id"]);
-        assert_refused(&daemon, &call(&daemon, "gui", "focus", &focus), "gui focus");
+        daemon.assert_refused_as_targeting_an_approver(
+            &daemon.call_json("gui", "focus", &focus),
+            "gui focus",
+        );
         if w["focused"] == true {
             let key = r#"{"combo":"Return"}"#;
-            assert_refused(&daemon, &call(&daemon, "gui", "key", key), "gui key");
+            daemon.assert_refused_as_targeting_an_approver(
+                &daemon.call_json("gui", "key", key),
+                "gui key",
+            );
         }
 
         // Nothing was answered: the request still waits for a person.
-        assert_eq!(pending(&daemon).len(), 1);
+        assert_eq!(daemon.pending_approvals().len(), 1);
         assert!(!file.exists());
         // The window itself works: an independent AT-SPI client (a person's screen reader,
         // say) answers it.

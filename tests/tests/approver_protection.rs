@@ -9,30 +9,6 @@ use std::time::Duration;
 
 use computer_tests::desktop::Desktop;
 use computer_tests::{Daemon, wait_for};
-use serde_json::Value;
-
-fn call(daemon: &Daemon, surface: &str, command: &str, args: &str) -> Value {
-    daemon
-        .cli(&["call", surface, command, "--json", "--args", args])
-        .json()
-}
-
-fn assert_refused(daemon: &Daemon, reply: &Value, what: &str) {
-    assert_eq!(reply["ok"], false, "{what} went through: {reply}");
-    assert_eq!(reply["error"]["code"], "denied", "{what}: {reply}");
-    let message = reply["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("approver"), "{what}: {message}");
-    let receipt = reply["receipt"].as_str().expect("a receipt id");
-    let result = daemon
-        .receipts()
-        .into_iter()
-        .find(|r| r["call_id"] == receipt && r["kind"] == "result")
-        .unwrap_or_else(|| panic!("{what}: no result receipt"));
-    assert_eq!(
-        result["body"]["refused"], "targets_approver",
-        "{what}: {result}"
-    );
-}
 
 #[test]
 fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
@@ -63,7 +39,7 @@ fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
 
     // Observing is allowed: find the dialog's window through our own gui surface.
     let window = wait_for("the approver's window", Duration::from_secs(20), || {
-        let windows = call(&daemon, "gui", "windows", "{}");
+        let windows = daemon.call_json("gui", "windows", "{}");
         windows["windows"]
             .as_array()?
             .iter()
@@ -78,42 +54,34 @@ fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
 
     // Its button is on the accessibility bus, and reading it is allowed too.
     wait_for("the dialog's Yes button", Duration::from_secs(20), || {
-        let found = call(
-            &daemon,
+        let found = daemon.call_json(
             "ax",
             "find",
             &format!(r#"{{"app":{pid},"selector":"button \"Yes\""}}"#),
         );
         (found["ok"] == true && found["nodes"].as_u64() >= Some(1)).then_some(())
     });
-    let press = call(
-        &daemon,
+    let press = daemon.call_json(
         "ax",
         "act",
         &format!(r#"{{"app":{pid},"selector":"button \"Yes\"","action":"press"}}"#),
     );
-    assert_refused(&daemon, &press, "ax act press");
+    daemon.assert_refused_as_targeting_an_approver(&press, "ax act press");
 
-    let click = call(
-        &daemon,
-        "gui",
-        "click",
-        &format!(r#"{{"x":{cx},"y":{cy}}}"#),
-    );
-    assert_refused(&daemon, &click, "gui click on the dialog");
-    let drag = call(
-        &daemon,
+    let click = daemon.call_json("gui", "click", &format!(r#"{{"x":{cx},"y":{cy}}}"#));
+    daemon.assert_refused_as_targeting_an_approver(&click, "gui click on the dialog");
+    let drag = daemon.call_json(
         "gui",
         "drag",
         &format!(r#"{{"from_x":1,"from_y":1,"to_x":{cx},"to_y":{cy}}}"#),
     );
-    assert_refused(&daemon, &drag, "gui drag onto the dialog");
-    let key = call(&daemon, "gui", "key", r#"{"combo":"Return"}"#);
-    assert_refused(&daemon, &key, "gui key while the dialog is active");
-    let typed = call(&daemon, "gui", "type", r#"{"text":"\n"}"#);
-    assert_refused(&daemon, &typed, "gui type while the dialog is active");
-    let focus = call(&daemon, "gui", "focus", &format!(r#"{{"window":{id}}}"#));
-    assert_refused(&daemon, &focus, "gui focus of the dialog");
+    daemon.assert_refused_as_targeting_an_approver(&drag, "gui drag onto the dialog");
+    let key = daemon.call_json("gui", "key", r#"{"combo":"Return"}"#);
+    daemon.assert_refused_as_targeting_an_approver(&key, "gui key while the dialog is active");
+    let typed = daemon.call_json("gui", "type", r#"{"text":"\n"}"#);
+    daemon.assert_refused_as_targeting_an_approver(&typed, "gui type while the dialog is active");
+    let focus = daemon.call_json("gui", "focus", &format!(r#"{{"window":{id}}}"#));
+    daemon.assert_refused_as_targeting_an_approver(&focus, "gui focus of the dialog");
 
     // Nothing reached the dialog: it still waits for its answer.
     assert!(
@@ -121,7 +89,7 @@ fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
         "the approver's dialog was answered"
     );
     // Pointer actions elsewhere still work while an approver is connected.
-    let elsewhere = call(&daemon, "gui", "move", r#"{"x":0,"y":0}"#);
+    let elsewhere = daemon.call_json("gui", "move", r#"{"x":0,"y":0}"#);
     assert_eq!(elsewhere["ok"], true, "{elsewhere}");
     daemon.assert_chain_holds();
 }
@@ -148,7 +116,7 @@ fn the_terminal_hosting_an_approver_is_protected_too() {
     );
     let pid = terminal.pid();
     let window = wait_for("the terminal's window", Duration::from_secs(20), || {
-        let windows = call(&daemon, "gui", "windows", "{}");
+        let windows = daemon.call_json("gui", "windows", "{}");
         windows["windows"]
             .as_array()?
             .iter()
@@ -161,10 +129,10 @@ fn the_terminal_hosting_an_approver_is_protected_too() {
     );
     // A harmless move onto the terminal is refused once the approver inside it has connected.
     let moved = wait_for("the approver to connect", Duration::from_secs(20), || {
-        let moved = call(&daemon, "gui", "move", &format!(r#"{{"x":{x},"y":{y}}}"#));
+        let moved = daemon.call_json("gui", "move", &format!(r#"{{"x":{x},"y":{y}}}"#));
         (moved["ok"] == false).then_some(moved)
     });
-    assert_refused(&daemon, &moved, "gui move onto the approver's terminal");
-    let typed = call(&daemon, "gui", "type", r#"{"text":"a\n"}"#);
-    assert_refused(&daemon, &typed, "gui type into the approver's terminal");
+    daemon.assert_refused_as_targeting_an_approver(&moved, "gui move onto the approver's terminal");
+    let typed = daemon.call_json("gui", "type", r#"{"text":"a\n"}"#);
+    daemon.assert_refused_as_targeting_an_approver(&typed, "gui type into the approver's terminal");
 }

@@ -156,6 +156,10 @@ impl TestApp {
     }
 }
 
+/// The pointer, the keyboard focus and the window stack are one per desktop: tests that move,
+/// type, drag windows or read pixels take turns, or one would see another's effects.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn xtool(program: &str, args: &[&str]) -> String {
     let out = Desktop::shared()
         .command(program)
@@ -258,6 +262,7 @@ fn window_entry(windows: &Value, id: u32) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pointer_clicks_windows_and_focus_agree_with_other_clients() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
     let daemon = Daemon::start_on_desktop("");
     let app = TestApp::launch("canvas", "gui-test-canvas-click", 100, 100);
 
@@ -359,6 +364,7 @@ async fn pointer_clicks_windows_and_focus_agree_with_other_clients() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn drags_move_a_window_by_its_title_bar_and_reach_an_app_as_held_motion() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
     let daemon = Daemon::start_on_desktop("");
 
     // A window dragged by the middle of its title bar moves by exactly the drag's offset, as
@@ -475,6 +481,7 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn typed_unicode_and_keys_arrive_exactly_in_a_gtk_entry() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
     let daemon = Daemon::start_on_desktop("");
     let app = TestApp::launch("entry", "gui-test-entry-typing", 600, 100);
     let out = gui(&daemon, "focus", json!({"window": app.window}), json!({})).await;
@@ -512,6 +519,7 @@ fn rgb(bytes: &[u8]) -> image::RgbImage {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn screenshots_show_the_screen_and_scale_maps_back_to_it() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
     let daemon = Daemon::start_on_desktop("");
     let app = TestApp::launch("canvas", "gui-test-canvas-shot", 700, 500);
     let (x, y, w, h) = xwininfo_bounds(app.window);
@@ -619,16 +627,9 @@ async fn screenshots_show_the_screen_and_scale_maps_back_to_it() {
     assert_eq!(out["error"]["path"], "args.monitor", "{out}");
 }
 
-fn result_row(daemon: &Daemon, receipt: &Value) -> Value {
-    daemon
-        .receipts()
-        .into_iter()
-        .find(|r| r["call_id"] == *receipt && r["kind"] == "result")
-        .expect("a result receipt")
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn evidence_shots_are_artifacts_whose_hashes_are_receipted() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
     let daemon = Daemon::start_on_desktop("");
     let client = daemon.client().await;
 
@@ -658,7 +659,7 @@ async fn evidence_shots_are_artifacts_whose_hashes_are_receipted() {
             .unwrap();
         let out = structured(&result);
         assert_eq!(out["ok"], true, "{out}");
-        let row = result_row(&daemon, &out["receipt"]);
+        let row = daemon.receipt_row(&out["receipt"], "result");
         let artifacts = row["body"]["artifacts"].as_array().unwrap().clone();
         assert_eq!(
             out["evidence"].as_object().unwrap().len(),

@@ -4,52 +4,21 @@
 
 use std::time::Duration;
 
-use computer_tests::{Daemon, RawConnection, computer_bin, shell_run, structured, wait_for};
+use computer_tests::{
+    Daemon, RawConnection, computer_bin, shell_run, structured, touch_task, wait_for,
+};
 use serde_json::{Value, json};
 
 const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n";
 
-/// The pending requests, through `computer approvals list --json`.
-fn pending(daemon: &Daemon) -> Vec<Value> {
-    let out = daemon.cli(&["approvals", "list", "--json"]);
-    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
-    out.json()["pending"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn first_pending(daemon: &Daemon) -> Value {
     wait_for("a pending approval", Duration::from_secs(20), || {
-        pending(daemon).into_iter().next()
+        daemon.pending_approvals().into_iter().next()
     })
 }
 
 async fn touch(daemon: &Daemon, file: &std::path::Path) -> Value {
     touch_task(daemon, file).await.unwrap()
-}
-
-/// Starts a `touch` call on its own task, so the test can answer its approval meanwhile.
-fn touch_task(daemon: &Daemon, file: &std::path::Path) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    let file = file.to_path_buf();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(shell_run(json!({"argv": ["touch", file]}), json!({})))
-            .await
-            .unwrap();
-        client.close().await;
-        structured(&result)
-    })
-}
-
-fn intent_of(daemon: &Daemon, receipt: &Value) -> Value {
-    daemon
-        .receipts()
-        .into_iter()
-        .find(|r| r["call_id"] == *receipt && r["kind"] == "intent")
-        .expect("intent receipt")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -71,7 +40,7 @@ async fn an_asked_call_runs_once_a_person_allows_it() {
     let out = call.await.unwrap();
     assert_eq!(out["ok"], true, "{out}");
     assert!(file.exists());
-    let intent = intent_of(&daemon, &out["receipt"]);
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
     assert_eq!(intent["body"]["policy"]["decision"], "ask");
     assert_eq!(intent["body"]["approval"]["outcome"], "allowed");
     assert_eq!(intent["body"]["approval"]["by"]["via"], "cli");
@@ -150,7 +119,7 @@ async fn a_person_denies_and_session_grants_cover_only_the_same_action() {
     // The same action again: covered by the grant, nobody is asked.
     let again = touch(&daemon, &file).await;
     assert_eq!(again["ok"], true);
-    let intent = intent_of(&daemon, &again["receipt"]);
+    let intent = daemon.receipt_row(&again["receipt"], "intent");
     assert_eq!(intent["body"]["approval"]["via_grant"], true);
 
     // A different action is asked again.
@@ -213,7 +182,7 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     );
     assert!(!file.exists());
     assert_eq!(
-        pending(&daemon).len(),
+        daemon.pending_approvals().len(),
         1,
         "the request is still waiting for a person"
     );
