@@ -3,8 +3,8 @@
 (gi.repository.Atspi), reading what the ax surface reads (role, name, states, children).
 
 Usage: atspi_dump.py APP_NAME|PID [--find NAME]   -> prints JSON {nodes, ms} or the found node.
-`--find` prints {"name", "role", "text"} for the first node with that accessible name (the
-suite uses it to check effects through a second AT-SPI client).
+`--find` prints {"name", "role", "states", "text"} for the first node with that accessible name
+(the suite uses it to check effects through a second AT-SPI client).
 """
 
 import json
@@ -57,6 +57,7 @@ def main():
             if not found and node.get_name() == wanted:
                 found["name"] = node.get_name()
                 found["role"] = node.get_role_name()
+                found["states"] = [s.value_nick for s in node.get_state_set().get_states()]
                 text = node.get_text_iface() if hasattr(node, "get_text_iface") else None
                 if text is not None:
                     found["text"] = Atspi.Text.get_text(text, 0, -1)

@@ -4,6 +4,11 @@
 Prints one line per event, flushed: `ready`, `clicked N`, `entry=<text>`, `check=True|False`,
 `dialog opened`, `dialog closed`. The suite reads these to observe effects independently of
 AT-SPI.
+
+With `--more` after the title it also shows the widgets the other actions need, and reports:
+`activated=<text>` (Enter in the entry), `expanded=True|False` (an expander),
+`selected=<row>` (a list box), `row expanded=<row>` / `row collapsed=<row>` (a tree view),
+`volume=<n>` (a spin button), `scrolled` (a short scrolled list moved its view).
 """
 
 import sys
@@ -19,7 +24,7 @@ def say(line):
 
 
 class App:
-    def __init__(self, title):
+    def __init__(self, title, more=False):
         self.clicks = 0
         self.dialog = None
         win = Gtk.Window(title=title)
@@ -59,9 +64,68 @@ class App:
             row.pack_start(dup, False, False, 0)
         box.pack_start(row, False, False, 0)
 
+        if more:
+            self.add_more(box)
+
         win.show_all()
         self.window = win
         GLib.idle_add(lambda: say("ready") and False)
+
+    def add_more(self, box):
+        self.entry.connect("activate", lambda e: say("activated=" + e.get_text()))
+
+        expander = Gtk.Expander(label="Details")
+        expander.add(Gtk.Label(label="Hidden details"))
+        expander.connect(
+            "notify::expanded", lambda e, _p: say("expanded=%s" % e.get_expanded())
+        )
+        box.pack_start(expander, False, False, 0)
+
+        fruits = Gtk.ListBox()
+        fruits.get_accessible().set_name("Fruits")
+        for name in ("Apple", "Banana", "Cherry"):
+            row = Gtk.ListBoxRow()
+            row.add(Gtk.Label(label=name))
+            row.get_accessible().set_name(name)
+            fruits.add(row)
+        fruits.connect(
+            "row-selected",
+            lambda _l, row: row is not None
+            and say("selected=" + row.get_accessible().get_name()),
+        )
+        box.pack_start(fruits, False, False, 0)
+
+        store = Gtk.TreeStore(str)
+        citrus = store.append(None, ["Citrus"])
+        for name in ("Lemon", "Lime"):
+            store.append(citrus, [name])
+        store.append(None, ["Berries"])
+        tree = Gtk.TreeView(model=store)
+        tree.get_accessible().set_name("Kinds")
+        tree.append_column(Gtk.TreeViewColumn("Kind", Gtk.CellRendererText(), text=0))
+        tree.connect(
+            "row-expanded", lambda _t, it, _p: say("row expanded=" + store[it][0])
+        )
+        tree.connect(
+            "row-collapsed", lambda _t, it, _p: say("row collapsed=" + store[it][0])
+        )
+        box.pack_start(tree, False, False, 0)
+
+        volume = Gtk.SpinButton.new_with_range(0, 100, 1)
+        volume.get_accessible().set_name("Volume")
+        volume.connect("value-changed", lambda s: say("volume=%d" % s.get_value_as_int()))
+        box.pack_start(volume, False, False, 0)
+
+        # A short view on a long list: the last items start out of view.
+        scrolled = Gtk.ScrolledWindow()
+        scrolled.set_size_request(-1, 80)
+        scrolled.get_accessible().set_name("Long list")
+        items = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
+        for n in range(1, 31):
+            items.pack_start(Gtk.Button(label="Item %d" % n), False, False, 0)
+        scrolled.add(items)
+        scrolled.get_vadjustment().connect("value-changed", lambda _a: say("scrolled"))
+        box.pack_start(scrolled, False, False, 0)
 
     def on_hello(self, _button):
         self.clicks += 1
@@ -87,5 +151,8 @@ class App:
 
 
 if __name__ == "__main__":
-    App(sys.argv[1] if len(sys.argv) > 1 else "Computer Test App")
+    App(
+        sys.argv[1] if len(sys.argv) > 1 else "Computer Test App",
+        more="--more" in sys.argv[2:],
+    )
     Gtk.main()

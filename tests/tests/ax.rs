@@ -36,11 +36,18 @@ struct TestApp {
 
 impl TestApp {
     fn launch(title: &str) -> TestApp {
+        TestApp::launch_with(title, &[])
+    }
+
+    /// The app with extra arguments (`--more` adds the widgets for the other actions).
+    fn launch_with(title: &str, extra: &[&str]) -> TestApp {
         let desktop = Desktop::shared();
         let script = clients_dir().join("gtk_test_app.py");
         // Through `env` (which execs, keeping the pid): the harness names logs after the program.
         let python = gi_python();
-        let mut app = desktop.launch("env", &[&python, script.to_str().unwrap(), title]);
+        let mut args = vec![python.as_str(), script.to_str().unwrap(), title];
+        args.extend_from_slice(extra);
+        let mut app = desktop.launch("env", &args);
         let out = app.0.stdout.take().expect("stdout piped");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
@@ -56,6 +63,17 @@ impl TestApp {
 
     fn pid(&self) -> u32 {
         self.app.pid()
+    }
+
+    /// The lines printed so far that start with `prefix`.
+    fn lines_starting(&self, prefix: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .cloned()
+            .collect()
     }
 
     fn wait_line(&self, want: &str) {
@@ -315,6 +333,131 @@ async fn press_set_value_toggle_and_wait_have_real_effects() {
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
+/// The states a second AT-SPI client reads for the node named `name`.
+fn second_client_states(pid: u32, name: &str) -> Vec<String> {
+    let found = second_client_find(pid, name);
+    serde_json::from_value(found["states"].clone())
+        .unwrap_or_else(|_| panic!("no states for {name:?}: {found}"))
+}
+
+async fn act(daemon: &Daemon, pid: u32, selector: &str, action: &str) -> Value {
+    ax(
+        daemon,
+        "act",
+        json!({"app": pid, "selector": selector, "action": action}),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn select_expand_collapse_scroll_activate_and_numbers_have_real_effects() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch_with("More Test", &["--more"]);
+    let pid = app.pid();
+    wait_tree(&daemon, pid).await;
+
+    // select: a list box row, through its list's Selection interface. The list manages its
+    // descendants, so the app's cache leaves the rows out and the walk fetches them itself.
+    let out = act(&daemon, pid, "listItem \"Banana\"", "select").await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("selected=Banana");
+    assert!(
+        second_client_states(pid, "Banana").contains(&"selected".to_string()),
+        "another client does not see Banana selected"
+    );
+    let out = act(&daemon, pid, "listItem \"Cherry\"", "select").await;
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("selected=Cherry");
+
+    // expand/collapse: GTK's expander offers only "activate"; a second expand is a no-op.
+    let out = act(&daemon, pid, "button \"Details\"", "expand").await;
+    assert_eq!(out["done"], true, "{out}");
+    assert!(
+        out["states"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("expanded")),
+        "{out}"
+    );
+    app.wait_line("expanded=True");
+    assert!(second_client_states(pid, "Details").contains(&"expanded".to_string()));
+    let again = act(&daemon, pid, "button \"Details\"", "expand").await;
+    assert_eq!(again["done"], true, "{again}");
+    assert_eq!(again["via"], "already", "{again}");
+    let out = act(&daemon, pid, "button \"Details\"", "collapse").await;
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("expanded=False");
+    // The no-op expand toggled nothing: the app saw exactly one expansion and one collapse.
+    assert_eq!(
+        app.lines_starting("expanded="),
+        ["expanded=True", "expanded=False"]
+    );
+    assert!(!second_client_states(pid, "Details").contains(&"expanded".to_string()));
+
+    // A tree view row: its cell says "expand or contract"; its children appear and go.
+    let out = act(&daemon, pid, "cell \"Citrus\"", "expand").await;
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("row expanded=Citrus");
+    let lemon = ax(
+        &daemon,
+        "wait",
+        json!({"app": pid, "selector": "cell \"Lemon\"", "timeout_ms": 5000}),
+    )
+    .await;
+    assert_eq!(lemon["met"], true, "{lemon}");
+    let out = act(&daemon, pid, "cell \"Citrus\"", "collapse").await;
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("row collapsed=Citrus");
+
+    // Expanding what cannot expand is refused, and says why.
+    let out = act(&daemon, pid, "button \"Say Hello\"", "expand").await;
+    assert_eq!(out["ok"], false, "{out}");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not expandable"), "{message}");
+    assert!(
+        app.lines_starting("clicked").is_empty(),
+        "expand clicked the button"
+    );
+
+    // scroll_into_view: the last item of a short scrolled list starts out of view.
+    let before = ax(
+        &daemon,
+        "read",
+        json!({"app": pid, "selector": "button \"Item 30\""}),
+    )
+    .await;
+    assert!(
+        !before["states"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("showing")),
+        "Item 30 is already in view: {before}"
+    );
+    let out = act(&daemon, pid, "button \"Item 30\"", "scroll_into_view").await;
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("scrolled");
+    assert!(second_client_states(pid, "Item 30").contains(&"showing".to_string()));
+
+    // set_value with a number changes a spin button's value, not just its text.
+    let out = ax(
+        &daemon,
+        "act",
+        json!({"app": pid, "selector": "spinButton \"Volume\"", "action": "set_value", "value": 42}),
+    )
+    .await;
+    assert_eq!(out["done"], true, "{out}");
+    assert_eq!(out["value"], 42.0, "{out}");
+    app.wait_line("volume=42");
+
+    // activate: the entry's own action, as Enter would.
+    let out = ax(&daemon, "act", json!({"app": pid, "selector": "textInput \"Your name\"", "action": "set_value", "value": "Grace"})).await;
+    assert_eq!(out["done"], true, "{out}");
+    let out = act(&daemon, pid, "textInput \"Your name\"", "activate").await;
+    assert_eq!(out["done"], true, "{out}");
+    app.wait_line("activated=Grace");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn ambiguous_missing_and_malformed_selectors_explain_themselves() {
     let daemon = Daemon::start_on_desktop("");
@@ -510,6 +653,63 @@ async fn oversized_trees_are_cut_with_a_cursor_that_continues_exactly() {
     assert!(out.get("cut").is_none(), "{out}");
     assert_eq!(out["truncated"], true);
     assert!(out["tree"].as_str().unwrap().len() <= 4000);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_app_cache_and_the_node_by_node_walk_give_the_same_trees() {
+    let desktop = Desktop::shared();
+    let seeded = Daemon::start_on_desktop("");
+    let mut env = desktop.env();
+    env.push(("COMPUTER_AX_APP_CACHE", "off".into()));
+    let walked = Daemon::start_with("", &env);
+    let app = TestApp::launch_with("Cache Test", &["--more"]);
+    let _factory = desktop.launch("gtk3-widget-factory", &[]);
+    wait_tree(&seeded, app.pid()).await;
+    let big = json!({"return": {"max_bytes": 1 << 20}});
+    // Everything a node can show: the cache's part and what is fetched beside it.
+    let every = json!(["states", "bounds", "actions", "value"]);
+    let factory = json!({"app": "gtk3-widget-factory", "max_nodes": 5000, "include": every});
+    wait_for_async(|| async {
+        let out = ax_with(&seeded, "tree", factory.clone(), big.clone()).await;
+        (out["ok"] == true && out["nodes"].as_u64().unwrap_or(0) > 150).then_some(())
+    })
+    .await;
+    for args in [
+        json!({"app": app.pid(), "max_nodes": 5000, "include": every}),
+        json!({"app": app.pid(), "format": "json"}),
+        factory,
+        json!({"app": "gtk3-widget-factory", "max_nodes": 40, "depth": 6}),
+    ] {
+        // Windows of other suites come and go on the shared desktop (and with them `active`
+        // and `focused` states): a comparison counts when the seeded tree held still around it.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let before = ax_with(&seeded, "tree", args.clone(), big.clone()).await;
+            let plain = ax_with(&walked, "tree", args.clone(), big.clone()).await;
+            let after = ax_with(&seeded, "tree", args.clone(), big.clone()).await;
+            assert_eq!(before["ok"], true, "{before}");
+            assert_eq!(plain["ok"], true, "{plain}");
+            if before["revision"] != after["revision"] || before["revision"] != plain["revision"] {
+                if attempts < 5 {
+                    continue;
+                }
+                let (a, b) = (
+                    before["tree"].as_str().unwrap_or(""),
+                    plain["tree"].as_str().unwrap_or(""),
+                );
+                let at = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+                panic!(
+                    "{args}: seeded and walked trees differ at line {at:?}: {:?} vs {:?}",
+                    at.and_then(|i| a.lines().nth(i)),
+                    at.and_then(|i| b.lines().nth(i)),
+                );
+            }
+            assert_eq!(before["tree"], plain["tree"]);
+            assert_eq!(before["cursor"], plain["cursor"]);
+            break;
+        }
+    }
 }
 
 /// Pages through the factory's tree 40 nodes at a time, checking each page's fields.

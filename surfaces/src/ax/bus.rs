@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use zbus::zvariant::{DynamicType, OwnedObjectPath, OwnedValue};
 
+use super::cache::Support;
+
 /// The longest one D-Bus call may take: an app that does not answer within it is reported as
 /// unresponsive instead of holding the call (and the daemon) hostage.
 pub const CALL_LIMIT: Duration = Duration::from_millis(1500);
@@ -71,6 +73,11 @@ pub struct Bus {
     /// Apps that recently did not answer, and when: listings give them a short wait only, so one
     /// frozen app does not slow every call that lists apps.
     stuck: Mutex<HashMap<String, Instant>>,
+    /// Apps (by bus name) whose own AT-SPI cache answered, or did not.
+    caches: Mutex<HashMap<String, Support>>,
+    /// Whether walks may be seeded from the apps' own caches (off: node by node, for comparison
+    /// and for apps whose cache misleads).
+    pub use_app_caches: bool,
 }
 
 /// How long a listing waits for an app that recently did not answer.
@@ -79,12 +86,14 @@ pub const STUCK_LIMIT: Duration = Duration::from_millis(200);
 const STUCK_MEMORY: Duration = Duration::from_secs(30);
 
 impl Bus {
-    pub fn new() -> Bus {
+    pub fn new(use_app_caches: bool) -> Bus {
         Bus {
+            use_app_caches,
             state: tokio::sync::Mutex::new(None),
             last_failure: Mutex::new(None),
             apps: Mutex::new(HashMap::new()),
             stuck: Mutex::new(HashMap::new()),
+            caches: Mutex::new(HashMap::new()),
         }
     }
 
@@ -154,6 +163,21 @@ impl Bus {
         }
     }
 
+    /// What is known of the app's own cache, if it was asked before.
+    pub fn cache_support(&self, bus: &str) -> Option<Support> {
+        let map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(bus).copied()
+    }
+
+    pub fn set_cache_support(&self, bus: &str, support: Support) {
+        let mut map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        // Unique bus names are never reused, but apps come and go: forget the departed ones.
+        if map.len() > 1024 {
+            map.clear();
+        }
+        map.insert(bus.to_string(), support);
+    }
+
     /// Remembers the pid of an app whose name could not be read.
     pub fn remember_pid(&self, bus: &str, pid: Option<u32>) {
         let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
@@ -210,8 +234,8 @@ async fn open() -> Result<zbus::Connection, String> {
     Ok(conn)
 }
 
-/// One typed method call under the per-call limit and the overall deadline.
-pub async fn call<B, R>(
+/// One method call under the per-call limit and the overall deadline, answered as the raw reply.
+pub async fn call_message<B>(
     conn: &zbus::Connection,
     deadline: Instant,
     dest: &str,
@@ -219,10 +243,9 @@ pub async fn call<B, R>(
     iface: &str,
     method: &str,
     body: &B,
-) -> Result<R, BusError>
+) -> Result<zbus::Message, BusError>
 where
     B: serde::Serialize + DynamicType,
-    R: DeserializeOwned + zbus::zvariant::Type,
 {
     let limit = deadline
         .saturating_duration_since(Instant::now())
@@ -240,11 +263,29 @@ where
             })
         }
         Ok(Err(err)) => Err(BusError::from_zbus(err)),
-        Ok(Ok(reply)) => reply
-            .body()
-            .deserialize::<R>()
-            .map_err(|err| BusError::Other(format!("{iface}.{method} answered oddly: {err}"))),
+        Ok(Ok(reply)) => Ok(reply),
     }
+}
+
+/// One typed method call under the per-call limit and the overall deadline.
+pub async fn call<B, R>(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    iface: &str,
+    method: &str,
+    body: &B,
+) -> Result<R, BusError>
+where
+    B: serde::Serialize + DynamicType,
+    R: DeserializeOwned + zbus::zvariant::Type,
+{
+    let reply = call_message(conn, deadline, dest, path, iface, method, body).await?;
+    reply
+        .body()
+        .deserialize::<R>()
+        .map_err(|err| BusError::Other(format!("{iface}.{method} answered oddly: {err}")))
 }
 
 /// A property of `iface`.

@@ -9,6 +9,7 @@ use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
 use super::bus::{self, ACCESSIBLE, BusError, REGISTRY, ROOT_PATH};
+use super::cache;
 use super::roles::all_states;
 use super::selector::{NodeFacts, Selector, TextMatch};
 use super::tree::{self, Include, MAX_WALK, Tree, WalkPlan, line, quote};
@@ -59,6 +60,13 @@ fn unresponsive(ax: &Ax, bus: &str, after: Duration) -> String {
         after.as_millis().max(1)
     )
 }
+
+/// Up to this many nodes a page is filled faster by walking than by first completing the app
+/// cache's missing child lists.
+const SMALL_PAGE: usize = 100;
+
+/// How long an action's effect may take to show in the element's states.
+const SETTLE_LIMIT: Duration = Duration::from_millis(500);
 
 fn said(message: impl Into<String>) -> Failure {
     Failure::Said(message.into())
@@ -273,12 +281,14 @@ async fn scope_roots(
 
 /// Walks the whole of `roots` (bounded by [`MAX_WALK`]) for a selector search.
 async fn walk_all(
+    ax: &Ax,
     conn: &zbus::Connection,
     deadline: Instant,
     roots: &[(String, String)],
     include: Include,
 ) -> Result<Tree, BusError> {
     let mut tree = Tree::new(roots);
+    tree.seed(&ax.bus, conn, deadline, true).await;
     let plan = WalkPlan {
         max_depth: u32::MAX - 1,
         include,
@@ -351,7 +361,7 @@ async fn resolve_one(
         attributes: selector.needs_attributes(),
         ..Include::default()
     };
-    let tree = walk_all(conn, deadline, &roots, include).await?;
+    let tree = walk_all(ax, conn, deadline, &roots, include).await?;
     let hits = evaluate(&tree, selector);
     match hits.as_slice() {
         [one] => {
@@ -655,13 +665,20 @@ async fn tree_command(
             set.contains(&ak) || set.contains(&atspi)
         }
     };
+    // One node past the page tells whether there is more.
+    let need = page.offset + page.max_nodes + 1;
     let mut tree = Tree::new(&roots);
+    tree.seed(
+        &ax.bus,
+        conn,
+        deadline,
+        need > SMALL_PAGE && depth.is_none(),
+    )
+    .await;
     let plan = WalkPlan {
         max_depth,
         include: page.include,
     };
-    // One node past the page tells whether there is more.
-    let need = page.offset + page.max_nodes + 1;
     tree.walk(conn, deadline, plan, Some(need), &emit, roles.is_none())
         .await?;
     if roots.len() == 1
@@ -788,7 +805,7 @@ async fn find_command(
         attributes: selector.needs_attributes(),
         ..page.include
     };
-    let tree = walk_all(conn, deadline, &roots, include).await?;
+    let tree = walk_all(ax, conn, deadline, &roots, include).await?;
     if app.is_some()
         && roots.len() == 1
         && let Some((bus, after)) = tree.unresponsive.iter().next()
@@ -886,6 +903,7 @@ async fn focused_command(
 ) -> Result<Outcome, Failure> {
     let window = active_window(ax, conn, deadline, &app).await?;
     let tree = walk_all(
+        ax,
         conn,
         deadline,
         std::slice::from_ref(&window),
@@ -940,6 +958,30 @@ fn pick_action(actions: &[String], wanted: &[&str]) -> Option<i32> {
             .position(|a| a.eq_ignore_ascii_case(w))
             .map(|p| p as i32)
     })
+}
+
+/// Whether the element's states come to satisfy `holds` soon after an action: toolkits apply
+/// most changes before answering the action, some (AccessKit) on their next frame.
+async fn settles(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    at: &(String, String),
+    holds: impl Fn(atspi::StateSet) -> bool,
+) -> bool {
+    let give_up = (Instant::now() + SETTLE_LIMIT).min(deadline);
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let states =
+            bus::call::<_, Vec<u32>>(conn, deadline, &at.0, &at.1, ACCESSIBLE, "GetState", &())
+                .await;
+        match states {
+            Ok(words) if holds(cache::state_set(&words)) => return true,
+            Ok(_) if Instant::now() + pause < give_up => {}
+            _ => return false,
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -999,18 +1041,53 @@ async fn act_command(
             do_action(index).await?
         }
         ActName::Expand | ActName::Collapse => {
-            let expanded = node.states.contains(State::Expanded);
-            if expanded == (action == ActName::Expand) {
+            let want = action == ActName::Expand;
+            let expandable = node.states.contains(State::Expandable);
+            let specific =
+                pick_action(&node.actions, &["expand", "collapse", "expand or contract"]);
+            // GTK3 combo boxes open their list on "press" without saying they expand.
+            let combo = matches!(
+                node.role,
+                accesskit::Role::ComboBox | accesskit::Role::EditableComboBox
+            );
+            if !expandable && specific.is_none() && !combo {
+                return Err(no_way(&format!(
+                    "{} (it is not expandable)",
+                    format!("{action:?}").to_lowercase()
+                )));
+            }
+            if node.states.contains(State::Expanded) == want {
+                fields.insert("via".into(), json!("already"));
                 true
             } else {
-                let wanted: &[&str] = if action == ActName::Expand {
-                    &["expand", "expand or contract", "open", "press", "click"]
+                // The specific actions first; expanders (GTK's GtkExpander) only "activate".
+                let wanted: &[&str] = if want {
+                    &[
+                        "expand",
+                        "expand or contract",
+                        "open",
+                        "activate",
+                        "toggle",
+                        "press",
+                        "click",
+                    ]
                 } else {
-                    &["collapse", "expand or contract", "close", "press", "click"]
+                    &[
+                        "collapse",
+                        "expand or contract",
+                        "close",
+                        "activate",
+                        "toggle",
+                        "press",
+                        "click",
+                    ]
                 };
                 let index = pick_action(&node.actions, wanted)
                     .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
                 do_action(index).await?
+                    && (!expandable
+                        || settles(conn, deadline, &at, |s| s.contains(State::Expanded) == want)
+                            .await)
             }
         }
         ActName::Focus => {
@@ -1032,8 +1109,9 @@ async fn act_command(
             if !node.has_interface("Component") {
                 return Err(no_way("scroll into view"));
             }
-            // ATSPI_SCROLL_ANYWHERE
-            bus::call::<_, bool>(
+            // ATSPI_SCROLL_ANYWHERE. GTK3 does not implement ScrollTo (it answers false); its
+            // scrolled windows follow the focus, so a focusable element is focused instead.
+            let scrolled = bus::call::<_, bool>(
                 conn,
                 deadline,
                 dest,
@@ -1042,14 +1120,57 @@ async fn act_command(
                 "ScrollTo",
                 &(6u32,),
             )
-            .await?
+            .await
+            .or_else(|err| match err {
+                BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
+                _ => Ok(false),
+            })?;
+            if scrolled {
+                fields.insert("via".into(), json!("scroll_to"));
+                true
+            } else if node.states.contains(State::Focusable) {
+                fields.insert("via".into(), json!("focus"));
+                bus::call::<_, bool>(
+                    conn,
+                    deadline,
+                    dest,
+                    path,
+                    "org.a11y.atspi.Component",
+                    "GrabFocus",
+                    &(),
+                )
+                .await?
+                    && settles(conn, deadline, &at, |s| s.contains(State::Showing)).await
+            } else {
+                return Err(said(format!(
+                    "{described} cannot be scrolled into view: the app does not implement ScrollTo and the element cannot take focus; scroll its container instead (gui scroll)"
+                )));
+            }
         }
-        ActName::Select => select(conn, deadline, &at, &node)
-            .await?
-            .ok_or_else(|| no_way("be selected"))?,
+        ActName::Select => {
+            if node.states.contains(State::Selected) {
+                fields.insert("via".into(), json!("already"));
+                true
+            } else {
+                select(conn, deadline, &at, &node)
+                    .await?
+                    .ok_or_else(|| no_way("be selected"))?
+                    && (!node.states.contains(State::Selectable)
+                        || settles(conn, deadline, &at, |s| s.contains(State::Selected)).await)
+            }
+        }
         ActName::SetValue => {
             let value = value.unwrap_or(Value::Null);
-            if node.has_interface("EditableText") {
+            let number = match &value {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => None,
+            };
+            // A spin button is both text and value: a number set as text would only show,
+            // not change the value until the field loses focus.
+            let as_value = node.has_interface("Value")
+                && (number.is_some() || !node.has_interface("EditableText"));
+            if !as_value && node.has_interface("EditableText") {
                 let text = match &value {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -1067,13 +1188,8 @@ async fn act_command(
                 let now = tree::text_of(conn, deadline, dest, path, Some(4096)).await?;
                 fields.insert("value".into(), json!(now));
                 ok && now == text
-            } else if node.has_interface("Value") {
-                let number = match &value {
-                    Value::Number(n) => n.as_f64(),
-                    Value::String(s) => s.trim().parse::<f64>().ok(),
-                    _ => None,
-                }
-                .ok_or_else(|| {
+            } else if as_value {
+                let number = number.ok_or_else(|| {
                     said(format!(
                         "{described} takes a number; `value` {value} is not one"
                     ))
@@ -1221,7 +1337,7 @@ async fn wait_command(
             .min(deadline);
         let found = match scope_roots(ax, conn, poll_deadline, &app).await {
             Ok((roots, _)) => {
-                let tree = walk_all(conn, poll_deadline, &roots, include).await?;
+                let tree = walk_all(ax, conn, poll_deadline, &roots, include).await?;
                 let hits = evaluate(&tree, &selector);
                 let first = hits
                     .first()

@@ -4,12 +4,14 @@
 //! # Layout
 //! - this file: the `Surface` (commands, probe, args validation) and the prepared action.
 //! - [`bus`]: the lazily opened, self-healing a11y bus connection and deadline-bound calls.
+//! - [`cache`]: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
 //! - [`tree`]: concurrent, page-bounded tree walks, the ref table, outline and JSON lines.
 //! - [`selector`]: the selector language.
 //! - [`roles`]: AT-SPI roles mapped onto accesskit's `Role` names; state vocabulary.
 //! - [`commands`]: what each command does once validated.
 
 mod bus;
+mod cache;
 mod commands;
 // The macOS vocabulary is pure: its tables are tested here too (the macOS backend is
 // `macos.rs`, which lib.rs picks on macOS instead of this module).
@@ -108,7 +110,7 @@ const READ_FIELDS: &[&str] = &[
     "text",
 ];
 const FOCUSED_FIELDS: &[&str] = &["ref", "node", "path"];
-const ACT_FIELDS: &[&str] = &["ref", "action", "done", "node", "value", "states"];
+const ACT_FIELDS: &[&str] = &["ref", "action", "done", "via", "node", "value", "states"];
 const WAIT_FIELDS: &[&str] = &["met", "waited_ms", "ref", "node"];
 
 /// The overall deadline of a call when `complications.timeout_ms` does not say.
@@ -122,13 +124,16 @@ const DEFAULT_MAX_BYTES: usize = 4000;
 
 /// The ax surface for this platform, if this build has one.
 pub fn surface() -> Option<Arc<dyn Surface>> {
+    // `COMPUTER_AX_APP_CACHE=off` walks every tree node by node (the benchmark compares both).
+    let use_app_caches = std::env::var("COMPUTER_AX_APP_CACHE").map_or(true, |v| v != "off");
     tracing::info!(
         backend = "AT-SPI over D-Bus (zbus, accesskit roles)",
+        use_app_caches,
         "ax backend chosen; the accessibility bus is opened on first use"
     );
     Some(Arc::new(AxSurface {
         ax: Arc::new(Ax {
-            bus: Bus::new(),
+            bus: Bus::new(use_app_caches),
             refs: Refs::default(),
         }),
     }))

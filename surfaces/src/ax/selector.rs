@@ -48,9 +48,10 @@ pub enum Filter {
 }
 
 impl Filter {
-    /// Whether this filter needs the node's object attributes fetched.
+    /// Whether this filter needs the node's object attributes (or its id, which app caches do
+    /// not carry) fetched.
     pub fn needs_attributes(&self) -> bool {
-        matches!(self, Filter::Attr { key, .. } if key != "description" && key != "id")
+        matches!(self, Filter::Attr { key, .. } if key != "description")
     }
 }
 

@@ -1,8 +1,9 @@
 //! Walking accessible trees: a preorder-bounded, concurrent fetch (only as much of the tree as
-//! the requested page needs), the daemon-side ref table, and the outline and JSON renderings.
+//! the requested page needs), seeded from the apps' own caches where they have one, the
+//! daemon-side ref table, and the outline and JSON renderings.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use accesskit::Role;
@@ -11,7 +12,8 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 use zbus::zvariant::OwnedValue;
 
-use super::bus::{self, ACCESSIBLE, BusError};
+use super::bus::{self, ACCESSIBLE, Bus, BusError};
+use super::cache::{self, AppCache, CachedNode};
 use super::roles::{all_states, fold, key_states, map_role, role_name};
 use super::selector::NodeFacts;
 
@@ -127,6 +129,8 @@ pub struct Tree {
     pub unresponsive: HashMap<String, std::time::Duration>,
     /// True when the walk stopped at [`MAX_WALK`].
     pub capped: bool,
+    /// The apps' own caches, by bus name, where [`Tree::seed`] found one.
+    caches: HashMap<String, Arc<AppCache>>,
 }
 
 /// What a walk must fetch.
@@ -146,6 +150,43 @@ impl Tree {
                 .push(Node::pending(bus.clone(), path.clone(), None, 0));
         }
         tree
+    }
+
+    /// Loads the cache of every app the roots belong to (one call per app, concurrently), so
+    /// that the walk asks each app only for what its cache lacks. An app without a usable cache
+    /// is walked call by call; one that does not answer is marked unresponsive, as a walk would.
+    /// `whole`: the walk will cover most of the tree (not one small page).
+    pub async fn seed(
+        &mut self,
+        ax_bus: &Bus,
+        conn: &zbus::Connection,
+        deadline: Instant,
+        whole: bool,
+    ) {
+        let mut buses: Vec<String> = self
+            .roots
+            .iter()
+            .map(|&i| self.nodes[i].bus.clone())
+            .filter(|b| !self.caches.contains_key(b))
+            .collect();
+        buses.sort();
+        buses.dedup();
+        let loads = buses
+            .iter()
+            .map(|b| cache::load(ax_bus, conn, deadline, b.as_str(), whole));
+        for (bus_name, loaded) in buses.iter().zip(join_all(loads).await) {
+            match loaded {
+                Ok(Some(cache)) => {
+                    self.caches.insert(bus_name.clone(), cache);
+                }
+                Ok(None) => {}
+                Err(BusError::Timeout { bus, after }) => {
+                    self.unresponsive.insert(bus, after);
+                }
+                // A broken connection shows again in the walk, which reports it.
+                Err(_) => {}
+            }
+        }
     }
 
     /// Fetches until the first `need` nodes accepted by `emit` (in preorder) are known, or the
@@ -171,7 +212,19 @@ impl Tree {
             let fetches = batch.iter().map(|&i| {
                 let node = &self.nodes[i];
                 let expand = node.depth < plan.max_depth;
-                fetch(conn, deadline, &node.bus, &node.path, expand, plan.include)
+                let known = self
+                    .caches
+                    .get(&node.bus)
+                    .and_then(|cache| cache.get(&node.path));
+                fetch(
+                    conn,
+                    deadline,
+                    &node.bus,
+                    &node.path,
+                    expand,
+                    plan.include,
+                    known,
+                )
             });
             let results = join_all(fetches).await;
             for (i, result) in batch.into_iter().zip(results) {
@@ -326,9 +379,124 @@ fn string_of(props: &HashMap<String, OwnedValue>, key: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Fetches one node: its properties, role and states (and children when `expand`), all at once,
-/// then the optional parts its interfaces allow.
+/// Fetches one node: from its app's cache when `known`, asking only for what the cache lacks,
+/// else its properties, role and states (and children when `expand`) at once; then the optional
+/// parts its interfaces allow.
 pub async fn fetch(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    expand: bool,
+    include: Include,
+    known: Option<&CachedNode>,
+) -> Result<Fetched, BusError> {
+    let mut fetched = match known {
+        Some(node) => from_cache(conn, deadline, dest, path, expand, include, node).await?,
+        None => fetch_basics(conn, deadline, dest, path, expand, include).await?,
+    };
+    if include.needs_interfaces() {
+        fetch_parts(conn, deadline, dest, path, include, &mut fetched).await?;
+    }
+    Ok(fetched)
+}
+
+/// A node the cache knows: children only when the cache cannot vouch for its child list, the
+/// id and attributes only when asked for.
+async fn from_cache(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    expand: bool,
+    include: Include,
+    node: &CachedNode,
+) -> Result<Fetched, BusError> {
+    let children = async {
+        match (&node.children, expand) {
+            (_, false) => Ok(None),
+            (Some(paths), true) => Ok(Some(
+                paths
+                    .iter()
+                    .map(|p| (dest.to_string(), p.clone()))
+                    .collect::<Vec<_>>(),
+            )),
+            (None, true) => bus::children(conn, deadline, dest, path).await.map(Some),
+        }
+    };
+    // Shown as "+N" on a node at the depth limit.
+    let count = async {
+        match (node.child_count, expand) {
+            (Some(n), _) => Ok(n),
+            (None, true) => Ok(0),
+            (None, false) => {
+                bus::property::<i32>(conn, deadline, dest, path, ACCESSIBLE, "ChildCount")
+                    .await
+                    .or_else(|err| match err {
+                        BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
+                        _ => Ok(0),
+                    })
+            }
+        }
+    };
+    let extra = async {
+        if include.attributes {
+            let id =
+                bus::property::<String>(conn, deadline, dest, path, ACCESSIBLE, "AccessibleId");
+            let (id, attributes) = futures::join!(id, attributes_of(conn, deadline, dest, path));
+            Ok((tolerate(id)?.unwrap_or_default(), attributes?))
+        } else {
+            Ok((String::new(), HashMap::new()))
+        }
+    };
+    let (children, count, extra) = futures::join!(children, count, extra);
+    let children = children?;
+    let child_count = match (&children, node.child_count) {
+        (Some(kids), None) => kids.len() as i32,
+        _ => count?,
+    };
+    let (id, attributes) = extra?;
+    Ok(Fetched {
+        atspi_role: node.atspi_role,
+        name: node.name.clone(),
+        description: node.description.clone(),
+        id,
+        states: node.states,
+        child_count,
+        children,
+        interfaces: node.interfaces.clone(),
+        bounds: None,
+        actions: Vec::new(),
+        value: None,
+        attributes,
+    })
+}
+
+async fn attributes_of(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+) -> Result<HashMap<String, String>, BusError> {
+    bus::call::<_, HashMap<String, String>>(
+        conn,
+        deadline,
+        dest,
+        path,
+        ACCESSIBLE,
+        "GetAttributes",
+        &(),
+    )
+    .await
+    .or_else(|err| match err {
+        BusError::Timeout { .. } => Err(err),
+        _ => Ok(HashMap::new()),
+    })
+}
+
+/// A node the cache does not know: its properties, role and states (and children when
+/// `expand`), all at once.
+async fn fetch_basics(
     conn: &zbus::Connection,
     deadline: Instant,
     dest: &str,
@@ -364,20 +532,7 @@ pub async fn fetch(
     };
     let attributes = async {
         if include.attributes {
-            bus::call::<_, HashMap<String, String>>(
-                conn,
-                deadline,
-                dest,
-                path,
-                ACCESSIBLE,
-                "GetAttributes",
-                &(),
-            )
-            .await
-            .or_else(|err| match err {
-                BusError::Timeout { .. } => Err(err),
-                _ => Ok(HashMap::new()),
-            })
+            attributes_of(conn, deadline, dest, path).await
         } else {
             Ok(HashMap::new())
         }
@@ -385,15 +540,12 @@ pub async fn fetch(
     let (props, role, state, children, interfaces, attributes) =
         futures::join!(props, role, state, children, interfaces, attributes);
     let props = props?;
-    let state = state?;
-    let bits = state.first().copied().unwrap_or(0) as u64
-        | (state.get(1).copied().unwrap_or(0) as u64) << 32;
-    let mut fetched = Fetched {
+    Ok(Fetched {
         atspi_role: AtspiRole::try_from(role?).unwrap_or(AtspiRole::Unknown),
         name: string_of(&props, "Name"),
         description: string_of(&props, "Description"),
         id: string_of(&props, "AccessibleId"),
-        states: StateSet::from_bits(bits).unwrap_or_else(|_| StateSet::empty()),
+        states: cache::state_set(&state?),
         child_count: props
             .get("ChildCount")
             .and_then(|v| i32::try_from(v).ok())
@@ -404,68 +556,77 @@ pub async fn fetch(
         bounds: None,
         actions: Vec::new(),
         value: None,
+    })
+}
+
+/// Bounds, actions and value, as far as `include` asks and the node's interfaces allow.
+async fn fetch_parts(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    include: Include,
+    fetched: &mut Fetched,
+) -> Result<(), BusError> {
+    let has = |short: &str| {
+        let full = format!("org.a11y.atspi.{short}");
+        fetched.interfaces.contains(&full)
     };
-    if include.needs_interfaces() {
-        let has = |short: &str| {
-            let full = format!("org.a11y.atspi.{short}");
-            fetched.interfaces.contains(&full)
-        };
-        let (want_bounds, want_actions, want_text, want_value) = (
-            include.bounds && has("Component"),
-            include.actions && has("Action"),
-            include.value && has("Text"),
-            include.value && has("Value"),
-        );
-        let bounds = async {
-            if want_bounds {
-                bus::call::<_, (i32, i32, i32, i32)>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Component",
-                    "GetExtents",
-                    &(0u32,),
-                )
+    let (want_bounds, want_actions, want_text, want_value) = (
+        include.bounds && has("Component"),
+        include.actions && has("Action"),
+        include.value && has("Text"),
+        include.value && has("Value"),
+    );
+    let bounds = async {
+        if want_bounds {
+            bus::call::<_, (i32, i32, i32, i32)>(
+                conn,
+                deadline,
+                dest,
+                path,
+                "org.a11y.atspi.Component",
+                "GetExtents",
+                &(0u32,),
+            )
+            .await
+            .map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let actions = async {
+        if want_actions {
+            action_names(conn, deadline, dest, path).await
+        } else {
+            Ok(Vec::new())
+        }
+    };
+    let value = async {
+        if want_text {
+            text_of(conn, deadline, dest, path, Some(4096))
                 .await
                 .map(Some)
-            } else {
-                Ok(None)
-            }
-        };
-        let actions = async {
-            if want_actions {
-                action_names(conn, deadline, dest, path).await
-            } else {
-                Ok(Vec::new())
-            }
-        };
-        let value = async {
-            if want_text {
-                text_of(conn, deadline, dest, path, Some(4096))
-                    .await
-                    .map(Some)
-            } else if want_value {
-                bus::property::<f64>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Value",
-                    "CurrentValue",
-                )
-                .await
-                .map(|v| Some(format_number(v)))
-            } else {
-                Ok(None)
-            }
-        };
-        let (bounds, actions, value) = futures::join!(bounds, actions, value);
-        fetched.bounds = tolerate(bounds)?.flatten();
-        fetched.actions = tolerate(actions)?.unwrap_or_default();
-        fetched.value = tolerate(value)?.flatten();
-    }
-    Ok(fetched)
+        } else if want_value {
+            bus::property::<f64>(
+                conn,
+                deadline,
+                dest,
+                path,
+                "org.a11y.atspi.Value",
+                "CurrentValue",
+            )
+            .await
+            .map(|v| Some(format_number(v)))
+        } else {
+            Ok(None)
+        }
+    };
+    let (bounds, actions, value) = futures::join!(bounds, actions, value);
+    fetched.bounds = tolerate(bounds)?.flatten();
+    fetched.actions = tolerate(actions)?.unwrap_or_default();
+    fetched.value = tolerate(value)?.flatten();
+    Ok(())
 }
 
 /// Optional parts may fail on odd objects; only a timeout (the app is stuck) is fatal.
