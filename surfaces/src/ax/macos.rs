@@ -813,7 +813,7 @@ impl PreparedAction for AxAction {
         }
     }
 
-    async fn run(self: Box<Self>, _ctx: CallContext) -> Result<Outcome, SurfaceError> {
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         if !element::trusted() {
             return Err(SurfaceError::Failed {
                 message: element::grant_message("Accessibility"),
@@ -821,10 +821,27 @@ impl PreparedAction for AxAction {
         }
         let deadline = Instant::now() + self.timeout;
         let AxAction { refs, job, .. } = *self;
+        let protected = ctx.protected.clone();
         // The accessibility API blocks: run the whole command on a blocking thread.
         tokio::task::spawn_blocking(move || {
             let ax = Ax { refs, deadline };
             Element::system_wide().set_timeout(CALL_LIMIT.as_secs_f32());
+            if let Job::Act { target, app, .. } = &job
+                && !protected.is_empty()
+            {
+                // No agent may press, type into or focus an approver's widgets.
+                let (_, pid) = ax
+                    .locate(target, app)
+                    .map_err(|message| SurfaceError::Failed { message })?;
+                if u32::try_from(pid).map_or(true, |pid| protected.contains(pid)) {
+                    return Err(SurfaceError::Refused {
+                        message: format!(
+                            "refused: the target's application (pid {pid}) is an approver (where \
+                             a person answers approval requests); agents may not act on it"
+                        ),
+                    });
+                }
+            }
             ax.run(job)
                 .map_err(|message| SurfaceError::Failed { message })
         })
