@@ -8,12 +8,13 @@ use atspi::State;
 use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
+use super::Ax;
 use super::bus::{self, ACCESSIBLE, BusError, REGISTRY, ROOT_PATH};
 use super::cache;
+use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, quote};
 use super::roles::all_states;
 use super::selector::{NodeFacts, Selector, TextMatch};
-use super::tree::{self, Include, MAX_WALK, Tree, WalkPlan, line, quote};
-use super::{ActName, AppArg, Ax, Format, Job, Page, Target, Until};
+use super::tree::{self, MAX_WALK, Tree, WalkPlan, line};
 use crate::{CapturedText, Outcome, SurfaceError};
 
 /// Why a command failed.
@@ -700,7 +701,38 @@ async fn tree_command(
     ))
 }
 
-/// Renders one page of `order` as the command's text and fields.
+/// The walked nodes as the shared pager renders them, each with its ref.
+struct Listed<'a> {
+    ax: &'a Ax,
+    tree: &'a Tree,
+}
+
+impl call::Listing for Listed<'_> {
+    fn depth(&self, i: usize) -> u32 {
+        self.tree.nodes[i].depth
+    }
+
+    fn line(&self, i: usize, include: Include, max_depth: u32) -> String {
+        let node = &self.tree.nodes[i];
+        line(
+            node,
+            self.ax.refs.get(&node.bus, &node.path),
+            include,
+            max_depth,
+        )
+    }
+
+    fn json(&self, i: usize, include: Include) -> Value {
+        let node = &self.tree.nodes[i];
+        tree::json_node(node, self.ax.refs.get(&node.bus, &node.path), include)
+    }
+
+    fn where_is(&self, i: usize) -> String {
+        where_is(self.tree, i)
+    }
+}
+
+/// Renders one page of `order` as the command's text and fields, naming the apps left out.
 #[allow(clippy::too_many_arguments)]
 fn paged(
     ax: &Ax,
@@ -713,83 +745,20 @@ fn paged(
     skipped: Vec<String>,
     total: Option<usize>,
 ) -> Outcome {
-    let mut text = String::new();
-    let mut items: Vec<String> = Vec::new();
-    let mut shown = 0usize;
-    let mut bytes = 2usize;
-    for &i in order.iter().skip(page.offset) {
-        if shown >= page.max_nodes {
-            break;
-        }
-        let node = &tree.nodes[i];
-        let r = ax.refs.get(&node.bus, &node.path);
-        let rendered = match page.format {
-            Format::Outline => {
-                let pad = if indent {
-                    "  ".repeat(node.depth as usize)
-                } else {
-                    String::new()
-                };
-                let mut l = format!("{pad}{}", line(node, r, page.include, max_depth));
-                if !indent {
-                    l.push_str(&where_is(tree, i));
-                }
-                l
-            }
-            Format::Json => tree::json_node(node, r, page.include).to_string(),
-        };
-        // Pages end on whole lines within the caller's byte budget, so the runtime never has to
-        // cut a tree mid-line; the cursor picks up the rest.
-        if shown > 0 && bytes + rendered.len() + 1 > page.max_bytes {
-            break;
-        }
-        bytes += rendered.len() + 1;
-        match page.format {
-            Format::Outline => {
-                text.push_str(&rendered);
-                text.push('\n');
-            }
-            Format::Json => items.push(rendered),
-        }
-        shown += 1;
-    }
-    if page.format == Format::Json {
-        text = format!("[{}]", items.join(","));
-    }
-    let next = page.offset + shown;
-    let more = order.len() > next || tree.capped;
-    let cursor = more.then(|| format!("{next}.{}", page.fingerprint));
-    let revision = {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update(text.as_bytes());
-        hasher.update(cursor.as_deref().unwrap_or("").as_bytes());
-        hex::encode(&hasher.finalize()[..6])
-    };
-    let unchanged = page.since.as_deref() == Some(revision.as_str());
-    let mut fields = Map::new();
-    fields.insert("revision".into(), json!(revision));
-    fields.insert("nodes".into(), json!(shown));
-    if let Some(total) = total {
-        fields.insert("total".into(), json!(total));
-    }
-    fields.insert("cursor".into(), json!(cursor));
-    fields.insert("truncated".into(), json!(more));
-    fields.insert("unchanged".into(), json!(unchanged));
+    let mut outcome = call::paged(
+        &Listed { ax, tree },
+        order,
+        page,
+        max_depth,
+        indent,
+        text_name,
+        tree.capped,
+        total,
+    );
     if !skipped.is_empty() {
-        fields.insert("skipped".into(), json!(skipped));
+        outcome.fields.insert("skipped".into(), json!(skipped));
     }
-    let texts = if unchanged {
-        Vec::new()
-    } else {
-        vec![CapturedText::from_bytes(text_name, text.into_bytes())]
-    };
-    Outcome {
-        success: true,
-        fields,
-        texts,
-        ..Outcome::default()
-    }
+    outcome
 }
 
 async fn find_command(
@@ -844,14 +813,7 @@ async fn read_command(
         matches!(target, Target::Ref(_)).then_some(r),
     )
     .await?;
-    let mut fields = Map::new();
-    fields.insert("ref".into(), json!(r));
-    fields.insert("role".into(), json!(node.role_name()));
-    fields.insert("name".into(), json!(node.name));
-    if !node.description.is_empty() {
-        fields.insert("description".into(), json!(node.description));
-    }
-    fields.insert("states".into(), json!(all_states(node.states)));
+    let mut fields = call::read_fields(&node.shown(), r, &node.description);
     let mut texts = Vec::new();
     if node.has_interface("Text") {
         // The whole text goes through the runtime's byte budget (the preview in `value` is short).
@@ -875,24 +837,7 @@ async fn read_command(
             fields.insert("value".into(), json!(v));
         }
     }
-    if let Some((x, y, w, h)) = node.bounds
-        && x != i32::MIN
-    {
-        fields.insert("bounds".into(), json!([x, y, w, h]));
-    }
-    if !node.actions.is_empty() {
-        fields.insert("actions".into(), json!(node.actions));
-    }
-    fields.insert(
-        "node".into(),
-        json!(line(&node, r, Include::default(), u32::MAX)),
-    );
-    Ok(Outcome {
-        success: true,
-        fields,
-        texts,
-        ..Outcome::default()
-    })
+    Ok(call::read_outcome(&node.shown(), r, fields, texts))
 }
 
 async fn focused_command(

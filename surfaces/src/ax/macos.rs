@@ -4,11 +4,14 @@
 //! bounded by a messaging timeout and the call's deadline.
 //!
 //! # Layout
-//! - this file: the `Surface`, args validation, walks, paging and the commands.
+//! - this file: the `Surface`, walks and the commands.
 //! - `element`: the owned AXUIElement and the Accessibility permission check.
 //! - `macos_roles`: AXRole → accesskit role, AX attributes → state names, action choice.
+//! - `call`: the commands, their validated form and paging, shared with Linux.
 //! - `selector`, `roles`: the selector language and state vocabulary shared with Linux.
 
+#[path = "call.rs"]
+mod call;
 #[path = "macos_element.rs"]
 pub(crate) mod element;
 #[path = "macos_roles.rs"]
@@ -33,101 +36,61 @@ use core_foundation::base::TCFType;
 use core_foundation::boolean::CFBoolean;
 use core_foundation::number::CFNumber;
 use core_foundation::string::CFString;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::{
     Availability, CallContext, CapturedText, CommandSpec, Outcome, PreparedAction, Risk, Surface,
-    SurfaceError, decode_args,
+    SurfaceError,
+};
+use call::{
+    ActName, AppArg, COMMANDS, Dialect, Format, Include, Job, Page, Shown, Target, Until, quote,
 };
 use element::{AxError, Element};
-use roles::{all_states, fold, key_states, role_name};
+use roles::{all_states, fold, role_name};
 use selector::{NodeFacts, Selector};
 
-const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "apps",
-        args: "",
-        risk: Risk::Observe,
+/// The AX side of the shared commands: its listings name no skipped apps and its actions no
+/// `via`, and `roles` may also name an AXRole.
+const DIALECT: Dialect = Dialect {
+    tree_fields: &[
+        "tree",
+        "revision",
+        "nodes",
+        "cursor",
+        "truncated",
+        "unchanged",
+    ],
+    find_fields: &[
+        "matches",
+        "revision",
+        "nodes",
+        "total",
+        "cursor",
+        "truncated",
+        "unchanged",
+    ],
+    act_fields: &["ref", "action", "done", "node", "value", "states"],
+    knows_role: |folded| {
+        folded.starts_with("ax")
+            || roles::known_role_names()
+                .iter()
+                .any(|known| known == folded)
     },
-    CommandSpec {
-        name: "tree",
-        args: "app?:name|pid, window?:selector|ref, depth?, max_nodes?=500, roles?, include?:[states|bounds|actions|value], format?:outline|json, cursor?, since?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "find",
-        args: "selector (role \"Name\"|~\"part\"|/re/ [state] :N, a > b), app?, max_nodes?, include?, format?, cursor?, since?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "read",
-        args: "selector|ref, app?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "focused",
-        args: "app?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "act",
-        args: "selector|ref, app?, action:press|activate|focus|set_value|toggle|select|expand|collapse|scroll_into_view, value?",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "wait",
-        args: "selector, app?, until?:appears|disappears|[!]state, timeout_ms?",
-        risk: Risk::Observe,
-    },
-];
-
-const TREE_FIELDS: &[&str] = &[
-    "tree",
-    "revision",
-    "nodes",
-    "cursor",
-    "truncated",
-    "unchanged",
-];
-const FIND_FIELDS: &[&str] = &[
-    "matches",
-    "revision",
-    "nodes",
-    "total",
-    "cursor",
-    "truncated",
-    "unchanged",
-];
-const APPS_FIELDS: &[&str] = &["apps", "count"];
-const READ_FIELDS: &[&str] = &[
-    "ref",
-    "node",
-    "role",
-    "name",
-    "description",
-    "states",
-    "value",
-    "bounds",
-    "actions",
-    "text",
-];
-const FOCUSED_FIELDS: &[&str] = &["ref", "node", "path"];
-const ACT_FIELDS: &[&str] = &["ref", "action", "done", "node", "value", "states"];
-const WAIT_FIELDS: &[&str] = &["met", "waited_ms", "ref", "node"];
+    other_role_names: " or an AXRole",
+    until_examples: &[
+        "appears",
+        "disappears",
+        "focused",
+        "checked",
+        "!checked",
+        "enabled",
+    ],
+};
 
 /// The longest one accessibility call may wait for an app (AXUIElementSetMessagingTimeout).
 const CALL_LIMIT: Duration = Duration::from_millis(1500);
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_TIMEOUT: Duration = Duration::from_secs(120);
-const DEFAULT_WAIT: Duration = Duration::from_secs(5);
-const MAX_WAIT: Duration = Duration::from_secs(60);
-const DEFAULT_MAX_NODES: usize = 500;
-const MAX_MAX_NODES: usize = 5000;
-const DEFAULT_MAX_BYTES: usize = 4000;
 /// No walk reads more elements than this, whatever was asked.
 const MAX_WALK: usize = 20_000;
-const TEXT_LIMIT: usize = 120;
 const MAX_REFS: usize = 1_000_000;
 
 /// The ax surface for this platform.
@@ -184,331 +147,6 @@ pub struct AxSurface {
     refs: Arc<Refs>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum AppArg {
-    Pid(u32),
-    Name(String),
-}
-
-impl std::fmt::Display for AppArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AppArg::Pid(pid) => write!(f, "pid {pid}"),
-            AppArg::Name(name) => write!(f, "`{name}`"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum RefArg {
-    Num(u32),
-    Text(String),
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "lowercase")]
-enum Format {
-    #[default]
-    Outline,
-    Json,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum IncludePart {
-    States,
-    Bounds,
-    Actions,
-    Value,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
-enum ActName {
-    Press,
-    Activate,
-    Focus,
-    SetValue,
-    Toggle,
-    Select,
-    Expand,
-    Collapse,
-    ScrollIntoView,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AppsArgs {
-    #[serde(default)]
-    format: Option<Format>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TreeArgs {
-    #[serde(default)]
-    app: Option<AppArg>,
-    #[serde(default)]
-    window: Option<RefArg>,
-    #[serde(default)]
-    depth: Option<u32>,
-    #[serde(default)]
-    max_nodes: Option<usize>,
-    #[serde(default)]
-    roles: Option<Vec<String>>,
-    #[serde(default)]
-    include: Option<Vec<IncludePart>>,
-    #[serde(default)]
-    format: Option<Format>,
-    #[serde(default)]
-    cursor: Option<String>,
-    #[serde(default)]
-    since: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FindArgs {
-    selector: String,
-    #[serde(default)]
-    app: Option<AppArg>,
-    #[serde(default)]
-    max_nodes: Option<usize>,
-    #[serde(default)]
-    include: Option<Vec<IncludePart>>,
-    #[serde(default)]
-    format: Option<Format>,
-    #[serde(default)]
-    cursor: Option<String>,
-    #[serde(default)]
-    since: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TargetArgs {
-    #[serde(default)]
-    selector: Option<String>,
-    #[serde(default, rename = "ref")]
-    reference: Option<RefArg>,
-    #[serde(default)]
-    app: Option<AppArg>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FocusedArgs {
-    #[serde(default)]
-    app: Option<AppArg>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ActArgs {
-    #[serde(default)]
-    selector: Option<String>,
-    #[serde(default, rename = "ref")]
-    reference: Option<RefArg>,
-    #[serde(default)]
-    app: Option<AppArg>,
-    action: ActName,
-    #[serde(default)]
-    value: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WaitArgs {
-    selector: String,
-    #[serde(default)]
-    app: Option<AppArg>,
-    #[serde(default)]
-    until: Option<String>,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone)]
-enum Target {
-    Ref(u32),
-    Selector(Selector),
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Until {
-    Appears,
-    Disappears,
-    State {
-        query: roles::StateQuery,
-        negated: bool,
-    },
-}
-
-/// Optional parts of a node.
-#[derive(Debug, Clone, Copy, Default)]
-struct Include {
-    states: bool,
-    bounds: bool,
-    actions: bool,
-    value: bool,
-}
-
-#[derive(Debug, Clone)]
-struct Page {
-    offset: usize,
-    max_nodes: usize,
-    max_bytes: usize,
-    include: Include,
-    format: Format,
-    since: Option<String>,
-    fingerprint: String,
-}
-
-#[derive(Debug)]
-enum Job {
-    Apps {
-        format: Format,
-    },
-    Tree {
-        app: Option<AppArg>,
-        window: Option<Target>,
-        page: Page,
-        roles: Option<Vec<String>>,
-        depth: Option<u32>,
-    },
-    Find {
-        selector: Selector,
-        app: Option<AppArg>,
-        page: Page,
-    },
-    Read {
-        target: Target,
-        app: Option<AppArg>,
-    },
-    Focused {
-        app: Option<AppArg>,
-    },
-    Act {
-        target: Target,
-        app: Option<AppArg>,
-        action: ActName,
-        value: Option<Value>,
-    },
-    Wait {
-        selector: Selector,
-        app: Option<AppArg>,
-        until: Until,
-        timeout: Duration,
-    },
-}
-
-fn parse_arg(source: &str, at: &str) -> Result<Selector, ToolError> {
-    selector::parse(source)
-        .map_err(|err| ToolError::invalid(format!("selector `{source}` {err}")).at(at.to_string()))
-}
-
-fn target_of(
-    reference: Option<RefArg>,
-    selector: Option<String>,
-    at: &str,
-) -> Result<Target, ToolError> {
-    let parse_ref = |text: &str| -> Option<u32> {
-        let inner = text.trim().trim_start_matches('[').trim_end_matches(']');
-        inner.trim().parse().ok()
-    };
-    match (reference, selector) {
-        (Some(RefArg::Num(r)), None) => Ok(Target::Ref(r)),
-        (Some(RefArg::Text(text)), None) => {
-            if let Some(r) = parse_ref(&text) {
-                Ok(Target::Ref(r))
-            } else if at == "args.window" {
-                Ok(Target::Selector(parse_arg(&text, at)?))
-            } else {
-                Err(ToolError::invalid(format!(
-                    "ref `{text}` is not a ref; refs are the numbers in brackets, e.g. 12 or \"[12]\""
-                ))
-                .at("args.ref"))
-            }
-        }
-        (None, Some(selector)) => Ok(Target::Selector(parse_arg(&selector, "args.selector")?)),
-        (Some(_), Some(_)) => Err(ToolError::invalid("give either selector or ref, not both")
-            .at(at.to_string())
-            .valid(["selector", "ref"])),
-        (None, None) => Err(ToolError::invalid("this command needs a selector or a ref")
-            .at(at.to_string())
-            .valid(["selector", "ref"])),
-    }
-}
-
-fn fingerprint(parts: &[&str]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    for part in parts {
-        hasher.update(part.as_bytes());
-        hasher.update([0]);
-    }
-    hex::encode(&hasher.finalize()[..4])
-}
-
-fn page(
-    max_nodes: Option<usize>,
-    include: Option<Vec<IncludePart>>,
-    format: Option<Format>,
-    cursor: Option<String>,
-    since: Option<String>,
-    max_bytes: usize,
-    fingerprint: String,
-) -> Result<Page, ToolError> {
-    let max_nodes = max_nodes.unwrap_or(DEFAULT_MAX_NODES);
-    if max_nodes == 0 || max_nodes > MAX_MAX_NODES {
-        return Err(
-            ToolError::invalid(format!("max_nodes must be between 1 and {MAX_MAX_NODES}"))
-                .at("args.max_nodes"),
-        );
-    }
-    let mut parts = Include::default();
-    for part in include.unwrap_or_default() {
-        match part {
-            IncludePart::States => parts.states = true,
-            IncludePart::Bounds => parts.bounds = true,
-            IncludePart::Actions => parts.actions = true,
-            IncludePart::Value => parts.value = true,
-        }
-    }
-    let offset = match cursor {
-        None => 0,
-        Some(cursor) => match cursor
-            .split_once('.')
-            .and_then(|(n, fp)| Some((n.parse::<usize>().ok()?, fp)))
-        {
-            Some((n, fp)) if fp == fingerprint => n,
-            Some(_) => {
-                return Err(ToolError::invalid(
-                    "this cursor belongs to a different request: repeat the same args with the cursor",
-                )
-                .at("args.cursor"));
-            }
-            None => {
-                return Err(ToolError::invalid(
-                    "not a cursor: pass the `cursor` value of the previous page unchanged",
-                )
-                .at("args.cursor"));
-            }
-        },
-    };
-    Ok(Page {
-        offset,
-        max_nodes,
-        max_bytes,
-        include: parts,
-        format: format.unwrap_or_default(),
-        since,
-        fingerprint,
-    })
-}
-
 fn not_trusted() -> Availability {
     Availability::Unavailable {
         reason: "this process lacks the Accessibility permission".into(),
@@ -535,16 +173,7 @@ impl Surface for AxSurface {
     }
 
     fn result_fields(&self, command: &str) -> &'static [&'static str] {
-        match command {
-            "apps" => APPS_FIELDS,
-            "tree" => TREE_FIELDS,
-            "find" => FIND_FIELDS,
-            "read" => READ_FIELDS,
-            "focused" => FOCUSED_FIELDS,
-            "act" => ACT_FIELDS,
-            "wait" => WAIT_FIELDS,
-            _ => &[],
-        }
+        DIALECT.result_fields(command)
     }
 
     fn prepare(
@@ -553,198 +182,11 @@ impl Surface for AxSurface {
         args: &Map<String, Value>,
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
-        let max_bytes = complications
-            .return_budget
-            .as_ref()
-            .and_then(|b| b.max_bytes)
-            .unwrap_or(DEFAULT_MAX_BYTES);
-        let mut timeout = match complications.timeout_ms {
-            Some(0) => {
-                return Err(ToolError::invalid("timeout_ms must be at least 1")
-                    .at("complications.timeout_ms"));
-            }
-            Some(ms) if Duration::from_millis(ms) > MAX_TIMEOUT => {
-                return Err(ToolError::invalid(format!(
-                    "timeout_ms {ms} is over the ax surface's maximum of {} ms",
-                    MAX_TIMEOUT.as_millis()
-                ))
-                .at("complications.timeout_ms"));
-            }
-            Some(ms) => Some(Duration::from_millis(ms)),
-            None => None,
-        };
-        let job = match command {
-            "apps" => {
-                let a: AppsArgs = decode_args(args)?;
-                Job::Apps {
-                    format: a.format.unwrap_or_default(),
-                }
-            }
-            "tree" => {
-                let a: TreeArgs = decode_args(args)?;
-                let window = a
-                    .window
-                    .map(|w| target_of(Some(w), None, "args.window"))
-                    .transpose()?;
-                let known = roles::known_role_names();
-                let roles = a
-                    .roles
-                    .map(|roles| {
-                        roles
-                            .iter()
-                            .enumerate()
-                            .map(|(i, r)| {
-                                let folded = fold(r);
-                                if known.contains(&folded) || folded.starts_with("ax") {
-                                    Ok(folded)
-                                } else {
-                                    Err(ToolError::invalid(format!(
-                                        "unknown role `{r}`; use accesskit role names as `ax tree` prints them (button, checkBox, textInput, ...) or an AXRole"
-                                    ))
-                                    .at(format!("args.roles[{i}]")))
-                                }
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                    .transpose()?;
-                let fingerprint = fingerprint(&[
-                    &format!("{:?}", a.app),
-                    &format!("{window:?}"),
-                    &format!("{:?}{roles:?}{:?}", a.depth, a.include),
-                ]);
-                let page = page(
-                    a.max_nodes,
-                    a.include,
-                    a.format,
-                    a.cursor,
-                    a.since,
-                    max_bytes,
-                    fingerprint,
-                )?;
-                Job::Tree {
-                    app: a.app,
-                    window,
-                    page,
-                    roles,
-                    depth: a.depth,
-                }
-            }
-            "find" => {
-                let a: FindArgs = decode_args(args)?;
-                let selector = parse_arg(&a.selector, "args.selector")?;
-                let fingerprint =
-                    fingerprint(&[&a.selector, &format!("{:?}{:?}", a.app, a.include)]);
-                let page = page(
-                    a.max_nodes.or(Some(50)),
-                    a.include,
-                    a.format,
-                    a.cursor,
-                    a.since,
-                    max_bytes,
-                    fingerprint,
-                )?;
-                Job::Find {
-                    selector,
-                    app: a.app,
-                    page,
-                }
-            }
-            "read" => {
-                let a: TargetArgs = decode_args(args)?;
-                Job::Read {
-                    target: target_of(a.reference, a.selector, "args")?,
-                    app: a.app,
-                }
-            }
-            "focused" => {
-                let a: FocusedArgs = decode_args(args)?;
-                Job::Focused { app: a.app }
-            }
-            "act" => {
-                let a: ActArgs = decode_args(args)?;
-                let target = target_of(a.reference, a.selector, "args")?;
-                match (a.action, &a.value) {
-                    (ActName::SetValue, None) => {
-                        return Err(
-                            ToolError::invalid("set_value needs `value` (text or number)")
-                                .at("args.value"),
-                        );
-                    }
-                    (ActName::SetValue, Some(Value::String(_) | Value::Number(_))) => {}
-                    (ActName::SetValue, Some(_)) => {
-                        return Err(ToolError::invalid("`value` must be a string or a number")
-                            .at("args.value"));
-                    }
-                    (_, Some(_)) => {
-                        return Err(ToolError::invalid("`value` is only for action set_value")
-                            .at("args.value"));
-                    }
-                    _ => {}
-                }
-                Job::Act {
-                    target,
-                    app: a.app,
-                    action: a.action,
-                    value: a.value,
-                }
-            }
-            "wait" => {
-                let a: WaitArgs = decode_args(args)?;
-                let selector = parse_arg(&a.selector, "args.selector")?;
-                let until = match a.until.as_deref().unwrap_or("appears") {
-                    "appears" => Until::Appears,
-                    "disappears" => Until::Disappears,
-                    other => {
-                        let (negated, name) = match other.strip_prefix('!') {
-                            Some(rest) => (true, rest),
-                            None => (false, other),
-                        };
-                        match roles::parse_state(name) {
-                            Some(query) => Until::State { query, negated },
-                            None => {
-                                return Err(ToolError::invalid(format!(
-                                    "`until` is appears, disappears, a state (focused, checked, ...) or !state; got `{other}`"
-                                ))
-                                .at("args.until")
-                                .valid(["appears", "disappears", "focused", "checked", "!checked", "enabled"]));
-                            }
-                        }
-                    }
-                };
-                let wait = match a.timeout_ms {
-                    Some(0) => {
-                        return Err(ToolError::invalid("timeout_ms must be at least 1")
-                            .at("args.timeout_ms"));
-                    }
-                    Some(ms) if Duration::from_millis(ms) > MAX_WAIT => {
-                        return Err(ToolError::invalid(format!(
-                            "timeout_ms is at most {} ms",
-                            MAX_WAIT.as_millis()
-                        ))
-                        .at("args.timeout_ms"));
-                    }
-                    Some(ms) => Duration::from_millis(ms),
-                    None => DEFAULT_WAIT,
-                };
-                let overall = timeout.unwrap_or(wait + Duration::from_secs(3));
-                timeout = Some(overall);
-                Job::Wait {
-                    selector,
-                    app: a.app,
-                    until,
-                    timeout: wait.min(overall),
-                }
-            }
-            other => {
-                return Err(ToolError::invalid(format!("unknown ax command `{other}`"))
-                    .at("command")
-                    .valid(COMMANDS.iter().map(|c| c.name)));
-            }
-        };
+        let (job, timeout) = call::prepare(&DIALECT, command, args, complications)?;
         Ok(Box::new(AxAction {
             refs: self.refs.clone(),
             job,
-            timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
+            timeout,
         }))
     }
 }
@@ -758,59 +200,11 @@ pub struct AxAction {
 #[async_trait]
 impl PreparedAction for AxAction {
     fn risk(&self) -> Risk {
-        match self.job {
-            Job::Act { .. } => Risk::Act,
-            _ => Risk::Observe,
-        }
+        self.job.risk()
     }
 
     fn describe(&self) -> String {
-        let scope = |app: &Option<AppArg>| match app {
-            Some(app) => format!(" in app {app}"),
-            None => String::new(),
-        };
-        let target = |t: &Target| match t {
-            Target::Ref(r) => format!("ref [{r}]"),
-            Target::Selector(s) => format!("`{}`", s.source),
-        };
-        match &self.job {
-            Job::Apps { .. } => "list the accessible applications".into(),
-            Job::Tree { app, window, .. } => match window {
-                Some(w) => format!(
-                    "read the accessibility tree of window {}{}",
-                    target(w),
-                    scope(app)
-                ),
-                None if app.is_some() => format!("read the accessibility tree{}", scope(app)),
-                None => "read the accessibility tree of the active window".into(),
-            },
-            Job::Find { selector, app, .. } => format!("find `{}`{}", selector.source, scope(app)),
-            Job::Read { target: t, app } => format!("read {}{}", target(t), scope(app)),
-            Job::Focused { app } => format!("read the focused element{}", scope(app)),
-            Job::Act {
-                target: t,
-                app,
-                action,
-                value,
-            } => {
-                let action = format!("{action:?}").to_lowercase();
-                match value {
-                    Some(v) => format!("{action} {} to {v}{}", target(t), scope(app)),
-                    None => format!("{action} {}{}", target(t), scope(app)),
-                }
-            }
-            Job::Wait {
-                selector,
-                app,
-                until,
-                timeout,
-            } => format!(
-                "wait up to {} ms until `{}` {until:?}{}",
-                timeout.as_millis(),
-                selector.source,
-                scope(app)
-            ),
-        }
+        self.job.describe()
     }
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
@@ -906,82 +300,54 @@ struct Ax {
 
 type Said = String;
 
-fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(TEXT_LIMIT) + 2);
-    out.push('"');
-    for (n, c) in text.chars().enumerate() {
-        if n == TEXT_LIMIT {
-            out.push('…');
-            break;
-        }
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' | '\r' => out.push(' '),
-            c => out.push(c),
+impl Node {
+    /// What an outline line or JSON node shows of this node.
+    fn shown(&self) -> Shown<'_> {
+        Shown {
+            depth: self.depth,
+            role: self.role,
+            name: &self.name,
+            states: self.states,
+            value: self.value.as_deref(),
+            bounds: self.bounds,
+            actions: &self.actions,
+            child_count: i64::try_from(self.child_count).unwrap_or(i64::MAX),
         }
     }
-    out.push('"');
-    out
 }
 
 fn line(node: &Node, r: u32, include: Include, max_depth: u32) -> String {
-    let mut out = format!("[{r}] {}", role_name(node.role));
-    if !node.name.is_empty() {
-        out.push(' ');
-        out.push_str(&quote(&node.name));
-    }
-    if let Some(value) = &node.value
-        && (!value.is_empty() || node.states.contains(State::Editable))
-        && value != &node.name
-    {
-        out.push_str(" = ");
-        out.push_str(&quote(value));
-    }
-    let states = if include.states {
-        all_states(node.states)
-    } else {
-        key_states(node.states, node.role)
-    };
-    if !states.is_empty() {
-        out.push_str(&format!(" ({})", states.join(", ")));
-    }
-    if include.bounds
-        && let Some((x, y, w, h)) = node.bounds
-    {
-        out.push_str(&format!(" @{x},{y} {w}x{h}"));
-    }
-    if include.actions && !node.actions.is_empty() {
-        out.push_str(&format!(" actions:{}", node.actions.join(",")));
-    }
-    if node.depth >= max_depth && node.child_count > 0 {
-        out.push_str(&format!(" +{}", node.child_count));
-    }
-    out
+    call::line(&node.shown(), r, include, max_depth)
 }
 
 fn json_node(node: &Node, r: u32, include: Include) -> Value {
-    let states = if include.states {
-        all_states(node.states)
-    } else {
-        key_states(node.states, node.role)
-    };
-    let mut v = json!({"ref": r, "depth": node.depth, "role": role_name(node.role),
-        "name": node.name, "states": states});
-    if node.child_count > 0 {
-        v["children"] = json!(node.child_count);
+    call::json_node(&node.shown(), r, include)
+}
+
+/// The walked nodes as the shared pager renders them, each with its ref.
+struct Listed<'a> {
+    refs: &'a Refs,
+    nodes: &'a [Node],
+}
+
+impl call::Listing for Listed<'_> {
+    fn depth(&self, i: usize) -> u32 {
+        self.nodes[i].depth
     }
-    if include.bounds {
-        v["bounds"] = json!(node.bounds.map(|(x, y, w, h)| [x, y, w, h]));
+
+    fn line(&self, i: usize, include: Include, max_depth: u32) -> String {
+        let node = &self.nodes[i];
+        line(node, self.refs.get(&node.element), include, max_depth)
     }
-    if include.actions {
-        v["actions"] = json!(node.actions);
+
+    fn json(&self, i: usize, include: Include) -> Value {
+        let node = &self.nodes[i];
+        json_node(node, self.refs.get(&node.element), include)
     }
-    if let Some(value) = &node.value {
-        v["value"] = json!(value);
+
+    fn where_is(&self, i: usize) -> String {
+        Ax::where_is(self.nodes, i)
     }
-    v
 }
 
 impl Ax {
@@ -1367,6 +733,7 @@ impl Ax {
             bounds: true,
             actions: true,
             value: true,
+            ..Include::default()
         };
         self.read_node(element, pid, 0, None, all)?
             .map(|(node, _)| node)
@@ -1472,7 +839,16 @@ impl Ax {
                 }
             })
             .collect();
-        Ok(self.paged(&nodes, &order, &page, max_depth, true, "tree", capped, None))
+        Ok(call::paged(
+            &self.listed(&nodes),
+            &order,
+            &page,
+            max_depth,
+            true,
+            "tree",
+            capped,
+            None,
+        ))
     }
 
     fn find_command(
@@ -1484,8 +860,8 @@ impl Ax {
         let (nodes, capped) = self.walk(self.app_roots(&app)?, u32::MAX - 1, page.include)?;
         let hits = Self::evaluate(&nodes, selector);
         let total = hits.len();
-        Ok(self.paged(
-            &nodes,
+        Ok(call::paged(
+            &self.listed(&nodes),
             &hits,
             &page,
             u32::MAX,
@@ -1496,83 +872,11 @@ impl Ax {
         ))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn paged(
-        &self,
-        nodes: &[Node],
-        order: &[usize],
-        page: &Page,
-        max_depth: u32,
-        indent: bool,
-        text_name: &str,
-        capped: bool,
-        total: Option<usize>,
-    ) -> Outcome {
-        let mut text = String::new();
-        let mut items = Vec::new();
-        let mut shown = 0usize;
-        let mut bytes = 2usize;
-        for &i in order.iter().skip(page.offset) {
-            if shown >= page.max_nodes {
-                break;
-            }
-            let node = &nodes[i];
-            let r = self.refs.get(&node.element);
-            let rendered = match page.format {
-                Format::Outline => {
-                    let pad = if indent {
-                        "  ".repeat(node.depth as usize)
-                    } else {
-                        String::new()
-                    };
-                    let mut l = format!("{pad}{}", line(node, r, page.include, max_depth));
-                    if !indent {
-                        l.push_str(&Self::where_is(nodes, i));
-                    }
-                    l
-                }
-                Format::Json => json_node(node, r, page.include).to_string(),
-            };
-            // Pages end on whole lines within the byte budget; the cursor picks up the rest.
-            if shown > 0 && bytes + rendered.len() + 1 > page.max_bytes {
-                break;
-            }
-            bytes += rendered.len() + 1;
-            match page.format {
-                Format::Outline => {
-                    text.push_str(&rendered);
-                    text.push('\n');
-                }
-                Format::Json => items.push(rendered),
-            }
-            shown += 1;
-        }
-        if page.format == Format::Json {
-            text = format!("[{}]", items.join(","));
-        }
-        let next = page.offset + shown;
-        let more = order.len() > next || capped;
-        let cursor = more.then(|| format!("{next}.{}", page.fingerprint));
-        let revision = fingerprint(&[&text, cursor.as_deref().unwrap_or("")]);
-        let unchanged = page.since.as_deref() == Some(revision.as_str());
-        let mut fields = Map::new();
-        fields.insert("revision".into(), json!(revision));
-        fields.insert("nodes".into(), json!(shown));
-        if let Some(total) = total {
-            fields.insert("total".into(), json!(total));
-        }
-        fields.insert("cursor".into(), json!(cursor));
-        fields.insert("truncated".into(), json!(more));
-        fields.insert("unchanged".into(), json!(unchanged));
-        Outcome {
-            success: true,
-            fields,
-            texts: if unchanged {
-                Vec::new()
-            } else {
-                vec![CapturedText::from_bytes(text_name, text.into_bytes())]
-            },
-            ..Outcome::default()
+    /// `nodes` with this call's refs, for the shared pager.
+    fn listed<'a>(&'a self, nodes: &'a [Node]) -> Listed<'a> {
+        Listed {
+            refs: &self.refs,
+            nodes,
         }
     }
 
@@ -1580,14 +884,7 @@ impl Ax {
         let (element, pid) = self.locate(target, app)?;
         let node = self.read_one(element, pid)?;
         let r = self.refs.get(&node.element);
-        let mut fields = Map::new();
-        fields.insert("ref".into(), json!(r));
-        fields.insert("role".into(), json!(role_name(node.role)));
-        fields.insert("name".into(), json!(node.name));
-        if !node.description.is_empty() {
-            fields.insert("description".into(), json!(node.description));
-        }
-        fields.insert("states".into(), json!(all_states(node.states)));
+        let mut fields = call::read_fields(&node.shown(), r, &node.description);
         let mut texts = Vec::new();
         if macos_roles::is_text_input(&node.ax_role) {
             // The whole text goes through the runtime's byte budget.
@@ -1596,22 +893,7 @@ impl Ax {
         } else if let Some(value) = &node.value {
             fields.insert("value".into(), json!(value));
         }
-        if let Some((x, y, w, h)) = node.bounds {
-            fields.insert("bounds".into(), json!([x, y, w, h]));
-        }
-        if !node.actions.is_empty() {
-            fields.insert("actions".into(), json!(node.actions));
-        }
-        fields.insert(
-            "node".into(),
-            json!(line(&node, r, Include::default(), u32::MAX)),
-        );
-        Ok(Outcome {
-            success: true,
-            fields,
-            texts,
-            ..Outcome::default()
-        })
+        Ok(call::read_outcome(&node.shown(), r, fields, texts))
     }
 
     fn focused_command(&self, app: &Option<AppArg>) -> Result<Outcome, Said> {

@@ -7,14 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use accesskit::Role;
-use atspi::{Role as AtspiRole, State, StateSet};
+use atspi::{Role as AtspiRole, StateSet};
 use futures::future::join_all;
-use serde_json::{Value, json};
+use serde_json::Value;
 use zbus::zvariant::OwnedValue;
 
 use super::bus::{self, ACCESSIBLE, Bus, BusError};
 use super::cache::{self, AppCache, CachedNode};
-use super::roles::{all_states, fold, key_states, map_role, role_name};
+use super::call::{self, Include, Shown};
+use super::roles::{fold, map_role, role_name};
 use super::selector::NodeFacts;
 
 /// No walk fetches more nodes than this, whatever was asked: a runaway tree (a browser with a
@@ -22,19 +23,8 @@ use super::selector::NodeFacts;
 pub const MAX_WALK: usize = 20_000;
 /// How many nodes are fetched concurrently in one round.
 const BATCH: usize = 256;
-/// Longest name or value shown on an outline line.
-const TEXT_LIMIT: usize = 120;
 
-/// Optional parts of a node, fetched only when asked for.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Include {
-    pub states: bool,
-    pub bounds: bool,
-    pub actions: bool,
-    pub value: bool,
-    pub attributes: bool,
-}
-
+// The optional parts of a node are fetched only when asked for.
 impl Include {
     fn needs_interfaces(self) -> bool {
         self.bounds || self.actions || self.value
@@ -725,93 +715,28 @@ impl Refs {
     }
 }
 
-/// Quotes a name for an outline line, shortened and on one line.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(TEXT_LIMIT) + 2);
-    out.push('"');
-    for (n, c) in text.chars().enumerate() {
-        if n == TEXT_LIMIT {
-            out.push('…');
-            break;
-        }
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' | '\r' => out.push(' '),
-            c => out.push(c),
+impl Node {
+    /// What an outline line or JSON node shows of this node.
+    pub fn shown(&self) -> Shown<'_> {
+        Shown {
+            depth: self.depth,
+            role: self.role,
+            name: &self.name,
+            states: self.states,
+            value: self.value.as_deref(),
+            bounds: self.bounds,
+            actions: &self.actions,
+            child_count: i64::from(self.child_count),
         }
     }
-    out.push('"');
-    out
 }
 
 /// One outline line (without indentation): `[12] button "Save" (focusable)`.
 pub fn line(node: &Node, r: u32, include: Include, max_depth: u32) -> String {
-    let mut out = format!("[{r}] {}", node.role_name());
-    if !node.name.is_empty() {
-        out.push(' ');
-        out.push_str(&quote(&node.name));
-    }
-    if let Some(value) = &node.value
-        && (!value.is_empty() || node.states.contains(State::Editable))
-        && value != &node.name
-    {
-        out.push_str(" = ");
-        out.push_str(&quote(value));
-    }
-    let states = if include.states {
-        all_states(node.states)
-    } else {
-        key_states(node.states, node.role)
-    };
-    if !states.is_empty() {
-        out.push_str(&format!(" ({})", states.join(", ")));
-    }
-    if include.bounds
-        && let Some((x, y, w, h)) = node.bounds
-    {
-        if x == i32::MIN || y == i32::MIN {
-            out.push_str(" @offscreen");
-        } else {
-            out.push_str(&format!(" @{x},{y} {w}x{h}"));
-        }
-    }
-    if include.actions && !node.actions.is_empty() {
-        out.push_str(&format!(" actions:{}", node.actions.join(",")));
-    }
-    if node.depth >= max_depth && node.child_count > 0 {
-        out.push_str(&format!(" +{}", node.child_count));
-    }
-    out
+    call::line(&node.shown(), r, include, max_depth)
 }
 
 /// A node as JSON for programs.
 pub fn json_node(node: &Node, r: u32, include: Include) -> Value {
-    let mut v = json!({"ref": r, "depth": node.depth, "role": node.role_name(), "name": node.name});
-    let states = if include.states {
-        all_states(node.states)
-    } else {
-        key_states(node.states, node.role)
-    };
-    v["states"] = json!(states);
-    if node.child_count > 0 {
-        v["children"] = json!(node.child_count);
-    }
-    if include.bounds
-        && let Some((x, y, w, h)) = node.bounds
-    {
-        v["bounds"] = if x == i32::MIN || y == i32::MIN {
-            Value::Null
-        } else {
-            json!([x, y, w, h])
-        };
-    }
-    if include.actions {
-        v["actions"] = json!(node.actions);
-    }
-    if let Some(value) = &node.value {
-        v["value"] = json!(value);
-    }
-    v
+    call::json_node(&node.shown(), r, include)
 }
