@@ -3,13 +3,13 @@
 //!
 //! # Layout
 //! - this file: the `Surface` (probe, AT-SPI's dialect of the commands) and the prepared action.
-//! - [`call`]: the commands and their validated form, shared with the macOS backend.
-//! - [`bus`]: the lazily opened, self-healing a11y bus connection and deadline-bound calls.
-//! - [`cache`]: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
-//! - [`tree`]: concurrent, page-bounded tree walks, the ref table, outline and JSON lines.
-//! - [`selector`]: the selector language.
-//! - [`roles`]: AT-SPI roles mapped onto accesskit's `Role` names; state vocabulary.
-//! - [`commands`]: what each command does once validated.
+//! - `call`: the commands and their validated form, shared with the macOS backend.
+//! - `bus`: the lazily opened, self-healing a11y bus connection and deadline-bound calls.
+//! - `cache`: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
+//! - `tree`: concurrent, page-bounded tree walks, the ref table, outline and JSON lines.
+//! - `selector`: the selector language.
+//! - `roles`: AT-SPI roles mapped onto accesskit's `Role` names; state vocabulary.
+//! - `commands`: what each command does once validated.
 
 mod bus;
 mod cache;
