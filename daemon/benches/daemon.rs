@@ -17,6 +17,7 @@ use computer_surfaces::{
     Availability, CallContext, CommandSpec, Outcome, PreparedAction, Registry, Risk, Surface,
     SurfaceError,
 };
+use computer_tests::RawConnection;
 use serde_json::{Map, Value, json};
 
 /// A surface whose action does nothing, so that a call measures the pipeline alone: socket, MCP,
@@ -69,59 +70,19 @@ impl Surface for Noop {
     }
 }
 
-/// A minimal blocking MCP client (one request, one line back), so that latency figures measure the
+/// A blocking raw connection (one request, one line back), so that latency figures measure the
 /// daemon rather than a client library's task hops. The rmcp-based `Client` is measured too.
-struct RawClient {
-    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
-    writer: std::os::unix::net::UnixStream,
-    next_id: u64,
+fn raw_connection(socket: &Path) -> RawConnection {
+    let mut raw = RawConnection::connect(socket);
+    raw.initialize("2025-11-25");
+    raw
 }
 
-impl RawClient {
-    fn connect(socket: &Path) -> RawClient {
-        let stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
-        let mut client = RawClient {
-            reader: std::io::BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-            next_id: 0,
-        };
-        client.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "bench", "version": "0"}}),
-        );
-        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    fn send(&mut self, message: &Value) {
-        use std::io::Write;
-        let mut line = serde_json::to_vec(message).unwrap();
-        line.push(b'\n');
-        self.writer.write_all(&line).unwrap();
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        use std::io::BufRead;
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
-        );
-        let mut line = String::new();
-        self.reader.read_line(&mut line).unwrap();
-        let reply: Value = serde_json::from_str(&line).unwrap();
-        assert!(reply["result"].is_object(), "{reply}");
-        reply
-    }
-
-    fn call(&mut self, arguments: &Value) -> Value {
-        let reply = self.request(
-            "tools/call",
-            json!({"name": "COMPUTER", "arguments": arguments}),
-        );
-        assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
-        reply
-    }
+/// One call over the raw connection; it must succeed.
+fn raw_call(raw: &mut RawConnection, arguments: &Value) {
+    let (reply, _) = raw.call_tool(arguments);
+    assert!(reply["result"].is_object(), "{reply}");
+    assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
 }
 
 struct Stats {
@@ -231,7 +192,7 @@ async fn run() {
     }
     let (mut direct, mut captured, mut receipted, mut receipted_rmcp) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut raw = RawClient::connect(&socket);
+    let mut raw = raw_connection(&socket);
     for _ in 0..rows {
         let started = Instant::now();
         let status = tokio::process::Command::new("true").status().await.unwrap();
@@ -244,7 +205,7 @@ async fn run() {
         assert!(output.status.success());
 
         let started = Instant::now();
-        raw.call(&shell_true());
+        raw_call(&mut raw, &shell_true());
         receipted.push(started.elapsed());
 
         let started = Instant::now();
@@ -313,15 +274,15 @@ async fn run() {
     let noop = json!({"surface": "shell", "command": "run"});
     let (socket_path, stop, server) = serve_noop(tmp.path().join("pipeline"), usize::MAX);
     let client = Client::connect(&socket_path).await.unwrap();
-    let mut raw = RawClient::connect(&socket_path);
+    let mut raw = raw_connection(&socket_path);
     for _ in 0..50 {
         client.call_raw(noop.clone()).await.unwrap();
-        raw.call(&noop);
+        raw_call(&mut raw, &noop);
     }
     let (mut pipeline, mut pipeline_rmcp) = (Vec::new(), Vec::new());
     for _ in 0..2000 {
         let started = Instant::now();
-        raw.call(&noop);
+        raw_call(&mut raw, &noop);
         pipeline.push(started.elapsed());
         let started = Instant::now();
         client.call_raw(noop.clone()).await.unwrap();

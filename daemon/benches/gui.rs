@@ -4,67 +4,18 @@
 //! structured gui result vs an inline screenshot. Run with
 //! `cargo bench -p computer-daemon --bench gui`; it prints markdown table rows.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use computer_tests::Daemon;
 use computer_tests::desktop::Desktop;
+use computer_tests::{Daemon, RawConnection};
 use serde_json::{Value, json};
 
-/// One blocking MCP connection: a request, one line back (no client library in the timing).
-struct RawClient {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    next_id: u64,
-}
-
-impl RawClient {
-    fn connect(socket: &Path) -> RawClient {
-        let stream = UnixStream::connect(socket).expect("connect");
-        let mut client = RawClient {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-            next_id: 0,
-        };
-        client.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "bench", "version": "0"}}),
-        );
-        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    fn send(&mut self, message: &Value) {
-        let mut line = serde_json::to_vec(message).unwrap();
-        line.push(b'\n');
-        self.writer.write_all(&line).unwrap();
-    }
-
-    /// Returns the reply and its size on the wire.
-    fn request(&mut self, method: &str, params: Value) -> (Value, usize) {
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
-        );
-        let mut line = String::new();
-        self.reader.read_line(&mut line).unwrap();
-        let reply: Value = serde_json::from_str(&line).unwrap();
-        assert!(reply["result"].is_object(), "{reply}");
-        (reply, line.len())
-    }
-
-    fn gui(&mut self, command: &str, args: Value, complications: Value) -> Value {
-        let (reply, _) = self.request(
-            "tools/call",
-            json!({"name": "COMPUTER", "arguments": {"surface": "gui", "command": command,
-                   "args": args, "complications": complications}}),
-        );
-        assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
-        reply["result"].clone()
-    }
+/// One gui call over a raw connection (no client library in the timing); it must succeed.
+fn gui(raw: &mut RawConnection, command: &str, args: Value, complications: Value) -> Value {
+    let (reply, _) = raw.call_tool(&json!({"surface": "gui", "command": command,
+        "args": args, "complications": complications}));
+    assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
+    reply["result"].clone()
 }
 
 fn p50(mut samples: Vec<Duration>) -> Duration {
@@ -123,15 +74,21 @@ fn main() {
 
     // (2) A receipted click over the socket with the real daemon vs xdotool.
     let daemon = Daemon::start_on_desktop("");
-    let mut client = RawClient::connect(&daemon.socket);
+    let mut client = RawConnection::connect(&daemon.socket);
+    client.initialize("2025-11-25");
     let (x, y) = (700, 400);
     for _ in 0..20 {
-        client.gui("click", json!({"x": x, "y": y}), json!({}));
+        gui(&mut client, "click", json!({"x": x, "y": y}), json!({}));
     }
     let clicks: Vec<Duration> = (0..200)
         .map(|i| {
             let started = Instant::now();
-            client.gui("click", json!({"x": x + i % 50, "y": y}), json!({}));
+            gui(
+                &mut client,
+                "click",
+                json!({"x": x + i % 50, "y": y}),
+                json!({}),
+            );
             started.elapsed()
         })
         .collect();
@@ -152,9 +109,15 @@ fn main() {
 
     // (3) Model-visible bytes: structured results vs the same step answered with a screenshot.
     let visible = |result: &Value| serde_json::to_vec(result).unwrap().len();
-    let windows = visible(&client.gui("windows", json!({}), json!({})));
-    let click = visible(&client.gui("click", json!({"x": x, "y": y}), json!({})));
-    let shot = visible(&client.gui(
+    let windows = visible(&gui(&mut client, "windows", json!({}), json!({})));
+    let click = visible(&gui(
+        &mut client,
+        "click",
+        json!({"x": x, "y": y}),
+        json!({}),
+    ));
+    let shot = visible(&gui(
+        &mut client,
         "screenshot",
         json!({"max_dim": 1280}),
         json!({"return": {"image": true}}),

@@ -358,6 +358,7 @@ impl CliOutput {
 pub struct RawConnection {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    next_id: i64,
 }
 
 impl RawConnection {
@@ -369,6 +370,7 @@ impl RawConnection {
         RawConnection {
             reader: BufReader::new(stream.try_clone().expect("clone")),
             writer: stream,
+            next_id: 0,
         }
     }
 
@@ -402,6 +404,23 @@ impl RawConnection {
                 return message;
             }
         }
+    }
+
+    /// A `tools/call` of the one tool, answered by the next line (a client library would add its
+    /// own task hops to what benchmarks time). Returns the response and its bytes on the wire.
+    pub fn call_tool(&mut self, arguments: &Value) -> (Value, usize) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "COMPUTER", "arguments": arguments}
+        }));
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("raw read failed");
+        let reply: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}"));
+        assert_eq!(reply["id"], id, "not the response to call {id}: {reply}");
+        (reply, line.len())
     }
 
     /// The MCP handshake at `version`; returns the initialize result.
