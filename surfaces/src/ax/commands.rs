@@ -15,7 +15,7 @@ use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Unt
 use super::roles::all_states;
 use super::selector::{NodeFacts, Selector, TextMatch};
 use super::tree::{self, MAX_WALK, Tree, WalkPlan, line};
-use crate::{CapturedText, Outcome, SurfaceError};
+use crate::{CapturedText, Outcome, ProtectedProcesses, SurfaceError};
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -23,6 +23,8 @@ pub enum Failure {
     Bus(BusError),
     /// A message for the model, complete as it is.
     Said(String),
+    /// The action would have acted on an approver's application: refused, not attempted.
+    Refused(String),
 }
 
 impl From<BusError> for Failure {
@@ -36,6 +38,7 @@ impl Failure {
         match self {
             Failure::Bus(err) => failure(ax, err),
             Failure::Said(message) => SurfaceError::Failed { message },
+            Failure::Refused(message) => SurfaceError::Refused { message },
         }
     }
 }
@@ -78,6 +81,7 @@ pub async fn run(
     conn: &zbus::Connection,
     deadline: Instant,
     job: Job,
+    protected: &ProtectedProcesses,
 ) -> Result<Outcome, Failure> {
     match job {
         Job::Apps { format } => apps_command(ax, conn, deadline, format).await,
@@ -100,7 +104,10 @@ pub async fn run(
             app,
             action,
             value,
-        } => act_command(ax, conn, deadline, target, app, action, value).await,
+        } => {
+            let act = Act { action, value };
+            act_command(ax, conn, deadline, target, app, act, protected).await
+        }
         Job::Wait {
             selector,
             app,
@@ -804,15 +811,7 @@ async fn read_command(
     target: Target,
     app: Option<AppArg>,
 ) -> Result<Outcome, Failure> {
-    let at = locate(ax, conn, deadline, &target, &app).await?;
-    let r = ax.refs.get(&at.0, &at.1);
-    let node = fetch_one(
-        conn,
-        deadline,
-        &at,
-        matches!(target, Target::Ref(_)).then_some(r),
-    )
-    .await?;
+    let (at, r, node) = located(ax, conn, deadline, &target, &app).await?;
     let mut fields = call::read_fields(&node.shown(), r, &node.description);
     let mut texts = Vec::new();
     if node.has_interface("Text") {
@@ -936,18 +935,22 @@ async fn act_command(
     deadline: Instant,
     target: Target,
     app: Option<AppArg>,
-    action: ActName,
-    value: Option<Value>,
+    Act { action, value }: Act,
+    protected: &ProtectedProcesses,
 ) -> Result<Outcome, Failure> {
-    let at = locate(ax, conn, deadline, &target, &app).await?;
-    let r = ax.refs.get(&at.0, &at.1);
-    let node = fetch_one(
-        conn,
-        deadline,
-        &at,
-        matches!(target, Target::Ref(_)).then_some(r),
-    )
-    .await?;
+    let (at, r, node) = located(ax, conn, deadline, &target, &app).await?;
+    if !protected.is_empty() {
+        // No agent may press, type into or focus an approver's widgets (the approval window); an
+        // app whose pid the bus will not give is refused too while approvers are connected.
+        let pid = bus::pid_of(conn, deadline, &at.0).await;
+        if pid.is_none_or(|pid| protected.contains(pid)) {
+            return Err(Failure::Refused(format!(
+                "refused: the target's application ({}) is an approver (where a person answers \
+                 approval requests); agents may not act on it",
+                pid.map_or("pid unknown".into(), |pid| format!("pid {pid}"))
+            )));
+        }
+    }
     let described = line(&node, r, Include::default(), u32::MAX);
     let (dest, path) = (&at.0, &at.1);
     let no_way = |what: &str| {
@@ -1331,15 +1334,29 @@ async fn wait_command(
     }
 }
 
-/// The pid of the application that owns an action's target, for the approver protection. `None`
-/// when the bus cannot say (the caller refuses then).
-pub async fn target_pid(
+/// What `act` does: the action and, for `set_value`, the value.
+pub struct Act {
+    pub action: ActName,
+    pub value: Option<Value>,
+}
+
+/// The element a target names: its (bus, path), its ref and its facts. A ref is read as the ref
+/// table remembers it; a selector is resolved afresh.
+async fn located(
     ax: &Ax,
     conn: &zbus::Connection,
     deadline: Instant,
     target: &Target,
     app: &Option<AppArg>,
-) -> Result<Option<u32>, Failure> {
-    let (bus_name, _) = locate(ax, conn, deadline, target, app).await?;
-    Ok(bus::pid_of(conn, deadline, &bus_name).await)
+) -> Result<((String, String), u32, tree::Node), Failure> {
+    let at = locate(ax, conn, deadline, target, app).await?;
+    let r = ax.refs.get(&at.0, &at.1);
+    let node = fetch_one(
+        conn,
+        deadline,
+        &at,
+        matches!(target, Target::Ref(_)).then_some(r),
+    )
+    .await?;
+    Ok((at, r, node))
 }

@@ -178,25 +178,7 @@ impl PreparedAction for AxAction {
             Ok(conn) => conn,
             Err(err) => return Err(commands::failure(&self.ax, err)),
         };
-        if let Job::Act { target, app, .. } = &self.job
-            && !ctx.protected.is_empty()
-        {
-            // No agent may press, type into or focus an approver's widgets (the approval window):
-            // an app whose pid cannot be told is refused too while approvers are connected.
-            let pid = commands::target_pid(&self.ax, &conn, deadline, target, app)
-                .await
-                .map_err(|failure| failure.into_surface_error(&self.ax))?;
-            if pid.is_none_or(|pid| ctx.protected.contains(pid)) {
-                return Err(SurfaceError::Refused {
-                    message: format!(
-                        "refused: the target's application ({}) is an approver (where a person \
-                         answers approval requests); agents may not act on it",
-                        pid.map_or("pid unknown".into(), |pid| format!("pid {pid}"))
-                    ),
-                });
-            }
-        }
-        let result = commands::run(&self.ax, &conn, deadline, self.job).await;
+        let result = commands::run(&self.ax, &conn, deadline, self.job, &ctx.protected).await;
         if let Err(commands::Failure::Bus(bus::BusError::Connect(_))) = &result {
             // The bus went away (session restarted): the next call reconnects.
             self.ax.bus.reset().await;
