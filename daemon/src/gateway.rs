@@ -5,8 +5,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use tokio_util::sync::CancellationToken;
-
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{Availability, CallContext, EvidenceShot, Outcome, Registry, SurfaceError};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
@@ -15,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::approval::{Approvals, PendingRequest, Resolution};
 use crate::budget::Budget;
+use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, NewRow, RowKind};
@@ -116,9 +115,10 @@ impl Gateway {
         caller: &Caller,
         tool_name: &str,
         arguments: Option<Map<String, Value>>,
-        cancelled: CancellationToken,
+        cancel: CallCancel,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> CallToolResult {
+        let (cancelled, _watching) = cancel.watch();
         let call_id = uuid::Uuid::now_v7().to_string();
         let raw = Value::Object(arguments.unwrap_or_default());
 
@@ -272,7 +272,7 @@ impl Gateway {
                 ]));
                 let resolution = self
                     .approvals
-                    .ask(request, &grant_key, cancelled, progress)
+                    .ask(request, &grant_key, cancelled.clone(), progress)
                     .await;
                 let recorded = serde_json::to_value(&resolution).unwrap_or_default();
                 if let Resolution::Denied { reason, .. } = &resolution {
@@ -318,6 +318,7 @@ impl Gateway {
             call_id: call_id.clone(),
             artifact_dir: self.artifact_dir.clone(),
             protected: self.approvals.approvers().clone(),
+            cancel: cancelled.clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let before = match evidence {

@@ -11,6 +11,7 @@
 //! - [`control`]: the control socket where people (never agents) answer approvals.
 //! - [`ratelimit`]: per-agent sliding-window limits.
 //! - [`budget`]: the response budget (`complications.return`).
+//! - [`cancel`]: why a call stopped early (client, disconnect).
 //! - [`receipts`]: the hash-chained SQLite ledger with group commit.
 //! - [`schema`]: the `COMPUTER` tool definition.
 //! - [`config`]: embedded defaults and the optional TOML file.
@@ -19,6 +20,7 @@
 pub mod agents;
 pub mod approval;
 pub mod budget;
+pub mod cancel;
 pub mod cli;
 pub mod config;
 pub mod control;

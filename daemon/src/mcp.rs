@@ -12,6 +12,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use tokio_util::sync::CancellationToken;
+
+use crate::cancel::CallCancel;
 use crate::gateway::Gateway;
 use crate::policy::Caller;
 
@@ -26,6 +29,8 @@ const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 pub struct Connection {
     pub gateway: Arc<Gateway>,
     pub caller: Caller,
+    /// Fires when the connection closes, cancelling every call still running on it.
+    pub closed: CancellationToken,
 }
 
 impl ServerHandler for Connection {
@@ -79,7 +84,10 @@ impl ServerHandler for Connection {
                 &self.caller,
                 &request.name,
                 request.arguments,
-                context.ct.clone(),
+                CallCancel {
+                    request: context.ct.clone(),
+                    connection: self.closed.clone(),
+                },
                 &progress,
             )
             .await;

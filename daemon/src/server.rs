@@ -221,7 +221,13 @@ async fn serve_connection(
         surfaces,
     };
     tracing::debug!(pid = ?caller.pid, agent = %caller.agent, "client connected");
-    let handler = Connection { gateway, caller };
+    // Fired once the connection is gone (wired to the transport's end of input).
+    let closed = tokio_util::sync::CancellationToken::new();
+    let handler = Connection {
+        gateway,
+        caller,
+        closed: closed.clone(),
+    };
     match handler.serve(transport).await {
         Ok(running) => {
             let _ = running.waiting().await;

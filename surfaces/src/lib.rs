@@ -70,6 +70,9 @@ pub struct CallContext {
     pub artifact_dir: PathBuf,
     /// Processes that gui and ax actions may not target.
     pub protected: Arc<ProtectedProcesses>,
+    /// Fires when the call is cancelled (by its client, or because the client went away): a long
+    /// action stops where it is and ends what it started.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered
