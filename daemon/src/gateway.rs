@@ -321,6 +321,16 @@ impl Gateway {
             cancel: cancelled.clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
+        if let Some(by) = cancel.by() {
+            let error = ToolError::new(
+                ErrorCode::Cancelled,
+                format!("cancelled by the {by} before it ran"),
+            );
+            let body = json!({"ok": false, "error": error, "cancelled": {"by": by}});
+            return self
+                .finish(&call_id, &early, body, error_result(&call_id, &error))
+                .await;
+        }
         let before = match evidence {
             Evidence::Full => Some(self.capture_evidence(&ctx, "before", false).await),
             _ => None,
@@ -330,7 +340,7 @@ impl Gateway {
             Evidence::None => None,
             _ => Some(self.capture_evidence(&ctx, "after", true).await),
         };
-        let (reply, result_body) = match outcome {
+        let (reply, mut result_body) = match outcome {
             Ok(mut outcome) => {
                 let shots = [("before", before), ("after", after)];
                 let evidence = evidence_report(&shots, &mut outcome);
@@ -353,17 +363,36 @@ impl Gateway {
                 (error_result(&call_id, &error), body)
             }
         };
+        // A cancelled call is recorded as such; its client hears nothing more of it (rmcp drops
+        // the reply of a cancelled request, and a gone client has nobody to read it).
+        if let Some(by) = cancel.by() {
+            result_body["ok"] = json!(false);
+            result_body["cancelled"] = json!({"by": by});
+            tracing::info!(%call_id, by, "call cancelled");
+        }
+        self.finish(&call_id, &early, result_body, reply).await
+    }
+
+    /// Writes a call's result receipt, then hands back its reply (or, when the receipt cannot
+    /// be written, an error saying so).
+    async fn finish(
+        &self,
+        call_id: &str,
+        early: &Early,
+        body: Value,
+        reply: CallToolResult,
+    ) -> CallToolResult {
         let result = NewRow {
-            call_id: call_id.clone(),
+            call_id: call_id.to_string(),
             kind: RowKind::Result,
-            surface: early.surface,
-            command: early.command,
-            body: result_body,
+            surface: early.surface.clone(),
+            command: early.command.clone(),
+            body,
         };
         if let Err(err) = self.ledger.append(vec![result]).await {
             tracing::error!(%call_id, error = %err, "result receipt failed after the action ran");
             return error_result(
-                &call_id,
+                call_id,
                 &ToolError::new(
                     ErrorCode::ReceiptFailed,
                     format!("the action ran, but its result receipt could not be written: {err}"),
@@ -444,12 +473,15 @@ impl Gateway {
                 })
             })
             .collect();
-        let body = json!({
+        let mut body = json!({
             "ok": outcome.success,
             "fields": outcome.fields,
             "outputs": outputs,
             "artifacts": outcome.artifacts,
         });
+        for (key, value) in &outcome.receipt {
+            body[key] = value.clone();
+        }
         let value = Value::Object(visible);
         let mut result = if outcome.success {
             CallToolResult::structured(value)
