@@ -303,15 +303,10 @@ impl Gateway {
         };
         if let Err(err) = self.ledger.append(vec![intent]).await {
             tracing::error!(%call_id, error = %err, "intent receipt failed; action refused");
-            return error_result(
-                &call_id,
-                &ToolError::new(
-                    ErrorCode::ReceiptFailed,
-                    format!(
-                        "the action was refused because its receipt could not be written: {err}"
-                    ),
-                ),
-            );
+            return unreceipted_error(&ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("the action was refused because its receipt could not be written: {err}"),
+            ));
         }
 
         let ctx = CallContext {
@@ -335,9 +330,10 @@ impl Gateway {
             Evidence::Full => Some(self.capture_evidence(&ctx, "before", false).await),
             _ => None,
         };
-        let outcome = action.run(ctx.clone()).await;
+        let outcome = run_until_cancelled(action, ctx.clone(), &cancelled).await;
         let after = match evidence {
             Evidence::None => None,
+            _ if cancelled.is_cancelled() => None,
             _ => Some(self.capture_evidence(&ctx, "after", true).await),
         };
         let (reply, mut result_body) = match outcome {
@@ -391,13 +387,10 @@ impl Gateway {
         };
         if let Err(err) = self.ledger.append(vec![result]).await {
             tracing::error!(%call_id, error = %err, "result receipt failed after the action ran");
-            return error_result(
-                call_id,
-                &ToolError::new(
-                    ErrorCode::ReceiptFailed,
-                    format!("the action ran, but its result receipt could not be written: {err}"),
-                ),
-            );
+            return unreceipted_error(&ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("the action ran, but its result receipt could not be written: {err}"),
+            ));
         }
         reply
     }
@@ -531,8 +524,33 @@ impl Gateway {
         ];
         if let Err(err) = self.ledger.append(rows).await {
             tracing::error!(%call_id, error = %err, "receipt for a refused call failed");
+            return unreceipted_error(&error);
         }
         error_result(call_id, &error)
+    }
+}
+
+/// How long a cancelled action may take to end on its own (a shell run counts and kills what it
+/// started, and reports) before it is dropped where it stands.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Runs `action` to its end, or, once `cancelled` fires, for at most [`CANCEL_GRACE`] more:
+/// surfaces that watch the token end cleanly; the others are dropped at their next await.
+async fn run_until_cancelled(
+    action: Box<dyn computer_surfaces::PreparedAction>,
+    ctx: CallContext,
+    cancelled: &tokio_util::sync::CancellationToken,
+) -> Result<Outcome, SurfaceError> {
+    let run = action.run(ctx);
+    tokio::pin!(run);
+    tokio::select! {
+        outcome = &mut run => outcome,
+        _ = cancelled.cancelled() => match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(SurfaceError::Failed {
+                message: "cancelled before it ended".into(),
+            }),
+        },
     }
 }
 
@@ -626,6 +644,16 @@ fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
             *first = ContentBlock::text(text);
         }
     }
+}
+
+/// An error whose receipt could not be written: no receipt id is handed out for rows that do
+/// not exist.
+fn unreceipted_error(error: &ToolError) -> CallToolResult {
+    CallToolResult::structured_error(json!({
+        "ok": false,
+        "receipt": null,
+        "error": error,
+    }))
 }
 
 fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {

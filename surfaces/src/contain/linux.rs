@@ -155,6 +155,7 @@ impl Plan {
     pub(super) fn probe(&self) -> io::Result<()> {
         let mut command = std::process::Command::new("/bin/true");
         command
+            .env_clear()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -358,6 +359,9 @@ fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
             fail(report, STAGE_UNSHARE);
         }
         if plan.rootless {
+            // The daemon is not dumpable, which makes its /proc/self files root's: this child
+            // may write its own maps only while dumpable, and is made undumpable again below.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1);
             if !write_file(b"/proc/self/setgroups\0", b"deny") {
                 fail(report, STAGE_SETGROUPS);
             }
@@ -368,6 +372,11 @@ fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
                 fail(report, STAGE_GID_MAP);
             }
         }
+        // The supervisor and the init are copies of the daemon: their memory must stay
+        // unreadable to the run, and the daemon's environment is wiped from it besides (a root
+        // run reads a non-dumpable root process's /proc/PID/environ all the same).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+        wipe_environment();
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
@@ -395,6 +404,29 @@ fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
             libc::_exit(code);
         }
         run_init(plan, report)
+    }
+}
+
+/// Overwrites this process's copy of the environment strings with zeros. The program is not
+/// affected: the standard library hands it the environment the surface built, from its own
+/// memory, and `prepare` requires that environment to be explicit.
+unsafe fn wipe_environment() {
+    unsafe extern "C" {
+        static mut environ: *const *mut libc::c_char;
+    }
+    // SAFETY: `environ` is a NULL-terminated array of NUL-terminated strings; this process is a
+    // single-threaded fork that only overwrites its own copy of them.
+    unsafe {
+        let mut entry = environ;
+        if entry.is_null() {
+            return;
+        }
+        while !(*entry).is_null() {
+            let text = *entry;
+            let len = libc::strlen(text);
+            std::ptr::write_bytes(text, 0, len);
+            entry = entry.add(1);
+        }
     }
 }
 
