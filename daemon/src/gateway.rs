@@ -603,6 +603,12 @@ fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
     if c.detach {
         return not_here("detach", "is not supported yet; run without it");
     }
+    if c.sandbox.is_some() && call.surface != SurfaceName::Shell {
+        return Err(ToolError::invalid(
+            "the `sandbox` complication tightens the processes a call starts; only shell runs start processes",
+        )
+        .at("complications.sandbox"));
+    }
     Ok(())
 }
 

@@ -112,6 +112,21 @@ pub struct Complications {
     /// Run in the background and return a job reference at once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub detach: bool,
+    /// A stricter sandbox for processes this call starts (never a looser one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+}
+
+/// Tighter containment for one call's processes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Sandbox {
+    /// `false`: no network at all (not even loopback, nor the X display's abstract socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+    /// Everything is read-only except these absolute paths (and `/dev`, `/proc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writable: Option<Vec<String>>,
 }
 
 /// What proof of an action's effect to capture.
@@ -185,6 +200,10 @@ mod tests {
                 }),
                 secrets: BTreeMap::from([("T".into(), "keychain://s/a".into())]),
                 detach: true,
+                sandbox: Some(Sandbox {
+                    network: Some(false),
+                    writable: Some(vec!["/tmp".into()]),
+                }),
             };
             round_trip(&call);
             assert_eq!(SurfaceName::parse(surface.as_str()), Some(surface));

@@ -11,7 +11,9 @@ pub mod client;
 pub mod paths;
 pub mod reply;
 
-pub use call::{Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, SurfaceName};
+pub use call::{
+    Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, SurfaceName,
+};
 pub use client::{Client, ClientError};
 pub use reply::{ErrorCode, ToolError};
 

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
-use crate::contain::Containment;
+use crate::contain::{Containment, RunLimits};
 use crate::{
     Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
     decode_args,
@@ -237,6 +237,7 @@ impl Surface for ShellSurface {
             timeout,
             capture: self.limits.capture,
             containment: self.limits.containment.clone(),
+            sandbox: run_limits(complications)?,
         }))
     }
 }
@@ -273,6 +274,44 @@ pub struct ShellRun {
     timeout: Duration,
     capture: CaptureLimits,
     containment: Arc<Containment>,
+    sandbox: RunLimits,
+}
+
+/// The stricter sandbox a call asks for, checked: writable paths absolute and existing.
+fn run_limits(complications: &Complications) -> Result<RunLimits, ToolError> {
+    let Some(sandbox) = &complications.sandbox else {
+        return Ok(RunLimits::default());
+    };
+    let writable = match &sandbox.writable {
+        None => None,
+        Some(paths) => {
+            let mut checked = Vec::new();
+            for (i, path) in paths.iter().enumerate() {
+                let at = format!("complications.sandbox.writable[{i}]");
+                let path = PathBuf::from(path);
+                if !path.is_absolute() {
+                    return Err(ToolError::invalid(format!(
+                        "`{}` is not an absolute path",
+                        path.display()
+                    ))
+                    .at(at));
+                }
+                let canonical = path.canonicalize().map_err(|err| {
+                    ToolError::invalid(format!(
+                        "`{}` cannot be made writable: {err}",
+                        path.display()
+                    ))
+                    .at(at.clone())
+                })?;
+                checked.push(canonical);
+            }
+            Some(checked)
+        }
+    };
+    Ok(RunLimits {
+        no_network: sandbox.network == Some(false),
+        writable,
+    })
 }
 
 /// How the wait for a run's program ended.
@@ -339,7 +378,7 @@ impl PreparedAction for ShellRun {
         command.envs(&self.env);
         let mut contained = self
             .containment
-            .prepare(command.as_std_mut())
+            .prepare(command.as_std_mut(), &self.sandbox)
             .map_err(|err| SurfaceError::Failed {
                 message: err.to_string(),
             })?;
@@ -486,6 +525,12 @@ impl PreparedAction for ShellRun {
         let mut receipt = Map::new();
         receipt.insert("containment".into(), json!(self.containment.status()));
         receipt.insert("killed_processes".into(), json!(killed));
+        if !self.sandbox.is_default() {
+            receipt.insert(
+                "sandbox".into(),
+                json!({"network": !self.sandbox.no_network, "writable": self.sandbox.writable}),
+            );
+        }
         let artifacts = [&stdout, &stderr]
             .iter()
             .filter_map(|text| text.artifact.clone())

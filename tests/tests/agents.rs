@@ -123,26 +123,22 @@ async fn agents_cannot_mint_tokens_through_the_shell_surface() {
             .unwrap(),
     );
     assert_eq!(out["error"]["code"], "denied", "{out}");
-    // Without naming it (the default path), the CLI itself refuses to run under the daemon.
+    // Naming it where policy does not look (an env value), the run still cannot reach the
+    // store: containment hides the state dir from every run.
     let script = format!(
-        "COMPUTER_SOCKET={} {} agents add sneaky",
-        daemon.socket.display(),
+        "COMPUTER_STATE_DIR=\"$S\" {} agents add sneaky",
         bin.display()
     );
     let out = structured(
         &client
-            .call_raw(shell_run(json!({"script": script}), json!({})))
+            .call_raw(shell_run(
+                json!({"script": script}),
+                json!({"env": {"S": daemon.state}}),
+            ))
             .await
             .unwrap(),
     );
     assert_ne!(out["exit_code"], 0, "{out}");
-    assert!(
-        out["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("managed by a person"),
-        "{out}"
-    );
     client.close().await;
     assert!(!daemon.cli(&["agents", "list"]).stdout.contains("sneaky"));
 }

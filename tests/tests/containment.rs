@@ -352,3 +352,49 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     );
     assert!(processes_with("sleep 3041").is_empty());
 }
+
+#[test]
+fn a_call_can_ask_for_a_stricter_sandbox_and_never_a_looser_one() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let work = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let probe = r#"python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 2); print('connected')" "$PORT" 2>/dev/null || echo no-network;
+                   touch "$WORK/inside" 2>/dev/null && echo wrote-inside;
+                   touch "$ELSEWHERE/outside" 2>/dev/null && echo wrote-outside"#;
+    let env = json!({"PORT": port, "WORK": work.path(), "ELSEWHERE": elsewhere.path()});
+    let call = |sandbox: Value| {
+        daemon
+            .cli(&[
+                "call",
+                "shell",
+                "run",
+                "--json",
+                "--args",
+                &json!({ "script": probe }).to_string(),
+                "--complications",
+                &json!({"env": env, "sandbox": sandbox}).to_string(),
+            ])
+            .json()
+    };
+    // By default: the network and the person's files are there.
+    let ordinary = call(json!({}));
+    assert_eq!(
+        stdout(&ordinary),
+        "connected\nwrote-inside\nwrote-outside\n",
+        "{ordinary}"
+    );
+    // Asked for: no network, and nothing writable but the work directory.
+    let strict = call(json!({"network": false, "writable": [work.path()]}));
+    assert_eq!(stdout(&strict), "no-network\nwrote-inside\n", "{strict}");
+    let result = daemon.receipt_row(&strict["receipt"], "result");
+    assert_eq!(result["body"]["sandbox"]["network"], false, "{result}");
+    // A writable path that is not absolute is an error naming it.
+    let bad = call(json!({"writable": ["relative/dir"]}));
+    assert_eq!(
+        bad["error"]["path"], "complications.sandbox.writable[0]",
+        "{bad}"
+    );
+    drop(listener);
+}

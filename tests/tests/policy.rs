@@ -139,8 +139,11 @@ async fn a_person_denies_and_session_grants_cover_only_the_same_action() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shell_surface_cannot_answer_its_own_request() {
     // The agent may run `computer` itself (a rule allows it); it still cannot approve anything.
-    let config =
-        format!("{ASK_ACTS}[[rules]]\nargv0 = [\"computer\", \"env\"]\ndecision = \"allow\"\n");
+    // Containment (on by default) hides the control socket from runs altogether (see
+    // containment.rs); turned off here, the control socket's own ancestry check must hold.
+    let config = format!(
+        "{ASK_ACTS}[containment]\nmode = \"off\"\n[[rules]]\nargv0 = [\"computer\", \"env\"]\ndecision = \"allow\"\n"
+    );
     let daemon = Daemon::start_with_config(&config);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("self-approved");
@@ -218,7 +221,10 @@ fn zombie_children(daemon_pid: i32) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_descendant_that_a_run_detached_is_still_refused_and_reaped() {
-    let daemon = Daemon::start_with_config("[defaults]\nact = \"allow\"\n");
+    // Contained, a detached process dies with its run (containment.rs); with containment off,
+    // the subreaper keeps it the daemon's descendant, refused at the control socket.
+    let daemon =
+        Daemon::start_with_config("[defaults]\nact = \"allow\"\n[containment]\nmode = \"off\"\n");
     let dir = tempfile::tempdir().unwrap();
     let (go, ready, out) = (
         dir.path().join("go"),

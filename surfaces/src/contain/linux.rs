@@ -22,7 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::{ContainError, RunEnd};
+use super::{ContainError, RunEnd, RunLimits};
 
 /// Capabilities a root daemon's runs lose: those that would undo the masks (mount, setns),
 /// reach around them (open_by_handle_at, raw devices) or reach other processes (ptrace).
@@ -57,6 +57,8 @@ const STAGES: &[&str] = &[
     "masking a file",
     "mounting /proc",
     "fork of the program",
+    "making mounts read-only",
+    "making a path writable",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -69,6 +71,8 @@ const STAGE_MASK_DIR: i32 = 7;
 const STAGE_MASK_FILE: i32 = 8;
 const STAGE_PROC: i32 = 9;
 const STAGE_FORK_PROGRAM: i32 = 10;
+const STAGE_READ_ONLY: i32 = 11;
+const STAGE_WRITABLE: i32 = 12;
 
 /// The exit code of a supervisor whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -86,6 +90,10 @@ pub(super) struct Plan {
     masked_dirs: Vec<CString>,
     /// Files (and sockets) covered by a read-only bind of /dev/null.
     masked_files: Vec<CString>,
+    /// This run gets an empty network namespace.
+    no_network: bool,
+    /// When set, every mount is read-only except these paths.
+    writable: Option<Vec<CString>>,
     described: String,
 }
 
@@ -143,8 +151,29 @@ impl Plan {
             pins: pins.iter().map(c).collect::<io::Result<_>>()?,
             masked_dirs: dirs.iter().map(c).collect::<io::Result<_>>()?,
             masked_files: files.iter().map(c).collect::<io::Result<_>>()?,
+            no_network: false,
+            writable: None,
             described,
         })
+    }
+
+    /// This plan tightened by one run's limits.
+    pub(super) fn with_limits(&self, limits: &RunLimits) -> Result<Plan, ContainError> {
+        let mut plan = self.clone();
+        plan.no_network = limits.no_network;
+        if let Some(paths) = &limits.writable {
+            let mut writable = Vec::new();
+            for path in paths {
+                writable.push(CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+                    ContainError::Setup {
+                        stage: "writable paths",
+                        source: io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"),
+                    }
+                })?);
+            }
+            plan.writable = Some(writable);
+        }
+        Ok(plan)
     }
 
     pub(super) fn describe(&self) -> String {
@@ -210,15 +239,23 @@ impl Run {
     pub(super) fn started(&mut self) -> Result<(), ContainError> {
         self.report_write = None;
         // The supervisor writes the init's pid before it lets spawn() return, so the record is
-        // in the pipe already (or an error record, or nothing when the supervisor died).
-        match read_record(&self.report) {
-            Some((TAG_INIT, pid, _, _)) => {
-                self.init_pid = Some(pid);
-                Ok(())
+        // in the pipe already (or an error record, or nothing when the supervisor died). A run
+        // quick enough can have ended before its supervisor was scheduled again: then the
+        // init's final record comes first.
+        while let Some(record) = read_record(&self.report) {
+            match record {
+                (TAG_INIT, pid, _, _) => {
+                    self.init_pid = Some(pid);
+                    return Ok(());
+                }
+                (TAG_DONE, status, killed, stopped) => {
+                    self.done = Some(run_end(status, killed, stopped))
+                }
+                (TAG_ERROR, stage, errno, _) => return Err(setup_error(stage, errno)),
+                _ => break,
             }
-            Some((TAG_ERROR, stage, errno, _)) => Err(setup_error(stage, errno)),
-            _ => Err(ContainError::Lost),
         }
+        Err(ContainError::Lost)
     }
 
     pub(super) fn stop(&self) {
@@ -239,16 +276,20 @@ impl Run {
         self.report_write = None;
         match read_record(&self.report) {
             Some((TAG_DONE, status, killed, stopped)) => {
-                let end = RunEnd {
-                    status: (stopped == 0).then_some(status),
-                    killed: killed.max(0) as u32,
-                };
+                let end = run_end(status, killed, stopped);
                 self.done = Some(end);
                 Ok(end)
             }
             Some((TAG_ERROR, stage, errno, _)) => Err(setup_error(stage, errno)),
             _ => Err(ContainError::Lost),
         }
+    }
+}
+
+fn run_end(status: i32, killed: i32, stopped: i32) -> RunEnd {
+    RunEnd {
+        status: (stopped == 0).then_some(status),
+        killed: killed.max(0) as u32,
     }
 }
 
@@ -350,6 +391,9 @@ fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
     let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
     if plan.rootless {
         flags |= libc::CLONE_NEWUSER;
+    }
+    if plan.no_network {
+        flags |= libc::CLONE_NEWNET;
     }
     // SAFETY: system calls on data prepared before the fork; see the module comment.
     unsafe {
@@ -495,6 +539,25 @@ unsafe fn run_init(plan: &Plan, report: RawFd) -> io::Result<()> {
                 fail(report, STAGE_MASK_FILE);
             }
         }
+        if let Some(writable) = &plan.writable {
+            // Everything read-only, then each writable path a fresh bind with the flag cleared.
+            if set_read_only(c"/", true) != 0 {
+                fail(report, STAGE_READ_ONLY);
+            }
+            for path in writable {
+                if libc::mount(
+                    path.as_ptr(),
+                    path.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ) != 0
+                    || set_read_only(path, false) != 0
+                {
+                    fail(report, STAGE_WRITABLE);
+                }
+            }
+        }
         if libc::mount(
             c"proc".as_ptr(),
             c"/proc".as_ptr(),
@@ -545,6 +608,36 @@ unsafe fn run_init(plan: &Plan, report: RawFd) -> io::Result<()> {
             i32::from(stopped),
         );
         libc::_exit(0);
+    }
+}
+
+/// Sets or clears the read-only flag on the mount at `path` and every mount beneath it.
+unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let attr = MountAttr {
+        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr reads the structure we own, of the size we give.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            AT_RECURSIVE,
+            &attr,
+            std::mem::size_of::<MountAttr>(),
+        )
     }
 }
 
@@ -622,7 +715,7 @@ unsafe fn prepare_program(plan: &Plan) -> io::Result<()> {
         }
         // Close-on-exec rather than close: the standard library's exec-error pipe must live
         // until the exec itself.
-        close_from(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as u32);
+        close_from(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     }
     Ok(())
 }

@@ -47,3 +47,26 @@ pub(super) fn wrap(command: &mut std::process::Command, profile: &str) {
     }
     *command = wrapped;
 }
+
+/// `profile` tightened by one run's limits.
+pub(super) fn with_limits(profile: &str, limits: &super::RunLimits) -> String {
+    let mut profile = profile.to_string();
+    if limits.no_network {
+        profile.push_str("(deny network*)\n");
+    }
+    if let Some(writable) = &limits.writable {
+        profile.push_str(
+            "(deny file-write*)\n(allow file-write* (literal \"/dev/null\") (subpath \"/dev/fd\")",
+        );
+        for path in writable {
+            let quoted = path
+                .display()
+                .to_string()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            profile.push_str(&format!(" (subpath \"{quoted}\")"));
+        }
+        profile.push_str(")\n");
+    }
+    profile
+}

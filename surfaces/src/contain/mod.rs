@@ -28,10 +28,26 @@ pub struct ContainmentConfig {
     pub hidden: Vec<PathBuf>,
 }
 
+/// Tighter limits one run asks for (`complications.sandbox`), on top of the daemon's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunLimits {
+    /// No network namespace access: the run gets an empty one.
+    pub no_network: bool,
+    /// Everything read-only except these existing absolute paths.
+    pub writable: Option<Vec<PathBuf>>,
+}
+
+impl RunLimits {
+    pub fn is_default(&self) -> bool {
+        !self.no_network && self.writable.is_none()
+    }
+}
+
 /// What containment this machine gives runs, as receipts and `computer doctor` report it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContainmentStatus {
-    /// `namespaces` (Linux), `seatbelt` (macOS), `off` (turned off by config) or `unavailable`.
+    /// `namespaces` (Linux), `seatbelt` (macOS), `off` (turned off by config), `unavailable`
+    /// (cannot be set up here), or `unconfigured` (a registry built only to describe the tools).
     pub mechanism: &'static str,
     /// What it covers, or why it is missing and how to fix that.
     pub detail: String,
@@ -40,7 +56,7 @@ pub struct ContainmentStatus {
 impl ContainmentStatus {
     /// Whether runs may start: contained, or containment deliberately turned off.
     pub fn allows_runs(&self) -> bool {
-        self.mechanism != "unavailable"
+        !matches!(self.mechanism, "unavailable" | "unconfigured")
     }
 }
 
@@ -57,7 +73,16 @@ pub struct Containment {
 impl Default for Containment {
     /// Not set up: runs are refused. Only the daemon's config decides that runs go uncontained.
     fn default() -> Self {
-        Containment::unavailable("containment was not configured for this surface")
+        Containment {
+            status: ContainmentStatus {
+                mechanism: "unconfigured",
+                detail: "containment was not set up for this surface".into(),
+            },
+            #[cfg(target_os = "linux")]
+            plan: None,
+            #[cfg(target_os = "macos")]
+            profile: None,
+        }
     }
 }
 
@@ -139,18 +164,27 @@ impl Containment {
     pub fn prepare(
         &self,
         command: &mut std::process::Command,
+        limits: &RunLimits,
     ) -> Result<Option<RunHandle>, ContainError> {
         if !self.status.allows_runs() {
             return Err(ContainError::Unavailable(self.status.detail.clone()));
         }
         #[cfg(target_os = "linux")]
         if let Some(plan) = &self.plan {
-            return plan.prepare(command).map(|inner| Some(RunHandle { inner }));
+            return plan
+                .with_limits(limits)?
+                .prepare(command)
+                .map(|inner| Some(RunHandle { inner }));
         }
         #[cfg(target_os = "macos")]
         if let Some(profile) = &self.profile {
-            macos::wrap(command, profile);
+            macos::wrap(command, &macos::with_limits(profile, limits));
             return Ok(None);
+        }
+        if !limits.is_default() {
+            return Err(ContainError::Unavailable(
+                "a stricter sandbox needs containment, which is off in this daemon's config".into(),
+            ));
         }
         let _ = command;
         Ok(None)
