@@ -84,6 +84,25 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Optio
     }
 }
 
+/// Live processes whose command line starts with `prefix`, from this machine's /proc (a
+/// contained run's pids are its own namespace's, so its processes are found by what they run).
+pub fn processes_started_with(prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.starts_with(prefix) {
+            found.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
+        }
+    }
+    found
+}
+
 /// Config that lets acts run without asking a person.
 pub const ALLOW_ACTS: &str = "[defaults]\nact = \"allow\"\n";
 

@@ -38,22 +38,8 @@ fn sha256_of(path: &Path) -> String {
     ))
 }
 
-/// Processes whose command line starts with `needle`, from the test's (the host's) /proc.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.starts_with(needle) {
-            found.push(format!(
-                "{}: {cmdline}",
-                entry.file_name().to_string_lossy()
-            ));
-        }
-    }
-    found
+fn processes_with(prefix: &str) -> Vec<String> {
+    computer_tests::processes_started_with(prefix)
 }
 
 #[test]

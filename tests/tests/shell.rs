@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use computer_tests::{Daemon, shell_run, structured, wait_for};
+use computer_tests::{Daemon, processes_started_with, shell_run, structured, wait_for};
 use serde_json::{Value, json};
 
 async fn run(daemon: &Daemon, args: Value, complications: Value) -> Value {
@@ -113,23 +113,10 @@ async fn signals_are_reported_by_name() {
     assert_eq!(out["ok"], false);
 }
 
-fn process_is_gone(pid: i32) -> bool {
-    // A zombie has already died; only its parent's wait is missing.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timeout_kills_the_whole_group_including_background_grandchildren() {
     let daemon = Daemon::start();
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("grandchild.pid");
-    let script = format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display());
+    let script = "sleep 3101 & sleep 3102";
     let started = Instant::now();
     let out = run(
         &daemon,
@@ -140,40 +127,31 @@ async fn a_timeout_kills_the_whole_group_including_background_grandchildren() {
     let elapsed = started.elapsed();
     assert_eq!(out["timed_out"], true, "{out}");
     assert_eq!(out["signal"], "SIGKILL");
+    // The shell, its background job and its foreground child.
+    assert_eq!(out["killed_processes"], 3, "{out}");
     assert!(
         elapsed < Duration::from_millis(500 + 2000),
         "result came after {elapsed:?}"
     );
-    let grandchild: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The run's pids are its own namespace's: the host's /proc is searched by command line.
     wait_for(
         "the background grandchild to die",
         Duration::from_secs(5),
-        || process_is_gone(grandchild).then_some(()),
+        || processes_started_with("sleep 310").is_empty().then_some(()),
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leftovers_of_a_finished_run_die_with_it() {
     let daemon = Daemon::start();
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("bg.pid");
-    let script = format!(
-        "sleep 300 >/dev/null 2>&1 & echo $! > {}",
-        pid_file.display()
-    );
+    let script = "sleep 3201 >/dev/null 2>&1 &";
     let out = run(&daemon, json!({"script": script}), json!({})).await;
     assert_eq!(out["exit_code"], 0);
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert_eq!(out["killed_processes"], 1, "{out}");
     wait_for("the background job to die", Duration::from_secs(5), || {
-        process_is_gone(pid).then_some(())
+        processes_started_with("sleep 3201")
+            .is_empty()
+            .then_some(())
     });
 }
 
