@@ -573,7 +573,7 @@ async fn wait_hung_up(socket: RawFd) {
     let watch = borrowed
         .try_clone_to_owned()
         // SAFETY: the AsyncFd owns this duplicate and nothing else closes or replaces it.
-        .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::WRITABLE) });
+        .and_then(|fd| unsafe { Ok(AsyncFd::register_with_interest(fd, Interest::WRITABLE)?) });
     let watch = match watch {
         Ok(watch) => watch,
         Err(err) => {
