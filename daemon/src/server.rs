@@ -147,7 +147,7 @@ pub async fn run(
     let cap = config.max_connections.min(Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(cap));
     let mut accepting = AcceptBackoff::default();
-    let over_cap_log = RateLimitedLog::new(LOG_EVERY);
+    let logs = Arc::new(RefusalLogs::default());
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -174,7 +174,9 @@ pub async fn run(
         let peer = match check_peer(&stream, our_uid) {
             Ok(peer) => peer,
             Err(reason) => {
-                tracing::warn!(%reason, "refused a connection");
+                if let Some(suppressed) = logs.other_user.allow() {
+                    tracing::warn!(%reason, suppressed, "refused a connection");
+                }
                 continue;
             }
         };
@@ -188,9 +190,10 @@ pub async fn run(
                     (our_uid, our_pid),
                     limits,
                     unanswered.clone(),
+                    logs.clone(),
                 ));
             }
-            Err(_) => refuse_over_cap(stream, cap, &over_cap_log),
+            Err(_) => refuse_over_cap(stream, cap, &logs.over_cap),
         }
     }
 
@@ -221,6 +224,24 @@ pub async fn run(
 /// How often a repeated warning about the socket (refusals over the cap, failing accepts) is
 /// logged at most: a flood must not turn into a flood of log lines.
 const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// One rate limit per kind of refused connection: a hostile client repeating one refusal must not
+/// drown the others, nor the log.
+struct RefusalLogs {
+    over_cap: RateLimitedLog,
+    other_user: RateLimitedLog,
+    nested: RateLimitedLog,
+}
+
+impl Default for RefusalLogs {
+    fn default() -> Self {
+        RefusalLogs {
+            over_cap: RateLimitedLog::new(LOG_EVERY),
+            other_user: RateLimitedLog::new(LOG_EVERY),
+            nested: RateLimitedLog::new(LOG_EVERY),
+        }
+    }
+}
 
 /// The first pause after a failed accept, and the longest.
 const ACCEPT_PAUSE_FIRST: Duration = Duration::from_millis(100);
@@ -365,19 +386,34 @@ fn refuse_over_cap(stream: UnixStream, cap: usize, log: &RateLimitedLog) {
 /// Why a peer may not be served as an agent at all, beyond the uid: it descends from this daemon
 /// (a surface started it, directly or not). Its calls would otherwise come back as a fresh agent
 /// outside the scope and receipts of the call that started it. An unreadable ancestry refuses.
-fn nested_call_refusal(peer_pid: Option<i32>, our_pid: i32) -> Option<String> {
+fn nested_call_refusal(peer_pid: Option<i32>, our_pid: i32) -> Option<NestedRefusal> {
+    let unknown = |reason: String| NestedRefusal {
+        known_nested: false,
+        reason,
+    };
     let Some(pid) = peer_pid else {
-        return Some("the peer's pid is unknown, so a call from inside a run cannot be ruled out".into());
+        return Some(unknown(
+            "the peer's pid is unknown, so a call from inside a run cannot be ruled out".into(),
+        ));
     };
     match descends_from(pid, our_pid) {
         Ok(false) => None,
-        Ok(true) => Some(format!(
-            "pid {pid} descends from this daemon (a surface started it): calls from inside a run are not served; make the call from the agent itself"
-        )),
-        Err(err) => Some(format!(
+        Ok(true) => Some(NestedRefusal {
+            known_nested: true,
+            reason: format!(
+                "pid {pid} descends from this daemon (a surface started it): calls from inside a run are not served; make the call from the agent itself"
+            ),
+        }),
+        Err(err) => Some(unknown(format!(
             "cannot tell whether pid {pid} descends from this daemon ({err}), so it is refused"
-        )),
+        ))),
     }
+}
+
+struct NestedRefusal {
+    /// True when the peer surely descends from the daemon; false when that could not be ruled out.
+    known_nested: bool,
+    reason: String,
 }
 
 async fn serve_connection(
@@ -388,13 +424,27 @@ async fn serve_connection(
     (our_uid, our_pid): (u32, i32),
     limits: Limits,
     unanswered: Arc<Unanswered>,
+    logs: Arc<RefusalLogs>,
 ) {
     // Fired once the client is gone (or its connection closed on it): every call still running
     // on it stops at once.
     let closed = tokio_util::sync::CancellationToken::new();
     let (mut transport, writer) = LineTransport::new(stream, limits, unanswered, closed.clone());
-    if let Some(reason) = nested_call_refusal(peer.pid, our_pid) {
-        tracing::warn!(peer_pid = ?peer.pid, %reason, "refused a connection from inside a run");
+    if let Some(refusal) = nested_call_refusal(peer.pid, our_pid) {
+        let reason = &refusal.reason;
+        if let Some(suppressed) = logs.nested.allow() {
+            if refusal.known_nested {
+                tracing::warn!(
+                    peer_pid = ?peer.pid, %reason, suppressed,
+                    "refused a connection from inside a run (logged at most once a minute)"
+                );
+            } else {
+                tracing::warn!(
+                    peer_pid = ?peer.pid, %reason, suppressed,
+                    "refused a connection whose ancestry cannot be read (logged at most once a minute)"
+                );
+            }
+        }
         transport.refuse(None, format!("refused: {reason}")).await;
         let _ = writer.await;
         return;
