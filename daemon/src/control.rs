@@ -63,12 +63,15 @@ impl ControlSocket {
         // SAFETY: getuid/getpid have no preconditions and cannot fail.
         let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
         tracing::info!(socket = %self.path.display(), "control socket serving approvers");
+        // Out of descriptors, a failing accept would otherwise be retried at once, forever.
+        let mut accepting = crate::server::AcceptBackoff::new("control");
         loop {
             match self.listener.accept().await {
                 Ok(stream) => {
+                    accepting.succeeded();
                     tokio::spawn(serve(stream, approvals.clone(), our_uid, our_pid));
                 }
-                Err(err) => tracing::warn!(error = %err, "control accept failed"),
+                Err(err) => tokio::time::sleep(accepting.failed(&err)).await,
             }
         }
     }

@@ -146,7 +146,7 @@ pub async fn run(
     };
     let cap = config.max_connections.min(Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(cap));
-    let mut accepting = AcceptBackoff::default();
+    let mut accepting = AcceptBackoff::new("agent");
     let logs = Arc::new(RefusalLogs::default());
     tokio::pin!(shutdown);
     loop {
@@ -164,6 +164,9 @@ pub async fn run(
                 // Out of descriptors (or memory) the pending connection stays queued and the
                 // listener stays readable: retrying at once would spin. Pause, doubling.
                 let pause = accepting.failed(&err);
+                if pause.is_zero() {
+                    continue;
+                }
                 tokio::select! {
                     biased;
                     _ = &mut shutdown => break,
@@ -249,22 +252,23 @@ const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// Pauses between failing accepts (100 ms doubling to 1 s) and their one log line.
 pub struct AcceptBackoff {
+    /// Which socket, for the log: `agent` or `control`.
+    socket: &'static str,
     pause: Option<Duration>,
     failures: u64,
     log: RateLimitedLog,
 }
 
-impl Default for AcceptBackoff {
-    fn default() -> Self {
+impl AcceptBackoff {
+    pub fn new(socket: &'static str) -> Self {
         AcceptBackoff {
+            socket,
             pause: None,
             failures: 0,
             log: RateLimitedLog::new(LOG_EVERY),
         }
     }
-}
 
-impl AcceptBackoff {
     /// Records a failed accept; returns how long to pause before the next.
     pub fn failed(&mut self, err: &std::io::Error) -> Duration {
         self.failures += 1;
@@ -288,6 +292,7 @@ impl AcceptBackoff {
                 _ => "retrying",
             };
             tracing::warn!(
+                socket = self.socket,
                 error = %err,
                 hint,
                 suppressed,
@@ -300,7 +305,11 @@ impl AcceptBackoff {
     /// Records a successful accept, saying so once if accepts had been failing.
     pub fn succeeded(&mut self) {
         if self.pause.take().is_some() {
-            tracing::info!(failed = self.failures, "accepting connections again");
+            tracing::info!(
+                socket = self.socket,
+                failed = self.failures,
+                "accepting connections again"
+            );
         }
         self.failures = 0;
     }
