@@ -12,19 +12,19 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
-use serde_json::{Value, json};
-use tokio::net::UnixStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt;
 use rmcp::ServiceExt;
+use serde_json::{Value, json};
+use tokio::net::UnixStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::ancestry::descends_from;
 use crate::config::ServerConfig;
 use crate::gateway::Gateway;
 use crate::mcp::Connection;
 use crate::policy::Caller;
-use crate::transport::{CLOSED_BY_LIMIT, FirstLine, LineTransport, Limits, Unanswered};
+use crate::transport::{CLOSED_BY_LIMIT, FirstLine, Limits, LineTransport, Unanswered};
 
 /// A bound socket, owned by this process for as long as the lock is held.
 pub struct BoundSocket {
@@ -147,7 +147,15 @@ pub async fn run(
     let cap = config.max_connections.min(Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(cap));
     let mut accepting = AcceptBackoff::new("agent");
-    let logs = Arc::new(RefusalLogs::default());
+    let shared = Arc::new(Shared {
+        gateway: gateway.clone(),
+        our_uid,
+        our_pid,
+        limits,
+        unanswered: unanswered.clone(),
+        logs: RefusalLogs::default(),
+    });
+    let logs = &shared.logs;
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -185,16 +193,7 @@ pub async fn run(
         };
         match slots.clone().try_acquire_owned() {
             Ok(slot) => {
-                tokio::spawn(serve_connection(
-                    stream,
-                    peer,
-                    slot,
-                    gateway.clone(),
-                    (our_uid, our_pid),
-                    limits,
-                    unanswered.clone(),
-                    logs.clone(),
-                ));
+                tokio::spawn(serve_connection(stream, peer, slot, shared.clone()));
             }
             Err(_) => refuse_over_cap(stream, cap, &logs.over_cap),
         }
@@ -425,20 +424,36 @@ struct NestedRefusal {
     reason: String,
 }
 
+/// What every connection's task shares.
+struct Shared {
+    gateway: Arc<Gateway>,
+    our_uid: u32,
+    our_pid: i32,
+    limits: Limits,
+    unanswered: Arc<Unanswered>,
+    logs: RefusalLogs,
+}
+
 async fn serve_connection(
     stream: UnixStream,
     peer: Peer,
     _slot: OwnedSemaphorePermit,
-    gateway: Arc<Gateway>,
-    (our_uid, our_pid): (u32, i32),
-    limits: Limits,
-    unanswered: Arc<Unanswered>,
-    logs: Arc<RefusalLogs>,
+    shared: Arc<Shared>,
 ) {
+    let Shared {
+        gateway,
+        our_uid,
+        our_pid,
+        limits,
+        unanswered,
+        logs,
+    } = &*shared;
+    let (gateway, our_uid, our_pid) = (gateway.clone(), *our_uid, *our_pid);
     // Fired once the client is gone (or its connection closed on it): every call still running
     // on it stops at once.
     let closed = tokio_util::sync::CancellationToken::new();
-    let (mut transport, writer) = LineTransport::new(stream, limits, unanswered, closed.clone());
+    let (mut transport, writer) =
+        LineTransport::new(stream, *limits, unanswered.clone(), closed.clone());
     if let Some(refusal) = nested_call_refusal(peer.pid, our_pid) {
         let reason = &refusal.reason;
         if let Some(suppressed) = logs.nested.allow() {
@@ -471,7 +486,9 @@ async fn serve_connection(
         Ok(identity) => identity,
         Err(message) => {
             tracing::warn!(peer_pid = ?peer.pid, %message, "refused a connection with a bad token");
-            transport.refuse(Some(auth_id.unwrap_or(Value::Null)), message).await;
+            transport
+                .refuse(Some(auth_id.unwrap_or(Value::Null)), message)
+                .await;
             let _ = writer.await;
             return;
         }

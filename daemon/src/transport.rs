@@ -878,10 +878,7 @@ mod tests {
             r#"{"params":{"arguments":{"args":{"argv":["x"],"argv":["y"]}}}}"#,
             Some(("params.arguments.args", "argv")),
         );
-        check(
-            r#"{"p":[{"k":1},{"k":1,"k":2}]}"#,
-            Some(("p[1]", "k")),
-        );
+        check(r#"{"p":[{"k":1},{"k":1,"k":2}]}"#, Some(("p[1]", "k")));
         // The same key in sibling objects is no repeat; escapes are compared decoded.
         check(r#"{"x":{"k":1},"y":{"k":1}}"#, None);
         check(r#"{"k":1,"\u006b":2}"#, Some(("", "k")));

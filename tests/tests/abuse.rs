@@ -128,7 +128,11 @@ async fn the_connection_cap_refuses_the_excess_at_once_while_clients_are_served(
     for _ in 0..3 {
         let excess = UnixStream::connect(&daemon.socket).unwrap();
         let lines = read_to_end(&excess);
-        assert_eq!(lines.len(), 1, "one refusal line, then the close: {lines:?}");
+        assert_eq!(
+            lines.len(),
+            1,
+            "one refusal line, then the close: {lines:?}"
+        );
         assert_eq!(lines[0]["error"]["code"], -32000, "{lines:?}");
         let message = lines[0]["error"]["message"].as_str().unwrap();
         assert!(
@@ -215,14 +219,10 @@ async fn out_of_file_descriptors_the_daemon_backs_off_without_spinning_and_recov
 
     // The flood leaves; the daemon serves again.
     drop(flood);
-    let reply = wait_for(
-        "the daemon to serve again",
-        Duration::from_secs(20),
-        || {
-            let out = daemon.cli(&["call", "shell", "run", "--json", "--", "echo", "back"]);
-            out.status.success().then(|| out.json())
-        },
-    );
+    let reply = wait_for("the daemon to serve again", Duration::from_secs(20), || {
+        let out = daemon.cli(&["call", "shell", "run", "--json", "--", "echo", "back"]);
+        out.status.success().then(|| out.json())
+    });
     assert_eq!(reply["stdout"], "back\n", "{reply}");
     assert!(
         daemon.log_text().contains("accepting connections again"),
@@ -376,8 +376,10 @@ fn authenticate_sent_with_an_id_is_answered() {
     let token = add_agent(&daemon, "builder");
 
     let mut raw = RawConnection::connect(&daemon.socket);
-    raw.send(&json!({"jsonrpc": "2.0", "id": "auth", "method": "computer/authenticate",
-                     "params": {"token": token}}));
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": "auth", "method": "computer/authenticate",
+                     "params": {"token": token}}),
+    );
     let answer = raw.recv().expect("an answer to the authentication");
     assert_eq!(answer["id"], "auth", "{answer}");
     assert_eq!(answer["result"]["agent"], "builder", "{answer}");
@@ -409,9 +411,8 @@ fn authenticate_sent_with_an_id_is_answered() {
 
 #[test]
 fn a_call_from_inside_a_run_is_refused_and_logged() {
-    let daemon = Daemon::start_with_config(
-        "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n",
-    );
+    let daemon =
+        Daemon::start_with_config("[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n");
     // What an agent allowed to run shell commands would try: call the daemon back from inside
     // the run, where it would be a fresh `default` agent. COMPUTER_* cannot be passed through
     // complications.env, so the script sets it itself.
@@ -429,7 +430,10 @@ fn a_call_from_inside_a_run_is_refused_and_logged() {
         &json!({"script": script}).to_string(),
     ]);
     let reply = out.json();
-    assert_ne!(reply["exit_code"], 0, "the nested call went through: {reply}");
+    assert_ne!(
+        reply["exit_code"], 0,
+        "the nested call went through: {reply}"
+    );
     let said = format!("{}{}", reply["stdout"], reply["stderr"]);
     assert!(
         said.contains("descends from this daemon") && !said.contains("\"nested"),
@@ -488,9 +492,11 @@ fn a_client_gone_while_its_call_waits_for_approval_is_withdrawn_at_once() {
     raw.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "COMPUTER",
                    "arguments": shell_run(json!({"argv": ["touch", mark]}), json!({}))}}));
-    let pending = wait_for("the call to wait for a person", Duration::from_secs(20), || {
-        daemon.pending_approvals().into_iter().next()
-    });
+    let pending = wait_for(
+        "the call to wait for a person",
+        Duration::from_secs(20),
+        || daemon.pending_approvals().into_iter().next(),
+    );
     let id = pending["id"].to_string();
 
     // The agent goes away: the request is withdrawn before a person could allow it.
@@ -532,7 +538,10 @@ fn a_client_that_only_stops_sending_still_gets_its_answer() {
         reply["result"]["structuredContent"]["stdout"], "finished\n",
         "{reply}"
     );
-    assert!(raw.recv().is_none(), "the daemon closes after the last answer");
+    assert!(
+        raw.recv().is_none(),
+        "the daemon closes after the last answer"
+    );
 }
 
 #[test]
@@ -544,9 +553,11 @@ fn a_half_closed_client_keeps_its_waiting_call_until_it_is_gone() {
         raw.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "COMPUTER",
                        "arguments": shell_run(json!({"argv": ["touch", file]}), json!({}))}}));
-        wait_for("the call to wait for a person", Duration::from_secs(20), || {
-            daemon.pending_approvals().into_iter().next()
-        })["id"]
+        wait_for(
+            "the call to wait for a person",
+            Duration::from_secs(20),
+            || daemon.pending_approvals().into_iter().next(),
+        )["id"]
             .to_string()
     };
 
@@ -568,9 +579,11 @@ fn a_half_closed_client_keeps_its_waiting_call_until_it_is_gone() {
     let id = ask(&mut raw, &lost);
     raw.shutdown_write();
     drop(raw);
-    wait_for("the request to be withdrawn", Duration::from_secs(20), || {
-        daemon.pending_approvals().is_empty().then_some(())
-    });
+    wait_for(
+        "the request to be withdrawn",
+        Duration::from_secs(20),
+        || daemon.pending_approvals().is_empty().then_some(()),
+    );
     let out = daemon.cli(&["approvals", "allow", &id]);
     assert!(!out.status.success(), "{}{}", out.stdout, out.stderr);
     assert!(!lost.exists());
