@@ -186,7 +186,11 @@ pub async fn run(
             Ok(peer) => peer,
             Err(reason) => {
                 if let Some(suppressed) = logs.other_user.allow() {
-                    tracing::warn!(%reason, suppressed, "refused a connection");
+                    tracing::warn!(
+                        %reason,
+                        suppressed,
+                        "refused a connection from another user, or whose user cannot be read (logged at most once a minute)"
+                    );
                 }
                 continue;
             }
