@@ -304,4 +304,32 @@ mod tests {
         .to_string();
         assert!(err.contains("over shell.max_timeout_ms"), "{err}");
     }
+
+    #[test]
+    fn server_limits_parse_and_zero_ones_are_refused() {
+        let config = Config::parse(
+            "[server]\nread_timeout_ms = 500\nhandshake_timeout_ms = 700\nmax_connections = 3\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                config.server.read_timeout_ms,
+                config.server.handshake_timeout_ms,
+                config.server.max_connections
+            ),
+            (500, 700, 3)
+        );
+        for (toml, named) in [
+            ("[server]\nread_timeout_ms = 0\n", "server.read_timeout_ms"),
+            (
+                "[server]\nhandshake_timeout_ms = 0\n",
+                "server.handshake_timeout_ms",
+            ),
+            ("[server]\nmax_connections = 0\n", "server.max_connections"),
+        ] {
+            let err = Config::parse(toml, "c").unwrap_err().to_string();
+            assert!(err.contains(named), "{toml}: {err}");
+        }
+    }
 }
