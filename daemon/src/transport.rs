@@ -400,7 +400,8 @@ impl LineTransport {
     fn expire(&mut self, why: Expiry) {
         let message = match why {
             Expiry::SlowLine => {
-                tracing::info!(
+                // Debug, not info: the client is told, and a flood of these must not flood the log.
+                tracing::debug!(
                     limit_ms = self.limits.read_timeout.as_millis() as u64,
                     "closed a connection whose request line was not finished in time"
                 );
@@ -410,7 +411,8 @@ impl LineTransport {
                 )
             }
             Expiry::NoRequest => {
-                tracing::info!(
+                // Debug, not info: the client is told, and a flood of these must not flood the log.
+                tracing::debug!(
                     limit_ms = self.limits.handshake_timeout.as_millis() as u64,
                     "closed a connection that sent no request in time"
                 );
