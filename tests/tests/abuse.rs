@@ -510,11 +510,13 @@ fn a_client_gone_while_its_call_waits_for_approval_is_withdrawn_at_once() {
     );
     assert!(daemon.pending_approvals().is_empty());
 
-    let result = daemon
-        .receipts()
-        .into_iter()
-        .rfind(|row| row["kind"] == "result")
-        .expect("a result receipt");
+    // The refusal's receipt is written as the call unwinds, just after the withdrawal.
+    let result = wait_for("the result receipt", Duration::from_secs(20), || {
+        daemon
+            .receipts()
+            .into_iter()
+            .rfind(|row| row["kind"] == "result")
+    });
     let text = result.to_string();
     assert!(
         text.contains("denied") && text.contains("went away"),
