@@ -411,8 +411,11 @@ fn authenticate_sent_with_an_id_is_answered() {
 
 #[test]
 fn a_call_from_inside_a_run_is_refused_and_logged() {
-    let daemon =
-        Daemon::start_with_config("[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n");
+    // Containment off: this is the defense that holds without it (with it, runs do not even see
+    // the socket; see the end of this test).
+    let daemon = Daemon::start_with_config(
+        "[containment]\nmode = \"off\"\n[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n",
+    );
     // What an agent allowed to run shell commands would try: call the daemon back from inside
     // the run, where it would be a fresh `default` agent. COMPUTER_* cannot be passed through
     // complications.env, so the script sets it itself.
@@ -479,6 +482,27 @@ print(data.decode().strip())
     let out = daemon.cli(&["call", "shell", "run", "--json", "--", "echo", "direct"]);
     assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
     assert_eq!(out.json()["stdout"], "direct\n");
+
+    // Contained (the default), the same nested call does not get through either.
+    let contained =
+        Daemon::start_with_config("[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n");
+    let script = format!(
+        "COMPUTER_SOCKET={} {} call shell run --json -- echo nested",
+        contained.socket.display(),
+        computer_bin().display()
+    );
+    let reply = contained.call_json("shell", "run", &json!({"script": script}).to_string());
+    assert_ne!(
+        reply["exit_code"], 0,
+        "the nested call went through: {reply}"
+    );
+    assert!(
+        !reply["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nested"),
+        "{reply}"
+    );
 }
 
 #[test]
@@ -589,4 +613,43 @@ fn a_half_closed_client_keeps_its_waiting_call_until_it_is_gone() {
     let out = daemon.cli(&["approvals", "allow", &id]);
     assert!(!out.status.success(), "{}{}", out.stdout, out.stderr);
     assert!(!lost.exists());
+}
+
+#[test]
+fn a_client_gone_mid_run_cancels_the_run_at_once() {
+    let daemon = Daemon::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("after-sleep");
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2025-11-25");
+    let script = format!("sleep 30; touch {}", mark.display());
+    raw.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "COMPUTER",
+                   "arguments": shell_run(json!({"script": script}), json!({}))}}));
+    wait_for("the run to start", Duration::from_secs(20), || {
+        daemon
+            .receipts()
+            .iter()
+            .any(|row| row["kind"] == "intent")
+            .then_some(())
+    });
+    // Shut for sending first, then gone altogether: the second is what cancels.
+    raw.shutdown_write();
+    drop(raw);
+    let result = wait_for(
+        "the run's result receipt",
+        // Well under the run's 30 s: only a cancellation ends it this early.
+        Duration::from_secs(20),
+        || {
+            daemon
+                .receipts()
+                .into_iter()
+                .find(|row| row["kind"] == "result")
+        },
+    );
+    assert_eq!(
+        result["body"]["cancelled"]["by"], "disconnect",
+        "the result does not say the client went away: {result}"
+    );
+    assert!(!mark.exists(), "the run went on after its client left");
 }
