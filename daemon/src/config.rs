@@ -129,6 +129,14 @@ pub struct ServerConfig {
     pub max_request_bytes: usize,
     /// How long in-flight calls may run on after SIGINT/SIGTERM.
     pub shutdown_grace_ms: u64,
+    /// A request line begun and not finished within this long closes its connection.
+    pub read_timeout_ms: u64,
+    /// A connection that has sent no request (`initialize`, or a first call of the stateless
+    /// revision) this long after connecting is closed.
+    pub handshake_timeout_ms: u64,
+    /// Connections served at once; more are refused at accept. With `max_request_bytes` this
+    /// bounds what partial requests can hold in memory.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -147,6 +155,9 @@ impl Default for ServerConfig {
         ServerConfig {
             max_request_bytes: 1 << 20,
             shutdown_grace_ms: 10_000,
+            read_timeout_ms: 30_000,
+            handshake_timeout_ms: 10_000,
+            max_connections: 256,
         }
     }
 }
@@ -219,6 +230,15 @@ impl Config {
         }
         if self.server.max_request_bytes < 1024 {
             return Err("server.max_request_bytes must be at least 1024".into());
+        }
+        if self.server.read_timeout_ms == 0 || self.server.handshake_timeout_ms == 0 {
+            return Err(
+                "server.read_timeout_ms and server.handshake_timeout_ms must be at least 1 ms"
+                    .into(),
+            );
+        }
+        if self.server.max_connections == 0 {
+            return Err("server.max_connections must be at least 1".into());
         }
         Ok(())
     }
@@ -304,5 +324,33 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("over shell.max_timeout_ms"), "{err}");
+    }
+
+    #[test]
+    fn server_limits_parse_and_zero_ones_are_refused() {
+        let config = Config::parse(
+            "[server]\nread_timeout_ms = 500\nhandshake_timeout_ms = 700\nmax_connections = 3\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                config.server.read_timeout_ms,
+                config.server.handshake_timeout_ms,
+                config.server.max_connections
+            ),
+            (500, 700, 3)
+        );
+        for (toml, named) in [
+            ("[server]\nread_timeout_ms = 0\n", "server.read_timeout_ms"),
+            (
+                "[server]\nhandshake_timeout_ms = 0\n",
+                "server.handshake_timeout_ms",
+            ),
+            ("[server]\nmax_connections = 0\n", "server.max_connections"),
+        ] {
+            let err = Config::parse(toml, "c").unwrap_err().to_string();
+            assert!(err.contains(named), "{toml}: {err}");
+        }
     }
 }

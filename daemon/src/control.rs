@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::ancestry::{descends_from, lineage};
 use crate::approval::{Answer, Approvals, Approver, Event};
 
 /// Longest request line on the control socket.
@@ -62,12 +63,15 @@ impl ControlSocket {
         // SAFETY: getuid/getpid have no preconditions and cannot fail.
         let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
         tracing::info!(socket = %self.path.display(), "control socket serving approvers");
+        // Out of descriptors, a failing accept would otherwise be retried at once, forever.
+        let mut accepting = crate::server::AcceptBackoff::new("control");
         loop {
             match self.listener.accept().await {
                 Ok(stream) => {
+                    accepting.succeeded();
                     tokio::spawn(serve(stream, approvals.clone(), our_uid, our_pid));
                 }
-                Err(err) => tracing::warn!(error = %err, "control accept failed"),
+                Err(err) => tokio::time::sleep(accepting.failed(&err)).await,
             }
         }
     }
@@ -95,52 +99,6 @@ fn refusal(stream: &Stream, our_uid: u32, our_pid: i32) -> Result<(u32, i32), St
         ));
     }
     Ok((uid, pid))
-}
-
-/// Whether `ancestor` is `pid` or one of its ancestors. An unreadable ancestry is an error.
-pub fn descends_from(pid: i32, ancestor: i32) -> Result<bool, String> {
-    let mut current = pid;
-    for _ in 0..4096 {
-        if current == ancestor {
-            return Ok(true);
-        }
-        if current <= 1 {
-            return Ok(false);
-        }
-        current = parent_pid(current).ok_or_else(|| format!("ancestry of pid {pid} unreadable"))?;
-    }
-    Err("ancestry too deep".into())
-}
-
-/// `pid` and its ancestors below init, as far as they can be read.
-fn lineage(pid: i32) -> Vec<i32> {
-    let mut chain = Vec::new();
-    let mut current = pid;
-    while current > 1 && chain.len() < 4096 {
-        chain.push(current);
-        match parent_pid(current) {
-            Some(parent) => current = parent,
-            None => break,
-        }
-    }
-    chain
-}
-
-#[cfg(target_os = "linux")]
-fn parent_pid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses; the fields after its last ')' do not.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn parent_pid(pid: i32) -> Option<i32> {
-    let out = std::process::Command::new("ps")
-        .args(["-o", "ppid=", "-p", &pid.to_string()])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid: i32) {
@@ -296,20 +254,5 @@ impl ControlClient {
             };
         }
         self.next().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lineage_runs_from_the_pid_up_to_below_init() {
-        let own = std::process::id() as i32;
-        let chain = lineage(own);
-        assert_eq!(chain.first(), Some(&own));
-        assert_eq!(chain.get(1).copied(), parent_pid(own));
-        assert!(!chain.contains(&1), "init is never protected");
-        assert!(descends_from(own, *chain.last().unwrap()).unwrap());
     }
 }

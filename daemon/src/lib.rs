@@ -8,6 +8,7 @@
 //! - [`policy`]: rules over defaults by risk, protected paths, and the caller's identity.
 //! - [`agents`]: agent profiles, tokens (stored as digests) and scopes.
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
+//! - [`ancestry`]: whether a peer process descends from this daemon (both sockets refuse those).
 //! - [`control`]: the control socket where people (never agents) answer approvals.
 //! - [`ratelimit`]: per-agent sliding-window limits.
 //! - [`budget`]: the response budget (`complications.return`).
@@ -18,6 +19,7 @@
 //! - [`cli`]: the `computer` command's subcommands.
 
 pub mod agents;
+pub mod ancestry;
 pub mod approval;
 pub mod budget;
 pub mod cancel;

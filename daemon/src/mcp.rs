@@ -29,7 +29,9 @@ const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 pub struct Connection {
     pub gateway: Arc<Gateway>,
     pub caller: Caller,
-    /// Fires when the connection closes, cancelling every call still running on it.
+    /// Fires when the client is gone (its socket closed, not merely shut for sending) or its
+    /// connection is closed on it (a limit, an over-long line): every call still running on it
+    /// stops at once.
     pub closed: CancellationToken,
 }
 

@@ -1,5 +1,7 @@
 //! The server loop: binds the private socket (one daemon per socket), checks each peer's uid
-//! before reading a byte, serves MCP per connection, and drains in-flight calls on shutdown.
+//! before reading a byte, refuses peers a surface started (nested calls) and connections over the
+//! cap, backs off when accepts fail, serves MCP per connection, and drains in-flight calls on
+//! shutdown.
 
 use std::fs::File;
 use std::io::Write;
@@ -13,12 +15,16 @@ use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt;
 use rmcp::ServiceExt;
+use serde_json::{Value, json};
+use tokio::net::UnixStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::ancestry::descends_from;
 use crate::config::ServerConfig;
 use crate::gateway::Gateway;
 use crate::mcp::Connection;
 use crate::policy::Caller;
-use crate::transport::{LineTransport, Unanswered};
+use crate::transport::{CLOSED_BY_LIMIT, FirstLine, Limits, LineTransport, Unanswered};
 
 /// A bound socket, owned by this process for as long as the lock is held.
 pub struct BoundSocket {
@@ -129,27 +135,71 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let our_uid = unsafe { libc::getuid() };
+    // SAFETY: getuid and getpid have no preconditions and cannot fail.
+    let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
     tracing::info!(socket = %socket.path.display(), "serving");
     let unanswered = Arc::new(Unanswered::default());
+    let limits = Limits {
+        max_line: config.max_request_bytes,
+        read_timeout: Duration::from_millis(config.read_timeout_ms),
+        handshake_timeout: Duration::from_millis(config.handshake_timeout_ms),
+    };
+    let cap = config.max_connections.min(Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(cap));
+    let mut accepting = AcceptBackoff::new("agent");
+    let shared = Arc::new(Shared {
+        gateway: gateway.clone(),
+        our_uid,
+        our_pid,
+        limits,
+        unanswered: unanswered.clone(),
+        logs: RefusalLogs::default(),
+    });
+    let logs = &shared.logs;
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
+        let accepted = tokio::select! {
             biased;
             _ = &mut shutdown => break,
-            accepted = socket.listener.accept() => match accepted {
-                Ok(stream) => {
-                    tokio::spawn(serve_connection(
-                        stream,
-                        gateway.clone(),
-                        our_uid,
-                        config.max_request_bytes,
-                        unanswered.clone(),
-                    ));
+            accepted = socket.listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok(stream) => {
+                accepting.succeeded();
+                tokio_stream(stream)
+            }
+            Err(err) => {
+                // Out of descriptors (or memory) the pending connection stays queued and the
+                // listener stays readable: retrying at once would spin. Pause, doubling.
+                let pause = accepting.failed(&err);
+                if pause.is_zero() {
+                    continue;
                 }
-                Err(err) => tracing::warn!(error = %err, "accept failed"),
-            },
+                tokio::select! {
+                    biased;
+                    _ = &mut shutdown => break,
+                    () = tokio::time::sleep(pause) => continue,
+                }
+            }
+        };
+        let peer = match check_peer(&stream, our_uid) {
+            Ok(peer) => peer,
+            Err(reason) => {
+                if let Some(suppressed) = logs.other_user.allow() {
+                    tracing::warn!(
+                        %reason,
+                        suppressed,
+                        "refused a connection from another user, or whose user cannot be read (logged at most once a minute)"
+                    );
+                }
+                continue;
+            }
+        };
+        match slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                tokio::spawn(serve_connection(stream, peer, slot, shared.clone()));
+            }
+            Err(_) => refuse_over_cap(stream, cap, &logs.over_cap),
         }
     }
 
@@ -177,52 +227,286 @@ pub async fn run(
     Ok(())
 }
 
-async fn serve_connection(
-    stream: Stream,
+/// How often a repeated warning about the socket (refusals over the cap, failing accepts) is
+/// logged at most: a flood must not turn into a flood of log lines.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// One rate limit per kind of refused connection: a hostile client repeating one refusal must not
+/// drown the others, nor the log.
+struct RefusalLogs {
+    over_cap: RateLimitedLog,
+    other_user: RateLimitedLog,
+    nested: RateLimitedLog,
+}
+
+impl Default for RefusalLogs {
+    fn default() -> Self {
+        RefusalLogs {
+            over_cap: RateLimitedLog::new(LOG_EVERY),
+            other_user: RateLimitedLog::new(LOG_EVERY),
+            nested: RateLimitedLog::new(LOG_EVERY),
+        }
+    }
+}
+
+/// The first pause after a failed accept, and the longest.
+const ACCEPT_PAUSE_FIRST: Duration = Duration::from_millis(100);
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// Pauses between failing accepts (100 ms doubling to 1 s) and their one log line.
+pub struct AcceptBackoff {
+    /// Which socket, for the log: `agent` or `control`.
+    socket: &'static str,
+    pause: Option<Duration>,
+    failures: u64,
+    log: RateLimitedLog,
+}
+
+impl AcceptBackoff {
+    pub fn new(socket: &'static str) -> Self {
+        AcceptBackoff {
+            socket,
+            pause: None,
+            failures: 0,
+            log: RateLimitedLog::new(LOG_EVERY),
+        }
+    }
+
+    /// Records a failed accept; returns how long to pause before the next.
+    pub fn failed(&mut self, err: &std::io::Error) -> Duration {
+        self.failures += 1;
+        if matches!(
+            err.kind(),
+            std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::Interrupted
+        ) {
+            // The one connection is gone; the next accept is unrelated.
+            return Duration::ZERO;
+        }
+        let pause = self
+            .pause
+            .map_or(ACCEPT_PAUSE_FIRST, |p| (p * 2).min(ACCEPT_PAUSE_MAX));
+        self.pause = Some(pause);
+        if let Some(suppressed) = self.log.allow() {
+            let hint = match err.raw_os_error() {
+                Some(libc::EMFILE) => {
+                    "out of file descriptors for this process: raise its limit (LimitNOFILE in the systemd unit, `ulimit -n`)"
+                }
+                Some(libc::ENFILE) => "out of file descriptors system-wide",
+                _ => "retrying",
+            };
+            tracing::warn!(
+                socket = self.socket,
+                error = %err,
+                hint,
+                suppressed,
+                "cannot accept connections; pausing up to 1 s between tries (logged at most once a minute)"
+            );
+        }
+        pause
+    }
+
+    /// Records a successful accept, saying so once if accepts had been failing.
+    pub fn succeeded(&mut self) {
+        if self.pause.take().is_some() {
+            tracing::info!(
+                socket = self.socket,
+                failed = self.failures,
+                "accepting connections again"
+            );
+        }
+        self.failures = 0;
+    }
+}
+
+/// Lets a repeated log line through at most once per interval, counting what it held back.
+pub struct RateLimitedLog {
+    every: Duration,
+    last: std::sync::Mutex<Option<std::time::Instant>>,
+    suppressed: std::sync::atomic::AtomicU64,
+}
+
+impl RateLimitedLog {
+    pub fn new(every: Duration) -> Self {
+        RateLimitedLog {
+            every,
+            last: std::sync::Mutex::new(None),
+            suppressed: Default::default(),
+        }
+    }
+
+    /// `Some(lines held back since the last one)` when this line may be logged.
+    pub fn allow(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let mut last = self.last.lock().unwrap();
+        let now = std::time::Instant::now();
+        if last.is_some_and(|at| now.duration_since(at) < self.every) {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(now);
+        Some(self.suppressed.swap(0, Ordering::Relaxed))
+    }
+}
+
+/// The accepted stream as tokio's, whose halves shut down for real (the local-socket wrapper's
+/// shutdown does nothing, so a client would never see the end of our answers).
+fn tokio_stream(stream: Stream) -> UnixStream {
+    match stream {
+        Stream::UdSocket(stream) => UnixStream::from(stream),
+    }
+}
+
+/// A peer as the kernel names it.
+struct Peer {
+    pid: Option<i32>,
+}
+
+/// The uid check runs before a single byte of the request is read: the socket's file mode is not
+/// the guard, this is.
+fn check_peer(stream: &UnixStream, our_uid: u32) -> Result<Peer, String> {
+    let creds = stream
+        .peer_cred()
+        .map_err(|err| format!("peer credentials unreadable: {err}"))?;
+    if creds.uid() != our_uid {
+        return Err(format!(
+            "peer uid {} (pid {:?}) is another user",
+            creds.uid(),
+            creds.pid()
+        ));
+    }
+    Ok(Peer { pid: creds.pid() })
+}
+
+/// Closes a connection over the cap at once, telling the client why in one line if the socket
+/// takes it without waiting.
+fn refuse_over_cap(stream: UnixStream, cap: usize, log: &RateLimitedLog) {
+    let message = format!(
+        "the daemon is serving its limit of {cap} connections (server.max_connections); close one or retry later"
+    );
+    let line = json!({"jsonrpc": "2.0", "id": null,
+                      "error": {"code": CLOSED_BY_LIMIT, "message": message}});
+    let _ = stream.try_write(format!("{line}\n").as_bytes());
+    if let Some(suppressed) = log.allow() {
+        tracing::warn!(
+            cap,
+            suppressed,
+            "refused a connection over server.max_connections (logged at most once a minute)"
+        );
+    }
+}
+
+/// Why a peer may not be served as an agent at all, beyond the uid: it descends from this daemon
+/// (a surface started it, directly or not). Its calls would otherwise come back as a fresh agent
+/// outside the scope and receipts of the call that started it. An unreadable ancestry refuses.
+fn nested_call_refusal(peer_pid: Option<i32>, our_pid: i32) -> Option<NestedRefusal> {
+    let unknown = |reason: String| NestedRefusal {
+        known_nested: false,
+        reason,
+    };
+    let Some(pid) = peer_pid else {
+        return Some(unknown(
+            "the peer's pid is unknown, so a call from inside a run cannot be ruled out".into(),
+        ));
+    };
+    match descends_from(pid, our_pid) {
+        Ok(false) => None,
+        Ok(true) => Some(NestedRefusal {
+            known_nested: true,
+            reason: format!(
+                "pid {pid} descends from this daemon (a surface started it): calls from inside a run are not served; make the call from the agent itself"
+            ),
+        }),
+        Err(err) => Some(unknown(format!(
+            "cannot tell whether pid {pid} descends from this daemon ({err}), so it is refused"
+        ))),
+    }
+}
+
+struct NestedRefusal {
+    /// True when the peer surely descends from the daemon; false when that could not be ruled out.
+    known_nested: bool,
+    reason: String,
+}
+
+/// What every connection's task shares.
+struct Shared {
     gateway: Arc<Gateway>,
     our_uid: u32,
-    max_line: usize,
+    our_pid: i32,
+    limits: Limits,
     unanswered: Arc<Unanswered>,
+    logs: RefusalLogs,
+}
+
+async fn serve_connection(
+    stream: UnixStream,
+    peer: Peer,
+    _slot: OwnedSemaphorePermit,
+    shared: Arc<Shared>,
 ) {
-    // The uid check runs before a single byte of the request is read: the socket's file mode is
-    // not the guard, this is.
-    let (uid, pid) = match stream.peer_creds() {
-        Ok(creds) => (creds.euid(), creds.pid()),
-        Err(err) => {
-            tracing::warn!(error = %err, "refused a connection whose peer credentials cannot be read");
-            return;
+    let Shared {
+        gateway,
+        our_uid,
+        our_pid,
+        limits,
+        unanswered,
+        logs,
+    } = &*shared;
+    let (gateway, our_uid, our_pid) = (gateway.clone(), *our_uid, *our_pid);
+    // Fired once the client is gone (or its connection closed on it): every call still running
+    // on it stops at once.
+    let closed = tokio_util::sync::CancellationToken::new();
+    let (mut transport, writer) =
+        LineTransport::new(stream, *limits, unanswered.clone(), closed.clone());
+    if let Some(refusal) = nested_call_refusal(peer.pid, our_pid) {
+        let reason = &refusal.reason;
+        if let Some(suppressed) = logs.nested.allow() {
+            if refusal.known_nested {
+                tracing::warn!(
+                    peer_pid = ?peer.pid, %reason, suppressed,
+                    "refused a connection from inside a run (logged at most once a minute)"
+                );
+            } else {
+                tracing::warn!(
+                    peer_pid = ?peer.pid, %reason, suppressed,
+                    "refused a connection whose ancestry cannot be read (logged at most once a minute)"
+                );
+            }
         }
-    };
-    if uid != Some(our_uid) {
-        tracing::warn!(peer_uid = ?uid, peer_pid = ?pid, "refused a connection from another user");
-        return;
-    }
-    let (read, write) = tokio::io::split(stream);
-    let (mut transport, writer) = LineTransport::new(read, write, max_line, unanswered);
-    let Ok(token) = transport.first_line_token().await else {
-        drop(transport);
+        transport.refuse(None, format!("refused: {reason}")).await;
         let _ = writer.await;
         return;
-    };
-    let (agent, surfaces) = match gateway.identify(token.as_deref()) {
-        Ok(identity) => identity,
-        Err(message) => {
-            tracing::warn!(peer_pid = ?pid, %message, "refused a connection with a bad token");
-            transport.refuse(message);
+    }
+    let (token, auth_id) = match transport.first_line().await {
+        Ok(FirstLine::Authenticate { token, id }) => (Some(token), id),
+        Ok(FirstLine::Other) => (None, None),
+        Err(()) => {
             drop(transport);
             let _ = writer.await;
             return;
         }
     };
+    let (agent, surfaces) = match gateway.identify(token.as_deref()) {
+        Ok(identity) => identity,
+        Err(message) => {
+            tracing::warn!(peer_pid = ?peer.pid, %message, "refused a connection with a bad token");
+            transport
+                .refuse(Some(auth_id.unwrap_or(Value::Null)), message)
+                .await;
+            let _ = writer.await;
+            return;
+        }
+    };
+    if let Some(id) = auth_id {
+        transport.accept_authentication(id, &agent);
+    }
     let caller = Caller {
         uid: our_uid,
-        pid,
+        pid: peer.pid,
         agent,
         surfaces,
     };
     tracing::debug!(pid = ?caller.pid, agent = %caller.agent, "client connected");
-    // Fired once the connection is gone (wired to the transport's end of input).
-    let closed = tokio_util::sync::CancellationToken::new();
     let handler = Connection {
         gateway,
         caller,
@@ -234,5 +518,7 @@ async fn serve_connection(
         }
         Err(err) => tracing::debug!(error = %err, "connection ended before the MCP handshake"),
     }
+    // The connection is over: whatever still runs for it has nobody to answer.
+    closed.cancel();
     let _ = writer.await;
 }

@@ -112,6 +112,8 @@ pub struct Daemon {
     extra_env: Vec<(String, String)>,
     /// Variables of the test's environment the daemon and its CLI must not inherit.
     removed_env: Vec<String>,
+    /// RLIMIT_NOFILE for the daemon process, when a test wants it low.
+    open_files: Option<u64>,
     pub root: PathBuf,
     pub socket: PathBuf,
     pub state: PathBuf,
@@ -169,6 +171,7 @@ impl Daemon {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             removed_env: remove.iter().map(|k| k.to_string()).collect(),
+            open_files: None,
             socket: root.join("run/computer.sock"),
             state: root.join("state"),
             config: root.join("config.toml"),
@@ -177,6 +180,16 @@ impl Daemon {
             _dir: Some(dir),
         };
         daemon.spawn();
+        daemon
+    }
+
+    /// Starts a daemon (config `toml`, as [`Daemon::start_with_config`]) whose process may hold
+    /// at most `limit` open files.
+    pub fn start_with_open_file_limit(toml: &str, limit: u64) -> Daemon {
+        let mut daemon = Daemon::start_with_config(toml);
+        daemon.stop_with(libc::SIGTERM);
+        daemon.open_files = Some(limit);
+        daemon.restart();
         daemon
     }
 
@@ -192,13 +205,25 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("daemon log");
-        let child = self
-            .command()
-            .arg("serve")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn computer serve");
+        let mut command = self.command();
+        command.arg("serve").stdout(Stdio::null()).stderr(log);
+        if let Some(limit) = self.open_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches only the child being started.
+            unsafe {
+                command.pre_exec(move || {
+                    let rlimit = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command.spawn().expect("spawn computer serve");
         self.child = Some(child);
         let socket = self.socket.clone();
         wait_for(
@@ -277,6 +302,26 @@ impl Daemon {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// CPU time the daemon has used so far (user and system), from /proc/PID/stat.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).expect("stat");
+        // Fields after the command name (which may hold spaces) start at the state, field 3;
+        // utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        Duration::from_millis(ticks * 1000 / per_second)
+    }
+
+    /// How many descriptors the daemon has open.
+    pub fn open_files(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .expect("fd dir")
+            .count()
     }
 
     /// A field of /proc/PID/status in KiB, e.g. `VmRSS` or `VmHWM`.

@@ -35,7 +35,7 @@ fn refuse_if_under_daemon() -> Result<(), String> {
     };
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
-    match crate::control::descends_from(me, daemon_pid) {
+    match crate::ancestry::descends_from(me, daemon_pid) {
         Ok(false) => Ok(()),
         Ok(true) => Err("agents are managed by a person, not through the daemon's surfaces".into()),
         Err(err) => Err(format!("cannot check who is asking: {err}")),
