@@ -216,11 +216,12 @@ impl Approvals {
         }
     }
 
-    /// Continues the id count kept in `file` (the state dir's), and keeps it there from now on.
+    /// Continues the id count kept in `file` (the state dir's), and keeps it there from now on;
+    /// called once, before the first request.
     /// A missing file starts at 1 (a fresh state dir). An unreadable or damaged one cannot say
     /// where the count stood, so the count resumes from the clock in seconds: above any count a
     /// person could have reached, hence still never a reused id.
-    pub fn keep_ids_in(self, file: &Path) -> Approvals {
+    pub fn keep_ids_in(&self, file: &Path) {
         let next = match std::fs::read_to_string(file) {
             Ok(text) => text.trim().parse::<u64>().ok().filter(|n| *n > 0),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(1),
@@ -242,7 +243,6 @@ impl Approvals {
             next,
             file: Some(file.to_path_buf()),
         };
-        self
     }
 
     /// The processes of connected approvers (the control socket registers them).
@@ -674,12 +674,13 @@ mod tests {
             tokio::join!(asked, seen).1
         };
         let daemon = || {
-            Approvals::new(
+            let approvals = Approvals::new(
                 Duration::from_secs(60),
                 Duration::from_secs(60),
                 Duration::from_secs(60),
-            )
-            .keep_ids_in(&file)
+            );
+            approvals.keep_ids_in(&file);
+            approvals
         };
         assert_eq!(ask_once(daemon()).await, 1, "a fresh state dir starts at 1");
         assert_eq!(ask_once(daemon()).await, 2, "a restart continues the count");
@@ -700,8 +701,8 @@ mod tests {
             Duration::from_secs(60),
             Duration::from_secs(60),
             Duration::from_secs(60),
-        )
-        .keep_ids_in(&file);
+        );
+        a.keep_ids_in(&file);
         let resolution = a
             .ask(request(), "k", CancellationToken::new(), &|_| {})
             .await;

@@ -54,15 +54,13 @@ async fn serve() -> anyhow::Result<()> {
     }
     let registry = Registry::for_this_platform(&config.surface_limits());
     let protected = protected_paths(&config_path, &state_dir);
+    let approvals = Arc::new(Approvals::new(
+        config.approval.timeout.0,
+        config.approval.session_idle.0,
+        config.approval.session_max.0,
+    ));
     // Request ids continue across restarts, so a stale `approvals allow ID` meets no other call.
-    let approvals = Arc::new(
-        Approvals::new(
-            config.approval.timeout.0,
-            config.approval.session_idle.0,
-            config.approval.session_max.0,
-        )
-        .keep_ids_in(&state_dir.join("approval-ids")),
-    );
+    approvals.keep_ids_in(&state_dir.join("approval-ids"));
     let gateway = Gateway::new(
         registry,
         Arc::new(rule_policy(&config, &protected)),
