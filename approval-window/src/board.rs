@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use computer_daemon::approval::{Answer, PendingRequest};
+use computer_daemon::cli::approve::HeldRequest;
 use serde_json::Value;
 
 /// The connection to the daemon's control socket.
@@ -28,11 +29,11 @@ pub struct Board {
     pub socket: PathBuf,
     pub link: Link,
     /// Counts connections. An answer is tagged with the connection its request was shown under
-    /// and is never sent on another one: a restarted daemon numbers its requests from 1 again,
-    /// so a stale click could otherwise answer a different request.
+    /// and is never sent on another one; it also names the request's receipt id, which the
+    /// daemon checks, so a click can only ever decide the request it was made on.
     pub session: u64,
-    /// In the daemon's order (oldest first).
-    pub pending: Vec<PendingRequest>,
+    /// In the daemon's order (oldest first), each with its deadline on this side.
+    pub pending: Vec<HeldRequest>,
     pub notes: HashMap<u64, Note>,
 }
 
@@ -71,17 +72,19 @@ impl Board {
     pub fn apply(&mut self, event: &Value) {
         match event["event"].as_str() {
             Some("snapshot") => {
-                self.pending = serde_json::from_value(event["pending"].clone()).unwrap_or_default();
-                self.pending.sort_by_key(|r| r.id);
-                let ids: Vec<u64> = self.pending.iter().map(|r| r.id).collect();
+                let mut pending: Vec<PendingRequest> =
+                    serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+                pending.sort_by_key(|r| r.id);
+                self.pending = pending.into_iter().map(HeldRequest::new).collect();
+                let ids: Vec<u64> = self.pending.iter().map(|r| r.request.id).collect();
                 self.notes.retain(|id, _| ids.contains(id));
             }
             Some("pending") => {
                 if let Ok(request) =
                     serde_json::from_value::<PendingRequest>(event["request"].clone())
-                    && !self.pending.iter().any(|r| r.id == request.id)
+                    && !self.pending.iter().any(|r| r.request.id == request.id)
                 {
-                    self.pending.push(request);
+                    self.pending.push(HeldRequest::new(request));
                 }
             }
             Some("resolved") => {
@@ -95,13 +98,13 @@ impl Board {
 
     /// The person's answer reached the daemon (its `resolved` event may come before or after).
     pub fn remove(&mut self, id: u64) {
-        self.pending.retain(|r| r.id != id);
+        self.pending.retain(|r| r.request.id != id);
         self.notes.remove(&id);
     }
 
     /// The answer could not be delivered; the request stays until the daemon resolves it.
     pub fn failed(&mut self, id: u64, why: String) {
-        if self.pending.iter().any(|r| r.id == id) {
+        if self.pending.iter().any(|r| r.request.id == id) {
             self.notes.insert(id, Note::Failed(why));
         }
     }
@@ -122,7 +125,7 @@ mod tests {
     }
 
     fn ids(board: &Board) -> Vec<u64> {
-        board.pending.iter().map(|r| r.id).collect()
+        board.pending.iter().map(|r| r.request.id).collect()
     }
 
     #[test]
@@ -174,6 +177,18 @@ mod tests {
             "answers from the first session are recognisably stale"
         );
         assert_eq!(board.link, Link::Connected);
+    }
+
+    #[test]
+    fn the_time_left_counts_from_when_the_daemon_said_it() {
+        let mut board = Board::new("control.sock".into());
+        board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        let shown = board.pending[0].now().expires_in_ms;
+        assert!(shown <= 60_000 && shown > 50_000, "{shown}");
+        // Later, the same request shows less time left.
+        board.pending[0].deadline -= Duration::from_secs(30);
+        let later = board.pending[0].now().expires_in_ms;
+        assert!(later <= 30_000, "{later}");
     }
 
     #[test]

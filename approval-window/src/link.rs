@@ -21,11 +21,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const VIA: &str = "window";
 
 /// A click on one of a request's buttons.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Click {
     /// The connection the request was shown under (see [`Board::session`]).
     pub session: u64,
     pub id: u64,
+    /// The receipt id of the request shown: the daemon decides nothing if it is not request
+    /// `id`'s.
+    pub receipt: String,
     pub answer: Answer,
 }
 
@@ -127,6 +130,7 @@ async fn connection(
                     id: click.id,
                     answer: click.answer,
                     via: VIA.into(),
+                    expect: Some(click.receipt),
                 };
                 let answered = tokio::time::timeout(CONNECT_TIMEOUT, answerer.request(&decide))
                     .await

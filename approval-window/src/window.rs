@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use computer_daemon::approval::{Answer, PendingRequest, now_ms};
+use computer_daemon::approval::Answer;
 use computer_daemon::cli::approve::describe;
 use eframe::egui;
 use tokio::sync::mpsc::UnboundedSender;
@@ -38,15 +38,21 @@ impl ApprovalWindow {
         }
     }
 
-    fn answer(&self, session: u64, id: u64, answer: Answer) {
+    fn answer(&self, session: u64, id: u64, receipt: String, answer: Answer) {
         let mut board = self.board.lock().unwrap();
-        if board.session != session || !board.pending.iter().any(|r| r.id == id) {
+        if board.session != session
+            || !board
+                .pending
+                .iter()
+                .any(|r| r.request.id == id && r.request.receipt == receipt)
+        {
             return;
         }
         board.notes.insert(id, Note::Sending(answer));
         let _ = self.clicks.send(Click {
             session,
             id,
+            receipt,
             answer,
         });
     }
@@ -56,7 +62,12 @@ impl eframe::App for ApprovalWindow {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         // Draw from a copy: the link thread must not wait for a frame to finish.
         let board = self.board.lock().unwrap().clone();
-        let newest = board.pending.iter().map(|r| r.id).max().unwrap_or(0);
+        let newest = board
+            .pending
+            .iter()
+            .map(|r| r.request.id)
+            .max()
+            .unwrap_or(0);
         if (board.session, newest) > self.announced && newest > 0 {
             ui.ctx()
                 .send_viewport_cmd(egui::ViewportCommand::RequestUserAttention(
@@ -73,10 +84,11 @@ impl eframe::App for ApprovalWindow {
                 ui.label("No pending requests");
             }
             egui::ScrollArea::vertical().show(ui, |ui| {
-                for request in &board.pending {
+                for held in &board.pending {
+                    let request = &held.request;
                     ui.push_id(request.id, |ui| {
                         ui.group(|ui| {
-                            ui.label(describe(&live(request)));
+                            ui.label(describe(&held.now()));
                             let note = board.notes.get(&request.id);
                             match note {
                                 Some(Note::Sending(answer)) => {
@@ -97,7 +109,8 @@ impl eframe::App for ApprovalWindow {
                                     let typed_ahead = button.gained_focus()
                                         && !button.clicked_by(egui::PointerButton::Primary);
                                     if button.clicked() && !typed_ahead {
-                                        clicked = Some((request.id, answer));
+                                        clicked =
+                                            Some((request.id, request.receipt.clone(), answer));
                                     }
                                 }
                             });
@@ -106,22 +119,13 @@ impl eframe::App for ApprovalWindow {
                 }
             });
         });
-        if let Some((id, answer)) = clicked {
-            self.answer(board.session, id, answer);
+        if let Some((id, receipt, answer)) = clicked {
+            self.answer(board.session, id, receipt, answer);
         }
         // The countdowns (and a lost link's retry) tick once a second.
         if !board.pending.is_empty() || matches!(board.link, Link::Lost { .. }) {
             ui.ctx().request_repaint_after(Duration::from_secs(1));
         }
-    }
-}
-
-/// The request with the time left counted from now, for the plain-words summary.
-fn live(request: &PendingRequest) -> PendingRequest {
-    let deadline = request.asked_at_ms.saturating_add(request.expires_in_ms);
-    PendingRequest {
-        expires_in_ms: deadline.saturating_sub(now_ms()),
-        ..request.clone()
     }
 }
 

@@ -32,6 +32,10 @@ pub enum ControlRequest {
         answer: Answer,
         /// How the person answered: `terminal`, `cli`, `window`.
         via: String,
+        /// The receipt id of the request the person was shown. The terminal approver and the
+        /// window always send it; when it is not the pending request's, nothing is decided.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<String>,
     },
 }
 
@@ -147,15 +151,23 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
         let reply = match serde_json::from_str::<ControlRequest>(&line) {
             Err(err) => json!({"ok": false, "error": format!("not a control request: {err}")}),
             Ok(ControlRequest::List) => json!({"ok": true, "pending": approvals.list()}),
-            Ok(ControlRequest::Decide { id, answer, via }) => {
+            Ok(ControlRequest::Decide {
+                id,
+                answer,
+                via,
+                expect,
+            }) => {
                 let approver = Approver {
                     uid,
                     pid: Some(pid),
                     via,
                 };
-                match approvals.decide(id, answer, approver) {
+                match approvals.decide(id, answer, approver, expect.as_deref()) {
                     Ok(()) => json!({"ok": true}),
-                    Err(message) => json!({"ok": false, "error": message}),
+                    Err(refused) => {
+                        tracing::info!(id, %refused, "an answer was refused");
+                        json!({"ok": false, "error": refused.to_string()})
+                    }
                 }
             }
             Ok(ControlRequest::Watch) => {

@@ -64,7 +64,9 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
         "complications: cwd (absolute), env {NAME:value}, timeout_ms (default 30000), \
          return {max_bytes=4000, mode=head|tail|head_tail, select=[fields]}.\n\
          Result: JSON with ok, receipt and the fields; long output is cut to max_bytes and `cut` \
-         gives the full size and an artifact path holding all of it.",
+         gives the full size and an artifact path holding all of it.\n\
+         A call awaiting a person's approval sends progress; a host timeout that progress does not \
+         reset (often 60 s) cuts the wait short: answer sooner, raise it, or add a rule.",
     );
     text
 }

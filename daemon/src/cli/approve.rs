@@ -3,6 +3,7 @@
 //! `computer policy explain`, and `computer config check`.
 
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use computer_ipc::paths;
 use serde_json::{Value, json};
@@ -24,12 +25,18 @@ pub enum ApprovalsCommand {
         id: u64,
         #[arg(long)]
         session: bool,
+        /// Decide only if request ID is the call with this receipt id (from `list`).
+        #[arg(long, value_name = "RECEIPT")]
+        expect: Option<String>,
         #[arg(long)]
         json: bool,
     },
     /// Deny one pending call.
     Deny {
         id: u64,
+        /// Decide only if request ID is the call with this receipt id (from `list`).
+        #[arg(long, value_name = "RECEIPT")]
+        expect: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -76,7 +83,12 @@ pub async fn approvals(command: ApprovalsCommand) -> u8 {
     };
     let (request, json_output) = match &command {
         ApprovalsCommand::List { json } => (ControlRequest::List, *json),
-        ApprovalsCommand::Allow { id, session, json } => (
+        ApprovalsCommand::Allow {
+            id,
+            session,
+            expect,
+            json,
+        } => (
             ControlRequest::Decide {
                 id: *id,
                 answer: if *session {
@@ -85,14 +97,16 @@ pub async fn approvals(command: ApprovalsCommand) -> u8 {
                     Answer::AllowOnce
                 },
                 via: "cli".into(),
+                expect: expect.clone(),
             },
             *json,
         ),
-        ApprovalsCommand::Deny { id, json } => (
+        ApprovalsCommand::Deny { id, expect, json } => (
             ControlRequest::Decide {
                 id: *id,
                 answer: Answer::Deny,
                 via: "cli".into(),
+                expect: expect.clone(),
             },
             *json,
         ),
@@ -154,7 +168,46 @@ pub fn open_window() -> u8 {
     exit::UNAVAILABLE
 }
 
-/// Reads answers for each pending request from the terminal until stdin closes.
+/// A pending request as an approver holds it: what the daemon said, and the moment its time runs
+/// out on this side (the daemon's `expires_in_ms` is the time left when it sent the request).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldRequest {
+    pub request: PendingRequest,
+    pub deadline: Instant,
+}
+
+impl HeldRequest {
+    pub fn new(request: PendingRequest) -> HeldRequest {
+        HeldRequest {
+            deadline: Instant::now() + Duration::from_millis(request.expires_in_ms),
+            request,
+        }
+    }
+
+    /// The request with its time left counted from now, for [`describe`].
+    pub fn now(&self) -> PendingRequest {
+        PendingRequest {
+            expires_in_ms: self
+                .deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis() as u64,
+            ..self.request.clone()
+        }
+    }
+}
+
+/// What a watcher is told when a request leaves the list, in plain words.
+pub fn gone_text(event: &Value) -> &'static str {
+    match event["why"].as_str() {
+        Some("answered") => "answered",
+        Some("timed_out") => "timed out: denied",
+        Some("withdrawn") => "withdrawn: its agent went away",
+        _ => "answered elsewhere, withdrawn or timed out",
+    }
+}
+
+/// Reads answers for each pending request from the terminal until stdin closes. Every answer
+/// names the request shown (its receipt id), so it can never decide another one.
 pub async fn approve() -> u8 {
     let mut watcher = match connect().await {
         Ok(client) => client,
@@ -169,14 +222,19 @@ pub async fn approve() -> u8 {
         return exit::UNAVAILABLE;
     }
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut queue: Vec<PendingRequest> = Vec::new();
+    let mut queue: Vec<HeldRequest> = Vec::new();
+    // The request whose prompt is on the screen, so it is printed once, not after every event.
+    let mut prompted: Option<u64> = None;
     println!(
         "waiting for requests (answer a = allow once, s = allow for this session, d = deny; Ctrl-D quits)"
     );
     loop {
-        if let Some(current) = queue.first() {
-            print!("{}\n  allow? [a/s/d] ", describe(current));
+        if let Some(current) = queue.first()
+            && prompted != Some(current.request.id)
+        {
+            print!("{}\n  allow? [a/s/d] ", describe(&current.now()));
             let _ = std::io::stdout().flush();
+            prompted = Some(current.request.id);
         }
         tokio::select! {
             event = watcher.next() => {
@@ -189,26 +247,29 @@ pub async fn approve() -> u8 {
                 };
                 match event["event"].as_str() {
                     Some("snapshot") => {
-                        queue = serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+                        let pending: Vec<PendingRequest> =
+                            serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+                        queue = pending.into_iter().map(HeldRequest::new).collect();
                     }
                     Some("pending") => {
                         if let Ok(request) = serde_json::from_value(event["request"].clone()) {
-                            queue.push(request);
+                            queue.push(HeldRequest::new(request));
                         }
                     }
                     Some("resolved") => {
                         let id = event["id"].as_u64();
-                        if queue.first().map(|r| r.id) == id {
-                            println!("\n  (answered elsewhere, withdrawn or timed out)");
+                        if queue.first().map(|r| r.request.id) == id {
+                            println!("\n  ({})", gone_text(&event));
+                            prompted = None;
                         }
-                        queue.retain(|r| Some(r.id) != id);
+                        queue.retain(|r| Some(r.request.id) != id);
                     }
                     _ => {}
                 }
             }
             line = stdin.next_line() => {
                 let Ok(Some(line)) = line else { return exit::OK };
-                let Some(current) = queue.first().cloned() else { continue };
+                let Some(current) = queue.first().map(|held| held.request.clone()) else { continue };
                 // Only these exact answers count; anything else asks again (never an allow).
                 let answer = match line.trim() {
                     "a" | "allow" => Answer::AllowOnce,
@@ -216,15 +277,22 @@ pub async fn approve() -> u8 {
                     "d" | "deny" => Answer::Deny,
                     other => {
                         println!("  `{other}` is not an answer; type a, s or d");
+                        prompted = None;
                         continue;
                     }
                 };
-                let decide = ControlRequest::Decide { id: current.id, answer, via: "terminal".into() };
+                let decide = ControlRequest::Decide {
+                    id: current.id,
+                    answer,
+                    via: "terminal".into(),
+                    expect: Some(current.receipt.clone()),
+                };
                 match answers.request(&decide).await {
                     Ok(_) => println!("  {answer:?} sent for #{}", current.id),
                     Err(err) => println!("  could not answer #{}: {err}", current.id),
                 }
-                queue.retain(|r| r.id != current.id);
+                queue.retain(|r| r.request.id != current.id);
+                prompted = None;
             }
         }
     }

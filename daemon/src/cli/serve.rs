@@ -77,6 +77,8 @@ async fn serve() -> anyhow::Result<()> {
         config.approval.session_idle.0,
         config.approval.session_max.0,
     ));
+    // Request ids continue across restarts, so a stale `approvals allow ID` meets no other call.
+    approvals.keep_ids_in(&state_dir.join("approval-ids"));
     let gateway = Gateway::new(
         registry,
         Arc::new(rule_policy(&config, &protected)),
