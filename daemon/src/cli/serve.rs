@@ -119,15 +119,20 @@ fn lock_state_dir(state_dir: &Path, socket: &Path) -> anyhow::Result<std::fs::Fi
         let mut lines = holder.lines();
         let pid = lines.next().unwrap_or("").trim();
         let their_socket = lines.next().unwrap_or("").trim();
-        let who = match (pid.is_empty(), their_socket.is_empty()) {
-            (false, false) => format!(" (pid {pid}, serving {their_socket})"),
-            (false, true) => format!(" (pid {pid})"),
-            _ => String::new(),
+        let who = if pid.is_empty() {
+            String::new()
+        } else {
+            format!(" (pid {pid})")
+        };
+        let serving = if their_socket.is_empty() {
+            String::new()
+        } else {
+            format!(" {their_socket}")
         };
         anyhow::bail!(
-            "another computer daemon{who} already uses the state dir {}; two daemons cannot share \
-             one ledger: reach that one (`computer doctor` says where it is), stop it first, or \
-             set COMPUTER_STATE_DIR to use another state dir",
+            "another computer daemon{who} is already serving{serving} with the state dir {}; two daemons \
+             cannot share one ledger: use that one (`computer doctor` says where it is), stop it \
+             first, or set COMPUTER_STATE_DIR to use another state dir",
             state_dir.display(),
         );
     }
