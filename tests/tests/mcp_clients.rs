@@ -515,6 +515,46 @@ fn a_host_that_dies_mid_run_takes_its_relay_and_its_run_with_it() {
     assert_eq!(result["body"]["cancelled"]["by"], "disconnect", "{result}");
 }
 
+#[test]
+fn a_cancelled_call_gets_no_reply_and_the_connection_goes_on() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL_RUNS);
+    let _cleanup = KillSleepsUnder(daemon.pid() as u32);
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2025-11-25");
+    raw.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "COMPUTER", "arguments": computer_tests::shell_run(json!({"argv": ["sleep", "30"]}), json!({}))}}));
+    wait_for("the run to start", Duration::from_secs(30), || {
+        (!sleeps_under(daemon.pid() as u32).is_empty()).then_some(())
+    });
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 5, "reason": "changed my mind"}}),
+    );
+    let result = sleep_result(&daemon);
+    assert_eq!(result["body"]["cancelled"]["by"], "client", "{result}");
+    // Calls after it are answered; the cancelled one never is, up to the connection's end.
+    let (after, _) = raw.call_tool(&computer_tests::shell_run(
+        json!({"argv": ["echo", "next"]}),
+        json!({}),
+    ));
+    assert_eq!(
+        after["result"]["structuredContent"]["stdout"], "next\n",
+        "{after}"
+    );
+    raw.shutdown_write();
+    while let Some(message) = raw.recv() {
+        assert_ne!(
+            message.get("id"),
+            Some(&json!(5)),
+            "a cancelled call was answered: {message}"
+        );
+    }
+    assert!(
+        sleeps_under(daemon.pid() as u32).is_empty(),
+        "the cancelled run still runs"
+    );
+}
+
 // ---- one daemon per person, found from any environment ----
 
 /// A person's session played in a temporary directory: `base` stands in for `/run/user`, the

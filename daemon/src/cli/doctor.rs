@@ -72,6 +72,7 @@ pub async fn run(json_output: bool) -> u8 {
             "socket": socket,
             "daemon": daemon,
             "daemon_pid": daemon_pid,
+            "note": no_display_hint(&surfaces),
             "state_dir": paths::state_dir(),
             "config": {"path": config_path, "status": config_status},
             "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability})).collect::<Vec<_>>(),
@@ -94,10 +95,10 @@ pub async fn run(json_output: bool) -> u8 {
             }
         }
     }
-    if let Some(fix) = no_display_hint(&surfaces) {
-        if !json_output {
-            println!("note     {fix}");
-        }
+    if let Some(note) = no_display_hint(&surfaces)
+        && !json_output
+    {
+        println!("note     {note}");
     }
     if config_status.starts_with("invalid") {
         exit::FAILED
