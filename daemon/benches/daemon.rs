@@ -112,9 +112,18 @@ fn shell_true() -> Value {
 
 /// Starts the real binary on a private socket; returns the child and its socket.
 fn start_daemon(root: &Path) -> (std::process::Child, PathBuf) {
+    start_daemon_with(root, "")
+}
+
+/// Like [`start_daemon`], with `extra` appended to the config.
+fn start_daemon_with(root: &Path, extra: &str) -> (std::process::Child, PathBuf) {
     let socket = root.join("run/computer.sock");
     // Acts are allowed so that no call waits for a person.
-    std::fs::write(root.join("config.toml"), "[defaults]\nact = \"allow\"\n").unwrap();
+    std::fs::write(
+        root.join("config.toml"),
+        format!("[defaults]\nact = \"allow\"\n{extra}"),
+    )
+    .unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_computer"))
         .arg("serve")
         .env("COMPUTER_SOCKET", &socket)
@@ -221,6 +230,34 @@ async fn run() {
         stats(receipted),
         stats(receipted_rmcp),
     );
+
+    // 2. The price of containment: the same receipted `shell run true` on a second daemon with
+    // containment off, interleaved call by call with the contained one.
+    let uncontained_root = tmp.path().join("uncontained");
+    std::fs::create_dir_all(&uncontained_root).unwrap();
+    let (mut uncontained_daemon, uncontained_socket) =
+        start_daemon_with(&uncontained_root, "[containment]\nmode = \"off\"\n");
+    let (mut contained, mut uncontained) = (Vec::new(), Vec::new());
+    {
+        let mut on = raw_connection(&socket);
+        let mut off = raw_connection(&uncontained_socket);
+        for _ in 0..50 {
+            raw_call(&mut on, &shell_true());
+            raw_call(&mut off, &shell_true());
+        }
+        for _ in 0..rows {
+            let started = Instant::now();
+            raw_call(&mut on, &shell_true());
+            contained.push(started.elapsed());
+            let started = Instant::now();
+            raw_call(&mut off, &shell_true());
+            uncontained.push(started.elapsed());
+        }
+    }
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe { libc::kill(uncontained_daemon.id() as i32, libc::SIGTERM) };
+    let _ = uncontained_daemon.wait();
+    let (contained, uncontained) = (stats(contained), stats(uncontained));
 
     // 3. Throughput of receipted shell runs, and RSS under that load.
     let shell_rates: Vec<(usize, f64)> = {
@@ -357,6 +394,14 @@ async fn run() {
         ms(receipted.p50),
         ms(captured.p50),
         receipted.p50.as_secs_f64() / captured.p50.as_secs_f64()
+    );
+    println!(
+        "| `shell run true`, receipted, contained (namespaces), p50 / p99 | {} / {} | the same with `[containment] mode = \"off\"`: {} / {} | {:.2}× | ≤ 1.2× |",
+        ms(contained.p50),
+        ms(contained.p99),
+        ms(uncontained.p50),
+        ms(uncontained.p99),
+        contained.p50.as_secs_f64() / uncontained.p50.as_secs_f64()
     );
     println!(
         "| the same through the Rust client (`computer_ipc::Client`, rmcp), p50 | {} | direct spawn of `true`: {} | {:.2}× | — |",

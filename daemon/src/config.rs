@@ -20,6 +20,7 @@ pub struct Config {
     pub defaults: Defaults,
     pub approval: ApprovalConfig,
     pub limits: LimitsConfig,
+    pub containment: ContainmentSection,
     pub rules: Vec<Rule>,
 }
 
@@ -30,6 +31,7 @@ impl PartialEq for Config {
             && self.defaults == other.defaults
             && self.approval == other.approval
             && self.limits == other.limits
+            && self.containment == other.containment
             && self.rules == other.rules
     }
 }
@@ -84,6 +86,23 @@ impl Default for ApprovalConfig {
             session_max: DurationText(Duration::from_secs(8 * 3600)),
         }
     }
+}
+
+/// How runs are contained (see `computer_surfaces::contain`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContainmentSection {
+    pub mode: ContainmentMode,
+}
+
+/// `on` (the default): every run is contained, and refused where containment cannot be set up.
+/// `off`: runs can reach the daemon's state, config and sockets; every receipt says so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainmentMode {
+    #[default]
+    On,
+    Off,
 }
 
 /// Per-agent rate limit: at most `calls` in any sliding `window` (0 calls = no limit).
@@ -213,6 +232,8 @@ impl Config {
                     memory_bytes: self.shell.capture_memory_bytes,
                     spill_bytes: self.shell.spill_limit_bytes,
                 },
+                // Set up by the daemon itself (`serve`), which knows the paths to hide.
+                ..ShellLimits::default()
             },
         }
     }

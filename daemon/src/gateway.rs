@@ -303,15 +303,10 @@ impl Gateway {
         };
         if let Err(err) = self.ledger.append(vec![intent]).await {
             tracing::error!(%call_id, error = %err, "intent receipt failed; action refused");
-            return error_result(
-                &call_id,
-                &ToolError::new(
-                    ErrorCode::ReceiptFailed,
-                    format!(
-                        "the action was refused because its receipt could not be written: {err}"
-                    ),
-                ),
-            );
+            return unreceipted_error(&ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("the action was refused because its receipt could not be written: {err}"),
+            ));
         }
 
         let ctx = CallContext {
@@ -321,16 +316,27 @@ impl Gateway {
             cancel: cancelled.clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
+        if let Some(by) = cancel.by() {
+            let error = ToolError::new(
+                ErrorCode::Cancelled,
+                format!("cancelled by the {by} before it ran"),
+            );
+            let body = json!({"ok": false, "error": error, "cancelled": {"by": by}});
+            return self
+                .finish(&call_id, &early, body, error_result(&call_id, &error))
+                .await;
+        }
         let before = match evidence {
             Evidence::Full => Some(self.capture_evidence(&ctx, "before", false).await),
             _ => None,
         };
-        let outcome = action.run(ctx.clone()).await;
+        let outcome = run_until_cancelled(action, ctx.clone(), &cancelled).await;
         let after = match evidence {
             Evidence::None => None,
+            _ if cancelled.is_cancelled() => None,
             _ => Some(self.capture_evidence(&ctx, "after", true).await),
         };
-        let (reply, result_body) = match outcome {
+        let (reply, mut result_body) = match outcome {
             Ok(mut outcome) => {
                 let shots = [("before", before), ("after", after)];
                 let evidence = evidence_report(&shots, &mut outcome);
@@ -353,22 +359,38 @@ impl Gateway {
                 (error_result(&call_id, &error), body)
             }
         };
+        // A cancelled call is recorded as such; its client hears nothing more of it (rmcp drops
+        // the reply of a cancelled request, and a gone client has nobody to read it).
+        if let Some(by) = cancel.by() {
+            result_body["ok"] = json!(false);
+            result_body["cancelled"] = json!({"by": by});
+            tracing::info!(%call_id, by, "call cancelled");
+        }
+        self.finish(&call_id, &early, result_body, reply).await
+    }
+
+    /// Writes a call's result receipt, then hands back its reply (or, when the receipt cannot
+    /// be written, an error saying so).
+    async fn finish(
+        &self,
+        call_id: &str,
+        early: &Early,
+        body: Value,
+        reply: CallToolResult,
+    ) -> CallToolResult {
         let result = NewRow {
-            call_id: call_id.clone(),
+            call_id: call_id.to_string(),
             kind: RowKind::Result,
-            surface: early.surface,
-            command: early.command,
-            body: result_body,
+            surface: early.surface.clone(),
+            command: early.command.clone(),
+            body,
         };
         if let Err(err) = self.ledger.append(vec![result]).await {
             tracing::error!(%call_id, error = %err, "result receipt failed after the action ran");
-            return error_result(
-                &call_id,
-                &ToolError::new(
-                    ErrorCode::ReceiptFailed,
-                    format!("the action ran, but its result receipt could not be written: {err}"),
-                ),
-            );
+            return unreceipted_error(&ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("the action ran, but its result receipt could not be written: {err}"),
+            ));
         }
         reply
     }
@@ -444,12 +466,15 @@ impl Gateway {
                 })
             })
             .collect();
-        let body = json!({
+        let mut body = json!({
             "ok": outcome.success,
             "fields": outcome.fields,
             "outputs": outputs,
             "artifacts": outcome.artifacts,
         });
+        for (key, value) in &outcome.receipt {
+            body[key] = value.clone();
+        }
         let value = Value::Object(visible);
         let mut result = if outcome.success {
             CallToolResult::structured(value)
@@ -499,8 +524,33 @@ impl Gateway {
         ];
         if let Err(err) = self.ledger.append(rows).await {
             tracing::error!(%call_id, error = %err, "receipt for a refused call failed");
+            return unreceipted_error(&error);
         }
         error_result(call_id, &error)
+    }
+}
+
+/// How long a cancelled action may take to end on its own (a shell run counts and kills what it
+/// started, and reports) before it is dropped where it stands.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Runs `action` to its end, or, once `cancelled` fires, for at most [`CANCEL_GRACE`] more:
+/// surfaces that watch the token end cleanly; the others are dropped at their next await.
+async fn run_until_cancelled(
+    action: Box<dyn computer_surfaces::PreparedAction>,
+    ctx: CallContext,
+    cancelled: &tokio_util::sync::CancellationToken,
+) -> Result<Outcome, SurfaceError> {
+    let run = action.run(ctx);
+    tokio::pin!(run);
+    tokio::select! {
+        outcome = &mut run => outcome,
+        _ = cancelled.cancelled() => match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(SurfaceError::Failed {
+                message: "cancelled before it ended".into(),
+            }),
+        },
     }
 }
 
@@ -594,6 +644,16 @@ fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
             *first = ContentBlock::text(text);
         }
     }
+}
+
+/// An error whose receipt could not be written: no receipt id is handed out for rows that do
+/// not exist.
+fn unreceipted_error(error: &ToolError) -> CallToolResult {
+    CallToolResult::structured_error(json!({
+        "ok": false,
+        "receipt": null,
+        "error": error,
+    }))
 }
 
 fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {

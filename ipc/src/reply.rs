@@ -20,6 +20,8 @@ pub enum ErrorCode {
     ShuttingDown,
     /// The agent made too many calls; the message says when to retry.
     RateLimited,
+    /// The client cancelled the call, or went away, before it ended.
+    Cancelled,
 }
 
 impl ErrorCode {
@@ -32,6 +34,7 @@ impl ErrorCode {
             ErrorCode::ReceiptFailed => "receipt_failed",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Cancelled => "cancelled",
         }
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
+//! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: one-shot command runs in their own process group.
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
@@ -16,6 +17,7 @@ pub mod ax;
 #[path = "ax/macos.rs"]
 pub mod ax;
 pub mod capture;
+pub mod contain;
 pub mod gui;
 pub mod registry;
 pub mod shell;
@@ -181,6 +183,9 @@ pub struct Outcome {
     pub texts: Vec<CapturedText>,
     /// Files written for this call, referenced from its receipt.
     pub artifacts: Vec<Artifact>,
+    /// Facts for the result receipt only, never shown to the model (the containment a run
+    /// had, for instance).
+    pub receipt: Map<String, Value>,
 }
 
 /// A screenshot taken as evidence of an action's effect.

@@ -2,9 +2,10 @@
 //! with a scrubbed environment, a deadline that kills the whole group, and bounded output capture.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -15,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
+use crate::contain::Containment;
 use crate::{
     Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
     decode_args,
@@ -30,6 +32,7 @@ const RUN_FIELDS: &[&str] = &[
     "exit_code",
     "signal",
     "timed_out",
+    "killed_processes",
     "duration_ms",
     "stdout",
     "stderr",
@@ -59,12 +62,18 @@ const PASSED_ENV: &[&str] = &[
 /// this grace.
 const DRAIN_GRACE: Duration = Duration::from_millis(1500);
 
+/// How long a stopped run's supervisor may take to count, kill and report before the whole
+/// process group is killed without a count.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// Limits of the shell surface, from the daemon's config.
 #[derive(Debug, Clone)]
 pub struct ShellLimits {
     pub default_timeout: Duration,
     pub max_timeout: Duration,
     pub capture: CaptureLimits,
+    /// What every run is started under; the default refuses runs until the daemon sets it up.
+    pub containment: Arc<Containment>,
 }
 
 impl Default for ShellLimits {
@@ -73,6 +82,7 @@ impl Default for ShellLimits {
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(600),
             capture: CaptureLimits::default(),
+            containment: Arc::new(Containment::default()),
         }
     }
 }
@@ -109,6 +119,13 @@ impl Surface for ShellSurface {
     }
 
     fn probe(&self) -> Availability {
+        let containment = self.limits.containment.status();
+        if containment.mechanism == "unavailable" {
+            return Availability::Unavailable {
+                reason: format!("runs cannot be contained here: {}", containment.detail),
+                fix: "see `computer doctor`".into(),
+            };
+        }
         if Path::new("/bin/sh").exists() {
             Availability::Ready
         } else {
@@ -219,6 +236,7 @@ impl Surface for ShellSurface {
             env: complications.env.clone(),
             timeout,
             capture: self.limits.capture,
+            containment: self.limits.containment.clone(),
         }))
     }
 }
@@ -254,6 +272,14 @@ pub struct ShellRun {
     env: BTreeMap<String, String>,
     timeout: Duration,
     capture: CaptureLimits,
+    containment: Arc<Containment>,
+}
+
+/// How the wait for a run's program ended.
+enum Ending {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Cancelled,
 }
 
 #[async_trait]
@@ -311,6 +337,12 @@ impl PreparedAction for ShellRun {
             }
         }
         command.envs(&self.env);
+        let mut contained = self
+            .containment
+            .prepare(command.as_std_mut())
+            .map_err(|err| SurfaceError::Failed {
+                message: err.to_string(),
+            })?;
         let home = std::env::var_os("HOME").map(PathBuf::from);
         match self.cwd.as_ref().or(home.as_ref()) {
             Some(dir) => command.current_dir(dir),
@@ -341,6 +373,17 @@ impl PreparedAction for ShellRun {
             (child, registration)
         };
         let pgid = child.id().map(|pid| pid as i32);
+        if let Some(run) = contained.as_mut()
+            && let Err(err) = run.started()
+        {
+            if let Some(pgid) = pgid {
+                kill_group(pgid);
+            }
+            let _ = child.wait().await;
+            return Err(SurfaceError::Failed {
+                message: format!("the run could not be contained, so it did not start: {err}"),
+            });
+        }
 
         let stop_reading = CancellationToken::new();
         let stdout = tokio::spawn(read_stream(
@@ -361,18 +404,63 @@ impl PreparedAction for ShellRun {
             });
         }
 
-        let waited = tokio::time::timeout(self.timeout, child.wait()).await;
-        let timed_out = waited.is_err();
+        let ending = tokio::select! {
+            status = child.wait() => Ending::Exited(
+                status.map_err(|err| SurfaceError::io("waiting for the child", err))?,
+            ),
+            _ = tokio::time::sleep(self.timeout) => Ending::TimedOut,
+            _ = ctx.cancel.cancelled() => Ending::Cancelled,
+        };
+        let status = match ending {
+            Ending::Exited(status) => status,
+            Ending::TimedOut | Ending::Cancelled => {
+                // Contained, the run's init counts what is left, kills it all and reports; a
+                // supervisor that does not manage within the grace is killed with its group.
+                match &contained {
+                    Some(run) => {
+                        run.stop();
+                        match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+                            Ok(status) => status,
+                            Err(_) => {
+                                if let Some(pgid) = pgid {
+                                    kill_group(pgid);
+                                }
+                                child.wait().await
+                            }
+                        }
+                    }
+                    None => {
+                        if let Some(pgid) = pgid {
+                            kill_group(pgid);
+                        }
+                        child.wait().await
+                    }
+                }
+                .map_err(|err| SurfaceError::io("waiting for the child", err))?
+            }
+        };
+        let timed_out = matches!(ending, Ending::TimedOut);
         // The run is over either way: whatever it left in its process group (background jobs,
-        // grandchildren) dies with it.
+        // grandchildren) dies with it. Contained, its PID namespace is gone already.
         if let Some(pgid) = pgid {
             kill_group(pgid);
         }
-        let status = match waited {
-            Ok(status) => status,
-            Err(_) => child.wait().await,
-        }
-        .map_err(|err| SurfaceError::io("waiting for the child", err))?;
+        let (exit_code, signal, killed) = match contained.as_mut().map(|run| run.finished()) {
+            Some(Ok(end)) => match end.status {
+                Some(raw) => {
+                    let status = std::process::ExitStatus::from_raw(raw);
+                    (status.code(), status.signal(), end.killed)
+                }
+                // Stopped at the deadline or cancelled: the program was among the killed.
+                None => (None, Some(libc::SIGKILL), end.killed),
+            },
+            Some(Err(err)) => {
+                return Err(SurfaceError::Failed {
+                    message: format!("the run's containment failed: {err}"),
+                });
+            }
+            None => (status.code(), status.signal(), 0),
+        };
 
         let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
         let stopper = stop_reading.clone();
@@ -384,9 +472,6 @@ impl PreparedAction for ShellRun {
         let stderr = join_capture(stderr).await?;
         stop_timer.abort();
 
-        use std::os::unix::process::ExitStatusExt;
-        let exit_code = status.code();
-        let signal = status.signal();
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut fields = Map::new();
         fields.insert("exit_code".into(), json!(exit_code));
@@ -394,7 +479,13 @@ impl PreparedAction for ShellRun {
             fields.insert("signal".into(), json!(signal_name(signal)));
         }
         fields.insert("timed_out".into(), json!(timed_out));
+        if killed > 0 {
+            fields.insert("killed_processes".into(), json!(killed));
+        }
         fields.insert("duration_ms".into(), json!(duration_ms));
+        let mut receipt = Map::new();
+        receipt.insert("containment".into(), json!(self.containment.status()));
+        receipt.insert("killed_processes".into(), json!(killed));
         let artifacts = [&stdout, &stderr]
             .iter()
             .filter_map(|text| text.artifact.clone())
@@ -405,6 +496,7 @@ impl PreparedAction for ShellRun {
             texts: vec![stdout, stderr],
             artifacts,
             inline_image: None,
+            receipt,
         })
     }
 }

@@ -20,7 +20,11 @@ pub async fn run(json_output: bool) -> u8 {
         }
         Err(err) => (crate::config::Config::default(), format!("invalid: {err}")),
     };
-    let registry = Registry::for_this_platform(&config.surface_limits());
+    let containment = super::serve::containment(&config, &config_path, &paths::state_dir());
+    let mut limits = config.surface_limits();
+    limits.shell.containment = std::sync::Arc::new(containment);
+    let containment = limits.shell.containment.status().clone();
+    let registry = Registry::for_this_platform(&limits);
     let surfaces: Vec<(SurfaceName, Availability)> = SurfaceName::ALL
         .iter()
         .map(|&name| {
@@ -75,6 +79,7 @@ pub async fn run(json_output: bool) -> u8 {
             "note": no_display_hint(&surfaces),
             "state_dir": paths::state_dir(),
             "config": {"path": config_path, "status": config_status},
+            "containment": containment,
             "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability})).collect::<Vec<_>>(),
         });
         println!("{report}");
@@ -82,6 +87,10 @@ pub async fn run(json_output: bool) -> u8 {
         println!("socket   {} ({daemon})", socket.display());
         println!("state    {}", paths::state_dir().display());
         println!("config   {} ({config_status})", config_path.display());
+        println!(
+            "runs     contained by {}: {}",
+            containment.mechanism, containment.detail
+        );
         println!("surfaces");
         for (name, availability) in &surfaces {
             match availability {
@@ -100,7 +109,7 @@ pub async fn run(json_output: bool) -> u8 {
     {
         println!("note     {note}");
     }
-    if config_status.starts_with("invalid") {
+    if config_status.starts_with("invalid") || !containment.allows_runs() {
         exit::FAILED
     } else {
         exit::OK

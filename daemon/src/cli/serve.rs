@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::approval::Approvals;
-use crate::config::Config;
+use crate::config::{Config, ContainmentMode};
 use crate::gateway::Gateway;
 use crate::policy::RulePolicy;
 use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
+use computer_surfaces::contain::{Containment, ContainmentConfig};
 
 pub async fn run() -> u8 {
     match serve().await {
@@ -28,6 +29,7 @@ pub async fn run() -> u8 {
 }
 
 async fn serve() -> anyhow::Result<()> {
+    forbid_inspection();
     let config_path = paths::config_path();
     let config = crate::config::Config::load(&config_path)?;
     let socket_path = paths::socket_path();
@@ -53,8 +55,24 @@ async fn serve() -> anyhow::Result<()> {
             "closed calls left unfinished by a previous daemon"
         );
     }
-    let registry = Registry::for_this_platform(&config.surface_limits());
+    if !config_path.exists()
+        && let Some(dir) = config_path.parent()
+    {
+        // Created (empty) so it can be hidden from runs: none can then write a config there.
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+    }
     let protected = protected_paths(&config_path, &state_dir);
+    let mut limits = config.surface_limits();
+    limits.shell.containment = Arc::new(containment(&config, &config_path, &state_dir));
+    tracing::info!(
+        containment = limits.shell.containment.status().mechanism,
+        detail = %limits.shell.containment.status().detail,
+        "runs are contained"
+    );
+    let registry = Registry::for_this_platform(&limits);
     let approvals = Arc::new(Approvals::new(
         config.approval.timeout.0,
         config.approval.session_idle.0,
@@ -142,6 +160,37 @@ fn lock_state_dir(state_dir: &Path, socket: &Path) -> anyhow::Result<std::fs::Fi
         .write_all(format!("{}\n{}\n", std::process::id(), socket.display()).as_bytes())
         .context("cannot write the state lock file")?;
     Ok(lock)
+}
+
+/// Makes the daemon not dumpable: no same-user process (a run that escaped its containment, or
+/// anything else the person runs) can read its `/proc/PID/environ`, `mem` or `fd`, or ptrace it.
+fn forbid_inspection() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_SET_DUMPABLE takes an integer flag and touches no memory of ours.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(), "cannot make the daemon undumpable");
+        }
+    }
+}
+
+/// The containment every run gets: it hides the daemon's config, state and sockets.
+pub(crate) fn containment(config: &Config, config_path: &Path, state_dir: &Path) -> Containment {
+    // A config file not written yet is hidden by hiding its directory, so no run can create it.
+    let config_hidden = match config_path.parent() {
+        Some(dir) if !config_path.exists() => dir.to_path_buf(),
+        _ => config_path.to_path_buf(),
+    };
+    let mut hidden = vec![config_hidden, state_dir.to_path_buf()];
+    for socket in [paths::socket_path(), paths::control_socket_path()] {
+        if let Some(dir) = socket.parent() {
+            hidden.push(dir.to_path_buf());
+        }
+    }
+    Containment::new(&ContainmentConfig {
+        enabled: config.containment.mode == ContainmentMode::On,
+        hidden,
+    })
 }
 
 /// What no shell run may name: the daemon's own config and state (in the spelling given and the

@@ -1,0 +1,249 @@
+//! Containment of the processes a surface starts: what the guard lets run can never reach the
+//! guard. A contained run cannot read or write the daemon's state, config or sockets, cannot see,
+//! signal or trace the daemon or an approver, and leaves nothing behind when it ends.
+//!
+//! # Layout
+//! - `linux.rs`: a user (unless the daemon is root), mount and PID namespace per run, set up
+//!   between fork and exec; the daemon's paths are masked, `/proc` shows only the run.
+//! - `macos.rs`: a Seatbelt profile (`sandbox-exec`) denying the same paths and signals.
+//!
+//! Every run's receipt names the containment it ran under ([`Containment::status`]). Where
+//! containment cannot be set up, runs are refused unless the config turns containment off.
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// What the daemon asks of containment.
+#[derive(Debug, Clone, Default)]
+pub struct ContainmentConfig {
+    /// False only when the person's config says `[containment] mode = "off"`.
+    pub enabled: bool,
+    /// Paths no run may reach: the daemon's state dir, config, socket dirs.
+    pub hidden: Vec<PathBuf>,
+}
+
+/// What containment this machine gives runs, as receipts and `computer doctor` report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainmentStatus {
+    /// `namespaces` (Linux), `seatbelt` (macOS), `off` (turned off by config) or `unavailable`.
+    pub mechanism: &'static str,
+    /// What it covers, or why it is missing and how to fix that.
+    pub detail: String,
+}
+
+impl ContainmentStatus {
+    /// Whether runs may start: contained, or containment deliberately turned off.
+    pub fn allows_runs(&self) -> bool {
+        self.mechanism != "unavailable"
+    }
+}
+
+/// The containment every run of this daemon gets, probed once at start.
+#[derive(Debug)]
+pub struct Containment {
+    status: ContainmentStatus,
+    #[cfg(target_os = "linux")]
+    plan: Option<linux::Plan>,
+    #[cfg(target_os = "macos")]
+    profile: Option<String>,
+}
+
+impl Default for Containment {
+    /// Not set up: runs are refused. Only the daemon's config decides that runs go uncontained.
+    fn default() -> Self {
+        Containment::unavailable("containment was not configured for this surface")
+    }
+}
+
+impl Containment {
+    /// Sets up containment for `config` and proves it works by running one contained process.
+    pub fn new(config: &ContainmentConfig) -> Containment {
+        if !config.enabled {
+            return Containment {
+                status: ContainmentStatus {
+                    mechanism: "off",
+                    detail: "turned off by `[containment] mode = \"off\"`: runs can reach the \
+                             daemon's state, config and sockets"
+                        .into(),
+                },
+                #[cfg(target_os = "linux")]
+                plan: None,
+                #[cfg(target_os = "macos")]
+                profile: None,
+            };
+        }
+        let hidden = existing_forms(&config.hidden);
+        #[cfg(target_os = "linux")]
+        {
+            match linux::Plan::new(&hidden).and_then(|plan| plan.probe().map(|()| plan)) {
+                Ok(plan) => Containment {
+                    status: ContainmentStatus {
+                        mechanism: "namespaces",
+                        detail: plan.describe(),
+                    },
+                    plan: Some(plan),
+                },
+                Err(err) => Containment::unavailable(&format!(
+                    "cannot set up namespaces for runs: {err}; fix: allow unprivileged user \
+                     namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu an \
+                     AppArmor profile for `computer` granting `userns`), or set `[containment] \
+                     mode = \"off\"` to run uncontained"
+                )),
+            }
+        }
+        #[cfg(target_os = "macos")]
+        {
+            let profile = macos::profile(&hidden);
+            Containment {
+                status: ContainmentStatus {
+                    mechanism: "seatbelt",
+                    detail: "sandbox-exec profile: the daemon's state, config and sockets are \
+                             denied; signals only within the run"
+                        .into(),
+                },
+                profile: Some(profile),
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+        {
+            let _ = hidden;
+            Containment::unavailable("no containment mechanism on this platform")
+        }
+    }
+
+    fn unavailable(why: &str) -> Containment {
+        Containment {
+            status: ContainmentStatus {
+                mechanism: "unavailable",
+                detail: why.to_string(),
+            },
+            #[cfg(target_os = "linux")]
+            plan: None,
+            #[cfg(target_os = "macos")]
+            profile: None,
+        }
+    }
+
+    pub fn status(&self) -> &ContainmentStatus {
+        &self.status
+    }
+
+    /// Prepares `command` to start contained. The returned handle follows the run: it knows
+    /// how to end it and reports how it ended. `None` when containment is off.
+    pub fn prepare(
+        &self,
+        command: &mut std::process::Command,
+    ) -> Result<Option<RunHandle>, ContainError> {
+        if !self.status.allows_runs() {
+            return Err(ContainError::Unavailable(self.status.detail.clone()));
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(plan) = &self.plan {
+            return plan.prepare(command).map(|inner| Some(RunHandle { inner }));
+        }
+        #[cfg(target_os = "macos")]
+        if let Some(profile) = &self.profile {
+            macos::wrap(command, profile);
+            return Ok(None);
+        }
+        let _ = command;
+        Ok(None)
+    }
+}
+
+/// A contained run in progress.
+#[derive(Debug)]
+pub struct RunHandle {
+    #[cfg(target_os = "linux")]
+    inner: linux::Run,
+    #[cfg(not(target_os = "linux"))]
+    inner: (),
+}
+
+/// How a contained run ended, as its supervisor saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunEnd {
+    /// The program's wait status (as from waitpid), when it ended before being stopped.
+    pub status: Option<i32>,
+    /// Processes of the run still alive at its end, killed then (the program itself included
+    /// when the run was stopped at its deadline or cancelled).
+    pub killed: u32,
+}
+
+impl RunHandle {
+    /// Checks that the run's sandbox came up; call right after spawn.
+    pub fn started(&mut self) -> Result<(), ContainError> {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner.started()
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(())
+    }
+
+    /// Ends the run now: every process in it is killed (counted in [`RunHandle::finished`]).
+    pub fn stop(&self) {
+        #[cfg(target_os = "linux")]
+        self.inner.stop();
+    }
+
+    /// How the run ended; call once its supervisor process has been waited for.
+    pub fn finished(&mut self) -> Result<RunEnd, ContainError> {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner.finished()
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(RunEnd {
+            status: None,
+            killed: 0,
+        })
+    }
+}
+
+/// Why a run could not be contained.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainError {
+    #[error("runs are refused: {0}")]
+    Unavailable(String),
+    #[error("the run's sandbox failed at {stage}: {source}")]
+    Setup {
+        stage: &'static str,
+        source: std::io::Error,
+    },
+    #[error("the run's supervisor ended without reporting")]
+    Lost,
+}
+
+/// Each path as given and in its canonical spelling, for those that exist (a mount covers the
+/// file or directory, however it is named).
+fn existing_forms(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        let chosen = match path.canonicalize() {
+            Ok(canonical) => canonical,
+            Err(_) => path.clone(),
+        };
+        if chosen.is_absolute() && !out.iter().any(|p| p == &chosen) {
+            out.push(chosen);
+        }
+    }
+    // Outer paths first, so that a masked directory never hides a path masked inside it.
+    out.sort_by_key(|p| p.components().count());
+    out.retain({
+        let all = out.clone();
+        move |p: &PathBuf| !all.iter().any(|q| q != p && p.starts_with(q))
+    });
+    out
+}
+
+/// Whether `path` is one of the hidden paths or lies inside one.
+pub fn is_hidden(hidden: &[PathBuf], path: &Path) -> bool {
+    hidden.iter().any(|h| path.starts_with(h))
+}

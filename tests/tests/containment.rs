@@ -1,0 +1,354 @@
+//! Containment of runs, tried the way a hostile agent would: a `shell run` that a rule allows
+//! goes after the daemon's config, receipts, sockets and process, and tries to leave processes
+//! behind. Each attack must fail while the ordinary work beside it succeeds.
+
+use std::path::Path;
+use std::time::Duration;
+
+use computer_tests::{Daemon, RawConnection, wait_for};
+use serde_json::{Value, json};
+
+/// Shell runs are allowed by rule: the attacks below are what such a rule lets through.
+const ALLOW_SHELL: &str = "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n";
+
+/// Runs `script` through `computer call`, with `env` added to the run's environment (an agent
+/// can name any path there: policy does not read env values).
+fn run(daemon: &Daemon, script: &str, env: Value) -> Value {
+    let out = daemon.cli(&[
+        "call",
+        "shell",
+        "run",
+        "--json",
+        "--args",
+        &json!({ "script": script }).to_string(),
+        "--complications",
+        &json!({ "env": env }).to_string(),
+    ]);
+    out.json()
+}
+
+fn stdout(reply: &Value) -> &str {
+    reply["stdout"].as_str().unwrap_or_default()
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(
+        std::fs::read(path).unwrap_or_default(),
+    ))
+}
+
+/// Processes whose command line starts with `needle`, from the test's (the host's) /proc.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.starts_with(needle) {
+            found.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_run_cannot_reach_the_config_receipts_or_sockets_while_ordinary_work_succeeds() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let config_before = sha256_of(&daemon.config);
+    let env = json!({
+        "CFG": daemon.config,
+        "STATE": daemon.state,
+        "SOCK_DIR": daemon.socket.parent().unwrap(),
+        "ROOT": daemon.root,
+    });
+
+    // Read the config, the ledger and the agent store; rewrite the config; delete receipts.
+    let attack = run(
+        &daemon,
+        r#"cat "$CFG"; ls -A "$STATE"; ls -A "$SOCK_DIR";
+           printf '[defaults]\nact = "allow"\n' > "$CFG" 2>/dev/null;
+           rm "$STATE/receipts.sqlite" 2>/dev/null && echo DELETED;
+           mv "$STATE" "$STATE.moved" 2>/dev/null && echo MOVED-STATE;
+           mv "$(dirname "$STATE")" "$(dirname "$STATE").moved" 2>/dev/null && echo MOVED-PARENT;
+           find "$ROOT" -name 'receipts.sqlite*' 2>/dev/null | grep -q . && echo FOUND-LEDGER;
+           true"#,
+        env.clone(),
+    );
+    assert_eq!(attack["ok"], true, "{attack}");
+    let seen = stdout(&attack);
+    for leak in [
+        "decision",
+        "receipts.sqlite",
+        "agents",
+        "computer.sock",
+        "control.sock",
+        "DELETED",
+        "MOVED-STATE",
+        "MOVED-PARENT",
+        "FOUND-LEDGER",
+    ] {
+        assert!(!seen.contains(leak), "the run reached `{leak}`: {seen}");
+    }
+    assert_eq!(sha256_of(&daemon.config), config_before, "config changed");
+    assert!(daemon.state.join("receipts.sqlite").exists());
+    daemon.assert_chain_holds();
+
+    // Ordinary work beside it: files of the person's, a git commit, pipes, the network stack.
+    let work = tempfile::tempdir().unwrap();
+    let ordinary = run(
+        &daemon,
+        r#"cd "$WORK" && echo note > notes.txt && cat notes.txt &&
+           git init -q repo && cd repo && echo x > f && git add f &&
+           git -c user.name=t -c user.email=t@example.com commit -qm first && git log --oneline | wc -l"#,
+        json!({ "WORK": work.path() }),
+    );
+    assert_eq!(ordinary["ok"], true, "{ordinary}");
+    assert_eq!(stdout(&ordinary), "note\n1\n");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("notes.txt")).unwrap(),
+        "note\n"
+    );
+
+    // The receipt of each run records the containment it ran under.
+    let result = daemon.receipt_row(&ordinary["receipt"], "result");
+    assert_eq!(
+        result["body"]["containment"]["mechanism"], "namespaces",
+        "{result}"
+    );
+}
+
+#[test]
+fn a_run_cannot_see_signal_or_inspect_the_daemon() {
+    let mut daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let daemon_pid = daemon.pid();
+    let attack = run(
+        &daemon,
+        r#"kill -HUP "$DAEMON" 2>/dev/null && echo SIGNALLED;
+           kill -HUP $PPID 2>/dev/null; kill -9 1 2>/dev/null;
+           cat /proc/$PPID/environ 2>/dev/null | tr '\0' '\n' | grep -q . && echo READ-ENVIRON;
+           cat "/proc/$DAEMON/environ" 2>/dev/null | grep -q . && echo READ-DAEMON-ENVIRON;
+           ps -eo comm= | grep -q '^computer$' && echo SAW-DAEMON;
+           ls /proc/self/fd | tr '\n' ' '"#,
+        json!({ "DAEMON": daemon_pid.to_string() }),
+    );
+    assert_eq!(attack["ok"], true, "{attack}");
+    let seen = stdout(&attack);
+    for leak in [
+        "SIGNALLED",
+        "READ-ENVIRON",
+        "READ-DAEMON-ENVIRON",
+        "SAW-DAEMON",
+    ] {
+        assert!(!seen.contains(leak), "{leak}: {seen}");
+    }
+    // Only stdin, stdout, stderr and the directory `ls` itself opened.
+    assert_eq!(seen.trim(), "0 1 2 3", "inherited descriptors: {seen}");
+    assert!(
+        !daemon.log_text().contains("SIGHUP"),
+        "the daemon saw a SIGHUP"
+    );
+    // Still serving, and still the same process.
+    let after = run(&daemon, "echo alive", json!({}));
+    assert_eq!(stdout(&after), "alive\n");
+    assert_eq!(daemon.pid(), daemon_pid);
+    assert!(daemon.stop_with(libc::SIGTERM).success());
+}
+
+#[test]
+fn nothing_a_run_starts_outlives_it() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    // Three ways out of a process group: setsid -f, setsid in the background, a double fork.
+    let reply = run(
+        &daemon,
+        "setsid -f sleep 3011; setsid sleep 3012 & (sleep 3013 &); echo started",
+        json!({}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(stdout(&reply), "started\n");
+    let killed = reply["killed_processes"].as_u64().unwrap_or(0);
+    assert!(killed >= 3, "killed_processes: {reply}");
+    assert!(
+        processes_with("sleep 301").is_empty(),
+        "left behind: {:?}",
+        processes_with("sleep 301")
+    );
+    let result = daemon.receipt_row(&reply["receipt"], "result");
+    assert_eq!(result["body"]["killed_processes"], killed, "{result}");
+
+    // At the deadline the whole run goes, the program included, and the receipt counts it.
+    let out = daemon.cli(&[
+        "call",
+        "shell",
+        "run",
+        "--json",
+        "--args",
+        r#"{"script": "setsid -f sleep 3021; sleep 3022"}"#,
+        "--complications",
+        r#"{"timeout_ms": 300}"#,
+    ]);
+    let reply = out.json();
+    assert_eq!(reply["timed_out"], true, "{reply}");
+    assert!(
+        reply["killed_processes"].as_u64().unwrap_or(0) >= 2,
+        "{reply}"
+    );
+    assert!(processes_with("sleep 302").is_empty());
+
+    // An ordinary run beside them still reports its exit code and kills nothing.
+    let plain = run(&daemon, "exit 3", json!({}));
+    assert_eq!(plain["exit_code"], 3);
+    assert!(plain.get("killed_processes").is_none(), "{plain}");
+}
+
+#[test]
+fn a_cancelled_run_stops_and_its_receipt_says_so() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let mut connection = RawConnection::connect(&daemon.socket);
+    connection.initialize("2025-11-25");
+    connection.send(&json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "COMPUTER", "arguments": {
+            "surface": "shell", "command": "run",
+            "args": {"script": "setsid -f sleep 3031; sleep 3032"}}}
+    }));
+    wait_for("the run to start", Duration::from_secs(20), || {
+        (!processes_with("sleep 3032").is_empty()).then_some(())
+    });
+    connection.send(&json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "user pressed stop"}
+    }));
+    wait_for("the run's processes to go", Duration::from_secs(20), || {
+        processes_with("sleep 303").is_empty().then_some(())
+    });
+    let result = wait_for(
+        "the cancelled call's receipt",
+        Duration::from_secs(20),
+        || {
+            daemon
+                .receipts()
+                .into_iter()
+                .find(|r| r["kind"] == "result" && r["body"]["cancelled"].is_object())
+        },
+    );
+    assert_eq!(result["body"]["cancelled"]["by"], "client", "{result}");
+    assert_eq!(result["body"]["ok"], false, "{result}");
+    assert!(
+        result["body"]["killed_processes"].as_u64().unwrap_or(0) >= 2,
+        "{result}"
+    );
+    // The connection still serves, and no reply came for the cancelled request.
+    let (reply, _) = connection.call_tool(&json!({
+        "surface": "shell", "command": "run", "args": {"argv": ["echo", "next"]}
+    }));
+    assert_eq!(
+        reply["result"]["structuredContent"]["stdout"], "next\n",
+        "{reply}"
+    );
+}
+
+#[test]
+fn containment_off_is_a_deliberate_and_receipted_choice() {
+    let daemon =
+        Daemon::start_with_config(&format!("{ALLOW_SHELL}[containment]\nmode = \"off\"\n"));
+    let reply = run(
+        &daemon,
+        r#"ls -A "$STATE""#,
+        json!({ "STATE": daemon.state }),
+    );
+    assert!(stdout(&reply).contains("receipts.sqlite"), "{reply}");
+    let result = daemon.receipt_row(&reply["receipt"], "result");
+    assert_eq!(
+        result["body"]["containment"]["mechanism"], "off",
+        "{result}"
+    );
+
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    assert_eq!(doctor["containment"]["mechanism"], "off", "{doctor}");
+}
+
+#[test]
+fn doctor_names_the_containment_this_machine_gives() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    assert_eq!(doctor["containment"]["mechanism"], "namespaces", "{doctor}");
+    let detail = doctor["containment"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&daemon.state.display().to_string()),
+        "the state dir is not among the hidden paths: {detail}"
+    );
+}
+
+/// The way a person's daemon runs: not as root, so each run gets its own user namespace too.
+#[test]
+fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(root.join("config.toml"), ALLOW_SHELL).unwrap();
+    std::fs::set_permissions(
+        root.join("config.toml"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let as_nobody = |args: &[&str]| {
+        let mut command = std::process::Command::new("setpriv");
+        command
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(computer_tests::computer_bin())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", root)
+            .env("COMPUTER_SOCKET", root.join("run/computer.sock"))
+            .env("COMPUTER_STATE_DIR", root.join("state"))
+            .env("COMPUTER_CONFIG", root.join("config.toml"))
+            .env("SECRET_TOKEN", "hunter2-of-the-client");
+        command
+    };
+    let mut daemon = as_nobody(&["serve"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the daemon as nobody");
+    let socket = root.join("run/computer.sock");
+    wait_for("the daemon to listen", Duration::from_secs(30), || {
+        std::os::unix::net::UnixStream::connect(&socket).ok()
+    });
+    let output = as_nobody(&[
+        "call",
+        "shell",
+        "run",
+        "--json",
+        "--args",
+        &json!({"script": r#"id -u; ls -A "$S" | wc -l; ps -e -o comm= | grep -c .;
+                             cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
+                             setsid -f sleep 3041; echo done"#})
+        .to_string(),
+        "--complications",
+        &json!({"env": {"S": root.join("state")}}).to_string(),
+    ])
+    .output()
+    .unwrap();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let reply: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{err}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    // nobody's uid; an empty state dir; only the init, the shell, `ps` and `grep`; no secret.
+    assert_eq!(stdout(&reply), "65534\n0\n4\n0\ndone\n", "{reply}");
+    assert!(
+        reply["killed_processes"].as_u64().unwrap_or(0) >= 1,
+        "{reply}"
+    );
+    assert!(processes_with("sleep 3041").is_empty());
+}
