@@ -49,11 +49,10 @@ pub async fn run(no_spawn: bool) -> u8 {
             }
         },
     };
-    let status = relay(stream, host).await;
-    // tokio reads stdin on a blocking thread that nothing can interrupt; letting the runtime
-    // shut down would wait on that read. Everything owed to the host is written and flushed by
-    // now, and the kernel closes the socket, which cancels what the host left running.
-    std::process::exit(i32::from(status));
+    // Everything owed to the host is written and flushed when this returns; the runtime is shut
+    // down in the background (stdin's blocking read cannot be interrupted), and the socket closes
+    // with the process, which tells the daemon to cancel what the host left running.
+    relay(stream, host).await
 }
 
 async fn relay(stream: Stream, host: HostWatch) -> u8 {
