@@ -37,7 +37,8 @@ pub async fn run(json_output: bool) -> u8 {
         .collect();
     let socket = paths::socket_path();
     let daemon_pid = daemon_pid(&socket);
-    let (daemon, offered) = match Client::connect(&socket).await {
+    // Asked as the person (no agent token): an agent's narrower scope is not what this reports.
+    let (daemon, offered) = match Client::connect_as(&socket, None).await {
         Ok(client) => {
             let offered = client
                 .list_tools()
