@@ -375,6 +375,50 @@ fn the_relay_leaves_when_its_host_dies_even_with_stdin_open() {
     drop(relay_stdin);
 }
 
+#[test]
+fn a_reply_already_on_its_way_is_delivered_after_stdin_ends() {
+    let daemon = Daemon::start();
+    let mut relay = daemon
+        .command()
+        .args(["mcp", "--no-spawn"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_relay = relay.stdin.take().unwrap();
+    let mut from_relay = BufReader::new(relay.stdout.take().unwrap());
+    to_relay
+        .write_all(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"slow reader","version":"0"}}}"#)
+        .unwrap();
+    to_relay.write_all(b"\n").unwrap();
+    let mut line = String::new();
+    from_relay.read_line(&mut line).unwrap();
+    // A reply larger than the pipe to the host (64 KiB): the relay is still writing it when the
+    // host, having read its first bytes, closes stdin.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "COMPUTER", "arguments": computer_tests::shell_run(
+            json!({"script": "head -c 40000 /dev/zero | tr '\\0' a"}),
+            json!({"return": {"max_bytes": 40000}}))}});
+    let mut bytes = serde_json::to_vec(&call).unwrap();
+    bytes.push(b'\n');
+    to_relay.write_all(&bytes).unwrap();
+    let mut first = [0u8; 4096];
+    std::io::Read::read_exact(&mut from_relay, &mut first).unwrap();
+    drop(to_relay);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut from_relay, &mut rest).unwrap();
+    assert!(relay.wait().unwrap().success());
+    let mut whole = first.to_vec();
+    whole.extend(rest);
+    let reply: Value = serde_json::from_slice(whole.trim_ascii_end())
+        .unwrap_or_else(|err| panic!("the reply was cut ({} bytes): {err}", whole.len()));
+    assert_eq!(reply["id"], 1);
+    let stdout = reply["result"]["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap();
+    assert_eq!(stdout.len(), 40000, "{}", &stdout[..100]);
+}
+
 // ---- cancellation of a long run ----
 
 /// `sleep 30` processes that descend from `ancestor`.
