@@ -51,4 +51,24 @@ if ! python3 -c 'import mcp' >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check 'mcp>=1.10' 2>/dev/null \
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'mcp>=1.10'
 fi
+# The official MCP TypeScript SDK (the one most hosts are built on), at the releases pinned in
+# tests/clients/ts/package-lock.json: the suite drives `computer mcp` with it and never downloads
+# at test time. Needs Node.js 18 or later.
+ts_clients="$(cd "$(dirname "$0")/.." && pwd)/tests/clients/ts"
+if ! command -v npm >/dev/null 2>&1; then
+  case "$(uname -s)" in
+    Linux)
+      log "installing Node.js and npm"
+      sudo=""
+      [ "$(id -u)" -eq 0 ] || sudo="sudo"
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
+      ;;
+    Darwin) brew install node ;;
+  esac
+fi
+if ! (cd "$ts_clients" && npm ls --silent >/dev/null 2>&1); then
+  log "installing the MCP TypeScript SDK into $ts_clients/node_modules"
+  (cd "$ts_clients" && npm ci --no-audit --no-fund --silent)
+fi
 log "ready"

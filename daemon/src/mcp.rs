@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -20,6 +20,7 @@ use crate::policy::Caller;
 
 /// Negotiated protocol revisions; see `computer_ipc::MCP_PROTOCOL_VERSIONS`.
 const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2024_11_05,
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
@@ -53,11 +54,13 @@ impl ServerHandler for Connection {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![
-            self.gateway.tool_for(&self.caller),
-        ]))
+        let tool = self.gateway.tool_for(&self.caller);
+        Ok(ListToolsResult::with_all_items(vec![fit_tool_to_revision(
+            tool,
+            context.protocol_version().as_ref(),
+        )]))
     }
 
     async fn call_tool(
@@ -65,16 +68,21 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let revision = context.protocol_version();
         // While a call waits (for approval), the client hears why through progress
         // notifications, when it asked for them with a progress token.
         let token = context.meta.get_progress_token();
+        // 2024-11-05 progress has no message: the number alone is all it can carry.
+        let progress_has_message = !predates(revision.as_ref(), PROGRESS_MESSAGE_SINCE);
         let peer = context.peer.clone();
         let step = std::sync::atomic::AtomicU32::new(0);
         let progress = move |message: String| {
             let Some(token) = token.clone() else { return };
             let n = step.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut param = ProgressNotificationParam::new(token, f64::from(n));
-            param.message = Some(message);
+            if progress_has_message {
+                param.message = Some(message);
+            }
             let peer = peer.clone();
             tokio::spawn(async move {
                 let _ = peer.notify_progress(param).await;
@@ -93,8 +101,47 @@ impl ServerHandler for Connection {
                 &progress,
             )
             .await;
-        Ok(result.into())
+        Ok(fit_result_to_revision(result, revision.as_ref()).into())
     }
+}
+
+/// First revision whose tools carry `title` and `outputSchema`, and whose results carry
+/// `structuredContent`.
+const STRUCTURED_CONTENT_SINCE: &str = "2025-06-18";
+/// First revision whose tools carry `annotations`.
+const TOOL_ANNOTATIONS_SINCE: &str = "2025-03-26";
+/// First revision whose progress notifications carry a `message`.
+const PROGRESS_MESSAGE_SINCE: &str = "2025-03-26";
+
+/// Whether the negotiated revision predates `since` (dated revisions compare as strings). A
+/// connection that negotiated nothing is served as the newest.
+fn predates(revision: Option<&ProtocolVersion>, since: &str) -> bool {
+    revision.is_some_and(|v| v.as_str() < since)
+}
+
+/// The tool as the negotiated revision defines it: fields a revision does not know are left
+/// out rather than sent for the client to trip on.
+fn fit_tool_to_revision(mut tool: Tool, revision: Option<&ProtocolVersion>) -> Tool {
+    if predates(revision, STRUCTURED_CONTENT_SINCE) {
+        tool.title = None;
+        tool.output_schema = None;
+    }
+    if predates(revision, TOOL_ANNOTATIONS_SINCE) {
+        tool.annotations = None;
+    }
+    tool
+}
+
+/// A result as the negotiated revision defines it: before `structuredContent` existed, the
+/// text content (which always carries the same JSON) is the whole answer.
+fn fit_result_to_revision(
+    mut result: CallToolResult,
+    revision: Option<&ProtocolVersion>,
+) -> CallToolResult {
+    if predates(revision, STRUCTURED_CONTENT_SINCE) {
+        result.structured_content = None;
+    }
+    result
 }
 
 #[cfg(test)]

@@ -18,11 +18,9 @@ pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
         .ready()
         .filter(|s| scope.is_none_or(|scope| scope.contains(&s.name())))
         .collect();
-    let mut tool = Tool::new(
-        TOOL_NAME,
-        description(registry, &listed),
-        input_schema(registry, &listed),
-    );
+    let mut text = description(registry, &listed);
+    text.push_str(&unavailable_here(registry, scope));
+    let mut tool = Tool::new(TOOL_NAME, text, input_schema(registry, &listed));
     tool.title = Some("Computer".into());
     tool.annotations = Some(
         ToolAnnotations::with_title("Computer")
@@ -68,6 +66,24 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
          A call awaiting a person's approval sends progress; a host timeout that progress does not \
          reset (often 60 s) cuts the wait short: answer sooner, raise it, or add a rule.",
     );
+    text
+}
+
+/// Surfaces of this platform that cannot work here now (in the caller's scope), each with why and
+/// the fix, so that a model can tell its person what to do rather than guess.
+fn unavailable_here(registry: &Registry, scope: Option<&[SurfaceName]>) -> String {
+    let mut text = String::new();
+    for surface in registry.all() {
+        if scope.is_some_and(|scope| !scope.contains(&surface.name())) {
+            continue;
+        }
+        if let computer_surfaces::Availability::Unavailable { reason, fix } = surface.probe() {
+            text.push_str(&format!(
+                "\nUnavailable here: {}: {reason}; fix (for the person): {fix}",
+                surface.name()
+            ));
+        }
+    }
     text
 }
 

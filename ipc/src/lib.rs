@@ -28,6 +28,12 @@ pub const CALL_SHAPE_VERSION: u32 = 1;
 /// MCP protocol revisions the daemon negotiates, oldest first.
 ///
 /// `2026-07-28` is the stateless revision (no `initialize`; the version rides in each request's
-/// `_meta`). Older clients that send an `initialize` handshake get their own version echoed back.
-pub const MCP_PROTOCOL_VERSIONS: &[&str] =
-    &["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+/// `_meta`). Older clients that send an `initialize` handshake get their own version echoed back;
+/// those before `2025-06-18` get no `structuredContent` (the text content carries the same JSON).
+pub const MCP_PROTOCOL_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];

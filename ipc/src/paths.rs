@@ -7,8 +7,22 @@ use std::path::{Path, PathBuf};
 /// Socket file name inside the runtime directory.
 pub const SOCKET_FILE: &str = "computer.sock";
 
-/// `$COMPUTER_SOCKET`, else `$XDG_RUNTIME_DIR/computer/computer.sock`, else a per-user directory
-/// under the temporary directory (`$TMPDIR` on macOS is already per user).
+/// Replaces `/run/user` in the runtime-dir rule. For the test suite only, so that it can play a
+/// person's session without touching the machine's real one; nothing else should set it.
+pub const TEST_RUN_USER_BASE_ENV: &str = "COMPUTER_TEST_RUN_USER_BASE";
+
+/// The agent socket. One rule, so that every process of a person finds the same daemon whatever
+/// environment its host passed it (MCP hosts commonly strip it to `HOME`, `PATH`, `USER`, ...):
+///
+/// 1. `$COMPUTER_SOCKET`, when set;
+/// 2. else `$XDG_RUNTIME_DIR/computer/computer.sock`;
+/// 3. else, on Linux, `/run/user/$UID/computer/computer.sock` when `/run/user/$UID` is a directory
+///    owned by this user (what `XDG_RUNTIME_DIR` points at in a systemd login session anyway);
+///    on macOS, `computer-$UID/computer.sock` in the per-user temporary directory that
+///    `confstr(_CS_DARWIN_USER_TEMP_DIR)` names (the `$TMPDIR` launchd gives the session, found
+///    without reading the environment);
+/// 4. else `/tmp/computer-$UID/computer.sock` (`$TMPDIR` is not read on Linux: a host that strips
+///    it must land on the same path as a terminal that sets it).
 pub fn socket_path() -> PathBuf {
     if let Some(path) = non_empty_env("COMPUTER_SOCKET") {
         return PathBuf::from(path);
@@ -17,7 +31,8 @@ pub fn socket_path() -> PathBuf {
 }
 
 /// The control socket, where people answer approvals: `$COMPUTER_CONTROL_SOCKET`, else
-/// `control.sock` beside the agent socket. Runs of the shell surface never see either path.
+/// `control.sock` beside the agent socket (so it follows the same rule). Runs of the shell surface
+/// never see either path.
 pub fn control_socket_path() -> PathBuf {
     if let Some(path) = non_empty_env("COMPUTER_CONTROL_SOCKET") {
         return PathBuf::from(path);
@@ -28,14 +43,76 @@ pub fn control_socket_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("control.sock"))
 }
 
+/// The directory holding the sockets, by steps 2 to 4 of [`socket_path`]'s rule.
 fn runtime_dir() -> PathBuf {
     if let Some(dir) = non_empty_env("XDG_RUNTIME_DIR") {
         return PathBuf::from(dir).join("computer");
     }
-    let tmp = non_empty_env("TMPDIR").unwrap_or_else(|| "/tmp".into());
+    if let Some(dir) = session_runtime_dir() {
+        return dir.join("computer");
+    }
+    fallback_runtime_base().join(format!("computer-{}", uid()))
+}
+
+/// The login session's runtime directory found without the environment: `/run/user/$UID` on
+/// Linux when it exists and is ours. This is also where the session publishes its bus.
+#[cfg(target_os = "linux")]
+pub fn session_runtime_dir() -> Option<PathBuf> {
+    let base = non_empty_env(TEST_RUN_USER_BASE_ENV).unwrap_or_else(|| "/run/user".into());
+    let dir = PathBuf::from(base).join(uid().to_string());
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == uid()).then_some(dir)
+}
+
+/// macOS has no per-session runtime directory; the per-user temporary directory stands in.
+#[cfg(not(target_os = "linux"))]
+pub fn session_runtime_dir() -> Option<PathBuf> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn fallback_runtime_base() -> PathBuf {
+    PathBuf::from("/tmp")
+}
+
+#[cfg(target_os = "macos")]
+fn fallback_runtime_base() -> PathBuf {
+    darwin_user_temp_dir()
+        .or_else(|| non_empty_env("TMPDIR").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn fallback_runtime_base() -> PathBuf {
+    non_empty_env("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+/// The per-user temporary directory (`/var/folders/…/T/`) as the system knows it, whatever
+/// `$TMPDIR` says.
+#[cfg(target_os = "macos")]
+fn darwin_user_temp_dir() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut buf = vec![0u8; 1024];
+    // SAFETY: confstr writes at most `buf.len()` bytes, NUL included, into a buffer we own.
+    let len = unsafe {
+        libc::confstr(
+            libc::_CS_DARWIN_USER_TEMP_DIR,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if len == 0 || len > buf.len() {
+        return None;
+    }
+    buf.truncate(len - 1);
+    Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+}
+
+fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    PathBuf::from(tmp).join(format!("computer-{uid}"))
+    unsafe { libc::getuid() }
 }
 
 /// `$COMPUTER_STATE_DIR`, else `$XDG_STATE_HOME/computer`, else `~/.local/state/computer`.

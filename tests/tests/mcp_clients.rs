@@ -1,11 +1,16 @@
-//! MCP clients nobody here wrote: the official Python SDK drives `computer mcp`, which starts a
-//! daemon when none runs, lists the one tool and runs a shell command whose receipt verifies.
+//! MCP clients nobody here wrote, driving `computer mcp` the way real hosts do: the official
+//! Python SDK and the official TypeScript SDK (a current release and one that knows protocol
+//! 2024-11-05 only). Also what a host does to the relay: closing it, dying under it, stripping
+//! its environment, cancelling a long run; and the daemon the relay starts.
 
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
 
-use computer_tests::{Daemon, computer_bin};
-use serde_json::Value;
+use computer_tests::{Daemon, RawConnection, computer_bin, try_wait_for, wait_for};
+use serde_json::{Value, json};
 
 fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
@@ -121,4 +126,788 @@ fn the_bridge_without_spawning_says_no_daemon_runs() {
         stderr.contains("no daemon is listening") && stderr.contains("computer serve"),
         "{stderr}"
     );
+}
+
+// ---- the official TypeScript SDK ----
+
+/// The directory holding the pinned SDK releases (`packaging/install-deps.sh` runs `npm ci`).
+fn ts_clients() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/ts")
+}
+
+fn node() -> String {
+    std::env::var("NODE").unwrap_or_else(|_| "node".into())
+}
+
+fn require_typescript_sdk() {
+    let sdk = ts_clients().join("node_modules/@modelcontextprotocol/sdk/package.json");
+    let old = ts_clients().join("node_modules/sdk-2024-11-05/package.json");
+    assert!(
+        sdk.exists() && old.exists(),
+        "the MCP TypeScript SDK is missing from {}: run packaging/install-deps.sh (it runs `npm ci` there)",
+        ts_clients().display()
+    );
+}
+
+/// `node client.mjs SCENARIO computer` in an environment of exactly `env`, with piped stdio.
+fn ts_client(scenario: &str, env: &[(&str, PathBuf)]) -> Child {
+    require_typescript_sdk();
+    Command::new(node())
+        .current_dir(ts_clients())
+        .arg("client.mjs")
+        .arg(scenario)
+        .arg(computer_bin())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run node (install Node.js 18 or later)")
+}
+
+/// Reads JSON lines from a client until one has `key`.
+fn read_until(lines: &mut BufReader<ChildStdout>, key: &str) -> Value {
+    loop {
+        let mut line = String::new();
+        let n = lines
+            .read_line(&mut line)
+            .expect("read the client's output");
+        assert!(n > 0, "the client ended before printing `{key}`");
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|err| panic!("client printed {line:?}: {err}"));
+        if value.get(key).is_some() {
+            return value;
+        }
+    }
+}
+
+/// Runs a scenario to its report.
+fn ts_report(scenario: &str, env: &[(&str, PathBuf)]) -> Value {
+    let mut child = ts_client(scenario, env);
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let report = read_until(&mut lines, "report")["report"].clone();
+    assert!(child.wait().unwrap().success(), "{scenario} client failed");
+    report
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[test]
+fn typescript_sdk_initializes_lists_calls_and_closes_the_relay_at_once() {
+    let daemon = Daemon::start();
+    let report = ts_report("tour", &daemon.env());
+    assert_eq!(report["protocol_version"], "2025-11-25", "{report}");
+    assert_eq!(report["server"], "computer");
+    assert_eq!(report["tools"], json!(["COMPUTER"]));
+
+    let echo = &report["echo"];
+    assert_eq!(echo["is_error"], false, "{echo}");
+    assert_eq!(echo["structured"]["stdout"], "from typescript\n");
+    assert_eq!(
+        echo["structured"], echo["text_json"],
+        "text content carries the same JSON"
+    );
+
+    let bad = &report["bad_surface"]["structured"];
+    assert_eq!(report["bad_surface"]["is_error"], true);
+    assert_eq!(bad["error"]["code"], "invalid_call", "{bad}");
+    assert_eq!(bad["error"]["path"], "surface");
+    assert_eq!(bad["error"]["valid"], json!(["shell"]));
+    let bad = &report["bad_field"]["structured"];
+    assert_eq!(bad["error"]["path"], "args.cwd", "{bad}");
+    assert!(
+        bad["error"]["valid"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("argv"))
+    );
+    let unknown = &report["unknown_tool"]["result"]["structured"];
+    assert_eq!(unknown["error"]["path"], "name", "{report}");
+    assert_eq!(unknown["error"]["valid"], json!(["COMPUTER"]));
+
+    let concurrent = report["concurrent"].as_array().unwrap();
+    assert_eq!(concurrent.len(), 20);
+    for (i, stdout) in concurrent.iter().enumerate() {
+        assert_eq!(stdout, &json!(format!("call {i}\n")), "{report}");
+    }
+
+    // Closing is the host ending stdin and waiting for the relay to exit: the relay must not wait
+    // for the daemon. Bounded by the spec'd figure, as the median of five closes so that one slow
+    // scheduling slice on a loaded machine does not decide.
+    let closes: Vec<f64> = report["close_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(closes.len(), 5);
+    assert!(median(closes.clone()) < 100.0, "closes took {closes:?} ms");
+    assert_eq!(
+        report["relay_gone_after_close"],
+        json!([true, true, true, true, true])
+    );
+
+    // The daemon keeps serving after its clients leave, and every call was receipted.
+    let after = daemon.call_json("shell", "run", r#"{"argv":["echo","after"]}"#);
+    assert_eq!(after["stdout"], "after\n", "{after}");
+    let results = daemon
+        .receipts()
+        .into_iter()
+        .filter(|r| r["kind"] == "result")
+        .count();
+    // echo, two invalid calls, an unknown tool, 20 concurrent, 4 `true`, and the last echo.
+    assert_eq!(results, 1 + 2 + 1 + 20 + 4 + 1);
+    daemon.assert_chain_holds();
+}
+
+#[test]
+fn an_sdk_that_knows_only_2024_11_05_connects_and_calls() {
+    let daemon = Daemon::start();
+    let report = ts_report("old", &daemon.env());
+    assert_eq!(report["protocol_version"], "2024-11-05", "{report}");
+    // The 2024-11-05 tool has a name, a description and an input schema, nothing later.
+    assert_eq!(
+        report["tool_keys"],
+        json!(["description", "inputSchema", "name"])
+    );
+    let echo = &report["echo"];
+    assert_eq!(echo["is_error"], false, "{echo}");
+    assert_eq!(
+        echo["structured"],
+        Value::Null,
+        "no structuredContent before 2025-06-18"
+    );
+    assert_eq!(echo["text_json"]["stdout"], "from 2024-11-05\n", "{echo}");
+    assert_eq!(echo["text_json"]["ok"], true);
+
+    // The same call on the same daemon under 2025-06-18 carries structuredContent equal to the
+    // text: the older revision loses nothing but the duplicate.
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2025-06-18");
+    let (reply, _) = raw.call_tool(&computer_tests::shell_run(
+        json!({"argv": ["echo", "from 2025-06-18"]}),
+        json!({}),
+    ));
+    let text: Value =
+        serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(reply["result"]["structuredContent"], text, "{reply}");
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2024-11-05");
+    let (reply, _) = raw.call_tool(&computer_tests::shell_run(
+        json!({"argv": ["false"]}),
+        json!({}),
+    ));
+    assert!(
+        reply["result"].get("structuredContent").is_none(),
+        "{reply}"
+    );
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let text: Value =
+        serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["exit_code"], 1, "{text}");
+}
+
+// ---- the relay's lifetime ----
+
+/// Whether `pid` has exited (gone, or a zombie its new parent has not reaped yet).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+#[test]
+fn the_relay_leaves_when_its_host_dies_even_with_stdin_open() {
+    let daemon = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("relay-stdin");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    // The host: a shell that starts the relay reading the fifo, prints its pid and waits on its
+    // own stdin. We keep the fifo open for writing, so the relay's stdin never ends: only the
+    // host's death can tell it to leave.
+    let mut host = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#""$0" mcp --no-spawn < "$1" & echo $!; read line"#)
+        .arg(computer_bin())
+        .arg(&fifo)
+        .envs(daemon.env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut relay_stdin = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let mut out = BufReader::new(host.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let relay: u32 = line.trim().parse().unwrap();
+    relay_stdin
+        .write_all(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}"#)
+        .unwrap();
+    relay_stdin.write_all(b"\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("\"protocolVersion\":\"2025-06-18\""),
+        "{line}"
+    );
+    assert!(!exited(relay), "the relay is serving");
+
+    host.kill().unwrap();
+    host.wait().unwrap();
+    wait_for(
+        "the relay to leave with its host",
+        Duration::from_secs(5),
+        || exited(relay).then_some(()),
+    );
+    // The daemon saw the connection close and goes on serving others.
+    let after = daemon.call_json("shell", "run", r#"{"argv":["echo","still serving"]}"#);
+    assert_eq!(after["stdout"], "still serving\n", "{after}");
+    drop(relay_stdin);
+}
+
+#[test]
+fn a_reply_already_on_its_way_is_delivered_after_stdin_ends() {
+    let daemon = Daemon::start();
+    let mut relay = daemon
+        .command()
+        .args(["mcp", "--no-spawn"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_relay = relay.stdin.take().unwrap();
+    let mut from_relay = BufReader::new(relay.stdout.take().unwrap());
+    to_relay
+        .write_all(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"slow reader","version":"0"}}}"#)
+        .unwrap();
+    to_relay.write_all(b"\n").unwrap();
+    let mut line = String::new();
+    from_relay.read_line(&mut line).unwrap();
+    // A reply larger than the pipe to the host (64 KiB): the relay is still writing it when the
+    // host, having read its first bytes, closes stdin.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "COMPUTER", "arguments": computer_tests::shell_run(
+            json!({"script": "head -c 40000 /dev/zero | tr '\\0' a"}),
+            json!({"return": {"max_bytes": 40000}}))}});
+    let mut bytes = serde_json::to_vec(&call).unwrap();
+    bytes.push(b'\n');
+    to_relay.write_all(&bytes).unwrap();
+    let mut first = [0u8; 4096];
+    std::io::Read::read_exact(&mut from_relay, &mut first).unwrap();
+    drop(to_relay);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut from_relay, &mut rest).unwrap();
+    assert!(relay.wait().unwrap().success());
+    let mut whole = first.to_vec();
+    whole.extend(rest);
+    let reply: Value = serde_json::from_slice(whole.trim_ascii_end())
+        .unwrap_or_else(|err| panic!("the reply was cut ({} bytes): {err}", whole.len()));
+    assert_eq!(reply["id"], 1);
+    let stdout = reply["result"]["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap();
+    assert_eq!(stdout.len(), 40000, "{}", &stdout[..100]);
+}
+
+// ---- cancellation of a long run ----
+
+/// `sleep 30` processes that descend from `ancestor`.
+fn sleeps_under(ancestor: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline == b"sleep\x0030\x00" && !exited(pid) && descends_from(pid, ancestor) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn descends_from(mut pid: u32, ancestor: u32) -> bool {
+    for _ in 0..64 {
+        match parent_of(pid) {
+            Some(parent) if parent == ancestor => return true,
+            Some(parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Kills what a test left running under the daemon, whatever the test's outcome.
+struct KillSleepsUnder(u32);
+
+impl Drop for KillSleepsUnder {
+    fn drop(&mut self) {
+        for pid in sleeps_under(self.0) {
+            // SAFETY: kill only sends a signal.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+const ALLOW_SHELL_RUNS: &str = "[defaults]\nact = \"ask\"\n\n[[rules]]\nsurface = \"shell\"\ncommand = \"run\"\ndecision = \"allow\"\n";
+
+/// The result receipt of the `sleep 30` call, once written.
+fn sleep_result(daemon: &Daemon) -> Value {
+    wait_for(
+        "the cancelled call's result receipt",
+        Duration::from_secs(10),
+        || {
+            let rows = daemon.receipts();
+            let intent = rows.iter().find(|r| {
+                r["kind"] == "intent" && r["body"]["args"]["args"]["argv"] == json!(["sleep", "30"])
+            })?;
+            rows.iter()
+                .find(|r| r["kind"] == "result" && r["call_id"] == intent["call_id"])
+                .cloned()
+        },
+    )
+}
+
+// These two hold the contract of cancellation (a run's processes killed, `cancelled` in the
+// result receipt, no reply) that the gateway implements.
+#[test]
+fn typescript_sdk_cancelling_a_long_run_kills_it_and_the_receipt_says_so() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL_RUNS);
+    let _cleanup = KillSleepsUnder(daemon.pid() as u32);
+    let mut client = ts_client("cancel", &daemon.env());
+    let mut lines = BufReader::new(client.stdout.take().unwrap());
+    read_until(&mut lines, "event");
+    wait_for("the run to start", Duration::from_secs(30), || {
+        (!sleeps_under(daemon.pid() as u32).is_empty()).then_some(())
+    });
+    client
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"abort\n")
+        .unwrap();
+    let report = read_until(&mut lines, "report")["report"].clone();
+    assert!(client.wait().unwrap().success());
+    assert!(report["outcome"]["rejected"].is_string(), "{report}");
+    assert_eq!(
+        report["after"]["structured"]["stdout"], "still here\n",
+        "the session still works after a cancel: {report}"
+    );
+
+    let left = try_wait_for(Duration::from_secs(10), || {
+        sleeps_under(daemon.pid() as u32).is_empty().then_some(())
+    });
+    assert!(
+        left.is_some(),
+        "sleep 30 still runs after the cancel: {:?}",
+        sleeps_under(daemon.pid() as u32)
+    );
+    let result = sleep_result(&daemon);
+    assert_eq!(result["body"]["ok"], false, "{result}");
+    assert_eq!(result["body"]["cancelled"]["by"], "client", "{result}");
+    daemon.assert_chain_holds();
+}
+
+#[test]
+fn a_host_that_dies_mid_run_takes_its_relay_and_its_run_with_it() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL_RUNS);
+    let _cleanup = KillSleepsUnder(daemon.pid() as u32);
+    let mut client = ts_client("hang", &daemon.env());
+    let mut lines = BufReader::new(client.stdout.take().unwrap());
+    let relay = read_until(&mut lines, "event")["relay_pid"]
+        .as_u64()
+        .unwrap() as u32;
+    wait_for("the run to start", Duration::from_secs(30), || {
+        (!sleeps_under(daemon.pid() as u32).is_empty()).then_some(())
+    });
+    client.kill().unwrap();
+    client.wait().unwrap();
+    wait_for(
+        "the relay to leave with its host",
+        Duration::from_secs(5),
+        || exited(relay).then_some(()),
+    );
+    let left = try_wait_for(Duration::from_secs(10), || {
+        sleeps_under(daemon.pid() as u32).is_empty().then_some(())
+    });
+    assert!(
+        left.is_some(),
+        "sleep 30 outlived the host that asked for it"
+    );
+    let result = sleep_result(&daemon);
+    assert_eq!(result["body"]["ok"], false, "{result}");
+    assert_eq!(result["body"]["cancelled"]["by"], "disconnect", "{result}");
+}
+
+#[test]
+fn a_cancelled_call_gets_no_reply_and_the_connection_goes_on() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL_RUNS);
+    let _cleanup = KillSleepsUnder(daemon.pid() as u32);
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2025-11-25");
+    raw.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "COMPUTER", "arguments": computer_tests::shell_run(json!({"argv": ["sleep", "30"]}), json!({}))}}));
+    wait_for("the run to start", Duration::from_secs(30), || {
+        (!sleeps_under(daemon.pid() as u32).is_empty()).then_some(())
+    });
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 5, "reason": "changed my mind"}}),
+    );
+    let result = sleep_result(&daemon);
+    assert_eq!(result["body"]["cancelled"]["by"], "client", "{result}");
+    // Calls after it are answered; the cancelled one never is, up to the connection's end.
+    let (after, _) = raw.call_tool(&computer_tests::shell_run(
+        json!({"argv": ["echo", "next"]}),
+        json!({}),
+    ));
+    assert_eq!(
+        after["result"]["structuredContent"]["stdout"], "next\n",
+        "{after}"
+    );
+    raw.shutdown_write();
+    while let Some(message) = raw.recv() {
+        assert_ne!(
+            message.get("id"),
+            Some(&json!(5)),
+            "a cancelled call was answered: {message}"
+        );
+    }
+    assert!(
+        sleeps_under(daemon.pid() as u32).is_empty(),
+        "the cancelled run still runs"
+    );
+}
+
+// ---- one daemon per person, found from any environment ----
+
+/// A person's session played in a temporary directory: `base` stands in for `/run/user`, the
+/// runtime dir is `base/UID`, and `home` is `$HOME`.
+struct Session {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+    runtime: PathBuf,
+    home: PathBuf,
+}
+
+impl Session {
+    fn new() -> Session {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("run-user");
+        // SAFETY: getuid has no preconditions.
+        let runtime = base.join(unsafe { libc::getuid() }.to_string());
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&runtime)
+            .unwrap();
+        let home = dir.path().join("home");
+        let config = home.join(".config/computer");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), computer_tests::ALLOW_ACTS).unwrap();
+        Session {
+            base,
+            runtime,
+            home,
+            _dir: dir,
+        }
+    }
+
+    /// The environment a host that strips everything passes (the TypeScript SDK's default),
+    /// plus the test-only stand-in for `/run/user`.
+    fn stripped_env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("HOME", self.home.clone()),
+            ("LOGNAME", "tester".into()),
+            ("USER", "tester".into()),
+            ("SHELL", "/bin/sh".into()),
+            ("TERM", "dumb".into()),
+            ("PATH", std::env::var_os("PATH").unwrap_or_default().into()),
+            ("COMPUTER_TEST_RUN_USER_BASE", self.base.clone()),
+        ]
+    }
+
+    /// `computer ARGS` in exactly `env`.
+    fn computer(&self, env: &[(&str, PathBuf)]) -> Command {
+        let mut command = Command::new(computer_bin());
+        command
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (*k, v)))
+            .current_dir(&self.home);
+        command
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.runtime.join("computer/computer.sock")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.home.join(".local/state/computer")
+    }
+
+    /// The pid of the daemon holding the state dir.
+    fn daemon_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.state().join("daemon.lock")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+}
+
+/// Stops a daemon by pid when the test ends.
+struct StopDaemon(Option<i32>);
+
+impl Drop for StopDaemon {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // SAFETY: kill only sends a signal.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+}
+
+#[test]
+fn a_host_with_a_stripped_environment_reaches_the_terminals_daemon() {
+    let session = Session::new();
+    // The person's terminal: a desktop session's environment.
+    let terminal = vec![
+        ("HOME", session.home.clone()),
+        ("PATH", std::env::var_os("PATH").unwrap_or_default().into()),
+        ("XDG_RUNTIME_DIR", session.runtime.clone()),
+        ("TMPDIR", session.home.clone()),
+        ("COMPUTER_TEST_RUN_USER_BASE", session.base.clone()),
+    ];
+    let mut daemon = session
+        .computer(&terminal)
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _stop = StopDaemon(Some(daemon.id() as i32));
+    wait_for("the terminal's daemon", Duration::from_secs(30), || {
+        if let Ok(Some(status)) = daemon.try_wait() {
+            panic!("the daemon exited at start: {status}");
+        }
+        std::os::unix::net::UnixStream::connect(session.socket())
+            .ok()
+            .map(|_| ())
+    });
+
+    let host = session.stripped_env();
+    let report = ts_report("stripped", &host);
+    assert_eq!(
+        report["env_keys"],
+        json!([
+            "COMPUTER_TEST_RUN_USER_BASE",
+            "HOME",
+            "LOGNAME",
+            "PATH",
+            "SHELL",
+            "TERM",
+            "USER"
+        ]),
+        "{report}"
+    );
+    assert_eq!(
+        report["echo"]["structured"]["stdout"], "stripped host\n",
+        "{report}"
+    );
+
+    // The call went to the terminal's daemon: its ledger has the receipt, its pid still holds
+    // the state dir, and no second daemon was started.
+    let receipt = report["echo"]["structured"]["receipt"].as_str().unwrap();
+    let shown = session
+        .computer(&terminal)
+        .args(["receipts", "show", receipt])
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        rows[0]["body"]["caller"]["pid"], report["relay_pid"],
+        "{rows}"
+    );
+    assert_eq!(session.daemon_pid(), Some(daemon.id() as i32));
+    let log = std::fs::read_to_string(session.state().join("daemon.log")).unwrap_or_default();
+    assert!(!log.contains("started a daemon"), "{log}");
+
+    // The CLI with the same stripped environment finds it too.
+    let doctor = session
+        .computer(&host)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let doctor: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(doctor["socket"], json!(session.socket()), "{doctor}");
+    assert_eq!(doctor["daemon_pid"], daemon.id(), "{doctor}");
+}
+
+#[test]
+fn a_daemon_the_relay_starts_gets_the_sessions_bus_and_none_of_the_hosts_secrets() {
+    let session = Session::new();
+    // The session publishes its bus at RUNTIME/bus.
+    let bus_path = session.runtime.join("bus");
+    let _bus = std::os::unix::net::UnixListener::bind(&bus_path).unwrap();
+    let mut host = session.stripped_env();
+    // An agent token for the relay (minted before any daemon runs), and a secret of the host's.
+    let minted = session
+        .computer(&host)
+        .args(["agents", "add", "host-agent"])
+        .output()
+        .unwrap();
+    assert!(
+        minted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&minted.stderr)
+    );
+    let token = String::from_utf8(minted.stdout).unwrap().trim().to_string();
+    host.push(("COMPUTER_TOKEN", token.clone().into()));
+    host.push(("OPENAI_API_KEY", "sk-host-secret-do-not-leak".into()));
+
+    let mut relay = session
+        .computer(&host)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stop = StopDaemon(None);
+    let mut to_relay = relay.stdin.take().unwrap();
+    let mut from_relay = BufReader::new(relay.stdout.take().unwrap());
+    let mut exchange = |message: Value| -> Value {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        to_relay.write_all(&line).unwrap();
+        let mut reply = String::new();
+        from_relay.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap_or_else(|err| panic!("{reply:?}: {err}"))
+    };
+    let init = exchange(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "stripped-host", "version": "0"}}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "computer", "{init}");
+    stop.0 = session.daemon_pid();
+    assert!(
+        stop.0.is_some(),
+        "the relay started a daemon holding the state dir"
+    );
+    let listed = exchange(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let description = listed["result"]["tools"][0]["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let called = exchange(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "COMPUTER", "arguments": {"surface": "shell", "command": "run",
+        "args": {"argv": ["sh", "-c", "echo ${OPENAI_API_KEY:-no key}"]}}}}),
+    );
+    assert_eq!(
+        called["result"]["structuredContent"]["stdout"], "no key\n",
+        "{called}"
+    );
+    drop(to_relay);
+    relay.wait().unwrap();
+    // The token reached the daemon the way it should: on the relay's first line, not in its
+    // environment.
+    let receipt = called["result"]["structuredContent"]["receipt"]
+        .as_str()
+        .unwrap();
+    let shown = session
+        .computer(&host)
+        .args(["receipts", "show", receipt])
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(rows[0]["body"]["caller"]["agent"], "host-agent", "{rows}");
+
+    let pid = stop.0.unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    let has = |prefix: &str| environ.iter().any(|v| v.starts_with(prefix));
+    assert!(!has("OPENAI_API_KEY="), "{environ:?}");
+    assert!(!has("COMPUTER_TOKEN="), "{environ:?}");
+    assert!(!environ.iter().any(|v| v.contains(&token)), "{environ:?}");
+    assert!(!has("TERM="), "only what the daemon needs: {environ:?}");
+    assert!(has("HOME=") && has("PATH=") && has("USER="), "{environ:?}");
+    let bus = format!("DBUS_SESSION_BUS_ADDRESS=unix:path={}", bus_path.display());
+    assert!(environ.contains(&bus), "{environ:?}");
+    let runtime = format!("XDG_RUNTIME_DIR={}", session.runtime.display());
+    assert!(environ.contains(&runtime), "{environ:?}");
+
+    // No display could be found: the daemon's log, the tool description and doctor say why gui
+    // is missing and what fixes it.
+    let log = std::fs::read_to_string(session.state().join("daemon.log")).unwrap();
+    assert!(
+        log.contains("started a daemon") && log.contains("no display found"),
+        "{log}"
+    );
+    assert!(!log.contains("sk-host-secret"), "{log}");
+    assert!(
+        description.contains("Unavailable here: gui"),
+        "{description}"
+    );
+    let doctor = session.computer(&host).arg("doctor").output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("gui") && doctor.contains("DISPLAY"),
+        "{doctor}"
+    );
+    assert!(doctor.contains("systemd user unit"), "{doctor}");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
+    let daemon = Daemon::start();
+    let other_socket = daemon.root.join("elsewhere/computer.sock");
+    let out = daemon
+        .command()
+        .env("COMPUTER_SOCKET", &other_socket)
+        .env(
+            "COMPUTER_CONTROL_SOCKET",
+            other_socket.with_file_name("control.sock"),
+        )
+        .arg("serve")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("pid {}", daemon.pid()))
+            && stderr.contains(&daemon.socket.display().to_string())
+            && stderr.contains("state dir"),
+        "{stderr}"
+    );
+    assert!(!other_socket.exists(), "the second daemon bound nothing");
+    // The first is unharmed.
+    let after = daemon.call_json("shell", "run", r#"{"argv":["echo","first"]}"#);
+    assert_eq!(after["stdout"], "first\n", "{after}");
 }

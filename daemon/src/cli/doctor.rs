@@ -36,18 +36,48 @@ pub async fn run(json_output: bool) -> u8 {
         })
         .collect();
     let socket = paths::socket_path();
-    let daemon = match Client::connect(&socket).await {
+    let daemon_pid = daemon_pid(&socket);
+    // Asked as the person (no agent token): an agent's narrower scope is not what this reports.
+    let (daemon, offered) = match Client::connect_as(&socket, None).await {
         Ok(client) => {
+            let offered = client
+                .list_tools()
+                .await
+                .ok()
+                .map(|tools| offered_surfaces(&tools));
             client.close().await;
-            "answering".to_string()
+            ("answering".to_string(), offered)
         }
-        Err(err) => format!("not answering: {err}"),
+        Err(err) => (format!("not answering: {err}"), None),
+    };
+    // A daemon that runs decides what agents get: its environment (display, session bus), not
+    // this shell's, is what counts.
+    let surfaces: Vec<(SurfaceName, Availability)> = match &offered {
+        None => surfaces,
+        Some(offered) => surfaces
+            .into_iter()
+            .map(|(name, here)| {
+                let in_daemon = offered.iter().any(|s| s == name.as_str());
+                let availability = match (here, in_daemon) {
+                    (_, true) => Availability::Ready,
+                    (Availability::Ready, false) => missing_from_daemon(name, daemon_pid),
+                    (unavailable, false) => unavailable,
+                };
+                (name, availability)
+            })
+            .collect(),
+    };
+    let daemon = match daemon_pid {
+        Some(pid) if offered.is_some() => format!("{daemon}, pid {pid}"),
+        _ => daemon,
     };
 
     if json_output {
         let report = json!({
             "socket": socket,
             "daemon": daemon,
+            "daemon_pid": daemon_pid,
+            "note": no_display_hint(&surfaces),
             "state_dir": paths::state_dir(),
             "config": {"path": config_path, "status": config_status},
             "containment": containment,
@@ -75,9 +105,79 @@ pub async fn run(json_output: bool) -> u8 {
             }
         }
     }
+    if let Some(note) = no_display_hint(&surfaces)
+        && !json_output
+    {
+        println!("note     {note}");
+    }
     if config_status.starts_with("invalid") || !containment.allows_runs() {
         exit::FAILED
     } else {
         exit::OK
     }
+}
+
+/// The serving daemon's pid, from the lock file beside its socket.
+fn daemon_pid(socket: &std::path::Path) -> Option<u32> {
+    std::fs::read_to_string(crate::server::lock_path(socket))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The surfaces a daemon's tool offers: the `surface` enum of its input schema.
+fn offered_surfaces(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools
+        .iter()
+        .filter_map(|tool| {
+            tool.input_schema
+                .get("properties")?
+                .get("surface")?
+                .get("enum")
+        })
+        .filter_map(|names| names.as_array())
+        .flatten()
+        .filter_map(|name| name.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A surface this shell could use that the running daemon cannot: the daemon was started
+/// outside the desktop session (typically by an MCP host that found no daemon and stripped the
+/// environment), so it lacks the display or the session bus.
+fn missing_from_daemon(name: SurfaceName, pid: Option<u32>) -> Availability {
+    let who = pid.map_or_else(
+        || "the running daemon".to_string(),
+        |pid| format!("the running daemon (pid {pid})"),
+    );
+    let stop = pid.map_or_else(
+        || "stop it".to_string(),
+        |pid| format!("stop it (`kill {pid}`)"),
+    );
+    Availability::Unavailable {
+        reason: format!(
+            "ready in this shell, but {who} does not offer {name}: it was started outside the \
+             desktop session (e.g. by an MCP host) and has no display or session bus"
+        ),
+        fix: format!(
+            "{stop} and run the daemon from the desktop session: `systemctl --user enable --now \
+             computer` (packaging/systemd/computer.service), or `computer serve` in a desktop terminal"
+        ),
+    }
+}
+
+/// When gui or ax lack a display or bus: where a daemon started by an MCP host looks for them.
+fn no_display_hint(surfaces: &[(SurfaceName, Availability)]) -> Option<&'static str> {
+    let desktop_missing = surfaces.iter().any(|(name, availability)| {
+        matches!(name, SurfaceName::Gui | SurfaceName::Ax)
+            && matches!(availability, Availability::Unavailable { reason, .. }
+                if reason.contains("DISPLAY") || reason.contains("DBUS_SESSION_BUS_ADDRESS"))
+    });
+    desktop_missing.then_some(
+        "a daemon that `computer mcp` starts takes DISPLAY, WAYLAND_DISPLAY, XAUTHORITY and the \
+         session bus from the systemd user manager (`systemctl --user show-environment`) and \
+         $XDG_RUNTIME_DIR/bus, not from the MCP host; a desktop that exports none there leaves \
+         gui and ax out. Run the daemon as the systemd user unit of packaging/ (or \
+         `systemctl --user import-environment DISPLAY XAUTHORITY` at login)",
+    )
 }

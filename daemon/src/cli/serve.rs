@@ -42,8 +42,9 @@ async fn serve() -> anyhow::Result<()> {
         .create(&artifact_dir)
         .with_context(|| format!("cannot create {}", artifact_dir.display()))?;
 
-    // Bind first: a second daemon must refuse before touching the ledger. The control socket
-    // comes right after, under the same lock.
+    // Lock the state dir, then bind: a second daemon must refuse before touching the ledger,
+    // whichever socket it was pointed at. The control socket comes right after, under the lock.
+    let _state_lock = lock_state_dir(&state_dir, &socket_path)?;
     let socket = crate::server::bind(&socket_path)?;
     let control = crate::control::bind(&paths::control_socket_path())?;
     let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
@@ -110,6 +111,57 @@ async fn serve() -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION")
     );
     crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await
+}
+
+/// The state dir's lock file; it holds the owning daemon's pid and socket.
+const STATE_LOCK_FILE: &str = "daemon.lock";
+
+/// Takes the state dir for this daemon until the returned file is dropped (the process exits).
+/// Two daemons on one ledger would refuse each other's writes ("database is locked") and split
+/// approvals between two control sockets, so the second refuses, naming the first.
+fn lock_state_dir(state_dir: &Path, socket: &Path) -> anyhow::Result<std::fs::File> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let lock_path = state_dir.join(STATE_LOCK_FILE);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
+    // SAFETY: flock on a file descriptor we own; no memory is shared with the call.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
+        let mut lines = holder.lines();
+        let pid = lines.next().unwrap_or("").trim();
+        let their_socket = lines.next().unwrap_or("").trim();
+        let who = if pid.is_empty() {
+            String::new()
+        } else {
+            format!(" (pid {pid})")
+        };
+        let serving = if their_socket.is_empty() {
+            String::new()
+        } else {
+            format!(" {their_socket}")
+        };
+        anyhow::bail!(
+            "another computer daemon{who} is already serving{serving} with the state dir {}; two daemons \
+             cannot share one ledger: use that one (`computer doctor` says where it is), stop it \
+             first, or set COMPUTER_STATE_DIR to use another state dir",
+            state_dir.display(),
+        );
+    }
+    lock.set_len(0)
+        .context("cannot truncate the state lock file")?;
+    (&lock)
+        .write_all(format!("{}\n{}\n", std::process::id(), socket.display()).as_bytes())
+        .context("cannot write the state lock file")?;
+    Ok(lock)
 }
 
 /// Makes the daemon not dumpable: no same-user process (a run that escaped its containment, or
