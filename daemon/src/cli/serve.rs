@@ -46,6 +46,7 @@ async fn serve() -> anyhow::Result<()> {
     let control = crate::control::bind(&paths::control_socket_path())?;
     let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
     let interrupted = ledger.close_interrupted().await?;
+    let receipts = ledger.clone();
     if interrupted > 0 {
         tracing::warn!(
             interrupted,
@@ -89,7 +90,9 @@ async fn serve() -> anyhow::Result<()> {
         "computer {} starting",
         env!("CARGO_PKG_VERSION")
     );
-    crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await
+    let served = crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await;
+    receipts.close().await.context("closing the receipts ledger")?;
+    served
 }
 
 /// What no shell run may name: the daemon's own config and state (in the spelling given and the
