@@ -20,6 +20,7 @@ pub struct Config {
     pub defaults: Defaults,
     pub approval: ApprovalConfig,
     pub limits: LimitsConfig,
+    pub artifacts: ArtifactsConfig,
     pub rules: Vec<Rule>,
 }
 
@@ -30,6 +31,7 @@ impl PartialEq for Config {
             && self.defaults == other.defaults
             && self.approval == other.approval
             && self.limits == other.limits
+            && self.artifacts == other.artifacts
             && self.rules == other.rules
     }
 }
@@ -99,6 +101,23 @@ impl Default for LimitsConfig {
         LimitsConfig {
             calls: 0,
             window: DurationText(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Room for artifacts (spilled outputs, screenshots, evidence), shared by every call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArtifactsConfig {
+    /// Bytes the artifacts directory may hold in all; past it spills are cut and screenshots
+    /// refused, and receipts go on being written.
+    pub quota_bytes: u64,
+}
+
+impl Default for ArtifactsConfig {
+    fn default() -> Self {
+        ArtifactsConfig {
+            quota_bytes: 1 << 30,
         }
     }
 }

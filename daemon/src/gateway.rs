@@ -319,6 +319,7 @@ impl Gateway {
             artifact_dir: self.artifact_dir.clone(),
             protected: self.approvals.approvers().clone(),
             cancel: cancelled.clone(),
+            artifact_quota: self.registry.artifact_quota().clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let before = match evidence {

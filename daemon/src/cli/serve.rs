@@ -4,7 +4,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use anyhow::Context;
 use computer_ipc::paths;
-use computer_surfaces::Registry;
+use computer_surfaces::{ArtifactQuota, Registry};
 
 use super::exit;
 use std::path::{Path, PathBuf};
@@ -53,7 +53,10 @@ async fn serve() -> anyhow::Result<()> {
             "closed calls left unfinished by a previous daemon"
         );
     }
-    let registry = Registry::for_this_platform(&config.surface_limits());
+    let quota = ArtifactQuota::counting(&artifact_dir, config.artifacts.quota_bytes)
+        .with_context(|| format!("cannot count the artifacts in {}", artifact_dir.display()))?;
+    let registry = Registry::for_this_platform(&config.surface_limits())
+        .with_artifact_quota(Arc::new(quota));
     let protected = protected_paths(&config_path, &state_dir);
     let approvals = Arc::new(Approvals::new(
         config.approval.timeout.0,
