@@ -397,8 +397,7 @@ fn take_over(conn: &Connection, path: &Path) -> Result<Writer, LedgerError> {
                 .map_err(sql_err)?;
             for row in rows {
                 let (row_seq, row_hash, mark) = row.map_err(sql_err)?;
-                if let Some(problem) = Problem::foreign(&key, row_seq, &row_hash, mark.as_deref())
-                {
+                if let Some(problem) = Problem::foreign(&key, row_seq, &row_hash, mark.as_deref()) {
                     problems.push(problem);
                     break;
                 }
@@ -648,7 +647,9 @@ impl Problem {
             let count = head.seq - db_seq;
             let message = if db_seq == 0 {
                 match count {
-                    1 => "the only receipt (seq 1) was deleted: the database holds none".to_string(),
+                    1 => {
+                        "the only receipt (seq 1) was deleted: the database holds none".to_string()
+                    }
                     _ => format!(
                         "all {count} receipts ({}) were deleted: the database holds none",
                         span(1, head.seq)
@@ -833,7 +834,9 @@ pub fn verify(path: &Path) -> Result<Verdict, LedgerError> {
                 .into(),
         ),
         (Some(_), HeadRead::Found { head, damaged }, _) => {
-            if let Some(problem) = Problem::against_head(head, walk.last_seq, walk.hash_at_head.as_deref()) {
+            if let Some(problem) =
+                Problem::against_head(head, walk.last_seq, walk.hash_at_head.as_deref())
+            {
                 verdict.problems.insert(0, problem);
             } else if let Some(problem) = Problem::after_close(head, walk.last_seq) {
                 verdict.problems.insert(0, problem);
@@ -945,12 +948,16 @@ fn walk_chain(
                     Err(err) => Some(format!("row text is not JSON: {err}")),
                     Ok(parsed) => {
                         let columns_agree = parsed["seq"] == json!(seq)
-                            && parsed["call_id"] == json!(row.get::<_, String>(1).map_err(sql_err)?)
+                            && parsed["call_id"]
+                                == json!(row.get::<_, String>(1).map_err(sql_err)?)
                             && parsed["kind"] == json!(row.get::<_, String>(2).map_err(sql_err)?)
                             && parsed["at_ms"] == json!(row.get::<_, i64>(3).map_err(sql_err)?)
-                            && parsed["surface"] == json!(row.get::<_, String>(4).map_err(sql_err)?)
-                            && parsed["command"] == json!(row.get::<_, String>(5).map_err(sql_err)?);
-                        (!columns_agree).then(|| "indexed columns differ from the hashed row".into())
+                            && parsed["surface"]
+                                == json!(row.get::<_, String>(4).map_err(sql_err)?)
+                            && parsed["command"]
+                                == json!(row.get::<_, String>(5).map_err(sql_err)?);
+                        (!columns_agree)
+                            .then(|| "indexed columns differ from the hashed row".into())
                     }
                 }
             };
@@ -1174,16 +1181,24 @@ mod tests {
         let path = dir.path().join("receipts.sqlite");
         let ledger = ledger_of(&path, 5).await;
         ledger.close().await.unwrap();
-        assert!(ledger.append(vec![row("late", RowKind::Intent)]).await.is_err());
+        assert!(
+            ledger
+                .append(vec![row("late", RowKind::Intent)])
+                .await
+                .is_err()
+        );
         assert!(verify(&path).unwrap().holds());
 
         let rw = Connection::open(&path).unwrap();
-        rw.execute("DELETE FROM receipts WHERE seq > 7", []).unwrap();
+        rw.execute("DELETE FROM receipts WHERE seq > 7", [])
+            .unwrap();
         let verdict = verify(&path).unwrap();
         let problem = &verdict.problems[0];
         assert_eq!(problem.kind, ProblemKind::TailDeleted, "{verdict:?}");
         assert!(
-            problem.message.starts_with("the last 3 receipts (seq 8\u{2013}10) were deleted"),
+            problem
+                .message
+                .starts_with("the last 3 receipts (seq 8\u{2013}10) were deleted"),
             "{problem:?}"
         );
         let refused = Ledger::open(&path).err().expect("opened a cut ledger");
@@ -1225,16 +1240,26 @@ mod tests {
         std::fs::remove_file(seal::key_path(&path)).unwrap();
         std::fs::remove_file(seal::head_path(&path)).unwrap();
         let rw = Connection::open(&path).unwrap();
-        rw.execute_batch("ALTER TABLE receipts DROP COLUMN mark").unwrap();
+        rw.execute_batch("ALTER TABLE receipts DROP COLUMN mark")
+            .unwrap();
         drop(rw);
         let verdict = verify(&path).unwrap();
         assert!(verdict.holds(), "{verdict:?}");
-        assert!(verdict.notes[0].contains("tail protection starts"), "{verdict:?}");
+        assert!(
+            verdict.notes[0].contains("tail protection starts"),
+            "{verdict:?}"
+        );
 
         ledger_of(&path, 1).await.close().await.unwrap();
         let verdict = verify(&path).unwrap();
         assert!(verdict.holds() && verdict.rows == 6, "{verdict:?}");
         assert_eq!(verdict.head.as_ref().unwrap().keyed_since, 5);
-        assert!(verdict.notes.iter().any(|n| n.contains("before tail protection")), "{verdict:?}");
+        assert!(
+            verdict
+                .notes
+                .iter()
+                .any(|n| n.contains("before tail protection")),
+            "{verdict:?}"
+        );
     }
 }

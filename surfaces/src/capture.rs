@@ -377,7 +377,12 @@ impl StreamCapture {
 }
 
 impl Spill {
-    async fn write(&mut self, bytes: &[u8], limit: u64, quota: &ArtifactQuota) -> std::io::Result<()> {
+    async fn write(
+        &mut self,
+        bytes: &[u8],
+        limit: u64,
+        quota: &ArtifactQuota,
+    ) -> std::io::Result<()> {
         if self.quota_hit {
             return Ok(());
         }
@@ -481,7 +486,10 @@ mod tests {
         first.push(&[b'a'; 60]).await.unwrap();
         second.push(&[b'b'; 60]).await.unwrap();
         first.push(&[b'a'; 60]).await.unwrap();
-        let (first, second) = (first.finish().await.unwrap(), second.finish().await.unwrap());
+        let (first, second) = (
+            first.finish().await.unwrap(),
+            second.finish().await.unwrap(),
+        );
         let (first, second) = (first.artifact.unwrap(), second.artifact.unwrap());
         assert_eq!((first.bytes, second.bytes), (60, 30));
         assert_eq!(quota.used(), 100);

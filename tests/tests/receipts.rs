@@ -236,7 +236,10 @@ fn verify(daemon: &Daemon) -> (bool, String, Value) {
 fn assert_verify_names(daemon: &Daemon, words: &str) -> Value {
     let (ok, text, json) = verify(daemon);
     assert!(!ok, "verify passed a tampered ledger:\n{text}");
-    assert!(text.contains(words), "verify did not say {words:?}:\n{text}");
+    assert!(
+        text.contains(words),
+        "verify did not say {words:?}:\n{text}"
+    );
     assert_eq!(json["ok"], false, "{json}");
     json
 }
@@ -282,7 +285,12 @@ async fn an_untouched_ledger_verifies_clean_after_a_clean_stop_and_after_kill_9(
     let newest = some_calls(&daemon, 3, "hello").await;
     let (ok, text, json) = verify(&daemon);
     assert!(ok, "{text}");
-    assert!(text.contains(&format!("matching the head the daemon recorded (seq {newest})")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "matching the head the daemon recorded (seq {newest})"
+        )),
+        "{text}"
+    );
     assert_eq!(json["head"]["seq"], newest);
 
     // A clean stop checkpoints the WAL into the database and closes the head.
@@ -304,10 +312,14 @@ async fn an_untouched_ledger_verifies_clean_after_a_clean_stop_and_after_kill_9(
             .call_raw(shell_run(json!({"argv": ["sleep", "30"]}), json!({})))
             .await;
     });
-    wait_for("the sleep's intent receipt", Duration::from_secs(20), || {
-        let rows = daemon.receipts();
-        (rows.last()?["kind"] == "intent").then_some(())
-    });
+    wait_for(
+        "the sleep's intent receipt",
+        Duration::from_secs(20),
+        || {
+            let rows = daemon.receipts();
+            (rows.last()?["kind"] == "intent").then_some(())
+        },
+    );
     daemon.stop_with(libc::SIGKILL);
     let _ = in_flight.await;
     let (ok, text, _) = verify(&daemon);
@@ -324,7 +336,10 @@ async fn deleting_the_last_receipt_while_the_daemon_is_stopped_is_named() {
     let mut daemon = Daemon::start();
     let newest = some_calls(&daemon, 3, "hello").await;
     daemon.stop_with(libc::SIGTERM);
-    sql(&db(&daemon), &format!("DELETE FROM receipts WHERE seq = {newest};"));
+    sql(
+        &db(&daemon),
+        &format!("DELETE FROM receipts WHERE seq = {newest};"),
+    );
     let json = assert_verify_names(
         &daemon,
         &format!("the last receipt (seq {newest}) was deleted"),
@@ -394,7 +409,10 @@ async fn a_store_replaced_by_one_with_a_recomputed_chain_is_named() {
         .map(|p| p["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["head_mismatch", "foreign_row"], "{json}");
-    assert_eq!(json["problems"][1]["seq"], 1, "the first rewritten row is named: {json}");
+    assert_eq!(
+        json["problems"][1]["seq"], 1,
+        "the first rewritten row is named: {json}"
+    );
     start_is_refused(&daemon);
 
     // The same store built from scratch in the old schema (no marks at all).
@@ -402,7 +420,10 @@ async fn a_store_replaced_by_one_with_a_recomputed_chain_is_named() {
     recompute_chain(&db(&daemon), &again, "secret-plan", "harmless", false);
     replace_store(&daemon, &again);
     let (_, text, _) = verify(&daemon);
-    assert!(text.contains("receipt seq 1 was not written by the daemon: it has no key mark"), "{text}");
+    assert!(
+        text.contains("receipt seq 1 was not written by the daemon: it has no key mark"),
+        "{text}"
+    );
     assert!(text.contains("does not match the chain head"), "{text}");
 }
 
@@ -415,7 +436,10 @@ async fn rows_appended_by_someone_else_are_named_and_the_daemon_will_not_chain_o
     let (ok, text, _) = verify(&daemon);
     assert!(!ok, "{text}");
     assert!(
-        text.contains(&format!("receipt seq {} was not written by the daemon", newest + 1)),
+        text.contains(&format!(
+            "receipt seq {} was not written by the daemon",
+            newest + 1
+        )),
         "{text}"
     );
 
@@ -459,7 +483,10 @@ async fn a_ledger_from_an_older_daemon_verifies_with_a_note_and_is_protected_fro
     std::fs::remove_file(daemon.state.join("receipts.head")).unwrap();
     let (ok, text, _) = verify(&daemon);
     assert!(ok, "{text}");
-    assert!(text.contains("tail protection starts the next time the daemon starts"), "{text}");
+    assert!(
+        text.contains("tail protection starts the next time the daemon starts"),
+        "{text}"
+    );
 
     daemon.restart();
     let newest = some_calls(&daemon, 1, "new").await;
@@ -468,7 +495,10 @@ async fn a_ledger_from_an_older_daemon_verifies_with_a_note_and_is_protected_fro
     assert!(text.contains("before tail protection began"), "{text}");
     assert_eq!(json["head"]["keyed_since"], 5, "{json}");
     daemon.stop_with(libc::SIGTERM);
-    sql(&db(&daemon), &format!("DELETE FROM receipts WHERE seq = {newest};"));
+    sql(
+        &db(&daemon),
+        &format!("DELETE FROM receipts WHERE seq = {newest};"),
+    );
     assert_verify_names(&daemon, "was deleted");
 }
 
@@ -499,7 +529,9 @@ async fn a_run_that_outgrows_the_artifacts_quota_is_cut_there_and_receipts_go_on
     let message = cut["artifact_cut"]["message"].as_str().unwrap();
     assert!(message.contains("cut at the artifacts quota"), "{message}");
     assert!(message.contains("quota_bytes"), "{message}");
-    let spilled = std::fs::metadata(cut["artifact"].as_str().unwrap()).unwrap().len();
+    let spilled = std::fs::metadata(cut["artifact"].as_str().unwrap())
+        .unwrap()
+        .len();
     assert!(spilled <= QUOTA && spilled > 0, "{spilled} bytes spilled");
 
     let result = daemon.receipt_row(&out["receipt"], "result");
@@ -518,16 +550,25 @@ async fn a_run_that_outgrows_the_artifacts_quota_is_cut_there_and_receipts_go_on
         .unwrap();
     let out = structured(&result);
     assert_eq!(out["ok"], true, "{out}");
-    assert_eq!(out["cut"]["stdout"]["artifact_cut"]["reason"], "quota", "{out}");
+    assert_eq!(
+        out["cut"]["stdout"]["artifact_cut"]["reason"], "quota",
+        "{out}"
+    );
     let total: u64 = std::fs::read_dir(&artifacts)
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
-    assert!(total <= QUOTA, "the artifacts hold {total} bytes, over the {QUOTA} quota");
+    assert!(
+        total <= QUOTA,
+        "the artifacts hold {total} bytes, over the {QUOTA} quota"
+    );
 
     // Ordinary calls and their receipts go on.
     let result = client
-        .call_raw(shell_run(json!({"argv": ["echo", "still here"]}), json!({})))
+        .call_raw(shell_run(
+            json!({"argv": ["echo", "still here"]}),
+            json!({}),
+        ))
         .await
         .unwrap();
     assert_eq!(structured(&result)["stdout"], "still here\n");

@@ -42,7 +42,12 @@ pub fn run(command: ReceiptsCommand) -> u8 {
     // store that is gone.
     let store = || receipts::open_ro(&path);
     let outcome = match command {
-        ReceiptsCommand::List { since, surface, limit, json } => {
+        ReceiptsCommand::List {
+            since,
+            surface,
+            limit,
+            json,
+        } => {
             let since_ms = match since.as_deref().map(parse_age).transpose() {
                 Ok(since) => since.map(|age| now_ms() - age),
                 Err(message) => {
@@ -50,36 +55,53 @@ pub fn run(command: ReceiptsCommand) -> u8 {
                     return exit::USAGE;
                 }
             };
-            let filter = ListFilter { since_ms, surface, call_id: None, limit };
-            store().and_then(|conn| receipts::list(&conn, &path, &filter)).map(|rows| {
-                for row in &rows {
-                    if json {
-                        println!("{}", serde_json::to_string(row).unwrap_or_default());
-                    } else {
-                        println!("{}", one_line(row));
+            let filter = ListFilter {
+                since_ms,
+                surface,
+                call_id: None,
+                limit,
+            };
+            store()
+                .and_then(|conn| receipts::list(&conn, &path, &filter))
+                .map(|rows| {
+                    for row in &rows {
+                        if json {
+                            println!("{}", serde_json::to_string(row).unwrap_or_default());
+                        } else {
+                            println!("{}", one_line(row));
+                        }
                     }
-                }
-                exit::OK
-            })
+                    exit::OK
+                })
         }
         ReceiptsCommand::Show { id } => {
-            let filter = ListFilter { call_id: Some(id.clone()), ..Default::default() };
-            store().and_then(|conn| receipts::list(&conn, &path, &filter)).map(|rows| {
-                if rows.is_empty() {
-                    eprintln!("error: no receipt with id {id}");
-                    return exit::FAILED;
-                }
-                println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
-                exit::OK
-            })
+            let filter = ListFilter {
+                call_id: Some(id.clone()),
+                ..Default::default()
+            };
+            store()
+                .and_then(|conn| receipts::list(&conn, &path, &filter))
+                .map(|rows| {
+                    if rows.is_empty() {
+                        eprintln!("error: no receipt with id {id}");
+                        return exit::FAILED;
+                    }
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&rows).unwrap_or_default()
+                    );
+                    exit::OK
+                })
         }
         ReceiptsCommand::Verify { json } => Ok(verify(&path, json)),
-        ReceiptsCommand::Export => store().and_then(|conn| receipts::list(&conn, &path, &ListFilter::default())).map(|rows| {
-            for row in &rows {
-                println!("{}", serde_json::to_string(row).unwrap_or_default());
-            }
-            exit::OK
-        }),
+        ReceiptsCommand::Export => store()
+            .and_then(|conn| receipts::list(&conn, &path, &ListFilter::default()))
+            .map(|rows| {
+                for row in &rows {
+                    println!("{}", serde_json::to_string(row).unwrap_or_default());
+                }
+                exit::OK
+            }),
     };
     outcome.unwrap_or_else(|err| {
         eprintln!("error: {err}");
@@ -98,7 +120,11 @@ fn verify(path: &Path, json: bool) -> u8 {
     if json {
         let mut report = serde_json::to_value(&verdict).unwrap_or_default();
         report["ok"] = verdict.holds().into();
-        if let Some(broken) = verdict.problems.iter().find(|p| p.kind == ProblemKind::BrokenLink) {
+        if let Some(broken) = verdict
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::BrokenLink)
+        {
             report["broken_seq"] = broken.seq.into();
             report["reason"] = broken.message.clone().into();
         }
@@ -112,7 +138,11 @@ fn verify(path: &Path, json: bool) -> u8 {
             println!("note: {note}");
         }
     }
-    if verdict.holds() { exit::OK } else { exit::FAILED }
+    if verdict.holds() {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
 }
 
 fn summary(verdict: &Verdict) -> String {

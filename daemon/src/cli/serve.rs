@@ -55,8 +55,8 @@ async fn serve() -> anyhow::Result<()> {
     }
     let quota = ArtifactQuota::counting(&artifact_dir, config.artifacts.quota_bytes)
         .with_context(|| format!("cannot count the artifacts in {}", artifact_dir.display()))?;
-    let registry = Registry::for_this_platform(&config.surface_limits())
-        .with_artifact_quota(Arc::new(quota));
+    let registry =
+        Registry::for_this_platform(&config.surface_limits()).with_artifact_quota(Arc::new(quota));
     let protected = protected_paths(&config_path, &state_dir);
     let approvals = Arc::new(Approvals::new(
         config.approval.timeout.0,
@@ -93,8 +93,12 @@ async fn serve() -> anyhow::Result<()> {
         "computer {} starting",
         env!("CARGO_PKG_VERSION")
     );
-    let served = crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await;
-    receipts.close().await.context("closing the receipts ledger")?;
+    let served =
+        crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await;
+    receipts
+        .close()
+        .await
+        .context("closing the receipts ledger")?;
     served
 }
 

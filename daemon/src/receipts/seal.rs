@@ -70,13 +70,16 @@ impl LedgerKey {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(io_error(path)(err)),
         };
-        let key: [u8; KEY_BYTES] = bytes.try_into().map_err(|bytes: Vec<u8>| SealError::Invalid {
-            path: path.to_path_buf(),
-            message: format!(
-                "the receipts key holds {} bytes, not {KEY_BYTES}: it was altered",
-                bytes.len()
-            ),
-        })?;
+        let key: [u8; KEY_BYTES] =
+            bytes
+                .try_into()
+                .map_err(|bytes: Vec<u8>| SealError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "the receipts key holds {} bytes, not {KEY_BYTES}: it was altered",
+                        bytes.len()
+                    ),
+                })?;
         Ok(Some(LedgerKey(key)))
     }
 
@@ -115,7 +118,11 @@ impl LedgerKey {
 
     /// The mark of a row, over its chain hash (which covers its content and every row before).
     pub fn mark_row(&self, hash: &str) -> String {
-        hex::encode(self.mac("computer receipts row", hash).finalize().into_bytes())
+        hex::encode(
+            self.mac("computer receipts row", hash)
+                .finalize()
+                .into_bytes(),
+        )
     }
 
     pub fn row_mark_holds(&self, hash: &str, mark: &str) -> bool {
@@ -327,7 +334,10 @@ mod tests {
         let path = dir.path().join("h");
         HeadWriter::open(&path, other, fields(3)).unwrap();
         assert!(matches!(read_head(&path, &key).unwrap(), HeadRead::Invalid));
-        assert!(LedgerKey::create(&dir.path().join("k")).is_err(), "never replaced");
+        assert!(
+            LedgerKey::create(&dir.path().join("k")).is_err(),
+            "never replaced"
+        );
         let mark = key.mark_row("abc");
         assert!(key.row_mark_holds("abc", &mark));
         assert!(!key.row_mark_holds("abd", &mark));
