@@ -575,3 +575,24 @@ async fn a_run_that_outgrows_the_artifacts_quota_is_cut_there_and_receipts_go_on
     client.close().await;
     daemon.assert_chain_holds();
 }
+
+#[test]
+fn a_screenshot_that_does_not_fit_the_artifacts_quota_is_refused_in_words() {
+    let daemon = Daemon::start_on_desktop("[artifacts]\nquota_bytes = 100\n");
+    let reply = daemon.call_json("gui", "screenshot", r#"{"max_dim": 400}"#);
+    assert_eq!(reply["ok"], false, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("artifacts quota is full") && message.contains("quota_bytes"),
+        "{reply}"
+    );
+    let written: u64 = std::fs::read_dir(daemon.state.join("artifacts"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert_eq!(written, 0, "a refused screenshot left bytes behind");
+    // An observation that writes no artifact still works, and everything is receipted.
+    let windows = daemon.call_json("gui", "windows", "{}");
+    assert_eq!(windows["ok"], true, "{windows}");
+    daemon.assert_chain_holds();
+}
