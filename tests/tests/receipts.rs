@@ -596,3 +596,66 @@ fn a_screenshot_that_does_not_fit_the_artifacts_quota_is_refused_in_words() {
     assert_eq!(windows["ok"], true, "{windows}");
     daemon.assert_chain_holds();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_or_altered_head_or_key_is_named() {
+    let mut daemon = Daemon::start();
+    some_calls(&daemon, 2, "hello").await;
+    daemon.stop_with(libc::SIGTERM);
+    let head = daemon.state.join("receipts.head");
+    let key = daemon.state.join("receipts.key");
+    let saved = std::fs::read(&head).unwrap();
+
+    std::fs::remove_file(&head).unwrap();
+    assert_verify_names(&daemon, "the chain head");
+    assert_verify_names(&daemon, "is missing");
+    start_is_refused(&daemon);
+
+    // A head written by hand (the right shape, the newest seq, a made-up mark).
+    let forged = String::from_utf8_lossy(&saved)
+        .trim_end_matches('\0')
+        .split('\0')
+        .next()
+        .unwrap()
+        .replace("\"mac\":\"", "\"mac\":\"00");
+    std::fs::write(&head, forged).unwrap();
+    assert_verify_names(&daemon, "does not carry the key's mark");
+    start_is_refused(&daemon);
+
+    std::fs::write(&head, &saved).unwrap();
+    let (ok, text, _) = verify(&daemon);
+    assert!(ok, "the head put back verifies again:\n{text}");
+    std::fs::remove_file(&key).unwrap();
+    assert_verify_names(&daemon, "the receipts key");
+    start_is_refused(&daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn verify_beside_a_busy_daemon_never_mistakes_its_head_for_tampering() {
+    let daemon = Daemon::start();
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let client = daemon.client().await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..40 {
+                let result = client
+                    .call_raw(shell_run(json!({"argv": ["true"]}), json!({})))
+                    .await
+                    .expect("call");
+                assert_eq!(structured(&result)["ok"], true);
+            }
+            client.close().await;
+        }));
+    }
+    // Each verify reads the head the running daemon keeps rewriting, then its own snapshot.
+    let mut checks = 0;
+    while tasks.iter().any(|task| !task.is_finished()) || checks == 0 {
+        let (ok, text, _) = verify(&daemon);
+        assert!(ok, "verify beside the live daemon:\n{text}");
+        checks += 1;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(daemon.assert_chain_holds()["rows"], 2 * 6 * 40);
+}
