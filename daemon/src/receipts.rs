@@ -371,6 +371,11 @@ fn take_over(conn: &Connection, path: &Path) -> Result<Writer, LedgerError> {
         (None, Some(first)) => {
             return Err(tampered(Problem::key_missing(&key_file, first).message));
         }
+        (None, None) if head_file.exists() => {
+            return Err(tampered(
+                Problem::key_missing_beside_head(&key_file).message,
+            ));
+        }
         (None, None) => LedgerKey::create(&key_file)?,
     };
     let keyed_since = match (seal::read_head(&head_file, &key)?, first_marked) {
@@ -738,6 +743,18 @@ impl Problem {
         )
     }
 
+    fn key_missing_beside_head(path: &Path) -> Problem {
+        Problem::new(
+            ProblemKind::KeyMissing,
+            None,
+            format!(
+                "the receipts key ({}) is missing, yet the chain head it sealed is still there: \
+                 it was deleted, and the head cannot be checked",
+                path.display()
+            ),
+        )
+    }
+
     fn head_missing(path: &Path, first_marked: i64) -> Problem {
         Problem::new(
             ProblemKind::HeadMissing,
@@ -800,10 +817,12 @@ pub fn verify(path: &Path) -> Result<Verdict, LedgerError> {
         None => HeadRead::Missing,
     };
     let mut verdict = Verdict::default();
-    let conn = match (path.exists(), &head) {
-        (true, _) => Some(open_ro(path)?),
-        (false, HeadRead::Found { .. }) => None,
-        (false, _) => return Err(open_ro(path).err().unwrap_or(LedgerError::WriterGone)),
+    // A store that is gone is "no store yet", unless a head says receipts were recorded: then
+    // every one of them was deleted, which the head comparison below names.
+    let conn = if path.exists() || !matches!(head, HeadRead::Found { .. }) {
+        Some(open_ro(path)?)
+    } else {
+        None
     };
     let walk = match &conn {
         Some(conn) => {
@@ -820,6 +839,9 @@ pub fn verify(path: &Path) -> Result<Verdict, LedgerError> {
         (None, _, Some(first)) => verdict
             .problems
             .push(Problem::key_missing(&key_file, first)),
+        (None, _, None) if head_file.exists() => verdict
+            .problems
+            .push(Problem::key_missing_beside_head(&key_file)),
         (None, _, None) => verdict.notes.push(
             "this ledger has no key or chain head yet (an older daemon wrote it): the chain \
              holds, but a cut tail would not show; tail protection starts the next time the \

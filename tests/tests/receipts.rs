@@ -628,6 +628,10 @@ async fn a_deleted_or_altered_head_or_key_is_named() {
     std::fs::remove_file(&key).unwrap();
     assert_verify_names(&daemon, "the receipts key");
     start_is_refused(&daemon);
+    // Every row gone too: the head left behind still tells.
+    sql(&db(&daemon), "DELETE FROM receipts;");
+    assert_verify_names(&daemon, "the receipts key");
+    start_is_refused(&daemon);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
