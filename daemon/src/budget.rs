@@ -81,6 +81,9 @@ impl Budget {
                 });
                 if let Some(artifact) = &text.artifact {
                     note["artifact"] = json!(artifact.path);
+                    if let Some(cut) = &artifact.cut {
+                        note["artifact_cut"] = json!(cut);
+                    }
                 }
                 cut.insert(text.name.clone(), note);
             }

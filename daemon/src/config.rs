@@ -21,6 +21,7 @@ pub struct Config {
     pub approval: ApprovalConfig,
     pub limits: LimitsConfig,
     pub containment: ContainmentSection,
+    pub artifacts: ArtifactsConfig,
     pub rules: Vec<Rule>,
 }
 
@@ -32,6 +33,7 @@ impl PartialEq for Config {
             && self.approval == other.approval
             && self.limits == other.limits
             && self.containment == other.containment
+            && self.artifacts == other.artifacts
             && self.rules == other.rules
     }
 }
@@ -118,6 +120,23 @@ impl Default for LimitsConfig {
         LimitsConfig {
             calls: 0,
             window: DurationText(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Room for artifacts (spilled outputs, screenshots, evidence), shared by every call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArtifactsConfig {
+    /// Bytes the artifacts directory may hold in all; past it spills are cut and screenshots
+    /// refused, and receipts go on being written.
+    pub quota_bytes: u64,
+}
+
+impl Default for ArtifactsConfig {
+    fn default() -> Self {
+        ArtifactsConfig {
+            quota_bytes: 1 << 30,
         }
     }
 }

@@ -314,6 +314,7 @@ impl Gateway {
             artifact_dir: self.artifact_dir.clone(),
             protected: self.approvals.approvers().clone(),
             cancel: cancelled.clone(),
+            artifact_quota: self.registry.artifact_quota().clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {

@@ -1,5 +1,13 @@
 //! The receipts ledger: a hash-chained, append-only SQLite table written by one thread that
-//! commits concurrent appends together (group commit), durable before any caller is answered.
+//! commits concurrent appends together (group commit), durable before any caller is answered;
+//! every row marked with the ledger's key and the chain's head recorded after each commit, so
+//! that a cut tail, a replaced database or rows written by someone else show in `verify`.
+//!
+//! # Layout
+//! - this file: the writer ([`Ledger`]), [`verify`], [`list`].
+//! - [`seal`]: the key and the head files.
+
+pub mod seal;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -9,6 +17,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+
+use seal::{HeadFields, HeadRead, HeadWriter, LedgerKey, SealError};
 
 /// The `prev_hash` of the first row.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -26,7 +36,8 @@ CREATE TABLE IF NOT EXISTS receipts (
     command   TEXT    NOT NULL,
     row       TEXT    NOT NULL,
     prev_hash TEXT    NOT NULL,
-    hash      TEXT    NOT NULL
+    hash      TEXT    NOT NULL,
+    mark      TEXT
 );
 CREATE INDEX IF NOT EXISTS receipts_call_id ON receipts (call_id);
 CREATE INDEX IF NOT EXISTS receipts_at_ms ON receipts (at_ms);
@@ -84,6 +95,20 @@ pub enum LedgerError {
     },
     #[error("receipt store {path}: {message}")]
     Other { path: PathBuf, message: String },
+    #[error("receipt store: {0}")]
+    Seal(#[from] SealError),
+    /// The store does not match what the daemon recorded; the daemon will not write on top of it
+    /// (its next head would erase the evidence).
+    #[error(
+        "receipt store {path} does not match what the daemon recorded: {findings}; \
+         `computer receipts verify` shows the details; to start a new ledger, move \
+         receipts.sqlite, receipts.head and receipts.key out of {dir} (keep them as evidence)"
+    )]
+    Tampered {
+        path: PathBuf,
+        dir: String,
+        findings: String,
+    },
     #[error("the receipt writer has stopped")]
     WriterGone,
     #[error("writing receipts failed: {0}")]
@@ -95,15 +120,23 @@ struct Append {
     reply: tokio::sync::oneshot::Sender<Result<Vec<i64>, String>>,
 }
 
+enum Message {
+    Append(Append),
+    /// Checkpoint the WAL, record a closed head and stop.
+    Close(tokio::sync::oneshot::Sender<Result<(), String>>),
+}
+
 /// A handle to the writer thread. Cloning is cheap; all clones feed one writer.
 #[derive(Clone)]
 pub struct Ledger {
-    appends: mpsc::Sender<Append>,
+    messages: mpsc::Sender<Message>,
     path: PathBuf,
 }
 
 impl Ledger {
-    /// Opens (creating if needed) the store at `path` and starts its writer thread.
+    /// Opens (creating if needed) the store at `path` and starts its writer thread. Refuses a
+    /// store that does not match the head the daemon recorded (a cut tail, a replaced file, rows
+    /// someone else wrote).
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
         Ledger::open_with_max_batch(path, MAX_BATCH)
     }
@@ -112,17 +145,18 @@ impl Ledger {
     /// benchmark's anchor).
     pub fn open_with_max_batch(path: &Path, max_batch: usize) -> Result<Ledger, LedgerError> {
         let conn = open_rw(path)?;
-        let (appends, incoming) = mpsc::channel::<Append>();
+        let writer = take_over(&conn, path)?;
+        let (messages, incoming) = mpsc::channel::<Message>();
         let writer_path = path.to_path_buf();
         std::thread::Builder::new()
             .name("receipts-writer".into())
-            .spawn(move || writer_loop(conn, incoming, writer_path, max_batch.max(1)))
+            .spawn(move || writer_loop(conn, writer, incoming, writer_path, max_batch.max(1)))
             .map_err(|err| LedgerError::Other {
                 path: path.to_path_buf(),
                 message: format!("cannot start the writer thread: {err}"),
             })?;
         Ok(Ledger {
-            appends,
+            messages,
             path: path.to_path_buf(),
         })
     }
@@ -131,14 +165,29 @@ impl Ledger {
         &self.path
     }
 
-    /// Appends rows as one unit, returning their seqs once they are durable.
+    /// Appends rows as one unit, returning their seqs once they are durable and the head covers
+    /// them.
     pub async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<i64>, LedgerError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.appends
-            .send(Append { rows, reply })
+        self.messages
+            .send(Message::Append(Append { rows, reply }))
             .map_err(|_| LedgerError::WriterGone)?;
         match answer.await {
             Ok(Ok(seqs)) => Ok(seqs),
+            Ok(Err(message)) => Err(LedgerError::Write(message)),
+            Err(_) => Err(LedgerError::WriterGone),
+        }
+    }
+
+    /// Stops the writer after what is queued: checkpoints the WAL into the database (TRUNCATE)
+    /// and records the head as closed, so that no row may follow it. Appends after this fail.
+    pub async fn close(&self) -> Result<(), LedgerError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.messages
+            .send(Message::Close(reply))
+            .map_err(|_| LedgerError::WriterGone)?;
+        match answer.await {
+            Ok(Ok(())) => Ok(()),
             Ok(Err(message)) => Err(LedgerError::Write(message)),
             Err(_) => Err(LedgerError::WriterGone),
         }
@@ -192,7 +241,30 @@ fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql_err)?;
     conn.execute_batch(SCHEMA).map_err(sql_err)?;
+    // Stores from before the key have no `mark` column; their rows stay unmarked.
+    if !has_mark_column(&conn).map_err(sql_err)? {
+        conn.execute_batch("ALTER TABLE receipts ADD COLUMN mark TEXT")
+            .map_err(sql_err)?;
+    }
     Ok(conn)
+}
+
+fn has_mark_column(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('receipts') WHERE name = 'mark'",
+        [],
+        |row| row.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+fn has_receipts_table(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'receipts'",
+        [],
+        |row| row.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
 }
 
 /// Opens the store for reading (the CLI's `receipts` commands).
@@ -258,44 +330,228 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The writer's state: the chain's last link, kept in memory so that a row slipped into the
+/// table by someone else is never chained onto (its seq collides with the writer's next one and
+/// that commit fails), and the head it records after every commit.
+struct Writer {
+    seq: i64,
+    hash: String,
+    key: LedgerKey,
+    head: HeadWriter,
+}
+
+/// Checks the store against the key and head a previous daemon left, and takes over as their
+/// writer. A store without either (new, or written by an older daemon) gets a key now; tail
+/// protection starts at its next seq.
+fn take_over(conn: &Connection, path: &Path) -> Result<Writer, LedgerError> {
+    let sql_err = |source| LedgerError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tampered = |findings: String| LedgerError::Tampered {
+        path: path.to_path_buf(),
+        dir: path
+            .parent()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default(),
+        findings,
+    };
+    let (seq, hash) = last_link(conn).map_err(sql_err)?;
+    let first_marked: Option<i64> = conn
+        .query_row(
+            "SELECT MIN(seq) FROM receipts WHERE mark IS NOT NULL",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql_err)?;
+    let key_file = seal::key_path(path);
+    let head_file = seal::head_path(path);
+    let key = match (LedgerKey::load(&key_file)?, first_marked) {
+        (Some(key), _) => key,
+        (None, Some(first)) => {
+            return Err(tampered(Problem::key_missing(&key_file, first).message));
+        }
+        (None, None) if head_file.exists() => {
+            return Err(tampered(
+                Problem::key_missing_beside_head(&key_file).message,
+            ));
+        }
+        (None, None) => LedgerKey::create(&key_file)?,
+    };
+    let keyed_since = match (seal::read_head(&head_file, &key)?, first_marked) {
+        (HeadRead::Found { head, damaged }, _) => {
+            if damaged > 0 {
+                tracing::warn!(head = %head_file.display(), "one copy of the receipts head was damaged (a power cut mid-write, or tampering); the other was used");
+            }
+            let hash_at_head = hash_at(conn, head.seq).map_err(sql_err)?;
+            let mut problems: Vec<Problem> =
+                Problem::against_head(&head, seq, hash_at_head.as_deref())
+                    .into_iter()
+                    .collect();
+            let mut after = conn
+                .prepare("SELECT seq, hash, mark FROM receipts WHERE seq > ?1 ORDER BY seq")
+                .map_err(sql_err)?;
+            let rows = after
+                .query_map([head.seq], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                    ))
+                })
+                .map_err(sql_err)?;
+            for row in rows {
+                let (row_seq, row_hash, mark) = row.map_err(sql_err)?;
+                if let Some(problem) = Problem::foreign(&key, row_seq, &row_hash, mark.as_deref()) {
+                    problems.push(problem);
+                    break;
+                }
+            }
+            if problems.is_empty()
+                && let Some(problem) = Problem::after_close(&head, seq)
+            {
+                problems.push(problem);
+            }
+            if !problems.is_empty() {
+                let findings: Vec<String> = problems.into_iter().map(|p| p.message).collect();
+                return Err(tampered(findings.join("; ")));
+            }
+            head.keyed_since
+        }
+        (HeadRead::Invalid, _) => return Err(tampered(Problem::head_invalid(&head_file).message)),
+        (HeadRead::Missing, Some(first)) => {
+            return Err(tampered(Problem::head_missing(&head_file, first).message));
+        }
+        (HeadRead::Missing, None) => {
+            if seq > 0 {
+                tracing::info!(
+                    rows = seq,
+                    "receipts written by an older daemon: tail protection starts at seq {}",
+                    seq + 1
+                );
+            }
+            seq + 1
+        }
+    };
+    let head = HeadWriter::open(
+        &head_file,
+        key.clone(),
+        HeadFields {
+            seq,
+            hash: hash.clone(),
+            keyed_since,
+            closed: false,
+        },
+    )?;
+    Ok(Writer {
+        seq,
+        hash,
+        key,
+        head,
+    })
+}
+
+fn hash_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
+    if seq == 0 {
+        return Ok(Some(GENESIS_HASH.to_string()));
+    }
+    conn.query_row("SELECT hash FROM receipts WHERE seq = ?1", [seq], |row| {
+        row.get(0)
+    })
+    .optional()
+}
+
 fn writer_loop(
     mut conn: Connection,
-    incoming: mpsc::Receiver<Append>,
+    mut writer: Writer,
+    incoming: mpsc::Receiver<Message>,
     path: PathBuf,
     max_batch: usize,
 ) {
-    while let Ok(first) = incoming.recv() {
-        let mut batch = vec![first];
-        while batch.len() < max_batch {
+    let mut closing = None;
+    while closing.is_none() {
+        let Ok(first) = incoming.recv() else { break };
+        let mut batch = Vec::new();
+        match first {
+            Message::Append(append) => batch.push(append),
+            Message::Close(reply) => closing = Some(reply),
+        }
+        while closing.is_none() && batch.len() < max_batch {
             match incoming.try_recv() {
-                Ok(next) => batch.push(next),
+                Ok(Message::Append(append)) => batch.push(append),
+                Ok(Message::Close(reply)) => closing = Some(reply),
                 Err(_) => break,
             }
         }
-        match write_batch(&mut conn, &batch) {
+        if batch.is_empty() {
+            continue;
+        }
+        match write_batch(&mut conn, &mut writer, &batch) {
             Ok(seqs) => {
+                // The rows are durable; the head must cover them before anyone learns their ids.
+                if let Err(err) = writer.head.record(writer.seq, &writer.hash) {
+                    tracing::error!(error = %err, "recording the receipts head failed; a cut tail may go unnoticed");
+                }
                 for (append, seqs) in batch.into_iter().zip(seqs) {
                     let _ = append.reply.send(Ok(seqs));
                 }
             }
             Err(err) => {
-                tracing::error!(path = %path.display(), error = %err, "writing receipts failed");
+                let message = match &err {
+                    rusqlite::Error::SqliteFailure(code, _)
+                        if code.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
+                        format!(
+                            "{err} (seq {} is taken: someone other than the daemon wrote to the ledger)",
+                            writer.seq + 1
+                        )
+                    }
+                    _ => err.to_string(),
+                };
+                tracing::error!(path = %path.display(), error = %message, "writing receipts failed");
                 for append in batch {
-                    let _ = append.reply.send(Err(err.to_string()));
+                    let _ = append.reply.send(Err(message.clone()));
                 }
             }
         }
     }
+    if let Some(reply) = closing {
+        // A reader (a `receipts verify` running now) can hold the WAL past the busy timeout; the
+        // rows are durable in the WAL either way, so that only leaves the WAL for the next start.
+        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            row.get::<_, i64>(0)
+        }) {
+            Ok(0) => {}
+            Ok(_) => {
+                tracing::warn!(path = %path.display(), "the WAL was not checkpointed at shutdown: a reader held it")
+            }
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "the WAL was not checkpointed at shutdown")
+            }
+        }
+        let closed = writer
+            .head
+            .close()
+            .map_err(|err| format!("recording the closed head failed: {err}"));
+        if let Err(message) = &closed {
+            tracing::error!(path = %path.display(), error = %message, "closing the receipts ledger");
+        }
+        let _ = reply.send(closed);
+    }
 }
 
-fn write_batch(conn: &mut Connection, batch: &[Append]) -> rusqlite::Result<Vec<Vec<i64>>> {
+fn write_batch(
+    conn: &mut Connection,
+    writer: &mut Writer,
+    batch: &[Append],
+) -> rusqlite::Result<Vec<Vec<i64>>> {
     let tx = conn.transaction()?;
-    let (mut seq, mut prev_hash) = last_link(&tx)?;
+    let (mut seq, mut prev_hash) = (writer.seq, writer.hash.clone());
     let mut all = Vec::with_capacity(batch.len());
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO receipts (seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO receipts (seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash, mark)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         for append in batch {
             let mut seqs = Vec::with_capacity(append.rows.len());
@@ -304,6 +560,7 @@ fn write_batch(conn: &mut Connection, batch: &[Append]) -> rusqlite::Result<Vec<
                 let at_ms = now_ms();
                 let text = canonical_row(seq, at_ms, row);
                 let hash = chain_hash(&prev_hash, &text);
+                let mark = writer.key.mark_row(&hash);
                 insert.execute(params![
                     seq,
                     row.call_id,
@@ -313,7 +570,8 @@ fn write_batch(conn: &mut Connection, batch: &[Append]) -> rusqlite::Result<Vec<
                     row.command,
                     text,
                     prev_hash,
-                    hash
+                    hash,
+                    mark
                 ])?;
                 prev_hash = hash;
                 seqs.push(seq);
@@ -322,6 +580,8 @@ fn write_batch(conn: &mut Connection, batch: &[Append]) -> rusqlite::Result<Vec<
         }
     }
     tx.commit()?;
+    writer.seq = seq;
+    writer.hash = prev_hash;
     Ok(all)
 }
 
@@ -340,62 +600,412 @@ fn canonical_row(seq: i64, at_ms: i64, row: &NewRow) -> String {
     .to_string()
 }
 
-/// The first place the chain does not hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BrokenLink {
-    pub seq: i64,
-    pub reason: String,
+/// What kind of thing `verify` found wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// A row's content, hash, links or seq do not follow from the row before.
+    BrokenLink,
+    /// A row without the key's mark where the key marks every row.
+    ForeignRow,
+    /// The database ends before the head the daemon recorded.
+    TailDeleted,
+    /// The database holds another row where the head points.
+    HeadMismatch,
+    /// Rows follow the head a cleanly stopped daemon recorded.
+    RowsAfterClose,
+    HeadMissing,
+    HeadInvalid,
+    KeyMissing,
 }
 
-/// Walks the whole chain. `Ok(rows)` when it holds, otherwise the first broken seq.
-pub fn verify(conn: &Connection, path: &Path) -> Result<Result<u64, BrokenLink>, LedgerError> {
+/// One thing `verify` found wrong, in words a person understands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    /// The first seq concerned, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
+    pub message: String,
+}
+
+fn span(first: i64, last: i64) -> String {
+    if first == last {
+        format!("seq {first}")
+    } else {
+        format!("seq {first}\u{2013}{last}")
+    }
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+impl Problem {
+    fn new(kind: ProblemKind, seq: Option<i64>, message: String) -> Problem {
+        Problem { kind, seq, message }
+    }
+
+    /// How the database's end (`db_seq`, and the hash it holds at the head's seq) compares with
+    /// the head the daemon recorded.
+    fn against_head(head: &HeadFields, db_seq: i64, hash_at_head: Option<&str>) -> Option<Problem> {
+        if db_seq < head.seq {
+            let first = db_seq + 1;
+            let count = head.seq - db_seq;
+            let message = if db_seq == 0 {
+                match count {
+                    1 => {
+                        "the only receipt (seq 1) was deleted: the database holds none".to_string()
+                    }
+                    _ => format!(
+                        "all {count} receipts ({}) were deleted: the database holds none",
+                        span(1, head.seq)
+                    ),
+                }
+            } else {
+                let what = match count {
+                    1 => format!("the last receipt ({}) was deleted", span(first, head.seq)),
+                    _ => format!(
+                        "the last {count} receipts ({}) were deleted",
+                        span(first, head.seq)
+                    ),
+                };
+                format!(
+                    "{what}: the daemon recorded seq {} as the newest, the database ends at seq {db_seq}",
+                    head.seq
+                )
+            };
+            return Some(Problem::new(ProblemKind::TailDeleted, Some(first), message));
+        }
+        match hash_at_head {
+            Some(hash) if hash == head.hash => None,
+            found => Some(Problem::new(
+                ProblemKind::HeadMismatch,
+                Some(head.seq),
+                format!(
+                    "the database does not match the chain head the daemon recorded: at seq {} \
+                     the daemon recorded hash {}\u{2026}, the database holds {} (the file was \
+                     replaced, or its rows rewritten and the chain recomputed)",
+                    head.seq,
+                    short(&head.hash),
+                    found
+                        .map(|hash| format!("{}\u{2026}", short(hash)))
+                        .unwrap_or_else(|| "no such row".into())
+                ),
+            )),
+        }
+    }
+
+    fn after_close(head: &HeadFields, db_seq: i64) -> Option<Problem> {
+        (head.closed && db_seq > head.seq).then(|| {
+            let count = db_seq - head.seq;
+            Problem::new(
+                ProblemKind::RowsAfterClose,
+                Some(head.seq + 1),
+                format!(
+                    "{count} receipt{} ({}) follow{} the head the daemon recorded when it last \
+                     stopped cleanly: the daemon did not write {}",
+                    if count == 1 { "" } else { "s" },
+                    span(head.seq + 1, db_seq),
+                    if count == 1 { "s" } else { "" },
+                    if count == 1 { "it" } else { "them" },
+                ),
+            )
+        })
+    }
+
+    /// A row that should carry the key's mark and does not.
+    fn foreign(key: &LedgerKey, seq: i64, hash: &str, mark: Option<&str>) -> Option<Problem> {
+        let why = match mark {
+            None => "it has no key mark",
+            Some(mark) if !key.row_mark_holds(hash, mark) => "its key mark does not match",
+            Some(_) => return None,
+        };
+        Some(Problem::new(
+            ProblemKind::ForeignRow,
+            Some(seq),
+            format!(
+                "receipt seq {seq} was not written by the daemon: {why} (a row inserted or \
+                 rewritten, or a chain recomputed, by someone without the key)"
+            ),
+        ))
+    }
+
+    fn key_missing(path: &Path, first_marked: i64) -> Problem {
+        Problem::new(
+            ProblemKind::KeyMissing,
+            Some(first_marked),
+            format!(
+                "the receipts key ({}) is missing, yet receipts from seq {first_marked} on carry \
+                 its marks: it was deleted, and those receipts cannot be checked",
+                path.display()
+            ),
+        )
+    }
+
+    fn key_missing_beside_head(path: &Path) -> Problem {
+        Problem::new(
+            ProblemKind::KeyMissing,
+            None,
+            format!(
+                "the receipts key ({}) is missing, yet the chain head it sealed is still there: \
+                 it was deleted, and the head cannot be checked",
+                path.display()
+            ),
+        )
+    }
+
+    fn head_missing(path: &Path, first_marked: i64) -> Problem {
+        Problem::new(
+            ProblemKind::HeadMissing,
+            Some(first_marked),
+            format!(
+                "the chain head ({}) is missing, yet receipts from seq {first_marked} on carry \
+                 key marks: it was deleted, so a cut tail cannot be ruled out",
+                path.display()
+            ),
+        )
+    }
+
+    fn head_invalid(path: &Path) -> Problem {
+        Problem::new(
+            ProblemKind::HeadInvalid,
+            None,
+            format!(
+                "the chain head ({}) does not carry the key's mark: it was altered or replaced",
+                path.display()
+            ),
+        )
+    }
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Verdict {
+    /// Rows walked.
+    pub rows: u64,
+    /// Everything wrong, most telling first; empty when the ledger holds.
+    pub problems: Vec<Problem>,
+    /// What holds but is worth knowing (older rows without tail protection, rows newer than the
+    /// head).
+    pub notes: Vec<String>,
+    /// The head the daemon recorded, when there is a valid one.
+    pub head: Option<HeadFields>,
+}
+
+impl Verdict {
+    pub fn holds(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks the whole ledger at `path`: every link of the chain, the key's mark on every row
+/// written since tail protection began, and the database's end against the head the daemon
+/// recorded (the live daemon's, when one runs: it rewrites the head after every commit).
+pub fn verify(path: &Path) -> Result<Verdict, LedgerError> {
     let sql_err = |source| LedgerError::Sqlite {
         path: path.to_path_buf(),
         source,
     };
+    let key_file = seal::key_path(path);
+    let head_file = seal::head_path(path);
+    // The head is read before the database: the daemon records a head only after its rows are
+    // committed, so a head read first never runs ahead of the snapshot read next.
+    let key = LedgerKey::load(&key_file)?;
+    let head = match &key {
+        Some(key) => seal::read_head(&head_file, key)?,
+        None => HeadRead::Missing,
+    };
+    let mut verdict = Verdict::default();
+    // A store that is gone is "no store yet", unless a head says receipts were recorded: then
+    // every one of them was deleted, which the head comparison below names.
+    let conn = if path.exists() || !matches!(head, HeadRead::Found { .. }) {
+        Some(open_ro(path)?)
+    } else {
+        None
+    };
+    let walk = match &conn {
+        Some(conn) => {
+            conn.execute_batch("BEGIN").map_err(sql_err)?;
+            let walk = walk_chain(conn, path, key.as_ref(), &head);
+            let _ = conn.execute_batch("COMMIT");
+            walk?
+        }
+        None => Walk::default(),
+    };
+    verdict.rows = walk.rows;
+    verdict.problems.extend(walk.broken);
+    match (&key, &head, walk.first_marked) {
+        (None, _, Some(first)) => verdict
+            .problems
+            .push(Problem::key_missing(&key_file, first)),
+        (None, _, None) if head_file.exists() => verdict
+            .problems
+            .push(Problem::key_missing_beside_head(&key_file)),
+        (None, _, None) => verdict.notes.push(
+            "this ledger has no key or chain head yet (an older daemon wrote it): the chain \
+             holds, but a cut tail would not show; tail protection starts the next time the \
+             daemon starts"
+                .into(),
+        ),
+        (Some(_), HeadRead::Invalid, _) => verdict.problems.push(Problem::head_invalid(&head_file)),
+        (Some(_), HeadRead::Missing, Some(first)) => verdict
+            .problems
+            .push(Problem::head_missing(&head_file, first)),
+        (Some(_), HeadRead::Missing, None) => verdict.notes.push(
+            "no chain head yet (the daemon creates it at start, after the key): a cut tail \
+             would not show until it does"
+                .into(),
+        ),
+        (Some(_), HeadRead::Found { head, damaged }, _) => {
+            if let Some(problem) =
+                Problem::against_head(head, walk.last_seq, walk.hash_at_head.as_deref())
+            {
+                verdict.problems.insert(0, problem);
+            } else if let Some(problem) = Problem::after_close(head, walk.last_seq) {
+                verdict.problems.insert(0, problem);
+            } else if walk.last_seq > head.seq {
+                let count = walk.last_seq - head.seq;
+                verdict.notes.push(format!(
+                    "{count} receipt{} ({}) {} newer than the recorded head (written since it \
+                     was read, or just before the daemon stopped without recording it); each \
+                     carries the daemon's key mark",
+                    if count == 1 { "" } else { "s" },
+                    span(head.seq + 1, walk.last_seq),
+                    if count == 1 { "is" } else { "are" },
+                ));
+            }
+            if *damaged > 0 {
+                verdict.notes.push(
+                    "one of the head's two copies was damaged (a power cut during its write, or \
+                     tampering); the other copy was used"
+                        .into(),
+                );
+            }
+            if head.keyed_since > 1 && walk.last_seq > 0 {
+                verdict.notes.push(format!(
+                    "receipts {} were written before tail protection began (by an older daemon); \
+                     the key marks every receipt from seq {} on",
+                    span(1, (head.keyed_since - 1).min(walk.last_seq)),
+                    head.keyed_since
+                ));
+            }
+            verdict.head = Some(head.clone());
+        }
+    }
+    Ok(verdict)
+}
+
+/// What one pass over the rows found.
+#[derive(Default)]
+struct Walk {
+    rows: u64,
+    last_seq: i64,
+    /// The hash of the row at the head's seq, if there is such a row.
+    hash_at_head: Option<String>,
+    first_marked: Option<i64>,
+    /// The first broken link and the first foreign row.
+    broken: Vec<Problem>,
+}
+
+fn walk_chain(
+    conn: &Connection,
+    path: &Path,
+    key: Option<&LedgerKey>,
+    head: &HeadRead,
+) -> Result<Walk, LedgerError> {
+    let sql_err = |source| LedgerError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut walk = Walk::default();
+    let (head_seq, keyed_since) = match head {
+        HeadRead::Found { head, .. } => (head.seq, Some(head.keyed_since)),
+        _ => (0, None),
+    };
+    if head_seq == 0 {
+        walk.hash_at_head = Some(GENESIS_HASH.to_string());
+    }
+    // A file someone replaced with an empty database has no table: it holds no receipts.
+    if !has_receipts_table(conn).map_err(sql_err)? {
+        return Ok(walk);
+    }
+    let mark = if has_mark_column(conn).map_err(sql_err)? {
+        "mark"
+    } else {
+        "NULL"
+    };
     let mut stmt = conn
-        .prepare(
-            "SELECT seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash
-             FROM receipts ORDER BY seq",
-        )
+        .prepare(&format!(
+            "SELECT seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash, {mark}
+             FROM receipts ORDER BY seq"
+        ))
         .map_err(sql_err)?;
     let mut rows = stmt.query([]).map_err(sql_err)?;
     let mut expected_prev = GENESIS_HASH.to_string();
     let mut expected_seq = 1i64;
-    let mut count = 0u64;
+    let mut chain_broken = false;
+    let mut foreign_found = false;
     while let Some(row) = rows.next().map_err(sql_err)? {
         let seq: i64 = row.get(0).map_err(sql_err)?;
         let text: String = row.get(6).map_err(sql_err)?;
         let prev_hash: String = row.get(7).map_err(sql_err)?;
         let hash: String = row.get(8).map_err(sql_err)?;
-        let broken = |reason: String| Ok(Err(BrokenLink { seq, reason }));
-        if seq != expected_seq {
-            return broken(format!("expected seq {expected_seq}: rows are missing"));
+        let row_mark: Option<String> = row.get(9).map_err(sql_err)?;
+        walk.rows += 1;
+        walk.last_seq = seq;
+        if seq == head_seq {
+            walk.hash_at_head = Some(hash.clone());
         }
-        if prev_hash != expected_prev {
-            return broken("prev_hash does not match the previous row's hash".into());
+        if row_mark.is_some() && walk.first_marked.is_none() {
+            walk.first_marked = Some(seq);
         }
-        if chain_hash(&prev_hash, &text) != hash {
-            return broken("hash does not match the row's content".into());
+        if !chain_broken {
+            let reason = if seq != expected_seq {
+                Some(format!("expected seq {expected_seq}: rows are missing"))
+            } else if prev_hash != expected_prev {
+                Some("prev_hash does not match the previous row's hash".into())
+            } else if chain_hash(&prev_hash, &text) != hash {
+                Some("hash does not match the row's content".into())
+            } else {
+                match serde_json::from_str::<Value>(&text) {
+                    Err(err) => Some(format!("row text is not JSON: {err}")),
+                    Ok(parsed) => {
+                        let columns_agree = parsed["seq"] == json!(seq)
+                            && parsed["call_id"]
+                                == json!(row.get::<_, String>(1).map_err(sql_err)?)
+                            && parsed["kind"] == json!(row.get::<_, String>(2).map_err(sql_err)?)
+                            && parsed["at_ms"] == json!(row.get::<_, i64>(3).map_err(sql_err)?)
+                            && parsed["surface"]
+                                == json!(row.get::<_, String>(4).map_err(sql_err)?)
+                            && parsed["command"]
+                                == json!(row.get::<_, String>(5).map_err(sql_err)?);
+                        (!columns_agree)
+                            .then(|| "indexed columns differ from the hashed row".into())
+                    }
+                }
+            };
+            if let Some(reason) = reason {
+                chain_broken = true;
+                walk.broken.push(Problem::new(
+                    ProblemKind::BrokenLink,
+                    Some(seq),
+                    format!("the chain is broken at seq {seq}: {reason}"),
+                ));
+            }
         }
-        let parsed: Value = match serde_json::from_str(&text) {
-            Ok(value) => value,
-            Err(err) => return broken(format!("row text is not JSON: {err}")),
-        };
-        let columns_agree = parsed["seq"] == json!(seq)
-            && parsed["call_id"] == json!(row.get::<_, String>(1).map_err(sql_err)?)
-            && parsed["kind"] == json!(row.get::<_, String>(2).map_err(sql_err)?)
-            && parsed["at_ms"] == json!(row.get::<_, i64>(3).map_err(sql_err)?)
-            && parsed["surface"] == json!(row.get::<_, String>(4).map_err(sql_err)?)
-            && parsed["command"] == json!(row.get::<_, String>(5).map_err(sql_err)?);
-        if !columns_agree {
-            return broken("indexed columns differ from the hashed row".into());
+        if !foreign_found
+            && let (Some(key), Some(keyed_since)) = (key, keyed_since)
+            && seq >= keyed_since
+            && let Some(problem) = Problem::foreign(key, seq, &hash, row_mark.as_deref())
+        {
+            foreign_found = true;
+            walk.broken.push(problem);
         }
         expected_prev = hash;
-        expected_seq += 1;
-        count += 1;
+        expected_seq = seq + 1;
     }
-    Ok(Ok(count))
+    Ok(walk)
 }
 
 /// Filters for [`list`].
@@ -498,8 +1108,10 @@ mod tests {
         for task in tasks {
             task.await.unwrap();
         }
+        let verdict = verify(&path).unwrap();
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.rows, 128);
         let conn = open_ro(&path).unwrap();
-        assert_eq!(verify(&conn, &path).unwrap(), Ok(128));
         let rows = list(
             &conn,
             &path,
@@ -531,15 +1143,15 @@ mod tests {
             [],
         )
         .unwrap();
-        let conn = open_ro(&path).unwrap();
-        let broken = verify(&conn, &path).unwrap().unwrap_err();
-        assert_eq!(broken.seq, 3, "{broken:?}");
+        let broken = verify(&path).unwrap().problems.remove(0);
+        assert_eq!(broken.seq, Some(3), "{broken:?}");
+        assert_eq!(broken.kind, ProblemKind::BrokenLink, "{broken:?}");
 
         rw.execute("DELETE FROM receipts WHERE seq = 3", [])
             .unwrap();
-        let broken = verify(&conn, &path).unwrap().unwrap_err();
-        assert_eq!(broken.seq, 4, "{broken:?}");
-        assert!(broken.reason.contains("missing"), "{broken:?}");
+        let broken = verify(&path).unwrap().problems.remove(0);
+        assert_eq!(broken.seq, Some(4), "{broken:?}");
+        assert!(broken.message.contains("missing"), "{broken:?}");
     }
 
     #[tokio::test]
@@ -571,6 +1183,107 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rows[1].body["outcome"], "interrupted");
-        assert_eq!(verify(&conn, &path).unwrap(), Ok(4));
+        let verdict = verify(&path).unwrap();
+        assert!(verdict.holds() && verdict.rows == 4, "{verdict:?}");
+    }
+
+    async fn ledger_of(path: &Path, calls: usize) -> Ledger {
+        let ledger = Ledger::open(path).unwrap();
+        for i in 0..calls {
+            let id = format!("c{i}");
+            ledger
+                .append(vec![row(&id, RowKind::Intent), row(&id, RowKind::Result)])
+                .await
+                .unwrap();
+        }
+        ledger
+    }
+
+    #[tokio::test]
+    async fn a_cut_tail_is_named_and_the_writer_refuses_to_build_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        let ledger = ledger_of(&path, 5).await;
+        ledger.close().await.unwrap();
+        assert!(
+            ledger
+                .append(vec![row("late", RowKind::Intent)])
+                .await
+                .is_err()
+        );
+        assert!(verify(&path).unwrap().holds());
+
+        let rw = Connection::open(&path).unwrap();
+        rw.execute("DELETE FROM receipts WHERE seq > 7", [])
+            .unwrap();
+        let verdict = verify(&path).unwrap();
+        let problem = &verdict.problems[0];
+        assert_eq!(problem.kind, ProblemKind::TailDeleted, "{verdict:?}");
+        assert!(
+            problem
+                .message
+                .starts_with("the last 3 receipts (seq 8\u{2013}10) were deleted"),
+            "{problem:?}"
+        );
+        let refused = Ledger::open(&path).err().expect("opened a cut ledger");
+        assert!(refused.to_string().contains("were deleted"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn rows_after_a_clean_close_or_without_the_key_are_foreign() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        let ledger = ledger_of(&path, 2).await;
+        ledger.close().await.unwrap();
+        drop(ledger);
+        let rw = Connection::open(&path).unwrap();
+        let (seq, hash) = last_link(&rw).unwrap();
+        let text = canonical_row(seq + 1, 0, &row("forged", RowKind::Intent));
+        rw.execute(
+            "INSERT INTO receipts (seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash)
+             VALUES (?1, 'forged', 'intent', 0, 'shell', 'run', ?2, ?3, ?4)",
+            params![seq + 1, text, hash, chain_hash(&hash, &text)],
+        )
+        .unwrap();
+        let verdict = verify(&path).unwrap();
+        let kinds: Vec<ProblemKind> = verdict.problems.iter().map(|p| p.kind).collect();
+        assert_eq!(
+            kinds,
+            [ProblemKind::RowsAfterClose, ProblemKind::ForeignRow],
+            "{verdict:?}"
+        );
+        assert!(Ledger::open(&path).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_store_from_an_older_daemon_verifies_and_is_keyed_from_its_next_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        ledger_of(&path, 2).await.close().await.unwrap();
+        // An older daemon had no key, no head and no mark column.
+        std::fs::remove_file(seal::key_path(&path)).unwrap();
+        std::fs::remove_file(seal::head_path(&path)).unwrap();
+        let rw = Connection::open(&path).unwrap();
+        rw.execute_batch("ALTER TABLE receipts DROP COLUMN mark")
+            .unwrap();
+        drop(rw);
+        let verdict = verify(&path).unwrap();
+        assert!(verdict.holds(), "{verdict:?}");
+        assert!(
+            verdict.notes[0].contains("tail protection starts"),
+            "{verdict:?}"
+        );
+
+        ledger_of(&path, 1).await.close().await.unwrap();
+        let verdict = verify(&path).unwrap();
+        assert!(verdict.holds() && verdict.rows == 6, "{verdict:?}");
+        assert_eq!(verdict.head.as_ref().unwrap().keyed_since, 5);
+        assert!(
+            verdict
+                .notes
+                .iter()
+                .any(|n| n.contains("before tail protection")),
+            "{verdict:?}"
+        );
     }
 }

@@ -408,6 +408,11 @@ fn nested_call_refusal(peer_pid: Option<i32>, our_pid: i32) -> Option<NestedRefu
             "the peer's pid is unknown, so a call from inside a run cannot be ruled out".into(),
         ));
     };
+    // The daemon's own process (a program that embeds the server, as benchmarks do) is not a
+    // run: no surface starts a process with the daemon's pid.
+    if pid == our_pid {
+        return None;
+    }
     match descends_from(pid, our_pid) {
         Ok(false) => None,
         Ok(true) => Some(NestedRefusal {

@@ -1,12 +1,167 @@
 //! Bounded capture of one output stream: the head and tail kept in memory, every byte hashed, and
-//! everything spilled to an artifact file once the memory cap is passed, up to a spill limit.
+//! everything spilled to an artifact file once the memory cap is passed, up to a spill limit and
+//! within the [`ArtifactQuota`] that every writer of artifacts shares.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
+
+use crate::CallContext;
+
+/// How long a full quota trusts its count before it looks at the directory again (someone may
+/// have removed old artifacts).
+const RECOUNT_AFTER: Duration = Duration::from_secs(2);
+
+/// The room that every writer of artifacts (spilled outputs, screenshots, evidence) shares in the
+/// artifacts directory, so that no run's output can fill the disk under the receipts. The files
+/// already there are counted at start; each writer reserves bytes before it writes them.
+#[derive(Debug)]
+pub struct ArtifactQuota {
+    /// The directory counted, when there is one (a full quota recounts it now and then).
+    dir: Option<PathBuf>,
+    limit: u64,
+    used: AtomicU64,
+    recounted: Mutex<Instant>,
+}
+
+/// A reservation the quota could not grant.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "the artifacts quota is full: {wanted} more bytes do not fit in {limit} ({used} in use); \
+     remove old files from the artifacts directory or raise `[artifacts] quota_bytes`"
+)]
+pub struct QuotaFull {
+    pub wanted: u64,
+    pub limit: u64,
+    pub used: u64,
+}
+
+impl ArtifactQuota {
+    /// No limit (tests, benchmarks).
+    pub fn unlimited() -> ArtifactQuota {
+        ArtifactQuota {
+            dir: None,
+            limit: u64::MAX,
+            used: AtomicU64::new(0),
+            recounted: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// At most `limit` bytes in `dir`, counting what is there now.
+    pub fn counting(dir: &Path, limit: u64) -> std::io::Result<ArtifactQuota> {
+        Ok(ArtifactQuota {
+            dir: Some(dir.to_path_buf()),
+            limit,
+            used: AtomicU64::new(dir_bytes(dir)?),
+            recounted: Mutex::new(Instant::now()),
+        })
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Reserves as much of `wanted` as fits; returns the bytes granted.
+    pub fn reserve_up_to(&self, wanted: u64) -> u64 {
+        let granted = self.try_reserve(wanted, false);
+        if granted < wanted && self.recount() {
+            return granted + self.try_reserve(wanted - granted, false);
+        }
+        granted
+    }
+
+    /// Reserves all of `wanted` or nothing.
+    pub fn reserve(&self, wanted: u64) -> Result<(), QuotaFull> {
+        if self.try_reserve(wanted, true) == wanted
+            || (self.recount() && self.try_reserve(wanted, true) == wanted)
+        {
+            return Ok(());
+        }
+        Err(QuotaFull {
+            wanted,
+            limit: self.limit,
+            used: self.used(),
+        })
+    }
+
+    /// Gives back bytes reserved and not written.
+    pub fn release(&self, bytes: u64) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    fn try_reserve(&self, wanted: u64, whole: bool) -> u64 {
+        let mut granted = 0;
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                let room = self.limit.saturating_sub(used);
+                granted = if whole && room < wanted {
+                    0
+                } else {
+                    wanted.min(room)
+                };
+                Some(used + granted)
+            });
+        granted
+    }
+
+    /// Counts the directory again when the last count is old enough; true when it did. Writes
+    /// in flight may be off by what they reserved and have not written yet (a chunk each).
+    fn recount(&self) -> bool {
+        let Some(dir) = &self.dir else { return false };
+        let mut recounted = self
+            .recounted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if recounted.elapsed() < RECOUNT_AFTER {
+            return false;
+        }
+        *recounted = Instant::now();
+        match dir_bytes(dir) {
+            Ok(bytes) => {
+                self.used.store(bytes, Ordering::Release);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// The bytes of the files directly in `dir` (artifacts are not nested).
+fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let metadata = entry?.metadata()?;
+        if metadata.is_file() {
+            total += metadata.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Why an artifact holds less than its source produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactCut {
+    /// `spill_limit` (the per-stream limit) or `quota` (the artifacts quota shared by all calls).
+    pub reason: &'static str,
+    /// The same in words, with the figures.
+    pub message: String,
+}
 
 /// A file written for a call and referenced from its receipt by hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,9 +170,12 @@ pub struct Artifact {
     pub path: PathBuf,
     pub sha256: String,
     pub bytes: u64,
-    /// True when the file holds fewer bytes than the stream produced (the spill limit was hit).
+    /// True when the file holds fewer bytes than the stream produced.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// Why it was cut, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<ArtifactCut>,
 }
 
 /// A captured text output: what memory kept of it, and facts about all of it.
@@ -84,25 +242,31 @@ pub struct StreamCapture {
     total: u64,
     hasher: Sha256,
     spill: Option<Spill>,
+    quota: Arc<ArtifactQuota>,
 }
 
 struct Spill {
     file: tokio::fs::File,
     written: u64,
     hasher: Sha256,
+    /// Set once the quota refused bytes: nothing more is written, so the file stays a prefix.
+    quota_hit: bool,
 }
 
 impl StreamCapture {
-    pub fn new(name: &str, limits: CaptureLimits, artifact_dir: &Path, call_id: &str) -> Self {
+    /// A capture that spills to `<call_id>.<name>` in the call's artifact directory, within its
+    /// artifacts quota.
+    pub fn new(name: &str, limits: CaptureLimits, ctx: &CallContext) -> Self {
         StreamCapture {
             name: name.to_string(),
             limits,
-            spill_path: artifact_dir.join(format!("{call_id}.{name}")),
+            spill_path: ctx.artifact_dir.join(format!("{}.{name}", ctx.call_id)),
             head: Vec::new(),
             tail: VecDeque::new(),
             total: 0,
             hasher: Sha256::new(),
             spill: None,
+            quota: ctx.artifact_quota.clone(),
         }
     }
 
@@ -127,16 +291,21 @@ impl StreamCapture {
                 file: tokio::fs::File::create(&self.spill_path).await?,
                 written: 0,
                 hasher: Sha256::new(),
+                quota_hit: false,
             };
             let (front, back) = self.tail.as_slices();
             let held_now = [self.head.as_slice(), front, back];
             for part in held_now {
-                spill.write(part, self.limits.spill_bytes).await?;
+                spill
+                    .write(part, self.limits.spill_bytes, &self.quota)
+                    .await?;
             }
             self.spill = Some(spill);
         }
         if let Some(spill) = &mut self.spill {
-            spill.write(chunk, self.limits.spill_bytes).await?;
+            spill
+                .write(chunk, self.limits.spill_bytes, &self.quota)
+                .await?;
         }
 
         let to_head = chunk
@@ -162,12 +331,36 @@ impl StreamCapture {
             Some(mut spill) => {
                 spill.file.flush().await?;
                 spill.file.sync_data().await?;
+                let truncated = spill.written < self.total;
+                let cut = match (truncated, spill.quota_hit) {
+                    (false, _) => None,
+                    (true, true) => Some(ArtifactCut {
+                        reason: "quota",
+                        message: format!(
+                            "cut at the artifacts quota: {} of {} bytes written, the {}-byte \
+                             quota shared by all artifacts being full; remove old artifacts or \
+                             raise `[artifacts] quota_bytes`",
+                            spill.written,
+                            self.total,
+                            self.quota.limit()
+                        ),
+                    }),
+                    (true, false) => Some(ArtifactCut {
+                        reason: "spill_limit",
+                        message: format!(
+                            "cut at the spill limit: {} of {} bytes written \
+                             (`shell.spill_limit_bytes`)",
+                            spill.written, self.total
+                        ),
+                    }),
+                };
                 Some(Artifact {
                     name: self.name.clone(),
                     path: self.spill_path,
                     sha256: hex::encode(spill.hasher.finalize()),
                     bytes: spill.written,
-                    truncated: spill.written < self.total,
+                    truncated,
+                    cut,
                 })
             }
             None => None,
@@ -184,11 +377,24 @@ impl StreamCapture {
 }
 
 impl Spill {
-    async fn write(&mut self, bytes: &[u8], limit: u64) -> std::io::Result<()> {
-        let room = limit.saturating_sub(self.written) as usize;
-        let take = &bytes[..bytes.len().min(room)];
+    async fn write(
+        &mut self,
+        bytes: &[u8],
+        limit: u64,
+        quota: &ArtifactQuota,
+    ) -> std::io::Result<()> {
+        if self.quota_hit {
+            return Ok(());
+        }
+        let room = limit.saturating_sub(self.written).min(bytes.len() as u64);
+        let granted = quota.reserve_up_to(room);
+        self.quota_hit = granted < room;
+        let take = &bytes[..granted as usize];
         if !take.is_empty() {
-            self.file.write_all(take).await?;
+            if let Err(err) = self.file.write_all(take).await {
+                quota.release(granted);
+                return Err(err);
+            }
             self.hasher.update(take);
             self.written += take.len() as u64;
         }
@@ -200,8 +406,19 @@ impl Spill {
 mod tests {
     use super::*;
 
+    fn context(dir: &Path, quota: Arc<ArtifactQuota>) -> CallContext {
+        CallContext {
+            call_id: "c1".into(),
+            artifact_dir: dir.to_path_buf(),
+            protected: Arc::default(),
+            cancel: Default::default(),
+            artifact_quota: quota,
+        }
+    }
+
     async fn capture(chunks: &[&[u8]], limits: CaptureLimits, dir: &Path) -> CapturedText {
-        let mut capture = StreamCapture::new("stdout", limits, dir, "c1");
+        let ctx = context(dir, Arc::new(ArtifactQuota::unlimited()));
+        let mut capture = StreamCapture::new("stdout", limits, &ctx);
         for chunk in chunks {
             capture.push(chunk).await.unwrap();
         }
@@ -251,5 +468,38 @@ mod tests {
         assert!(artifact.truncated);
         assert_eq!(std::fs::metadata(&artifact.path).unwrap().len(), 10);
         assert_eq!(text.sha256, hex::encode(Sha256::digest(&data)));
+    }
+
+    #[tokio::test]
+    async fn spills_share_the_quota_and_say_where_they_were_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("old"), [0u8; 10]).unwrap();
+        let quota = Arc::new(ArtifactQuota::counting(dir.path(), 100).unwrap());
+        assert_eq!(quota.used(), 10);
+        let limits = CaptureLimits {
+            memory_bytes: 4,
+            spill_bytes: 1000,
+        };
+        let ctx = context(dir.path(), quota.clone());
+        let mut first = StreamCapture::new("stdout", limits, &ctx);
+        let mut second = StreamCapture::new("stderr", limits, &ctx);
+        first.push(&[b'a'; 60]).await.unwrap();
+        second.push(&[b'b'; 60]).await.unwrap();
+        first.push(&[b'a'; 60]).await.unwrap();
+        let (first, second) = (
+            first.finish().await.unwrap(),
+            second.finish().await.unwrap(),
+        );
+        let (first, second) = (first.artifact.unwrap(), second.artifact.unwrap());
+        assert_eq!((first.bytes, second.bytes), (60, 30));
+        assert_eq!(quota.used(), 100);
+        assert!(first.truncated && second.truncated);
+        let cut = first.cut.unwrap();
+        assert_eq!(cut.reason, "quota");
+        assert!(cut.message.contains("60 of 120 bytes written"), "{cut:?}");
+        assert_eq!(std::fs::read(&second.path).unwrap(), [b'b'; 30]);
+        assert!(quota.reserve(1).is_err());
+        let full = quota.reserve(5).unwrap_err().to_string();
+        assert!(full.contains("quota_bytes"), "{full}");
     }
 }

@@ -31,7 +31,7 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use capture::{Artifact, CapturedText};
+pub use capture::{Artifact, ArtifactQuota, CapturedText};
 pub use registry::{Registry, SurfaceLimits};
 
 /// How much an action can change or reveal; the policy's defaults are keyed by it.
@@ -75,6 +75,8 @@ pub struct CallContext {
     /// Fires when the call is cancelled (by its client, or because the client went away): a long
     /// action stops where it is and ends what it started.
     pub cancel: tokio_util::sync::CancellationToken,
+    /// The room all artifacts share; every writer reserves before it writes.
+    pub artifact_quota: Arc<ArtifactQuota>,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use computer_ipc::SurfaceName;
 
 use crate::shell::{ShellLimits, ShellSurface};
-use crate::{Availability, EvidenceCapture, Surface};
+use crate::{ArtifactQuota, Availability, EvidenceCapture, Surface};
 
 /// Limits the surfaces enforce, from the daemon's config.
 #[derive(Debug, Clone, Default)]
@@ -17,6 +17,7 @@ pub struct SurfaceLimits {
 pub struct Registry {
     surfaces: Vec<Arc<dyn Surface>>,
     evidence: Option<Arc<dyn EvidenceCapture>>,
+    artifact_quota: Arc<ArtifactQuota>,
 }
 
 impl Registry {
@@ -38,7 +39,22 @@ impl Registry {
                 }
             }
         }
-        Registry { surfaces, evidence }
+        Registry {
+            surfaces,
+            evidence,
+            artifact_quota: Arc::new(ArtifactQuota::unlimited()),
+        }
+    }
+
+    /// Every call's artifacts from now on share `quota` (unlimited until this is called).
+    pub fn with_artifact_quota(mut self, quota: Arc<ArtifactQuota>) -> Registry {
+        self.artifact_quota = quota;
+        self
+    }
+
+    /// The quota handed to every call in its [`crate::CallContext`].
+    pub fn artifact_quota(&self) -> &Arc<ArtifactQuota> {
+        &self.artifact_quota
     }
 
     /// A registry of exactly these surfaces (for tests of the pipeline).
@@ -46,6 +62,7 @@ impl Registry {
         Registry {
             surfaces,
             evidence: None,
+            artifact_quota: Arc::new(ArtifactQuota::unlimited()),
         }
     }
 

@@ -427,12 +427,12 @@ impl PreparedAction for ShellRun {
         let stop_reading = CancellationToken::new();
         let stdout = tokio::spawn(read_stream(
             child.stdout.take(),
-            StreamCapture::new("stdout", self.capture, &ctx.artifact_dir, &ctx.call_id),
+            StreamCapture::new("stdout", self.capture, &ctx),
             stop_reading.clone(),
         ));
         let stderr = tokio::spawn(read_stream(
             child.stderr.take(),
-            StreamCapture::new("stderr", self.capture, &ctx.artifact_dir, &ctx.call_id),
+            StreamCapture::new("stderr", self.capture, &ctx),
             stop_reading.clone(),
         ));
         if let (Some(mut pipe), Some(input)) = (child.stdin.take(), self.stdin) {

@@ -1,12 +1,13 @@
 //! `computer receipts list|show|verify|export`: reading the ledger directly (read-only, WAL).
 
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use computer_ipc::paths;
 use serde_json::Value;
 
 use super::exit;
-use crate::receipts::{self, ListFilter, StoredRow};
+use crate::receipts::{self, ListFilter, ProblemKind, StoredRow, Verdict};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ReceiptsCommand {
@@ -25,7 +26,8 @@ pub enum ReceiptsCommand {
     },
     /// Show both rows (intent and result) of one call.
     Show { id: String },
-    /// Check the hash chain; exit 0 when it holds, otherwise name the first broken seq.
+    /// Check the hash chain, the key's mark on every row and the chain head the daemon recorded;
+    /// exit 0 when all hold, otherwise say what was cut, rewritten or added.
     Verify {
         #[arg(long)]
         json: bool,
@@ -36,15 +38,16 @@ pub enum ReceiptsCommand {
 
 pub fn run(command: ReceiptsCommand) -> u8 {
     let path = paths::state_dir().join("receipts.sqlite");
-    let conn = match receipts::open_ro(&path) {
-        Ok(conn) => conn,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return exit::FAILED;
-        }
-    };
+    // Opened per command: verify reads the key and head before the store, and must report a
+    // store that is gone.
+    let store = || receipts::open_ro(&path);
     let outcome = match command {
-        ReceiptsCommand::List { since, surface, limit, json } => {
+        ReceiptsCommand::List {
+            since,
+            surface,
+            limit,
+            json,
+        } => {
             let since_ms = match since.as_deref().map(parse_age).transpose() {
                 Ok(since) => since.map(|age| now_ms() - age),
                 Err(message) => {
@@ -52,58 +55,113 @@ pub fn run(command: ReceiptsCommand) -> u8 {
                     return exit::USAGE;
                 }
             };
-            let filter = ListFilter { since_ms, surface, call_id: None, limit };
-            receipts::list(&conn, &path, &filter).map(|rows| {
-                for row in &rows {
-                    if json {
-                        println!("{}", serde_json::to_string(row).unwrap_or_default());
-                    } else {
-                        println!("{}", one_line(row));
+            let filter = ListFilter {
+                since_ms,
+                surface,
+                call_id: None,
+                limit,
+            };
+            store()
+                .and_then(|conn| receipts::list(&conn, &path, &filter))
+                .map(|rows| {
+                    for row in &rows {
+                        if json {
+                            println!("{}", serde_json::to_string(row).unwrap_or_default());
+                        } else {
+                            println!("{}", one_line(row));
+                        }
                     }
-                }
-                exit::OK
-            })
+                    exit::OK
+                })
         }
         ReceiptsCommand::Show { id } => {
-            let filter = ListFilter { call_id: Some(id.clone()), ..Default::default() };
-            receipts::list(&conn, &path, &filter).map(|rows| {
-                if rows.is_empty() {
-                    eprintln!("error: no receipt with id {id}");
-                    return exit::FAILED;
-                }
-                println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
-                exit::OK
-            })
+            let filter = ListFilter {
+                call_id: Some(id.clone()),
+                ..Default::default()
+            };
+            store()
+                .and_then(|conn| receipts::list(&conn, &path, &filter))
+                .map(|rows| {
+                    if rows.is_empty() {
+                        eprintln!("error: no receipt with id {id}");
+                        return exit::FAILED;
+                    }
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&rows).unwrap_or_default()
+                    );
+                    exit::OK
+                })
         }
-        ReceiptsCommand::Verify { json } => receipts::verify(&conn, &path).map(|verdict| match verdict {
-            Ok(rows) => {
-                if json {
-                    println!("{}", serde_json::json!({"ok": true, "rows": rows}));
-                } else {
-                    println!("the chain holds: {rows} rows verified");
+        ReceiptsCommand::Verify { json } => Ok(verify(&path, json)),
+        ReceiptsCommand::Export => store()
+            .and_then(|conn| receipts::list(&conn, &path, &ListFilter::default()))
+            .map(|rows| {
+                for row in &rows {
+                    println!("{}", serde_json::to_string(row).unwrap_or_default());
                 }
                 exit::OK
-            }
-            Err(broken) => {
-                if json {
-                    println!("{}", serde_json::json!({"ok": false, "broken_seq": broken.seq, "reason": broken.reason}));
-                } else {
-                    println!("the chain is broken at seq {}: {}", broken.seq, broken.reason);
-                }
-                exit::FAILED
-            }
-        }),
-        ReceiptsCommand::Export => receipts::list(&conn, &path, &ListFilter::default()).map(|rows| {
-            for row in &rows {
-                println!("{}", serde_json::to_string(row).unwrap_or_default());
-            }
-            exit::OK
-        }),
+            }),
     };
     outcome.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         exit::FAILED
     })
+}
+
+fn verify(path: &Path, json: bool) -> u8 {
+    let verdict = match receipts::verify(path) {
+        Ok(verdict) => verdict,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::FAILED;
+        }
+    };
+    if json {
+        let mut report = serde_json::to_value(&verdict).unwrap_or_default();
+        report["ok"] = verdict.holds().into();
+        if let Some(broken) = verdict
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::BrokenLink)
+        {
+            report["broken_seq"] = broken.seq.into();
+            report["reason"] = broken.message.clone().into();
+        }
+        println!("{report}");
+    } else {
+        println!("{}", summary(&verdict));
+        for problem in &verdict.problems {
+            println!("  - {}", problem.message);
+        }
+        for note in &verdict.notes {
+            println!("note: {note}");
+        }
+    }
+    if verdict.holds() {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+fn summary(verdict: &Verdict) -> String {
+    let rows = verdict.rows;
+    let receipts = if rows == 1 { "receipt" } else { "receipts" };
+    match (verdict.holds(), &verdict.head) {
+        (false, _) => format!(
+            "the receipts do not hold ({rows} {receipts} read; {} problem{} found):",
+            verdict.problems.len(),
+            if verdict.problems.len() == 1 { "" } else { "s" }
+        ),
+        (true, Some(head)) => format!(
+            "the chain holds: {rows} {receipts} verified, matching the head the daemon recorded \
+             (seq {}{})",
+            head.seq,
+            if head.closed { ", stopped cleanly" } else { "" }
+        ),
+        (true, None) => format!("the chain holds: {rows} {receipts} verified"),
+    }
 }
 
 fn one_line(row: &StoredRow) -> String {

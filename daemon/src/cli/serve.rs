@@ -4,7 +4,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use anyhow::Context;
 use computer_ipc::paths;
-use computer_surfaces::Registry;
+use computer_surfaces::{ArtifactQuota, Registry};
 
 use super::exit;
 use std::path::{Path, PathBuf};
@@ -49,6 +49,7 @@ async fn serve() -> anyhow::Result<()> {
     let control = crate::control::bind(&paths::control_socket_path())?;
     let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
     let interrupted = ledger.close_interrupted().await?;
+    let receipts = ledger.clone();
     if interrupted > 0 {
         tracing::warn!(
             interrupted,
@@ -64,6 +65,8 @@ async fn serve() -> anyhow::Result<()> {
             .mode(0o700)
             .create(dir);
     }
+    let quota = ArtifactQuota::counting(&artifact_dir, config.artifacts.quota_bytes)
+        .with_context(|| format!("cannot count the artifacts in {}", artifact_dir.display()))?;
     let protected = protected_paths(&config_path, &state_dir);
     let mut limits = config.surface_limits();
     limits.shell.containment = Arc::new(containment(&config, &config_path, &state_dir));
@@ -72,7 +75,7 @@ async fn serve() -> anyhow::Result<()> {
         detail = %limits.shell.containment.status().detail,
         "runs are contained"
     );
-    let registry = Registry::for_this_platform(&limits);
+    let registry = Registry::for_this_platform(&limits).with_artifact_quota(Arc::new(quota));
     let approvals = Arc::new(Approvals::new(
         config.approval.timeout.0,
         config.approval.session_idle.0,
@@ -110,7 +113,13 @@ async fn serve() -> anyhow::Result<()> {
         "computer {} starting",
         env!("CARGO_PKG_VERSION")
     );
-    crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await
+    let served =
+        crate::server::run(socket, gateway, config.server.clone(), shutdown_signal()).await;
+    receipts
+        .close()
+        .await
+        .context("closing the receipts ledger")?;
+    served
 }
 
 /// The state dir's lock file; it holds the owning daemon's pid and socket.

@@ -3,7 +3,7 @@
 //! and the evidence capturer.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -686,7 +686,7 @@ fn execute<D: Desktop>(conn: &D, action: Action, ctx: &CallContext) -> Result<Ou
                 / f64::from(rgb.width.max(rgb.height).max(1));
             let (bytes, mime, ext) = encode(&rgb, jpeg_quality)?;
             let artifact = write_artifact(
-                &ctx.artifact_dir,
+                ctx,
                 &format!("{}.screenshot.{ext}", ctx.call_id),
                 "screenshot",
                 &bytes,
@@ -967,14 +967,21 @@ fn encode(
     }
 }
 
-/// Writes `bytes` to `dir/file_name` (mode 0600) and describes it as an artifact.
+/// Writes `bytes` to `file_name` in the call's artifact directory (mode 0600), within the
+/// artifacts quota, and describes it as an artifact.
 fn write_artifact(
-    dir: &Path,
+    ctx: &CallContext,
     file_name: &str,
     name: &str,
     bytes: &[u8],
 ) -> Result<Artifact, SurfaceError> {
     use std::os::unix::fs::OpenOptionsExt;
+    let dir = &ctx.artifact_dir;
+    ctx.artifact_quota
+        .reserve(bytes.len() as u64)
+        .map_err(|full| SurfaceError::Failed {
+            message: format!("{name} not written: {full}"),
+        })?;
     std::fs::create_dir_all(dir)
         .map_err(|e| SurfaceError::io(format!("create artifact dir {}", dir.display()), e))?;
     let path: PathBuf = dir.join(file_name);
@@ -993,6 +1000,7 @@ fn write_artifact(
         bytes: bytes.len() as u64,
         path,
         truncated: false,
+        cut: None,
     })
 }
 
@@ -1076,7 +1084,7 @@ fn evidence_shot<D: Desktop>(
     let rgb = conn.to_rgb(&frame);
     let (bytes, _, _) = encode(&rgb, None)?;
     let artifact = write_artifact(
-        &ctx.artifact_dir,
+        ctx,
         &format!("{}.evidence-{label}.png", ctx.call_id),
         &format!("evidence-{label}"),
         &bytes,
