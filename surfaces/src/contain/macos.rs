@@ -19,6 +19,11 @@ pub(super) fn profile(hidden: &[PathBuf]) -> String {
             .replace('\\', "\\\\")
             .replace('"', "\\\"");
         profile.push_str(&format!("{HIDE_RULE}\"{quoted}\"))\n"));
+        // Connecting to a socket is a network operation to Seatbelt, not a file read: the
+        // daemon's sockets are closed by their own rule (one filter per rule, or all must match).
+        profile.push_str(&format!(
+            "(deny network-outbound (remote unix-socket (subpath \"{quoted}\")))\n"
+        ));
     }
     // Signals and process inspection reach only processes in this run's sandbox: never the
     // daemon, never an approver.
@@ -66,7 +71,13 @@ pub(super) fn with_limits(profile: &str, limits: &super::RunLimits) -> String {
         profile.push_str(
             "(deny file-write*)\n(allow file-write* (literal \"/dev/null\") (subpath \"/dev/fd\")",
         );
-        for path in writable {
+        // Seatbelt matches real paths (`/tmp` is `/private/tmp`): each path is opened in both
+        // spellings, or writing under a symlinked one would be refused.
+        let real_forms = writable
+            .iter()
+            .filter_map(|path| std::fs::canonicalize(path).ok())
+            .filter(|real| !writable.contains(real));
+        for path in writable.iter().cloned().chain(real_forms) {
             let quoted = path
                 .display()
                 .to_string()
@@ -110,6 +121,27 @@ mod tests {
         assert!(last_hide > last_allow, "profile:\n{tightened}");
         // The ordinary case still opens the path asked for.
         assert!(tightened.contains("(subpath \"/tmp/work\")"));
+        // The daemon's sockets cannot be connected to either.
+        assert!(tightened.contains(&format!(
+            "(deny network-outbound (remote unix-socket (subpath \"{}\")))",
+            state.display()
+        )));
+    }
+
+    /// `/tmp` is a symlink to `/private/tmp` on macOS, and Seatbelt sees the real path.
+    #[test]
+    fn a_writable_path_is_opened_under_its_real_name_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        let limits = super::super::RunLimits {
+            no_network: false,
+            writable: Some(vec![dir.path().to_path_buf()]),
+        };
+        let tightened = with_limits(&profile(&[]), &limits);
+        assert!(
+            tightened.contains(&format!("(subpath \"{}\")", real.display())),
+            "profile:\n{tightened}"
+        );
     }
 
     /// The run sees only the environment set for it, not the daemon's.
