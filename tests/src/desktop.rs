@@ -2,15 +2,24 @@
 //! private D-Bus session bus with AT-SPI enabled. Started once per test binary and torn down with
 //! it: every process is spawned from one long-lived thread with PR_SET_PDEATHSIG, so nothing
 //! outlives the test process (and nothing holds CI's output pipes open).
+//!
+//! The desktop itself is Linux-only (Xvfb, AT-SPI, PR_SET_PDEATHSIG, pipe2). Elsewhere the module
+//! compiles so the suites that use it do, but starting the desktop fails with a clear message.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
+#[cfg(target_os = "linux")]
+use std::io::{BufRead, BufReader};
+#[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+#[cfg(target_os = "linux")]
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
+#[cfg(target_os = "linux")]
 use std::time::Duration;
 
+#[cfg(target_os = "linux")]
 use crate::wait_for;
 
 /// The running desktop's coordinates, for child processes and for the daemon.
@@ -50,8 +59,12 @@ fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
     })
 }
 
-/// Spawns `command` so that it dies with the test process.
-pub fn spawn_tied(mut command: Command) -> Child {
+/// Spawns `command` so that it dies with the test process (on Linux; elsewhere there is no
+/// parent-death signal, and only [`App`]'s drop ends it).
+pub fn spawn_tied(
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))] mut command: Command,
+) -> Child {
+    #[cfg(target_os = "linux")]
     // SAFETY: prctl is async-signal-safe and only changes this (child) process's own settings.
     unsafe {
         command.pre_exec(|| {
@@ -77,6 +90,15 @@ impl Desktop {
         DESKTOP.get_or_init(Desktop::start)
     }
 
+    #[cfg(not(target_os = "linux"))]
+    fn start() -> Desktop {
+        panic!(
+            "the headless test desktop (Xvfb, openbox, AT-SPI) exists on Linux only; \
+             surface suites on this system need its own desktop"
+        )
+    }
+
+    #[cfg(target_os = "linux")]
     fn start() -> Desktop {
         let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
         std::fs::create_dir_all(&log_dir).unwrap();
@@ -250,6 +272,7 @@ impl Drop for App {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills two fds we then own; O_CLOEXEC keeps them out of other children.

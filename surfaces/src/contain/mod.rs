@@ -142,6 +142,7 @@ impl Containment {
         }
     }
 
+    #[cfg(not(target_os = "macos"))]
     fn unavailable(why: &str) -> Containment {
         Containment {
             status: ContainmentStatus {
@@ -196,8 +197,6 @@ impl Containment {
 pub struct RunHandle {
     #[cfg(target_os = "linux")]
     inner: linux::Run,
-    #[cfg(not(target_os = "linux"))]
-    inner: (),
 }
 
 /// How a contained run ended, as its supervisor saw it.
