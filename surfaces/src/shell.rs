@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
-use crate::contain::{Containment, RunLimits};
+use crate::contain::{ContainError, Containment, RunLimits};
 use crate::{
     Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
     decode_args,
@@ -314,9 +314,8 @@ fn run_limits(complications: &Complications) -> Result<RunLimits, ToolError> {
     })
 }
 
-/// How the wait for a run's program ended.
+/// Why the wait for a run's program ended before the program did.
 enum Ending {
-    Exited(std::process::ExitStatus),
     TimedOut,
     Cancelled,
 }
@@ -400,7 +399,7 @@ impl PreparedAction for ShellRun {
 
         // Registered under the same lock as the spawn, so a reaper never sees this child
         // unregistered.
-        let (mut child, _own) = {
+        let (mut child, own) = {
             let mut own = own_children();
             let child = command
                 .spawn()
@@ -443,62 +442,76 @@ impl PreparedAction for ShellRun {
             });
         }
 
-        let ending = tokio::select! {
-            status = child.wait() => Ending::Exited(
-                status.map_err(|err| SurfaceError::io("waiting for the child", err))?,
-            ),
-            _ = tokio::time::sleep(self.timeout) => Ending::TimedOut,
-            _ = ctx.cancel.cancelled() => Ending::Cancelled,
-        };
-        let status = match ending {
-            Ending::Exited(status) => status,
-            Ending::TimedOut | Ending::Cancelled => {
-                // Contained, the run's init counts what is left, kills it all and reports; a
-                // supervisor that does not manage within the grace is killed with its group.
-                match &contained {
-                    Some(run) => {
+        let (exit_code, signal, killed, timed_out) = match contained {
+            Some(mut run) => {
+                // Contained, the run's init reports when the program has ended and everything
+                // else of the run was counted and killed; the supervisor is reaped on its own
+                // task, so the namespaces' teardown is not on the reply's path.
+                let ending = tokio::select! {
+                    end = run.done() => Ok(end),
+                    _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
+                    _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+                };
+                let (end, timed_out) = match ending {
+                    Ok(end) => (end, false),
+                    Err(why) => {
                         run.stop();
-                        match tokio::time::timeout(STOP_GRACE, child.wait()).await {
-                            Ok(status) => status,
-                            Err(_) => {
-                                if let Some(pgid) = pgid {
-                                    kill_group(pgid);
-                                }
-                                child.wait().await
-                            }
-                        }
+                        let end = match tokio::time::timeout(STOP_GRACE, run.done()).await {
+                            Ok(end) => end,
+                            Err(_) => Err(ContainError::Lost),
+                        };
+                        (end, matches!(why, Ending::TimedOut))
                     }
-                    None => {
+                };
+                let end = match end {
+                    Ok(end) => end,
+                    Err(err) => {
                         if let Some(pgid) = pgid {
                             kill_group(pgid);
                         }
-                        child.wait().await
+                        let _ = child.wait().await;
+                        return Err(SurfaceError::Failed {
+                            message: format!("the run's containment failed: {err}"),
+                        });
                     }
-                }
-                .map_err(|err| SurfaceError::io("waiting for the child", err))?
-            }
-        };
-        let timed_out = matches!(ending, Ending::TimedOut);
-        // The run is over either way: whatever it left in its process group (background jobs,
-        // grandchildren) dies with it. Contained, its PID namespace is gone already.
-        if let Some(pgid) = pgid {
-            kill_group(pgid);
-        }
-        let (exit_code, signal, killed) = match contained.as_mut().map(|run| run.finished()) {
-            Some(Ok(end)) => match end.status {
-                Some(raw) => {
-                    let status = std::process::ExitStatus::from_raw(raw);
-                    (status.code(), status.signal(), end.killed)
-                }
-                // Stopped at the deadline or cancelled: the program was among the killed.
-                None => (None, Some(libc::SIGKILL), end.killed),
-            },
-            Some(Err(err)) => {
-                return Err(SurfaceError::Failed {
-                    message: format!("the run's containment failed: {err}"),
+                };
+                tokio::spawn(async move {
+                    let _ = child.wait().await;
+                    drop(own);
                 });
+                match end.status {
+                    Some(raw) => {
+                        let status = std::process::ExitStatus::from_raw(raw);
+                        (status.code(), status.signal(), end.killed, timed_out)
+                    }
+                    // Stopped at the deadline or cancelled: the program was among the killed.
+                    None => (None, Some(libc::SIGKILL), end.killed, timed_out),
+                }
             }
-            None => (status.code(), status.signal(), 0),
+            None => {
+                let ending = tokio::select! {
+                    status = child.wait() => Ok(status),
+                    _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
+                    _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+                };
+                let timed_out = matches!(ending, Err(Ending::TimedOut));
+                if ending.is_err()
+                    && let Some(pgid) = pgid
+                {
+                    kill_group(pgid);
+                }
+                let status = match ending {
+                    Ok(status) => status,
+                    Err(_) => child.wait().await,
+                }
+                .map_err(|err| SurfaceError::io("waiting for the child", err))?;
+                // The run is over either way: whatever it left in its process group
+                // (background jobs, grandchildren) dies with it.
+                if let Some(pgid) = pgid {
+                    kill_group(pgid);
+                }
+                (status.code(), status.signal(), 0, timed_out)
+            }
         };
 
         let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;

@@ -193,7 +193,18 @@ impl Plan {
         let started = run.started();
         let status = child.wait()?;
         started.map_err(into_io)?;
-        let end = run.finished().map_err(into_io)?;
+        // The supervisor is gone, so the init's last word is in the pipe (or never comes).
+        let end = match run.done {
+            Some(end) => end,
+            None => match read_record(&run.report) {
+                Some((TAG_DONE, status, killed, stopped)) => run_end(status, killed, stopped),
+                Some((TAG_ERROR, stage, errno, _)) => {
+                    return Err(into_io(setup_error(stage, errno)));
+                }
+                _ => return Err(into_io(ContainError::Lost)),
+            },
+        };
+        run.done = Some(end);
         match end.status {
             Some(0) => Ok(()),
             other => Err(io::Error::other(format!(
@@ -269,19 +280,38 @@ impl Run {
         }
     }
 
-    pub(super) fn finished(&mut self) -> Result<RunEnd, ContainError> {
+    pub(super) async fn done(&mut self) -> Result<RunEnd, ContainError> {
         if let Some(done) = self.done {
             return Ok(done);
         }
         self.report_write = None;
-        match read_record(&self.report) {
-            Some((TAG_DONE, status, killed, stopped)) => {
-                let end = run_end(status, killed, stopped);
-                self.done = Some(end);
-                Ok(end)
+        let lost = |source: io::Error| ContainError::Setup {
+            stage: "report pipe",
+            source,
+        };
+        let watched = self.report.try_clone().map_err(lost)?;
+        // SAFETY: the AsyncFd owns `watched`, an open descriptor of its own that nothing else
+        // closes or replaces while it lives.
+        let readable = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(watched, tokio::io::Interest::READABLE)
+        }
+        .map_err(|err| lost(err.into()))?;
+        loop {
+            let mut guard = readable.readable().await.map_err(lost)?;
+            match next_record(&self.report) {
+                Next::Record((TAG_DONE, status, killed, stopped)) => {
+                    let end = run_end(status, killed, stopped);
+                    self.done = Some(end);
+                    return Ok(end);
+                }
+                Next::Record((TAG_ERROR, stage, errno, _)) => {
+                    return Err(setup_error(stage, errno));
+                }
+                Next::Record(_) => continue,
+                Next::Empty => guard.clear_ready(),
+                // Every writer is gone without a last word: the init was killed.
+                Next::End => return Err(ContainError::Lost),
             }
-            Some((TAG_ERROR, stage, errno, _)) => Err(setup_error(stage, errno)),
-            _ => Err(ContainError::Lost),
         }
     }
 }
@@ -327,15 +357,35 @@ fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-fn read_record(fd: &OwnedFd) -> Option<(u8, i32, i32, i32)> {
+/// What the report pipe holds next.
+enum Next {
+    Record((u8, i32, i32, i32)),
+    /// Nothing yet.
+    Empty,
+    /// Every writer has closed it.
+    End,
+}
+
+fn next_record(fd: &OwnedFd) -> Next {
     let mut buf = [0u8; RECORD];
     // SAFETY: reads into a buffer we own, of its length.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), RECORD) };
+    if n == 0 {
+        return Next::End;
+    }
     if n != RECORD as isize {
-        return None;
+        // Records are written whole (shorter than PIPE_BUF), so a short read is "nothing".
+        return Next::Empty;
     }
     let number = |at: usize| i32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
-    Some((buf[0], number(1), number(5), number(9)))
+    Next::Record((buf[0], number(1), number(5), number(9)))
+}
+
+fn read_record(fd: &OwnedFd) -> Option<(u8, i32, i32, i32)> {
+    match next_record(fd) {
+        Next::Record(record) => Some(record),
+        Next::Empty | Next::End => None,
+    }
 }
 
 // ---- Between fork and exec: system calls only. ----

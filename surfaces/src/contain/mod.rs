@@ -220,23 +220,22 @@ impl RunHandle {
         Ok(())
     }
 
-    /// Ends the run now: every process in it is killed (counted in [`RunHandle::finished`]).
+    /// Ends the run now: every process in it is killed (counted in [`RunHandle::done`]).
     pub fn stop(&self) {
         #[cfg(target_os = "linux")]
         self.inner.stop();
     }
 
-    /// How the run ended; call once its supervisor process has been waited for.
-    pub fn finished(&mut self) -> Result<RunEnd, ContainError> {
+    /// Waits until the run's init reports its end: the program has ended (or was stopped) and
+    /// everything else in the run has been counted and killed. The namespaces' teardown that
+    /// follows is not waited for.
+    pub async fn done(&mut self) -> Result<RunEnd, ContainError> {
         #[cfg(target_os = "linux")]
         {
-            self.inner.finished()
+            self.inner.done().await
         }
         #[cfg(not(target_os = "linux"))]
-        Ok(RunEnd {
-            status: None,
-            killed: 0,
-        })
+        Err(ContainError::Lost)
     }
 }
 
