@@ -24,7 +24,7 @@ case "$(uname -s)" in
       xvfb xauth x11-utils xdotool xterm openbox
       libgl1 libegl1 libgl1-mesa-dri libxkbcommon-x11-0 libxcursor1 libxi6 libxrandr2
       dbus dbus-x11 at-spi2-core gtk-3-examples zenity python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0
-      gnome-keyring libsecret-tools keyutils
+      gnome-keyring libsecret-tools keyutils bubblewrap
       imagemagick perl util-linux coreutils procps python3 python3-pip
     )
     missing=()

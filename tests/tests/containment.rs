@@ -384,3 +384,93 @@ fn a_call_can_ask_for_a_stricter_sandbox_and_never_a_looser_one() {
     );
     drop(listener);
 }
+
+#[test]
+fn a_run_dies_with_a_daemon_that_is_killed() {
+    let mut daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let mut connection = RawConnection::connect(&daemon.socket);
+    connection.initialize("2025-11-25");
+    connection.send(&json!({
+        "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "COMPUTER", "arguments": {
+            "surface": "shell", "command": "run",
+            "args": {"script": "setsid -f sleep 3051; sleep 3052"}}}
+    }));
+    wait_for("the run to start", Duration::from_secs(20), || {
+        (!processes_with("sleep 3052").is_empty()).then_some(())
+    });
+    // No shutdown, no cleanup code of the daemon's: the kernel alone must end the run.
+    daemon.stop_with(libc::SIGKILL);
+    wait_for(
+        "the run's processes to die with the daemon",
+        Duration::from_secs(20),
+        || processes_with("sleep 305").is_empty().then_some(()),
+    );
+}
+
+/// Where containment cannot be set up, runs are refused, saying why and what would fix it; the
+/// config can turn containment off, and that is what the receipts then say.
+#[test]
+fn without_user_namespaces_runs_are_refused_unless_containment_is_turned_off() {
+    for (extra_config, contained) in [("", false), ("[containment]\nmode = \"off\"\n", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(
+            root.join("config.toml"),
+            format!("{ALLOW_SHELL}{extra_config}"),
+        )
+        .unwrap();
+        let env = [
+            ("COMPUTER_SOCKET", root.join("run/computer.sock")),
+            ("COMPUTER_STATE_DIR", root.join("state")),
+            ("COMPUTER_CONFIG", root.join("config.toml")),
+        ];
+        // A daemon of an ordinary user on a machine that allows no user namespaces (as Debian's
+        // `kernel.unprivileged_userns_clone=0` or Ubuntu's AppArmor restriction would).
+        let mut daemon = std::process::Command::new("bwrap")
+            .args([
+                "--dev-bind",
+                "/",
+                "/",
+                "--unshare-user",
+                "--uid",
+                "1000",
+                "--gid",
+                "1000",
+            ])
+            .args(["--disable-userns", "--die-with-parent", "--"])
+            .arg(computer_tests::computer_bin())
+            .arg("serve")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bwrap (bubblewrap) starts the daemon");
+        wait_for("the daemon to listen", Duration::from_secs(30), || {
+            std::os::unix::net::UnixStream::connect(root.join("run/computer.sock")).ok()
+        });
+        let call = |args: &[&str]| {
+            let out = std::process::Command::new(computer_tests::computer_bin())
+                .args(args)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr)
+        };
+        let reply = call(&["call", "shell", "run", "--json", "--", "echo", "ran"]);
+        let doctor = call(&["doctor", "--json"]);
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        if contained {
+            assert!(reply.contains("\"stdout\":\"ran\\n\""), "{reply}");
+            assert!(doctor.contains("\"mechanism\":\"off\""), "{doctor}");
+        } else {
+            assert!(
+                !reply.contains("ran\\n"),
+                "an uncontained run started: {reply}"
+            );
+            assert!(reply.contains("unavailable"), "{reply}");
+            assert!(reply.contains("user namespaces"), "no fix named: {reply}");
+        }
+    }
+}
