@@ -2,6 +2,7 @@
 //! with a scrubbed environment, a deadline that kills the whole group, and bounded output capture.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
-use crate::contain::{ContainError, Containment, RunLimits};
+use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::{
     Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
     decode_args,
@@ -339,45 +340,60 @@ impl PreparedAction for ShellRun {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let started = Instant::now();
-        let mut command = match &self.program {
-            Program::Argv(argv) => {
-                // Resolving the program here, against the child's PATH, lets the standard library
-                // spawn with posix_spawn (vfork) instead of forking this whole daemon: it falls
-                // back to fork whenever a changed PATH must be searched.
-                let path_var = self
-                    .env
-                    .get("PATH")
-                    .cloned()
-                    .or_else(|| std::env::var("PATH").ok())
-                    .unwrap_or_default();
-                let program = resolve_program(&argv[0], &path_var).ok_or_else(|| {
-                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into())
-                })?;
-                let mut command = tokio::process::Command::new(program);
-                command.arg0(&argv[0]).args(&argv[1..]);
-                command
-            }
-            Program::Script(script) => {
-                let mut command = tokio::process::Command::new("/bin/sh");
-                command.arg("-c").arg(script);
-                command
-            }
-        };
-        command.env_clear();
+        // The run's whole environment: what passes through from the daemon's, then the call's.
+        let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
         for key in PASSED_ENV {
             if let Some(value) = std::env::var_os(key) {
-                command.env(key, value);
+                env.insert(key.into(), value);
             }
         }
         for (key, value) in std::env::vars_os() {
             if key.to_str().is_some_and(|k| k.starts_with("LC_")) {
-                command.env(key, value);
+                env.insert(key, value);
             }
         }
-        command.envs(&self.env);
+        for (key, value) in &self.env {
+            env.insert(key.into(), value.into());
+        }
+        let exec = match &self.program {
+            Program::Argv(argv) => {
+                // Resolving the program here, against the child's PATH, lets the standard library
+                // spawn with posix_spawn (vfork) instead of forking this whole daemon: it falls
+                // back to fork whenever a changed PATH must be searched.
+                let path_var = env
+                    .get(OsStr::new("PATH"))
+                    .and_then(|p| p.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                let program = resolve_program(&argv[0], &path_var).ok_or_else(|| {
+                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into())
+                })?;
+                ExecSpec {
+                    program,
+                    argv: argv.iter().map(OsString::from).collect(),
+                    env: Vec::new(),
+                }
+            }
+            Program::Script(script) => ExecSpec {
+                program: PathBuf::from("/bin/sh"),
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                env: Vec::new(),
+            },
+        };
+        let exec = ExecSpec {
+            env: env.into_iter().collect(),
+            ..exec
+        };
+        let mut command = tokio::process::Command::new(&exec.program);
+        if let Some((arg0, args)) = exec.argv.split_first() {
+            command.arg0(arg0).args(args);
+        }
+        command
+            .env_clear()
+            .envs(exec.env.iter().map(|(k, v)| (k, v)));
         let mut contained = self
             .containment
-            .prepare(command.as_std_mut(), &self.sandbox)
+            .prepare(command.as_std_mut(), &self.sandbox, &exec)
             .map_err(|err| SurfaceError::Failed {
                 message: err.to_string(),
             })?;

@@ -2,12 +2,16 @@
 //! namespaces, set up in the forked child before the program is executed.
 //!
 //! Three processes make a run:
-//! - the *supervisor* (the daemon's direct child, in the daemon's PID namespace) unshares the
-//!   namespaces, forks the init, reports the init's pid, and waits for it;
+//! - the *supervisor* (the daemon's forked child, in the daemon's PID namespace) unshares the
+//!   namespaces, starts the init, reports the init's pid, and waits for it;
 //! - the *init* (pid 1 of the run's PID namespace) masks the daemon's paths, mounts a `/proc`
-//!   that shows only the run, forks the program, and when the program ends (or the daemon asks
+//!   that shows only the run, starts the program, and when the program ends (or the daemon asks
 //!   with SIGTERM) counts what is left, kills it all and reports;
-//! - the *program*, which drops what it must not keep and is executed.
+//! - the *program*, which drops what it must not keep and executes what the run asked for.
+//!
+//! Only the supervisor is a fork of the daemon. The init and the program are `clone(CLONE_VM)`
+//! children on stacks of their own: they share the supervisor's memory rather than copy it
+//! again (the program only until its exec, as posix_spawn's child does).
 //!
 //! When the init dies the kernel kills every process of its namespace, so nothing a run starts
 //! outlives it: not `setsid`, not a double fork. The init dies with the supervisor
@@ -22,7 +26,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::{ContainError, RunEnd, RunLimits};
+use super::{ContainError, ExecSpec, RunEnd, RunLimits};
 
 /// Capabilities a root daemon's runs lose: those that would undo the masks (mount, setns),
 /// reach around them (open_by_handle_at, raw devices) or reach other processes (ptrace).
@@ -59,6 +63,7 @@ const STAGES: &[&str] = &[
     "fork of the program",
     "making mounts read-only",
     "making a path writable",
+    "exec of the program",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -73,6 +78,7 @@ const STAGE_PROC: i32 = 9;
 const STAGE_FORK_PROGRAM: i32 = 10;
 const STAGE_READ_ONLY: i32 = 11;
 const STAGE_WRITABLE: i32 = 12;
+const STAGE_EXEC: i32 = 13;
 
 /// The exit code of a supervisor whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -95,6 +101,78 @@ pub(super) struct Plan {
     /// When set, every mount is read-only except these paths.
     writable: Option<Vec<CString>>,
     described: String,
+}
+
+/// What the program's exec needs, as C data prepared before the fork, and the stacks the init
+/// and the program start on. The init and the program are `clone(CLONE_VM)` children of the
+/// supervisor: they share its memory (no second copy of the daemon's), and only make system
+/// calls.
+struct Launch {
+    plan: Plan,
+    report: RawFd,
+    path: CString,
+    _argv: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    _envp: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+    init_stack: Vec<u8>,
+    program_stack: Vec<u8>,
+}
+
+// SAFETY: the raw pointers point into the `CString`s the Launch owns; it is only read, by the
+// forked supervisor and its clones.
+unsafe impl Send for Launch {}
+// SAFETY: as above: shared read-only.
+unsafe impl Sync for Launch {}
+
+/// Stack sizes of the init (its loop, a 4 KiB directory buffer) and the program (until exec).
+const INIT_STACK: usize = 128 * 1024;
+const PROGRAM_STACK: usize = 64 * 1024;
+
+fn c_string(bytes: &[u8]) -> Result<CString, ContainError> {
+    CString::new(bytes).map_err(|_| ContainError::Setup {
+        stage: "program and arguments",
+        source: io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"),
+    })
+}
+
+impl Launch {
+    fn new(plan: &Plan, report: RawFd, exec: &ExecSpec) -> Result<Launch, ContainError> {
+        let path = c_string(exec.program.as_os_str().as_bytes())?;
+        let argv_strings = exec
+            .argv
+            .iter()
+            .map(|a| c_string(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let env_strings = exec
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut pair = k.as_bytes().to_vec();
+                pair.push(b'=');
+                pair.extend_from_slice(v.as_bytes());
+                c_string(&pair)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let pointers = |strings: &[CString]| {
+            strings
+                .iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        Ok(Launch {
+            plan: plan.clone(),
+            report,
+            path,
+            argv: pointers(&argv_strings),
+            _argv: argv_strings,
+            envp: pointers(&env_strings),
+            _envp: env_strings,
+            init_stack: vec![0; INIT_STACK],
+            program_stack: vec![0; PROGRAM_STACK],
+        })
+    }
 }
 
 impl Plan {
@@ -188,7 +266,12 @@ impl Plan {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        let mut run = self.prepare(&mut command).map_err(into_io)?;
+        let exec = ExecSpec {
+            program: PathBuf::from("/bin/true"),
+            argv: vec!["true".into()],
+            env: Vec::new(),
+        };
+        let mut run = self.prepare(&mut command, &exec).map_err(into_io)?;
         let mut child = command.spawn()?;
         let started = run.started();
         let status = child.wait()?;
@@ -213,18 +296,23 @@ impl Plan {
         }
     }
 
-    pub(super) fn prepare(&self, command: &mut std::process::Command) -> Result<Run, ContainError> {
+    /// Makes `command`'s child the supervisor of a contained run of `exec` (the command's own
+    /// program is never executed; its stdio and working directory are the run's).
+    pub(super) fn prepare(
+        &self,
+        command: &mut std::process::Command,
+        exec: &ExecSpec,
+    ) -> Result<Run, ContainError> {
         use std::os::unix::process::CommandExt;
         let (read, write) = report_pipe().map_err(|source| ContainError::Setup {
             stage: "report pipe",
             source,
         })?;
-        let plan = self.clone();
-        let report = write.as_raw_fd();
+        let launch = Box::new(Launch::new(self, write.as_raw_fd(), exec)?);
         // SAFETY: the closure runs in the forked child and only makes async-signal-safe system
         // calls on memory prepared before the fork (see `supervise`).
         unsafe {
-            command.pre_exec(move || supervise(&plan, report));
+            command.pre_exec(move || supervise(&launch));
         }
         Ok(Run {
             report: read,
@@ -436,8 +524,9 @@ fn close_from(first: u32, last: u32, flags: u32) {
     }
 }
 
-/// The supervisor: runs in the daemon's forked child. Returns only in the program's process.
-fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
+/// The supervisor: runs in the daemon's forked child, and never returns.
+fn supervise(launch: &Launch) -> io::Result<()> {
+    let (plan, report) = (&launch.plan, launch.report);
     let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
     if plan.rootless {
         flags |= libc::CLONE_NEWUSER;
@@ -466,7 +555,7 @@ fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
                 fail(report, STAGE_GID_MAP);
             }
         }
-        // The supervisor and the init are copies of the daemon: their memory must stay
+        // The supervisor and the init hold a copy of the daemon's memory: it must stay
         // unreadable to the run, and the daemon's environment is wiped from it besides (a root
         // run reads a non-dumpable root process's /proc/PID/environ all the same).
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
@@ -474,30 +563,61 @@ fn supervise(plan: &Plan, report: RawFd) -> io::Result<()> {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        let init = libc::fork();
+        // The init shares this process's memory (no second copy of the daemon's) and runs on
+        // its own stack; it is pid 1 of the new PID namespace.
+        let init = libc::clone(
+            init_main,
+            stack_top(&launch.init_stack),
+            libc::CLONE_VM | libc::SIGCHLD,
+            launch as *const Launch as *mut libc::c_void,
+        );
         if init < 0 {
             fail(report, STAGE_FORK_INIT);
         }
-        if init > 0 {
-            write_record(report, TAG_INIT, init, 0, 0);
-            // Nothing of the daemon's stays open here: not the run's pipes, not the standard
-            // library's exec-error pipe (spawn() returns once every copy of it is closed).
-            close_from(0, u32::MAX, 0);
-            let mut status = 0;
-            loop {
-                let waited = libc::waitpid(init, &mut status, 0);
-                if waited == init || (waited < 0 && errno() != libc::EINTR) {
-                    break;
-                }
+        write_record(report, TAG_INIT, init, 0, 0);
+        // Nothing of the daemon's stays open here: not the run's pipes, not the standard
+        // library's exec-error pipe (spawn() returns once every copy of it is closed).
+        close_from(0, u32::MAX, 0);
+        let mut status = 0;
+        loop {
+            let waited = libc::waitpid(init, &mut status, libc::__WALL);
+            if waited == init || waited < 0 {
+                break;
             }
-            let code = if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                128 + libc::WTERMSIG(status)
-            };
-            libc::_exit(code);
         }
-        run_init(plan, report)
+        let code = if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            128 + libc::WTERMSIG(status)
+        };
+        libc::_exit(code);
+    }
+}
+
+/// The highest 16-byte-aligned address of `stack` (stacks grow down on every Linux target).
+fn stack_top(stack: &[u8]) -> *mut libc::c_void {
+    let end = stack.as_ptr() as usize + stack.len();
+    (end & !15) as *mut libc::c_void
+}
+
+extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the Launch the supervisor passed, alive in the shared memory.
+    unsafe { run_init(&*(arg as *const Launch)) }
+}
+
+extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the Launch, alive in the shared memory; the init waits for the exec
+    // (CLONE_VFORK).
+    unsafe {
+        let launch = &*(arg as *const Launch);
+        prepare_program(&launch.plan);
+        libc::execve(
+            launch.path.as_ptr(),
+            launch.argv.as_ptr(),
+            launch.envp.as_ptr(),
+        );
+        write_record(launch.report, TAG_ERROR, STAGE_EXEC, errno(), 0);
+        libc::_exit(127);
     }
 }
 
@@ -524,11 +644,12 @@ unsafe fn wipe_environment() {
     }
 }
 
-/// The init: pid 1 of the run. Returns only in the program's process.
+/// The init: pid 1 of the run. Never returns.
 ///
 /// # Safety
 /// Called between fork and exec only.
-unsafe fn run_init(plan: &Plan, report: RawFd) -> io::Result<()> {
+unsafe fn run_init(launch: &Launch) -> ! {
+    let (plan, report) = (&launch.plan, launch.report);
     // SAFETY: system calls on data prepared before the fork.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -618,12 +739,16 @@ unsafe fn run_init(plan: &Plan, report: RawFd) -> io::Result<()> {
         {
             fail(report, STAGE_PROC);
         }
-        let program = libc::fork();
+        // The program shares the init's memory until its exec (as posix_spawn's child does);
+        // the init is suspended until that exec.
+        let program = libc::clone(
+            program_main,
+            stack_top(&launch.program_stack),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            launch as *const Launch as *mut libc::c_void,
+        );
         if program < 0 {
             fail(report, STAGE_FORK_PROGRAM);
-        }
-        if program == 0 {
-            return prepare_program(plan);
         }
         // The init keeps only the report pipe: the run's output pipes close when the run's
         // processes do.
@@ -744,7 +869,7 @@ unsafe fn count_processes() -> i32 {
 
 /// The program's last steps before exec: a clean signal mask, no capability that would undo
 /// the masks, no descriptor beyond stdin, stdout and stderr.
-unsafe fn prepare_program(plan: &Plan) -> io::Result<()> {
+unsafe fn prepare_program(plan: &Plan) {
     // SAFETY: system calls only.
     unsafe {
         let mut none: libc::sigset_t = std::mem::zeroed();
@@ -763,11 +888,10 @@ unsafe fn prepare_program(plan: &Plan) -> io::Result<()> {
             );
             drop_effective(ROOT_DROPPED_CAPS);
         }
-        // Close-on-exec rather than close: the standard library's exec-error pipe must live
-        // until the exec itself.
+        // Close-on-exec rather than close: the report pipe must stay open until the exec, to
+        // tell of its failure.
         close_from(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     }
-    Ok(())
 }
 
 /// Removes `caps` from this process's effective, permitted and inheritable sets; with them out

@@ -43,6 +43,15 @@ impl RunLimits {
     }
 }
 
+/// What a contained run executes: the resolved program, its argv (argv\[0\] included) and its
+/// whole environment (nothing of the daemon's is inherited).
+#[derive(Debug, Clone, Default)]
+pub struct ExecSpec {
+    pub program: PathBuf,
+    pub argv: Vec<std::ffi::OsString>,
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+}
+
 /// What containment this machine gives runs, as receipts and `computer doctor` report it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContainmentStatus {
@@ -166,6 +175,7 @@ impl Containment {
         &self,
         command: &mut std::process::Command,
         limits: &RunLimits,
+        exec: &ExecSpec,
     ) -> Result<Option<RunHandle>, ContainError> {
         if !self.status.allows_runs() {
             return Err(ContainError::Unavailable(self.status.detail.clone()));
@@ -174,7 +184,7 @@ impl Containment {
         if let Some(plan) = &self.plan {
             return plan
                 .with_limits(limits)?
-                .prepare(command)
+                .prepare(command, exec)
                 .map(|inner| Some(RunHandle { inner }));
         }
         #[cfg(target_os = "macos")]
@@ -187,7 +197,7 @@ impl Containment {
                 "a stricter sandbox needs containment, which is off in this daemon's config".into(),
             ));
         }
-        let _ = command;
+        let _ = (command, exec);
         Ok(None)
     }
 }
