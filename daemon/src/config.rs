@@ -9,7 +9,7 @@ use computer_surfaces::capture::CaptureLimits;
 use computer_surfaces::shell::ShellLimits;
 use serde::Deserialize;
 
-use crate::policy::{Defaults, Rule};
+use crate::policy::{Defaults, PolicySection, Rule};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -21,6 +21,8 @@ pub struct Config {
     pub approval: ApprovalConfig,
     pub limits: LimitsConfig,
     pub containment: ContainmentSection,
+    /// What policy needs beyond rules and defaults (the loader variables).
+    pub policy: PolicySection,
     pub rules: Vec<Rule>,
 }
 
@@ -32,6 +34,7 @@ impl PartialEq for Config {
             && self.approval == other.approval
             && self.limits == other.limits
             && self.containment == other.containment
+            && self.policy == other.policy
             && self.rules == other.rules
     }
 }
