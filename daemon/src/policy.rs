@@ -184,10 +184,13 @@ impl<'de> Deserialize<'de> for Glob {
 
 /// One `[[rules]]` entry: every matcher given must match.
 ///
-/// `argv0`, `glob` and `regex` match commands: on a deny or ask rule, any one command of the
-/// action matching is enough (glob and regex are also tried on a script's whole text); an allow
-/// rule covers an action only if every command matches, the action is not opaque, and every
-/// loader variable it sets (`[policy] loader_env`) is named in the rule's `env`.
+/// `argv0`, `glob` and `regex` match one command: each command of a shell action is decided on
+/// its own (the strictest matching rule, else the default) and the action gets the strictest of
+/// them, so a deny on any command denies it and an allow holds only if every command is allowed.
+/// Deny and ask rules' `glob` and `regex` also see a script's whole text. The commands of an
+/// opaque script that cannot be known are decided by the default and deny/ask rules only. An
+/// allow rule does not reach a call that sets a loader variable (`[policy] loader_env`) unless
+/// its `env` names it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
@@ -267,66 +270,66 @@ impl Rule {
             && self.regex.as_ref().is_none_or(|r| r.0.is_match(text))
     }
 
-    /// Whether this deny or ask rule reaches the action: any command of it will do.
-    fn reaches_any(&self, input: &PolicyInput<'_>) -> bool {
+    /// Whether this rule decides `subject`, one part of the call.
+    fn decides(&self, input: &PolicyInput<'_>, subject: Subject<'_>, loader_env: &[Glob]) -> bool {
         if !self.call_matches(input) {
             return false;
         }
-        if let Some(names) = &self.env
-            && !input
-                .facts
-                .env_names()
-                .any(|name| names.iter().any(|glob| glob.matches(name)))
-        {
-            return false;
+        let facts = input.facts;
+        match self.decision {
+            Verdict::Deny | Verdict::Ask => {
+                if let Some(names) = &self.env
+                    && !facts
+                        .env_names()
+                        .any(|name| names.iter().any(|glob| glob.matches(name)))
+                {
+                    return false;
+                }
+            }
+            Verdict::Allow => {
+                // What a call cannot show is never allowed by rule; nor are variables that
+                // change what the program loads, unless the rule names them.
+                if matches!(subject, Subject::Unknown) {
+                    return false;
+                }
+                let lets_through = |name: &str| {
+                    self.env
+                        .as_ref()
+                        .is_some_and(|names| names.iter().any(|glob| glob.matches(name)))
+                };
+                if facts.env_names().any(|name| {
+                    loader_env.iter().any(|glob| glob.matches(name)) && !lets_through(name)
+                }) {
+                    return false;
+                }
+            }
         }
         if !self.has_command_matchers() {
             return true;
         }
-        let facts = input.facts;
-        facts
-            .programs
-            .iter()
-            .any(|argv| self.command_matches(argv))
-            || (self.argv0.is_none()
-                && facts
-                    .script
-                    .as_deref()
-                    .is_some_and(|script| self.text_matches(script)))
-            || (facts.programs.is_empty()
-                && facts.script.is_none()
-                && self.argv0.is_none()
-                && self.text_matches(&argument_text(input.args)))
+        match subject {
+            Subject::Command(argv) => self.command_matches(argv),
+            Subject::Script(text) | Subject::Args(text) => {
+                self.argv0.is_none() && self.text_matches(text)
+            }
+            Subject::Unknown | Subject::Nothing => false,
+        }
     }
+}
 
-    /// Whether this allow rule covers the whole action.
-    fn covers_all(&self, input: &PolicyInput<'_>, loader_env: &[Glob]) -> bool {
-        let facts = input.facts;
-        if !self.call_matches(input) || facts.opaque.is_some() {
-            return false;
-        }
-        let lets_through = |name: &str| {
-            self.env
-                .as_ref()
-                .is_some_and(|names| names.iter().any(|glob| glob.matches(name)))
-        };
-        if facts
-            .env_names()
-            .any(|name| loader_env.iter().any(|glob| glob.matches(name)) && !lets_through(name))
-        {
-            return false;
-        }
-        if !self.has_command_matchers() {
-            return true;
-        }
-        if facts.programs.is_empty() {
-            // Nothing runs (an empty script), or a surface that states no commands.
-            return facts.script.is_none()
-                && self.argv0.is_none()
-                && self.text_matches(&argument_text(input.args));
-        }
-        facts.programs.iter().all(|argv| self.command_matches(argv))
-    }
+/// What one decision is about: a command of the call, or the call as a whole.
+#[derive(Debug, Clone, Copy)]
+enum Subject<'a> {
+    /// One command the action runs (its argv).
+    Command(&'a [String]),
+    /// A script's whole text (deny and ask rules' glob and regex also look at it).
+    Script(&'a str),
+    /// The commands of an opaque script that cannot be known: no allow rule reaches them.
+    Unknown,
+    /// A shell action that runs no command (an empty script).
+    Nothing,
+    /// A surface that states no commands: its args as one text.
+    Args(&'a str),
 }
 
 fn arg_is(args: &Map<String, Value>, key: &str, expected: &str) -> bool {
@@ -425,7 +428,9 @@ impl Glob {
         }
         regex.push('$');
         // Every character but `*` and `?` is escaped, so the regex is always valid.
-        Glob(Pattern(Regex::new(&regex).unwrap_or_else(|_| never_matching())))
+        Glob(Pattern(
+            Regex::new(&regex).unwrap_or_else(|_| never_matching()),
+        ))
     }
 
     pub fn matches(&self, text: &str) -> bool {
@@ -497,7 +502,10 @@ impl RulePolicy {
                 .script
                 .as_deref()
                 .is_some_and(|script| script.contains(&*path_text))
-                || facts.stdin.as_ref().is_some_and(|s| s.text.contains(&*path_text));
+                || facts
+                    .stdin
+                    .as_ref()
+                    .is_some_and(|s| s.text.contains(&*path_text));
             if raw_hit
                 || candidates
                     .iter()
@@ -655,32 +663,43 @@ impl Policy for RulePolicy {
                 ),
             };
         }
-        let rank = |v: Verdict| match v {
-            Verdict::Deny => 3,
-            Verdict::Ask => 2,
-            Verdict::Allow => 1,
-        };
-        let mut verdict: Option<(Verdict, String)> = None;
-        for (index, rule) in self.rules.iter().enumerate() {
-            let matched = match rule.decision {
-                Verdict::Deny | Verdict::Ask => rule.reaches_any(input),
-                Verdict::Allow => rule.covers_all(input, &self.loader_env),
-            };
-            if !matched {
-                continue;
-            }
-            if verdict
-                .as_ref()
-                .is_none_or(|(v, _)| rank(rule.decision) > rank(*v))
-            {
-                verdict = Some((rule.decision, format!("rules[{index}]")));
+        let facts = input.facts;
+        let args_text;
+        let mut subjects: Vec<Subject<'_>> = Vec::new();
+        if facts.programs.is_empty() && facts.script.is_none() {
+            args_text = argument_text(input.args);
+            subjects.push(Subject::Args(&args_text));
+        } else {
+            subjects.extend(facts.programs.iter().map(|argv| Subject::Command(argv)));
+            if facts.opaque.is_some() {
+                subjects.push(Subject::Unknown);
+            } else if facts.programs.is_empty() {
+                subjects.push(Subject::Nothing);
             }
         }
-        let (verdict, rule) = verdict.unwrap_or_else(|| match input.risk {
-            Risk::Observe => (self.defaults.observe, "defaults.observe".into()),
-            Risk::Act => (self.defaults.act, "defaults.act".into()),
-            Risk::Secret => (self.defaults.secret, "defaults.secret".into()),
-        });
+        // Each part is decided on its own (rules over defaults); the call gets the strictest.
+        let mut verdict: Option<(Verdict, String)> = None;
+        let mut stricter = |candidate: (Verdict, String)| {
+            if verdict
+                .as_ref()
+                .is_none_or(|(v, _)| rank(candidate.0) > rank(*v))
+            {
+                verdict = Some(candidate);
+            }
+        };
+        if let Some(script) = &facts.script {
+            let subject = Subject::Script(script);
+            for (index, rule) in self.rules.iter().enumerate() {
+                if rule.decision != Verdict::Allow && rule.decides(input, subject, &self.loader_env)
+                {
+                    stricter((rule.decision, format!("rules[{index}]")));
+                }
+            }
+        }
+        for subject in subjects {
+            stricter(self.decide_part(input, subject));
+        }
+        let (verdict, rule) = verdict.unwrap_or_else(|| self.default_for(input.risk));
         match verdict {
             Verdict::Allow => Decision::Allow { rule },
             Verdict::Ask => Decision::Ask { rule },
@@ -692,6 +711,39 @@ impl Policy for RulePolicy {
     }
 }
 
+/// Deny wins, then ask, then allow.
+fn rank(verdict: Verdict) -> u8 {
+    match verdict {
+        Verdict::Deny => 3,
+        Verdict::Ask => 2,
+        Verdict::Allow => 1,
+    }
+}
+
+impl RulePolicy {
+    /// One part's verdict: the strictest rule that decides it, or the default by risk.
+    fn decide_part(&self, input: &PolicyInput<'_>, subject: Subject<'_>) -> (Verdict, String) {
+        let mut verdict: Option<(Verdict, String)> = None;
+        for (index, rule) in self.rules.iter().enumerate() {
+            if rule.decides(input, subject, &self.loader_env)
+                && verdict
+                    .as_ref()
+                    .is_none_or(|(v, _)| rank(rule.decision) > rank(*v))
+            {
+                verdict = Some((rule.decision, format!("rules[{index}]")));
+            }
+        }
+        verdict.unwrap_or_else(|| self.default_for(input.risk))
+    }
+
+    fn default_for(&self, risk: Risk) -> (Verdict, String) {
+        match risk {
+            Risk::Observe => (self.defaults.observe, "defaults.observe".into()),
+            Risk::Act => (self.defaults.act, "defaults.act".into()),
+            Risk::Secret => (self.defaults.secret, "defaults.secret".into()),
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -781,7 +833,10 @@ mod tests {
             "#,
         );
         assert_eq!(decide(&p, json!({"argv": ["ls"]})).rule(), "rules[0]");
-        assert!(is_deny(&decide(&p, json!({"argv": ["/bin/rm", "-rf", "x"]}))));
+        assert!(is_deny(&decide(
+            &p,
+            json!({"argv": ["/bin/rm", "-rf", "x"]})
+        )));
         assert!(is_deny(&decide(&p, json!({"script": "rm -rf ~"}))));
         assert_eq!(
             decide(&p, json!({"argv": ["git", "push", "origin"]})),
@@ -824,9 +879,7 @@ mod tests {
 
     #[test]
     fn an_allow_covers_a_script_only_if_it_covers_every_command() {
-        let p = policy(
-            "[[rules]]\nargv0 = [\"git\", \"ls\"]\ndecision = \"allow\"\n",
-        );
+        let p = policy("[[rules]]\nargv0 = [\"git\", \"ls\"]\ndecision = \"allow\"\n");
         assert_eq!(
             decide(&p, json!({"script": "git status && ls -l"})).rule(),
             "rules[0]"
@@ -840,7 +893,33 @@ mod tests {
             decide(&p, json!({"script": "git status; eval \"$x\""})).rule(),
             "defaults.act"
         );
-        assert_eq!(decide(&p, json!({"script": "$GIT status"})).rule(), "defaults.act");
+        assert_eq!(
+            decide(&p, json!({"script": "$GIT status"})).rule(),
+            "defaults.act"
+        );
+    }
+
+    #[test]
+    fn each_command_may_be_allowed_by_its_own_rule() {
+        let p = policy(
+            "[[rules]]\nargv0 = [\"git\"]\ndecision = \"allow\"\n[[rules]]\nargv0 = [\"echo\"]\ndecision = \"allow\"\n",
+        );
+        assert!(matches!(
+            decide(&p, json!({"script": "echo hi && git status"})),
+            Decision::Allow { .. }
+        ));
+        assert_eq!(
+            decide(&p, json!({"script": "echo hi && touch x"})).rule(),
+            "defaults.act"
+        );
+        let open = policy(
+            "[defaults]\nact = \"deny\"\n[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n",
+        );
+        assert!(matches!(
+            decide(&open, json!({"script": "ls"})),
+            Decision::Allow { .. }
+        ));
+        assert!(is_deny(&decide(&open, json!({"script": "eval ls"}))));
     }
 
     #[test]
@@ -861,7 +940,10 @@ mod tests {
         );
         let git = json!({"argv": ["git", "status"]});
         assert_eq!(decide(&p, git.clone()).rule(), "rules[0]");
-        assert_eq!(decide_with(&p, git.clone(), &[("LANG", "C")]).rule(), "rules[0]");
+        assert_eq!(
+            decide_with(&p, git.clone(), &[("LANG", "C")]).rule(),
+            "rules[0]"
+        );
         for (name, value) in [
             ("GIT_CONFIG_COUNT", "1"),
             ("PATH", "/tmp/evil:/usr/bin"),
@@ -957,12 +1039,10 @@ mod tests {
 
     #[test]
     fn bad_regex_fails_at_load() {
-        let err = crate::config::Config::parse(
-            "[[rules]]\nregex = \"(\"\ndecision = \"deny\"\n",
-            "c",
-        )
-        .unwrap_err()
-        .to_string();
+        let err =
+            crate::config::Config::parse("[[rules]]\nregex = \"(\"\ndecision = \"deny\"\n", "c")
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("invalid regex"), "{err}");
         assert!(err.contains("line 2"), "{err}");
     }
@@ -973,8 +1053,14 @@ mod tests {
             "[policy]\nloader_env = [\"MY_*\"]\n[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n",
         );
         let ls = json!({"argv": ["ls"]});
-        assert_eq!(decide_with(&p, ls.clone(), &[("PATH", "/x")]).rule(), "rules[0]");
-        assert_eq!(decide_with(&p, ls, &[("MY_HOOK", "x")]).rule(), "defaults.act");
+        assert_eq!(
+            decide_with(&p, ls.clone(), &[("PATH", "/x")]).rule(),
+            "rules[0]"
+        );
+        assert_eq!(
+            decide_with(&p, ls, &[("MY_HOOK", "x")]).rule(),
+            "defaults.act"
+        );
     }
 
     mod generated {
@@ -984,7 +1070,13 @@ mod tests {
         /// Simple commands, some of them `rm` under a disguise the parser must see through.
         fn command() -> impl Strategy<Value = (String, bool)> {
             let plain = prop::sample::select(vec![
-                "ls -l", "echo hi", "true", "cat f", "git status", "printf '%s' x", "wc -l",
+                "ls -l",
+                "echo hi",
+                "true",
+                "cat f",
+                "git status",
+                "printf '%s' x",
+                "wc -l",
             ])
             .prop_map(|c| (c.to_string(), false));
             let removing = prop::sample::select(vec![

@@ -5,12 +5,12 @@
 //! Scripts are parsed with `brush-parser`, a maintained pure-Rust POSIX/bash parser: a parse
 //! error makes a script opaque rather than guessed at.
 
+use brush_parser::ParserOptions;
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectTarget,
     IoRedirect, SimpleCommand,
 };
 use brush_parser::word::{WordPiece, WordPieceWithSource};
-use brush_parser::ParserOptions;
 
 /// How deep `sh -c` and substitutions may nest before a script is called opaque.
 const MAX_DEPTH: usize = 8;
@@ -509,9 +509,25 @@ fn wrapped(
         "xargs" => rest(skip_options(
             args,
             &[
-                "-I", "-i", "-n", "-d", "-P", "-L", "-l", "-s", "-E", "-e", "-a", "--arg-file",
-                "--delimiter", "--max-args", "--max-procs", "--max-lines", "--replace",
-                "--max-chars", "--eof",
+                "-I",
+                "-i",
+                "-n",
+                "-d",
+                "-P",
+                "-L",
+                "-l",
+                "-s",
+                "-E",
+                "-e",
+                "-a",
+                "--arg-file",
+                "--delimiter",
+                "--max-args",
+                "--max-procs",
+                "--max-lines",
+                "--replace",
+                "--max-chars",
+                "--eof",
             ],
         ))
         .or_else(|| Some(vec!["echo".into()])),
@@ -571,7 +587,10 @@ fn shell_text(
             at += 1;
             break;
         }
-        if matches!(arg.as_str(), "-o" | "+o" | "--rcfile" | "--init-file" | "-O" | "+O") {
+        if matches!(
+            arg.as_str(),
+            "-o" | "+o" | "--rcfile" | "--init-file" | "-O" | "+O"
+        ) {
             at += 2;
             continue;
         }
@@ -631,11 +650,7 @@ mod tests {
     fn names(script: &str) -> (Vec<String>, Option<String>) {
         let found = script_commands(script);
         (
-            found
-                .programs
-                .iter()
-                .map(|argv| argv.join(" "))
-                .collect(),
+            found.programs.iter().map(|argv| argv.join(" ")).collect(),
             found.opaque,
         )
     }
@@ -664,7 +679,10 @@ mod tests {
             "false",
             "sleep 1",
         ] {
-            assert!(programs.iter().any(|p| p == expected), "{expected}: {programs:?}");
+            assert!(
+                programs.iter().any(|p| p == expected),
+                "{expected}: {programs:?}"
+            );
         }
     }
 
@@ -680,9 +698,16 @@ mod tests {
             "rm -rf a", "rm b", "rm c", "rm d", "rm e", "rm f", "rm g", "rm", "rm {}", "rm h",
             "rm i", "rm j",
         ] {
-            assert!(programs.iter().any(|p| p == expected), "{expected}: {programs:?}");
+            assert!(
+                programs.iter().any(|p| p == expected),
+                "{expected}: {programs:?}"
+            );
         }
-        assert!(script_commands("env X=1 rm d").assigned.contains(&"X".to_string()));
+        assert!(
+            script_commands("env X=1 rm d")
+                .assigned
+                .contains(&"X".to_string())
+        );
     }
 
     #[test]
@@ -712,7 +737,10 @@ mod tests {
             "env -S 'rm x'",
             "if then fi (",
         ] {
-            assert!(script_commands(script).opaque.is_some(), "{script} should be opaque");
+            assert!(
+                script_commands(script).opaque.is_some(),
+                "{script} should be opaque"
+            );
         }
         assert_eq!(script_commands("echo $x \"$HOME\" $((1+2))").opaque, None);
     }
@@ -720,7 +748,11 @@ mod tests {
     #[test]
     fn an_argv_shell_reads_its_stdin() {
         let found = argv_commands(&["sh".into()], Some("rm -rf victim"));
-        assert!(found.programs.contains(&vec!["rm".into(), "-rf".into(), "victim".into()]));
+        assert!(
+            found
+                .programs
+                .contains(&vec!["rm".into(), "-rf".into(), "victim".into()])
+        );
         assert!(argv_commands(&["bash".into()], None).opaque.is_some());
     }
 }

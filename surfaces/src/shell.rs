@@ -333,10 +333,9 @@ impl PreparedAction for ShellRun {
                 crate::script::argv_commands(argv, self.stdin.as_deref()),
                 None,
             ),
-            Program::Script(script) => (
-                crate::script::script_commands(script),
-                Some(script.clone()),
-            ),
+            Program::Script(script) => {
+                (crate::script::script_commands(script), Some(script.clone()))
+            }
         };
         ActionFacts {
             programs: found.programs,
