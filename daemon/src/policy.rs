@@ -261,8 +261,25 @@ impl Rule {
         let text = argv.join(" ");
         self.argv0.as_ref().is_none_or(|names| {
             argv.first()
-                .is_some_and(|first| names.iter().any(|n| n == file_name(first)))
+                .is_some_and(|first| names.iter().any(|name| self.names_program(name, first)))
         }) && self.text_matches(&text)
+    }
+
+    /// Whether a rule's `argv0` entry names the program a command runs. A deny or ask rule
+    /// names it wherever it lives (`/tmp/x/rm` is `rm`). An allow rule's bare name covers the
+    /// program found through PATH or in a system directory, not a file of the same name
+    /// elsewhere (`./git`, `/tmp/git`); an entry that is a path covers that path.
+    fn names_program(&self, name: &str, program: &str) -> bool {
+        if self.decision != Verdict::Allow {
+            return name == file_name(program) || name == program;
+        }
+        if name.contains('/') || !program.contains('/') {
+            return name == program;
+        }
+        name == file_name(program)
+            && SYSTEM_BIN_DIRS
+                .iter()
+                .any(|dir| Path::new(program).parent() == Some(Path::new(dir)))
     }
 
     fn text_matches(&self, text: &str) -> bool {
@@ -344,6 +361,17 @@ fn arg_is(args: &Map<String, Value>, key: &str, expected: &str) -> bool {
 fn argument_text(args: &Map<String, Value>) -> String {
     Value::Object(args.clone()).to_string()
 }
+
+/// Where an allow rule's bare `argv0` name may also be spelled as a path.
+const SYSTEM_BIN_DIRS: &[&str] = &[
+    "/bin",
+    "/sbin",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/opt/homebrew/bin",
+];
 
 /// Variables that change what a program loads or runs: set by a call, they take it out of every
 /// allow rule's reach unless the rule names them in `env`.
@@ -897,6 +925,18 @@ mod tests {
             decide(&p, json!({"script": "$GIT status"})).rule(),
             "defaults.act"
         );
+        // A program of the same name elsewhere is not the one the rule allows.
+        assert_eq!(
+            decide(&p, json!({"script": "/usr/bin/git status"})).rule(),
+            "rules[0]"
+        );
+        for script in ["./git status", "/tmp/evil/git status"] {
+            assert_eq!(
+                decide(&p, json!({"script": script})).rule(),
+                "defaults.act",
+                "{script}"
+            );
+        }
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn walk_command(command: &Command, depth: usize, found: &mut ScriptCommands) {
         Command::Compound(compound, redirects) => {
             walk_compound(compound, depth, found);
             for redirect in redirects.iter().flat_map(|r| &r.0) {
-                walk_redirect(redirect, depth, found);
+                let _stdin = walk_redirect(redirect, depth, found);
             }
         }
         Command::Function(definition) => {
@@ -126,7 +126,7 @@ fn walk_command(command: &Command, depth: usize, found: &mut ScriptCommands) {
         Command::ExtendedTest(test, redirects) => {
             substitution_guard(&test.to_string(), "a [[ ]] test", found);
             for redirect in redirects.iter().flat_map(|r| &r.0) {
-                walk_redirect(redirect, depth, found);
+                let _stdin = walk_redirect(redirect, depth, found);
             }
         }
     }
@@ -191,34 +191,48 @@ fn substitution_guard(text: &str, place: &str, found: &mut ScriptCommands) {
     }
 }
 
-fn walk_redirect(redirect: &IoRedirect, depth: usize, found: &mut ScriptCommands) {
+/// Walks a redirection; returns the text it feeds to standard input, for a here-document or
+/// here-string (a shell reading its input runs that text).
+fn walk_redirect(
+    redirect: &IoRedirect,
+    depth: usize,
+    found: &mut ScriptCommands,
+) -> Option<String> {
     match redirect {
         IoRedirect::File(_, _, target) => match target {
             IoFileRedirectTarget::Filename(word) | IoFileRedirectTarget::Duplicate(word) => {
                 let text = word_text(&word.value, depth, found);
                 found.words.push(text.text);
+                None
             }
             IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
-                walk_list(&subshell.list, depth, found)
+                walk_list(&subshell.list, depth, found);
+                None
             }
-            IoFileRedirectTarget::Fd(_) => {}
+            IoFileRedirectTarget::Fd(_) => None,
         },
-        IoRedirect::HereDocument(_, here) => {
-            if here.requires_expansion {
+        IoRedirect::HereDocument(fd, here) => {
+            let text = if here.requires_expansion {
                 match brush_parser::word::parse_heredoc(&here.doc.value, &options()) {
-                    Ok(pieces) => {
-                        render(&pieces, &here.doc.value, depth, found);
+                    Ok(pieces) => render(&pieces, &here.doc.value, depth, found).text,
+                    Err(err) => {
+                        found.opaque(format!("a here-document does not parse: {err}"));
+                        return None;
                     }
-                    Err(err) => found.opaque(format!("a here-document does not parse: {err}")),
                 }
-            }
+            } else {
+                here.doc.value.clone()
+            };
+            fd.is_none_or(|fd| fd == 0).then_some(text)
         }
-        IoRedirect::HereString(_, word) => {
-            word_text(&word.value, depth, found);
+        IoRedirect::HereString(fd, word) => {
+            let text = word_text(&word.value, depth, found).text;
+            fd.is_none_or(|fd| fd == 0).then(|| format!("{text}\n"))
         }
         IoRedirect::OutputAndError(word, _) => {
             let text = word_text(&word.value, depth, found);
             found.words.push(text.text);
+            None
         }
     }
 }
@@ -310,6 +324,7 @@ fn render(
 
 fn walk_simple(simple: &SimpleCommand, depth: usize, found: &mut ScriptCommands) {
     let mut argv = Vec::new();
+    let mut stdin: Option<String> = None;
     let mut name_known = true;
     let mut items: Vec<&CommandPrefixOrSuffixItem> = Vec::new();
     items.extend(simple.prefix.iter().flat_map(|p| &p.0));
@@ -325,7 +340,7 @@ fn walk_simple(simple: &SimpleCommand, depth: usize, found: &mut ScriptCommands)
             }
             argv.push(text.text);
         }
-        walk_item(item, depth, &mut argv, found);
+        walk_item(item, depth, &mut argv, &mut stdin, found);
     }
     if items.len() == prefix_len
         && let Some(name) = &simple.word_or_name
@@ -346,17 +361,22 @@ fn walk_simple(simple: &SimpleCommand, depth: usize, found: &mut ScriptCommands)
         ));
     }
     found.words.extend(argv.iter().skip(1).cloned());
-    command_and_wrapped(argv, None, depth, found);
+    command_and_wrapped(argv, stdin.as_deref(), depth, found);
 }
 
 fn walk_item(
     item: &CommandPrefixOrSuffixItem,
     depth: usize,
     argv: &mut Vec<String>,
+    stdin: &mut Option<String>,
     found: &mut ScriptCommands,
 ) {
     match item {
-        CommandPrefixOrSuffixItem::IoRedirect(redirect) => walk_redirect(redirect, depth, found),
+        CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
+            if let Some(text) = walk_redirect(redirect, depth, found) {
+                *stdin = Some(text);
+            }
+        }
         CommandPrefixOrSuffixItem::Word(word) => {
             let text = word_text(&word.value, depth, found);
             argv.push(text.text);
@@ -743,6 +763,25 @@ mod tests {
             );
         }
         assert_eq!(script_commands("echo $x \"$HOME\" $((1+2))").opaque, None);
+    }
+
+    #[test]
+    fn a_shell_fed_a_here_document_runs_it() {
+        for script in [
+            "sh <<EOF\nrm -rf victim\nEOF\n",
+            "bash <<'EOF'\nrm -rf victim\nEOF\n",
+            "sh <<< 'rm -rf victim'",
+        ] {
+            let found = script_commands(script);
+            assert_eq!(found.opaque, None, "{script}");
+            assert!(
+                found
+                    .programs
+                    .contains(&vec!["rm".into(), "-rf".into(), "victim".into()]),
+                "{script}: {:?}",
+                found.programs
+            );
+        }
     }
 
     #[test]
