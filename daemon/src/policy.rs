@@ -559,7 +559,7 @@ impl RulePolicy {
         if inside(&components, protected) {
             return true;
         }
-        if !expanded.contains(['*', '?', '[']) {
+        if !expanded.contains(['*', '?', '[', UNKNOWN_VALUE]) {
             let resolved = resolve_symlinks(&components);
             if inside(&resolved, protected) {
                 return true;
@@ -569,7 +569,7 @@ impl RulePolicy {
     }
 
     /// `~`, `$HOME` and the call's own variables replaced by their values; other variables
-    /// become `*` (any one path component).
+    /// become [`UNKNOWN_VALUE`] (any text within one path component).
     fn expand(&self, word: &str, facts: &ActionFacts) -> String {
         let home = self
             .home
@@ -592,7 +592,7 @@ impl RulePolicy {
                 match facts.env.get(name) {
                     Some(value) => value.clone(),
                     None if name == "HOME" => home.clone(),
-                    None => "*".into(),
+                    None => UNKNOWN_VALUE.to_string(),
                 }
             })
             .into_owned()
@@ -649,18 +649,26 @@ fn inside(candidate: &[String], protected: &[String]) -> bool {
             .all(|(part, fixed)| component_matches(part, fixed))
 }
 
+/// Stands for a variable whose value is not known before the run: unlike a glob's `*`, it may
+/// stand for a name that starts with a dot.
+const UNKNOWN_VALUE: char = '\u{1}';
+
 fn component_matches(part: &str, fixed: &str) -> bool {
     if part == fixed {
         return true;
     }
-    if !part.contains(['*', '?', '[']) {
+    if !part.contains(['*', '?', '[', UNKNOWN_VALUE]) {
+        return false;
+    }
+    // As in the shell, a glob matches a leading dot only when it spells it.
+    if fixed.starts_with('.') && !part.starts_with(['.', UNKNOWN_VALUE]) {
         return false;
     }
     let mut regex = String::from("^");
-    let mut chars = part.chars().peekable();
+    let mut chars = part.chars();
     while let Some(c) = chars.next() {
         match c {
-            '*' => regex.push_str(".*"),
+            '*' | UNKNOWN_VALUE => regex.push_str(".*"),
             '?' => regex.push('.'),
             '[' => {
                 // A bracket expression stands for one character; which ones is not worked out.
@@ -1053,6 +1061,7 @@ mod tests {
             "cat \"$HOME/.config/computer/config.toml\"",
             "cat /home/me/.config/computer/config.tom?",
             "rm -rf /home/me/.conf*/comp*",
+            "cat /home/me/$D/computer/config.toml",
             "dd if=/home/me/.config/computer/config.toml",
             "cat ../home/me/.config/computer/config.toml",
         ] {
@@ -1071,10 +1080,17 @@ mod tests {
             .rule(),
             "builtin:protected-path"
         );
-        assert_eq!(
-            decide(&p, json!({"script": "cat /home/me/.config/other.toml"})).rule(),
-            "rules[0]"
-        );
+        for script in [
+            "cat /home/me/.config/other.toml",
+            // A glob's `*` does not match the leading dot of `.config`.
+            "ls /home/me/*/computer",
+        ] {
+            assert_eq!(
+                decide(&p, json!({"script": script})).rule(),
+                "rules[0]",
+                "{script}"
+            );
+        }
     }
 
     #[test]
