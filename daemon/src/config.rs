@@ -319,6 +319,29 @@ mod tests {
     }
 
     #[test]
+    fn the_loader_list_has_a_default_and_can_be_replaced() {
+        let default = Config::parse("", "c").unwrap();
+        let names = |config: &Config| {
+            let matches = |name: &str| config.policy.loader_env.iter().any(|g| g.matches(name));
+            (
+                matches("LD_PRELOAD"),
+                matches("GIT_CONFIG_COUNT"),
+                matches("MY_HOOK"),
+            )
+        };
+        assert_eq!(names(&default), (true, true, false));
+        let replaced = Config::parse("[policy]\nloader_env = [\"MY_*\"]\n", "c").unwrap();
+        assert_eq!(names(&replaced), (false, false, true));
+        let err = Config::parse("[policy]\nloader = []\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2") && err.contains("loader_env"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn inconsistent_values_are_refused() {
         let err = Config::parse(
             "[shell]\ndefault_timeout_ms = 50\nmax_timeout_ms = 10\n",

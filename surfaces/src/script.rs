@@ -46,15 +46,15 @@ impl ScriptCommands {
     }
 }
 
-/// The commands of a `/bin/sh -c` script. `stdin` is the text a shell reading its standard
-/// input would run (only known for the run's own program, not inside a pipeline).
+/// The commands of a `/bin/sh -c` script.
 pub fn script_commands(script: &str) -> ScriptCommands {
     let mut found = ScriptCommands::default();
     walk_script(script, 0, &mut found);
     found
 }
 
-/// The commands an argv run executes: the program itself, and whatever it runs in turn.
+/// The commands an argv run executes: the program itself, and whatever it runs in turn. `stdin`
+/// is what a shell that reads its input (`["sh"]`) runs.
 pub fn argv_commands(argv: &[String], stdin: Option<&str>) -> ScriptCommands {
     let mut found = ScriptCommands::default();
     found.words.extend(argv.iter().skip(1).cloned());
@@ -113,7 +113,9 @@ fn walk_command(command: &Command, depth: usize, found: &mut ScriptCommands) {
         Command::Compound(compound, redirects) => {
             walk_compound(compound, depth, found);
             for redirect in redirects.iter().flat_map(|r| &r.0) {
-                let _stdin = walk_redirect(redirect, depth, found);
+                // A compound command's here-document feeds its commands' reads, not a shell's
+                // command text: only its words matter here.
+                let _fed_to_stdin = walk_redirect(redirect, depth, found);
             }
         }
         Command::Function(definition) => {
@@ -126,7 +128,9 @@ fn walk_command(command: &Command, depth: usize, found: &mut ScriptCommands) {
         Command::ExtendedTest(test, redirects) => {
             substitution_guard(&test.to_string(), "a [[ ]] test", found);
             for redirect in redirects.iter().flat_map(|r| &r.0) {
-                let _stdin = walk_redirect(redirect, depth, found);
+                // A compound command's here-document feeds its commands' reads, not a shell's
+                // command text: only its words matter here.
+                let _fed_to_stdin = walk_redirect(redirect, depth, found);
             }
         }
     }
