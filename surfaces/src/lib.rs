@@ -5,6 +5,7 @@
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: one-shot command runs in their own process group.
+//! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
@@ -20,9 +21,10 @@ pub mod capture;
 pub mod contain;
 pub mod gui;
 pub mod registry;
+pub mod script;
 pub mod shell;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -218,6 +220,79 @@ pub trait EvidenceCapture: Send + Sync {
     ) -> Result<EvidenceShot, SurfaceError>;
 }
 
+/// What a prepared action will do, typed: policy, approvals and `policy explain` decide on these
+/// rather than on a surface's raw args.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ActionFacts {
+    /// The argv of every command the action runs, in order. For a script, every simple command
+    /// in it; a wrapper (`env`, `sudo`, `sh -c`, ...) and the command it runs both appear.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<Vec<String>>,
+    /// The script text, for a script run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// Why not every command can be known before the run (`eval`, a computed command name, a
+    /// parse error...). An opaque action is never covered by an allow rule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<String>,
+    /// Variables the call adds to the environment, with their values.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Variables the script itself assigns (`X=1 cmd`, `export X=1`, `env X=1 cmd`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub script_env: Vec<String>,
+    /// What is written to the action's standard input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<StdinFacts>,
+    /// The working directory the action runs in, when the call names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// Words that may name files (arguments, redirection targets, assigned values), as written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub words: Vec<String>,
+}
+
+impl ActionFacts {
+    /// Every variable name the action sets: the call's and the script's own.
+    pub fn env_names(&self) -> impl Iterator<Item = &str> {
+        self.env
+            .keys()
+            .map(String::as_str)
+            .chain(self.script_env.iter().map(String::as_str))
+    }
+}
+
+/// The standard input an action is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StdinFacts {
+    pub bytes: usize,
+    pub sha256: String,
+    /// The whole text (policy's `stdin` matcher searches it; approvers see its head).
+    #[serde(skip)]
+    pub text: String,
+    /// The first bytes, cut at a character boundary.
+    pub head: String,
+}
+
+impl StdinFacts {
+    /// How much of stdin `head` holds at most.
+    pub const HEAD_BYTES: usize = 256;
+
+    pub fn of(text: &str) -> StdinFacts {
+        use sha2::Digest;
+        let mut end = text.len().min(Self::HEAD_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        StdinFacts {
+            bytes: text.len(),
+            sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())),
+            text: text.to_string(),
+            head: text[..end].to_string(),
+        }
+    }
+}
+
 /// A validated command, ready to run. Validation happens before any receipt is written, so that
 /// an intent receipt always describes an action that can be attempted.
 #[async_trait]
@@ -226,6 +301,11 @@ pub trait PreparedAction: Send {
     fn risk(&self) -> Risk;
     /// What will happen, in plain words, for approvers and logs (never containing secrets).
     fn describe(&self) -> String;
+    /// What the action will do, typed, for policy and approvers. Surfaces that run no programs
+    /// state nothing here yet.
+    fn facts(&self) -> ActionFacts {
+        ActionFacts::default()
+    }
     /// Runs the action.
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError>;
 }

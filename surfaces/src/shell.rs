@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::{
-    Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
-    decode_args,
+    ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, StdinFacts,
+    Surface, SurfaceError, decode_args,
 };
 
 const COMMANDS: &[CommandSpec] = &[CommandSpec {
@@ -325,6 +325,28 @@ enum Ending {
 impl PreparedAction for ShellRun {
     fn risk(&self) -> Risk {
         Risk::Act
+    }
+
+    fn facts(&self) -> ActionFacts {
+        let (found, script) = match &self.program {
+            Program::Argv(argv) => (
+                crate::script::argv_commands(argv, self.stdin.as_deref()),
+                None,
+            ),
+            Program::Script(script) => {
+                (crate::script::script_commands(script), Some(script.clone()))
+            }
+        };
+        ActionFacts {
+            programs: found.programs,
+            script,
+            opaque: found.opaque,
+            env: self.env.clone(),
+            script_env: found.assigned,
+            stdin: self.stdin.as_deref().map(StdinFacts::of),
+            cwd: self.cwd.clone(),
+            words: found.words,
+        }
     }
 
     fn describe(&self) -> String {

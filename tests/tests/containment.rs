@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 /// Shell runs are allowed by rule: the attacks below are what such a rule lets through.
 const ALLOW_SHELL: &str = "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n";
 
-/// Runs `script` through `computer call`, with `env` added to the run's environment (an agent
-/// can name any path there: policy does not read env values).
+/// Runs `script` through `computer call`, with `env` added to the run's environment.
 fn run(daemon: &Daemon, script: &str, env: Value) -> Value {
+    let (script, env) = hidden_from_policy(script, env);
     let out = daemon.cli(&[
         "call",
         "shell",
@@ -25,6 +25,20 @@ fn run(daemon: &Daemon, script: &str, env: Value) -> Value {
         &json!({ "env": env }).to_string(),
     ]);
     out.json()
+}
+
+/// Policy denies runs that name the daemon's paths, in env values too; an agent can still hide
+/// a path from it (here: reversed, and turned round by the script), and containment must hold
+/// then. Returns the script and env that do so.
+fn hidden_from_policy(script: &str, env: Value) -> (String, Value) {
+    let mut prelude = String::new();
+    let mut hidden = serde_json::Map::new();
+    for (name, value) in env.as_object().cloned().unwrap_or_default() {
+        let text = value.as_str().unwrap_or_default();
+        hidden.insert(name.clone(), json!(text.chars().rev().collect::<String>()));
+        prelude.push_str(&format!("{name}=$(printf '%s' \"${name}\" | rev); "));
+    }
+    (format!("{prelude}\n{script}"), Value::Object(hidden))
 }
 
 fn stdout(reply: &Value) -> &str {
@@ -306,18 +320,21 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     wait_for("the daemon to listen", Duration::from_secs(30), || {
         std::os::unix::net::UnixStream::connect(&socket).ok()
     });
+    let (script, env) = hidden_from_policy(
+        r#"id -u; ls -A "$S" | wc -l; ps -e -o comm= | grep -c .;
+           cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
+           setsid -f sleep 3041; echo done"#,
+        json!({"S": root.join("state")}),
+    );
     let output = as_nobody(&[
         "call",
         "shell",
         "run",
         "--json",
         "--args",
-        &json!({"script": r#"id -u; ls -A "$S" | wc -l; ps -e -o comm= | grep -c .;
-                             cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
-                             setsid -f sleep 3041; echo done"#})
-        .to_string(),
+        &json!({ "script": script }).to_string(),
         "--complications",
-        &json!({"env": {"S": root.join("state")}}).to_string(),
+        &json!({ "env": env }).to_string(),
     ])
     .output()
     .unwrap();

@@ -141,8 +141,11 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     // The agent may run `computer` itself (a rule allows it); it still cannot approve anything.
     // Containment (on by default) hides the control socket from runs altogether (see
     // containment.rs); turned off here, the control socket's own ancestry check must hold.
+    // An allow rule's bare name covers only programs found through PATH or in a system
+    // directory; the binary under test lives elsewhere, so the rule names its path.
     let config = format!(
-        "{ASK_ACTS}[containment]\nmode = \"off\"\n[[rules]]\nargv0 = [\"computer\", \"env\"]\ndecision = \"allow\"\n"
+        "{ASK_ACTS}[containment]\nmode = \"off\"\n[[rules]]\nargv0 = [{:?}, \"env\"]\ndecision = \"allow\"\n",
+        computer_bin().display().to_string()
     );
     let daemon = Daemon::start_with_config(&config);
     let dir = tempfile::tempdir().unwrap();

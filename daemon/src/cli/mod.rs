@@ -198,14 +198,13 @@ fn explain(call_json: &str) -> u8 {
             return exit::USAGE;
         }
     };
-    let policy = crate::policy::RulePolicy {
-        defaults: config.defaults.clone(),
-        rules: config.rules.clone(),
-        protected: vec![
-            computer_ipc::paths::config_path(),
-            computer_ipc::paths::state_dir(),
-        ],
-    };
+    // The daemon's own inputs: its protected paths (both spellings), its rules and loader
+    // variables, its facts and its decision code.
+    let protected = crate::cli::serve::protected_paths(
+        &computer_ipc::paths::config_path(),
+        &computer_ipc::paths::state_dir(),
+    );
+    let policy = crate::policy::RulePolicy::from_config(&config, &protected);
     let caller = crate::policy::Caller {
         uid: 0,
         pid: None,
@@ -213,17 +212,10 @@ fn explain(call_json: &str) -> u8 {
         surfaces: None,
     };
     let described = action.describe();
+    let facts = action.facts();
     let decision = crate::policy::Policy::decide(
         &policy,
-        &crate::policy::PolicyInput {
-            caller: &caller,
-            surface: call.surface,
-            command: &call.command,
-            risk: action.risk(),
-            action: &described,
-            args: &call.args,
-            cwd: call.complications.cwd.as_deref(),
-        },
+        &crate::policy::PolicyInput::of(&caller, &call, &described, action.risk(), &facts),
     );
     let rule_text = decision
         .rule()
@@ -236,6 +228,7 @@ fn explain(call_json: &str) -> u8 {
         "{}",
         serde_json::to_string_pretty(&serde_json::json!({
             "action": described,
+            "facts": facts,
             "risk": action.risk(),
             "decision": decision,
             "rule": rule_text,

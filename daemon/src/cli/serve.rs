@@ -206,7 +206,7 @@ pub(crate) fn containment(config: &Config, config_path: &Path, state_dir: &Path)
 
 /// What no shell run may name: the daemon's own config and state (in the spelling given and the
 /// canonical one).
-fn protected_paths(config_path: &Path, state_dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn protected_paths(config_path: &Path, state_dir: &Path) -> Vec<PathBuf> {
     let mut paths = Vec::new();
     for path in [config_path, state_dir] {
         paths.push(path.to_path_buf());
@@ -220,11 +220,7 @@ fn protected_paths(config_path: &Path, state_dir: &Path) -> Vec<PathBuf> {
 }
 
 fn rule_policy(config: &Config, protected: &[PathBuf]) -> RulePolicy {
-    RulePolicy {
-        defaults: config.defaults.clone(),
-        rules: config.rules.clone(),
-        protected: protected.to_vec(),
-    }
+    RulePolicy::from_config(config, protected)
 }
 
 fn rate_limiter(config: &Config) -> RateLimiter {
