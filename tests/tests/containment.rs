@@ -41,6 +41,22 @@ fn hidden_from_policy(script: &str, env: Value) -> (String, Value) {
     (format!("{prelude}\n{script}"), Value::Object(hidden))
 }
 
+/// Sends a `shell run` of `script` as request `id` on a raw connection and waits until a
+/// process whose command line starts with `running` exists; the call's reply is left unread.
+fn start_run(daemon: &Daemon, id: i64, script: &str, running: &str) -> RawConnection {
+    let mut connection = RawConnection::connect(&daemon.socket);
+    connection.initialize("2025-11-25");
+    connection.send(&json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "COMPUTER", "arguments": {
+            "surface": "shell", "command": "run", "args": {"script": script}}}
+    }));
+    wait_for("the run to start", Duration::from_secs(20), || {
+        (!processes_with(running).is_empty()).then_some(())
+    });
+    connection
+}
+
 fn stdout(reply: &Value) -> &str {
     reply["stdout"].as_str().unwrap_or_default()
 }
@@ -208,17 +224,7 @@ fn nothing_a_run_starts_outlives_it() {
 #[test]
 fn a_cancelled_run_stops_and_its_receipt_says_so() {
     let daemon = Daemon::start_with_config(ALLOW_SHELL);
-    let mut connection = RawConnection::connect(&daemon.socket);
-    connection.initialize("2025-11-25");
-    connection.send(&json!({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "COMPUTER", "arguments": {
-            "surface": "shell", "command": "run",
-            "args": {"script": "setsid -f sleep 3031; sleep 3032"}}}
-    }));
-    wait_for("the run to start", Duration::from_secs(20), || {
-        (!processes_with("sleep 3032").is_empty()).then_some(())
-    });
+    let mut connection = start_run(&daemon, 7, "setsid -f sleep 3031; sleep 3032", "sleep 3032");
     connection.send(&json!({
         "jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 7, "reason": "user pressed stop"}
@@ -405,17 +411,7 @@ fn a_call_can_ask_for_a_stricter_sandbox_and_never_a_looser_one() {
 #[test]
 fn a_run_dies_with_a_daemon_that_is_killed() {
     let mut daemon = Daemon::start_with_config(ALLOW_SHELL);
-    let mut connection = RawConnection::connect(&daemon.socket);
-    connection.initialize("2025-11-25");
-    connection.send(&json!({
-        "jsonrpc": "2.0", "id": 9, "method": "tools/call",
-        "params": {"name": "COMPUTER", "arguments": {
-            "surface": "shell", "command": "run",
-            "args": {"script": "setsid -f sleep 3051; sleep 3052"}}}
-    }));
-    wait_for("the run to start", Duration::from_secs(20), || {
-        (!processes_with("sleep 3052").is_empty()).then_some(())
-    });
+    let _connection = start_run(&daemon, 9, "setsid -f sleep 3051; sleep 3052", "sleep 3052");
     // No shutdown, no cleanup code of the daemon's: the kernel alone must end the run.
     daemon.stop_with(libc::SIGKILL);
     wait_for(
