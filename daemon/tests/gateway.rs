@@ -1,0 +1,416 @@
+//! The gateway's invariant, in process and without any desktop: every call, whatever way it
+//! ends, leaves exactly one intent and one result receipt, and the id it hands back names them.
+//! A fake surface stands in for the real ones; it proves the pipeline, not a surface.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use computer_daemon::approval::Approvals;
+use computer_daemon::cancel::CallCancel;
+use computer_daemon::gateway::Gateway;
+use computer_daemon::policy::{Caller, Decision, Policy, PolicyInput};
+use computer_daemon::ratelimit::RateLimiter;
+use computer_daemon::receipts::{self, Ledger, ListFilter};
+use computer_ipc::{Complications, SurfaceName, TOOL_NAME, ToolError};
+use computer_surfaces::{
+    Availability, CallContext, CommandSpec, Outcome, PreparedAction, Registry, Risk, Surface,
+    SurfaceError,
+};
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value, json};
+
+/// Commands of the fake surface, one per way an action can end.
+const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "ok",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "fail",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "refuse",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "slow",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "bad",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "deny",
+        args: "",
+        risk: Risk::Observe,
+    },
+    CommandSpec {
+        name: "ask",
+        args: "",
+        risk: Risk::Act,
+    },
+];
+
+struct Fake;
+
+struct FakeAction(String);
+
+#[async_trait]
+impl PreparedAction for FakeAction {
+    fn risk(&self) -> Risk {
+        if self.0 == "ask" {
+            Risk::Act
+        } else {
+            Risk::Observe
+        }
+    }
+    fn describe(&self) -> String {
+        format!("fake {}", self.0)
+    }
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
+        match self.0.as_str() {
+            "fail" => Err(SurfaceError::Failed {
+                message: "it broke".into(),
+            }),
+            "refuse" => Err(SurfaceError::Refused {
+                message: "an approver's window".into(),
+            }),
+            "slow" => {
+                ctx.cancel.cancelled().await;
+                Ok(Outcome::default())
+            }
+            _ => Ok(Outcome {
+                success: true,
+                ..Outcome::default()
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl Surface for Fake {
+    fn name(&self) -> SurfaceName {
+        SurfaceName::Shell
+    }
+    fn commands(&self) -> &'static [CommandSpec] {
+        COMMANDS
+    }
+    fn probe(&self) -> Availability {
+        Availability::Ready
+    }
+    fn result_fields(&self, _command: &str) -> &'static [&'static str] {
+        &["value"]
+    }
+    fn prepare(
+        &self,
+        command: &str,
+        _args: &Map<String, Value>,
+        _complications: &Complications,
+    ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        if command == "bad" || !COMMANDS.iter().any(|c| c.name == command) {
+            return Err(ToolError::invalid("not a fake command").at("command"));
+        }
+        Ok(Box::new(FakeAction(command.to_string())))
+    }
+}
+
+/// Denies `deny`, asks for acts, allows the rest.
+struct FakePolicy;
+
+impl Policy for FakePolicy {
+    fn decide(&self, input: &PolicyInput<'_>) -> Decision {
+        match (input.command, input.risk) {
+            ("deny", _) => Decision::Deny {
+                rule: "test".into(),
+                reason: "denied by test".into(),
+            },
+            (_, Risk::Act) => Decision::Ask {
+                rule: "test".into(),
+            },
+            _ => Decision::Allow {
+                rule: "test".into(),
+            },
+        }
+    }
+}
+
+fn caller(surfaces: Option<Vec<SurfaceName>>) -> Caller {
+    Caller {
+        uid: 0,
+        pid: Some(1),
+        agent: "test".into(),
+        surfaces,
+    }
+}
+
+fn gateway(dir: &std::path::Path, calls_allowed: u32) -> Arc<Gateway> {
+    let ledger = Ledger::open(&dir.join("receipts.sqlite")).expect("ledger");
+    let artifacts = dir.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    Gateway::new(
+        Registry::from_surfaces(vec![Arc::new(Fake)]),
+        Arc::new(FakePolicy),
+        // Nobody answers: an asked call is denied after 50 ms.
+        Arc::new(Approvals::new(
+            Duration::from_millis(50),
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+        )),
+        RateLimiter::new(calls_allowed, Duration::from_secs(3600)),
+        ledger,
+        artifacts,
+    )
+}
+
+async fn call(
+    gateway: &Gateway,
+    caller: &Caller,
+    tool: &str,
+    args: Value,
+    cancel: CallCancel,
+) -> Value {
+    let arguments = match args {
+        Value::Object(map) => Some(map),
+        _ => None,
+    };
+    let result: CallToolResult = gateway
+        .handle(caller, tool, arguments, cancel, &|_| {})
+        .await;
+    result.structured_content.expect("structured content")
+}
+
+/// The receipt rows of one call, by kind.
+fn rows_of(dir: &std::path::Path, call_id: &str) -> Vec<String> {
+    let path = dir.join("receipts.sqlite");
+    let conn = receipts::open_ro(&path).expect("open ledger");
+    let filter = ListFilter {
+        call_id: Some(call_id.to_string()),
+        ..ListFilter::default()
+    };
+    let mut kinds: Vec<String> = receipts::list(&conn, &path, &filter)
+        .expect("list")
+        .into_iter()
+        .map(|r| r.kind)
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_exit_leaves_an_intent_and_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = gateway(dir.path(), 0);
+    let anyone = caller(None);
+    let shell = |command: &str| json!({"surface": "shell", "command": command});
+    let cancelled_request = || {
+        let cancel = CallCancel::default();
+        cancel.request.cancel();
+        cancel
+    };
+    let cases: Vec<(&str, Caller, &str, Value, CallCancel, &str)> = vec![
+        (
+            "success",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("ok"),
+            CallCancel::default(),
+            "",
+        ),
+        (
+            "unknown tool",
+            anyone.clone(),
+            "OTHER",
+            shell("ok"),
+            CallCancel::default(),
+            "invalid_call",
+        ),
+        (
+            "undecodable",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shell", "command": "ok", "bogus": 1}),
+            CallCancel::default(),
+            "invalid_call",
+        ),
+        (
+            "unknown surface",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shel", "command": "ok"}),
+            CallCancel::default(),
+            "invalid_call",
+        ),
+        (
+            "outside the scope",
+            caller(Some(vec![SurfaceName::Gui])),
+            TOOL_NAME,
+            shell("ok"),
+            CallCancel::default(),
+            "denied",
+        ),
+        (
+            "surface not built",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "keychain", "command": "list"}),
+            CallCancel::default(),
+            "unavailable",
+        ),
+        (
+            "unsupported complication",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shell", "command": "ok", "complications": {"detach": true}}),
+            CallCancel::default(),
+            "unavailable",
+        ),
+        (
+            "bad return budget",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shell", "command": "ok", "complications": {"return": {"select": ["nope"]}}}),
+            CallCancel::default(),
+            "invalid_call",
+        ),
+        (
+            "invalid args",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("bad"),
+            CallCancel::default(),
+            "invalid_call",
+        ),
+        (
+            "denied",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("deny"),
+            CallCancel::default(),
+            "denied",
+        ),
+        (
+            "not approved",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("ask"),
+            CallCancel::default(),
+            "denied",
+        ),
+        (
+            "action failed",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("fail"),
+            CallCancel::default(),
+            "action_failed",
+        ),
+        (
+            "refused at the target",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("refuse"),
+            CallCancel::default(),
+            "denied",
+        ),
+        (
+            "cancelled before it ran",
+            anyone.clone(),
+            TOOL_NAME,
+            shell("ok"),
+            cancelled_request(),
+            "cancelled",
+        ),
+    ];
+    for (what, who, tool, args, cancel, code) in cases {
+        let reply = call(&gateway, &who, tool, args, cancel).await;
+        let receipt = reply["receipt"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no receipt: {reply}"));
+        if code.is_empty() {
+            assert_eq!(reply["ok"], true, "{what}: {reply}");
+        } else {
+            assert_eq!(reply["error"]["code"], code, "{what}: {reply}");
+        }
+        assert_eq!(
+            rows_of(dir.path(), receipt),
+            ["intent", "result"],
+            "{what}: {reply}"
+        );
+    }
+
+    // Cancelled while it runs: the action sees the cancellation, the result says who.
+    let cancel = CallCancel::default();
+    let connection = cancel.connection.clone();
+    let running = {
+        let gateway = gateway.clone();
+        let anyone = anyone.clone();
+        tokio::spawn(async move { call(&gateway, &anyone, TOOL_NAME, shell("slow"), cancel).await })
+    };
+    connection.cancel();
+    let reply = running.await.unwrap();
+    let receipt = reply["receipt"].as_str().unwrap().to_string();
+    assert_eq!(rows_of(dir.path(), &receipt), ["intent", "result"]);
+    let path = dir.path().join("receipts.sqlite");
+    let conn = receipts::open_ro(&path).unwrap();
+    let filter = ListFilter {
+        call_id: Some(receipt.clone()),
+        ..ListFilter::default()
+    };
+    let result = receipts::list(&conn, &path, &filter)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.kind == "result")
+        .unwrap();
+    assert_eq!(
+        result.body["cancelled"]["by"], "disconnect",
+        "{:?}",
+        result.body
+    );
+
+    // Shutting down: refused, and receipted all the same.
+    gateway.close();
+    let reply = call(
+        &gateway,
+        &anyone,
+        TOOL_NAME,
+        shell("ok"),
+        CallCancel::default(),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], "shutting_down", "{reply}");
+    assert_eq!(
+        rows_of(dir.path(), reply["receipt"].as_str().unwrap()),
+        ["intent", "result"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_call_is_receipted_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = gateway(dir.path(), 1);
+    let anyone = caller(None);
+    let shell = json!({"surface": "shell", "command": "ok"});
+    let first = call(
+        &gateway,
+        &anyone,
+        TOOL_NAME,
+        shell.clone(),
+        CallCancel::default(),
+    )
+    .await;
+    assert_eq!(first["ok"], true, "{first}");
+    let second = call(&gateway, &anyone, TOOL_NAME, shell, CallCancel::default()).await;
+    assert_eq!(second["error"]["code"], "rate_limited", "{second}");
+    assert_eq!(
+        rows_of(dir.path(), second["receipt"].as_str().unwrap()),
+        ["intent", "result"]
+    );
+}
