@@ -393,12 +393,18 @@ impl Run {
                     return Ok(end);
                 }
                 Next::Record((TAG_ERROR, stage, errno, _)) => {
+                    // The init is gone (or going): its pid must not be signalled again.
+                    self.init_pid = None;
                     return Err(setup_error(stage, errno));
                 }
                 Next::Record(_) => continue,
                 Next::Empty => guard.clear_ready(),
-                // Every writer is gone without a last word: the init was killed.
-                Next::End => return Err(ContainError::Lost),
+                // Every writer is gone without a last word: the init was killed, and its pid
+                // may belong to another process by now.
+                Next::End => {
+                    self.init_pid = None;
+                    return Err(ContainError::Lost);
+                }
             }
         }
     }
