@@ -363,6 +363,13 @@ impl Daemon {
             .unwrap_or_default()
     }
 
+    /// One `shell run` through `computer call`, with `args` and `complications`; its JSON reply.
+    pub fn shell_run_json(&self, args: &Value, complications: &Value) -> Value {
+        let cli = shell_run_cli(args, complications);
+        let cli: Vec<&str> = cli.iter().map(String::as_str).collect();
+        self.cli(&cli).json()
+    }
+
     /// One call through `computer call SURFACE COMMAND --json --args ARGS`; its JSON reply.
     pub fn call_json(&self, surface: &str, command: &str, args: &str) -> Value {
         self.cli(&["call", surface, command, "--json", "--args", args])
@@ -510,6 +517,22 @@ pub fn structured(result: &rmcp::model::CallToolResult) -> Value {
         .structured_content
         .clone()
         .expect("structured content")
+}
+
+/// The `computer` arguments of one `shell run` with `args` and `complications`, JSON reply.
+pub fn shell_run_cli(args: &Value, complications: &Value) -> Vec<String> {
+    [
+        "call",
+        "shell",
+        "run",
+        "--json",
+        "--args",
+        &args.to_string(),
+        "--complications",
+        &complications.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// A `shell run` call with the given args and complications.

@@ -424,15 +424,7 @@ fn a_call_from_inside_a_run_is_refused_and_logged() {
         daemon.socket.display(),
         computer_bin().display()
     );
-    let out = daemon.cli(&[
-        "call",
-        "shell",
-        "run",
-        "--json",
-        "--args",
-        &json!({"script": script}).to_string(),
-    ]);
-    let reply = out.json();
+    let reply = daemon.shell_run_json(&json!({"script": script}), &json!({}));
     assert_ne!(
         reply["exit_code"], 0,
         "the nested call went through: {reply}"
@@ -464,15 +456,10 @@ while True:
     data += chunk
 print(data.decode().strip())
 "#;
-    let out = daemon.cli(&[
-        "call",
-        "shell",
-        "run",
-        "--json",
-        "--args",
-        &json!({"argv": ["python3", "-c", python, daemon.socket]}).to_string(),
-    ]);
-    let reply = out.json();
+    let reply = daemon.shell_run_json(
+        &json!({"argv": ["python3", "-c", python, daemon.socket]}),
+        &json!({}),
+    );
     let answer: Value = serde_json::from_str(reply["stdout"].as_str().unwrap().trim())
         .unwrap_or_else(|err| panic!("{err}: {reply}"));
     assert_eq!(answer["id"], 3, "{answer}");

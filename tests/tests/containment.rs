@@ -14,17 +14,7 @@ const ALLOW_SHELL: &str = "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\
 /// Runs `script` through `computer call`, with `env` added to the run's environment.
 fn run(daemon: &Daemon, script: &str, env: Value) -> Value {
     let (script, env) = hidden_from_policy(script, env);
-    let out = daemon.cli(&[
-        "call",
-        "shell",
-        "run",
-        "--json",
-        "--args",
-        &json!({ "script": script }).to_string(),
-        "--complications",
-        &json!({ "env": env }).to_string(),
-    ]);
-    out.json()
+    daemon.shell_run_json(&json!({ "script": script }), &json!({ "env": env }))
 }
 
 /// Policy denies runs that name the daemon's paths, in env values too; an agent can still hide
@@ -197,17 +187,10 @@ fn nothing_a_run_starts_outlives_it() {
     assert_eq!(result["body"]["killed_processes"], killed, "{result}");
 
     // At the deadline the whole run goes, the program included, and the receipt counts it.
-    let out = daemon.cli(&[
-        "call",
-        "shell",
-        "run",
-        "--json",
-        "--args",
-        r#"{"script": "setsid -f sleep 3021; sleep 3022"}"#,
-        "--complications",
-        r#"{"timeout_ms": 300}"#,
-    ]);
-    let reply = out.json();
+    let reply = daemon.shell_run_json(
+        &json!({"script": "setsid -f sleep 3021; sleep 3022"}),
+        &json!({"timeout_ms": 300}),
+    );
     assert_eq!(reply["timed_out"], true, "{reply}");
     assert!(
         reply["killed_processes"].as_u64().unwrap_or(0) >= 2,
@@ -332,18 +315,9 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
            setsid -f sleep 3041; echo done"#,
         json!({"S": root.join("state")}),
     );
-    let output = as_nobody(&[
-        "call",
-        "shell",
-        "run",
-        "--json",
-        "--args",
-        &json!({ "script": script }).to_string(),
-        "--complications",
-        &json!({ "env": env }).to_string(),
-    ])
-    .output()
-    .unwrap();
+    let cli = computer_tests::shell_run_cli(&json!({ "script": script }), &json!({ "env": env }));
+    let cli: Vec<&str> = cli.iter().map(String::as_str).collect();
+    let output = as_nobody(&cli).output().unwrap();
     let _ = daemon.kill();
     let _ = daemon.wait();
     let reply: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
@@ -374,18 +348,10 @@ fn a_call_can_ask_for_a_stricter_sandbox_and_never_a_looser_one() {
                    touch "$ELSEWHERE/outside" 2>/dev/null && echo wrote-outside"#;
     let env = json!({"PORT": port, "WORK": work.path(), "ELSEWHERE": elsewhere.path()});
     let call = |sandbox: Value| {
-        daemon
-            .cli(&[
-                "call",
-                "shell",
-                "run",
-                "--json",
-                "--args",
-                &json!({ "script": probe }).to_string(),
-                "--complications",
-                &json!({"env": env, "sandbox": sandbox}).to_string(),
-            ])
-            .json()
+        daemon.shell_run_json(
+            &json!({ "script": probe }),
+            &json!({"env": env, "sandbox": sandbox}),
+        )
     };
     // By default: the network and the person's files are there.
     let ordinary = call(json!({}));

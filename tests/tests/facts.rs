@@ -15,18 +15,7 @@ const DENY_RM: &str =
 const ALLOW_GIT_STATUS: &str = "[defaults]\nact = \"ask\"\n[[rules]]\nglob = \"git status*\"\ndecision = \"allow\"\n[[rules]]\nargv0 = [\"echo\"]\ndecision = \"allow\"\n";
 
 fn run(daemon: &Daemon, args: Value, complications: Value) -> Value {
-    daemon
-        .cli(&[
-            "call",
-            "shell",
-            "run",
-            "--json",
-            "--args",
-            &args.to_string(),
-            "--complications",
-            &complications.to_string(),
-        ])
-        .json()
+    daemon.shell_run_json(&args, &complications)
 }
 
 fn assert_denied_by(reply: &Value, rule: &str, what: &str) {
