@@ -1,21 +1,20 @@
 //! The daemon's configuration: embedded defaults, optionally overridden by a TOML file whose errors
-//! name the line and key.
+//! name the line and key. A section named after a surface (`[shell]`, `[gui]`, ...) belongs to
+//! that surface, which checks it (`Surface::configure`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use computer_surfaces::SurfaceLimits;
-use computer_surfaces::capture::CaptureLimits;
-use computer_surfaces::shell::ShellLimits;
+use computer_ipc::SurfaceName;
+use computer_surfaces::{Registry, SurfaceLimits};
 use serde::Deserialize;
 
 use crate::policy::{Defaults, PolicySection, Rule};
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     pub server: ServerConfig,
-    pub shell: ShellConfig,
     /// What each risk class gets when no rule matches.
     pub defaults: Defaults,
     pub approval: ApprovalConfig,
@@ -25,19 +24,69 @@ pub struct Config {
     /// What policy needs beyond rules and defaults (the loader variables).
     pub policy: PolicySection,
     pub rules: Vec<Rule>,
+    /// The surfaces' own sections, unread here: each surface checks and takes its own.
+    pub surfaces: BTreeMap<SurfaceName, toml::Table>,
 }
 
-impl PartialEq for Config {
-    fn eq(&self, other: &Self) -> bool {
-        self.server == other.server
-            && self.shell == other.shell
-            && self.defaults == other.defaults
-            && self.approval == other.approval
-            && self.limits == other.limits
-            && self.containment == other.containment
-            && self.artifacts == other.artifacts
-            && self.policy == other.policy
-            && self.rules == other.rules
+/// The daemon's own sections; any other top-level key must name a surface.
+const DAEMON_SECTIONS: &[&str] = &[
+    "server",
+    "defaults",
+    "approval",
+    "limits",
+    "containment",
+    "artifacts",
+    "policy",
+    "rules",
+];
+
+// By hand rather than derived: a surface's section is any table under the surface's name, and
+// serde's `flatten` would lose the line numbers errors carry.
+impl<'de> Deserialize<'de> for Config {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Sections;
+        impl<'de> serde::de::Visitor<'de> for Sections {
+            type Value = Config;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the daemon's config")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Config, A::Error> {
+                let mut config = Config::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "server" => config.server = map.next_value()?,
+                        "defaults" => config.defaults = map.next_value()?,
+                        "approval" => config.approval = map.next_value()?,
+                        "limits" => config.limits = map.next_value()?,
+                        "containment" => config.containment = map.next_value()?,
+                        "artifacts" => config.artifacts = map.next_value()?,
+                        "policy" => config.policy = map.next_value()?,
+                        "rules" => config.rules = map.next_value()?,
+                        other => match SurfaceName::parse(other) {
+                            Some(surface) => {
+                                config.surfaces.insert(surface, map.next_value()?);
+                            }
+                            None => {
+                                let valid: Vec<&str> = DAEMON_SECTIONS
+                                    .iter()
+                                    .copied()
+                                    .chain(SurfaceName::ALL.iter().map(|s| s.as_str()))
+                                    .collect();
+                                return Err(serde::de::Error::custom(format!(
+                                    "unknown section `{other}`, expected one of {}",
+                                    valid.join(", ")
+                                )));
+                            }
+                        },
+                    }
+                }
+                Ok(config)
+            }
+        }
+        deserializer.deserialize_map(Sections)
     }
 }
 
@@ -161,17 +210,6 @@ pub struct ServerConfig {
     pub max_connections: usize,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ShellConfig {
-    pub default_timeout_ms: u64,
-    pub max_timeout_ms: u64,
-    /// Bytes of each output stream held in memory (head plus tail).
-    pub capture_memory_bytes: usize,
-    /// Bytes of each output stream written to its artifact file at most.
-    pub spill_limit_bytes: u64,
-}
-
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -180,17 +218,6 @@ impl Default for ServerConfig {
             read_timeout_ms: 30_000,
             handshake_timeout_ms: 10_000,
             max_connections: 256,
-        }
-    }
-}
-
-impl Default for ShellConfig {
-    fn default() -> Self {
-        ShellConfig {
-            default_timeout_ms: 30_000,
-            max_timeout_ms: 600_000,
-            capture_memory_bytes: 1 << 20,
-            spill_limit_bytes: 64 << 20,
         }
     }
 }
@@ -238,18 +265,6 @@ impl Config {
         if self.limits.calls > 0 && self.limits.window.0.is_zero() {
             return Err("limits.window must be longer than 0 when limits.calls is set".into());
         }
-        if self.shell.default_timeout_ms == 0 || self.shell.max_timeout_ms == 0 {
-            return Err("shell timeouts must be at least 1 ms".into());
-        }
-        if self.shell.default_timeout_ms > self.shell.max_timeout_ms {
-            return Err(format!(
-                "shell.default_timeout_ms ({}) is over shell.max_timeout_ms ({})",
-                self.shell.default_timeout_ms, self.shell.max_timeout_ms
-            ));
-        }
-        if self.shell.capture_memory_bytes < 2 {
-            return Err("shell.capture_memory_bytes must be at least 2".into());
-        }
         if self.server.max_request_bytes < 1024 {
             return Err("server.max_request_bytes must be at least 1024".into());
         }
@@ -266,18 +281,20 @@ impl Config {
     }
 
     pub fn surface_limits(&self) -> SurfaceLimits {
-        SurfaceLimits {
-            shell: ShellLimits {
-                default_timeout: Duration::from_millis(self.shell.default_timeout_ms),
-                max_timeout: Duration::from_millis(self.shell.max_timeout_ms),
-                capture: CaptureLimits {
-                    memory_bytes: self.shell.capture_memory_bytes,
-                    spill_bytes: self.shell.spill_limit_bytes,
-                },
-                // Set up by the daemon itself (`serve`), which knows the paths to hide.
-                ..ShellLimits::default()
-            },
-        }
+        // Containment is set up by the daemon itself (`serve`), which knows the paths to hide.
+        SurfaceLimits::default()
+    }
+
+    /// The surfaces of this platform, each given its section of this config.
+    pub fn registry(&self, origin: &str, limits: &SurfaceLimits) -> Result<Registry, ConfigError> {
+        let registry = Registry::for_this_platform(limits);
+        registry
+            .configure(&self.surfaces)
+            .map_err(|err| ConfigError::Invalid {
+                path: origin.to_string(),
+                message: err.to_string(),
+            })?;
+        Ok(registry)
     }
 }
 
@@ -293,14 +310,14 @@ mod tests {
     #[test]
     fn errors_name_line_and_key() {
         let err = Config::parse(
-            "[shell]\ndefault_timeout_ms = 5\nmax_timeot_ms = 9\n",
+            "[server]\nread_timeout_ms = 5\nmax_conections = 9\n",
             "c.toml",
         )
         .unwrap_err()
         .to_string();
         assert!(err.contains("line 3"), "{err}");
-        assert!(err.contains("max_timeot_ms"), "{err}");
-        assert!(err.contains("max_timeout_ms"), "lists valid keys: {err}");
+        assert!(err.contains("max_conections"), "{err}");
+        assert!(err.contains("max_connections"), "lists valid keys: {err}");
     }
 
     #[test]
@@ -360,15 +377,40 @@ mod tests {
         );
     }
 
+    /// A surface's section is the surface's to check: its errors name the section and the key.
+    fn surface_error(toml: &str) -> String {
+        let config = Config::parse(toml, "c").unwrap();
+        match config.registry("c", &SurfaceLimits::default()) {
+            Ok(_) => String::new(),
+            Err(err) => err.to_string(),
+        }
+    }
+
     #[test]
-    fn inconsistent_values_are_refused() {
-        let err = Config::parse(
-            "[shell]\ndefault_timeout_ms = 50\nmax_timeout_ms = 10\n",
-            "c",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("over shell.max_timeout_ms"), "{err}");
+    fn a_surface_section_error_names_its_key() {
+        let err = surface_error("[shell]\ndefault_timeout_ms = 50\nmax_timeout_ms = 10\n");
+        assert!(
+            err.contains("[shell] default_timeout_ms") && err.contains("over max_timeout_ms"),
+            "{err}"
+        );
+        let err = surface_error("[shell]\nmax_timeot_ms = 9\n");
+        assert!(
+            err.contains("[shell] max_timeot_ms") && err.contains("max_timeout_ms"),
+            "names the key and the valid ones: {err}"
+        );
+        let err = surface_error("[shell]\ncapture_memory_bytes = \"lots\"\n");
+        assert!(err.contains("[shell] capture_memory_bytes"), "{err}");
+        let err = surface_error("[gui]\nzoom = 2\n");
+        assert!(
+            err.contains("[gui] zoom") && err.contains("takes no settings"),
+            "{err}"
+        );
+        assert_eq!(surface_error("[shell]\nmax_timeout_ms = 900000\n"), "");
+        // A section that is not a surface's nor the daemon's is refused where it stands.
+        let err = Config::parse("[shel]\nx = 1\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1") && err.contains("shell"), "{err}");
     }
 
     #[test]

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
-use computer_surfaces::{Availability, CallContext, EvidenceShot, Outcome, Registry, SurfaceError};
+use computer_surfaces::{
+    Availability, CallContext, EvidenceShot, Outcome, Registry, Surface, SurfaceError,
+    receipt_value,
+};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -17,9 +20,6 @@ use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, NewRow, RowKind};
-
-/// Longest string kept verbatim in a receipt's args; the digest covers the full value.
-const RECEIPT_STRING_LIMIT: usize = 4096;
 
 pub struct Gateway {
     registry: Registry,
@@ -201,7 +201,7 @@ impl Gateway {
                 .refuse(&call_id, caller, early, error, Value::Null)
                 .await;
         }
-        if let Err(error) = self.unsupported_complications(&call) {
+        if let Err(error) = self.unsupported_complications(&call, surface.as_ref()) {
             return self
                 .refuse(&call_id, caller, early, error, Value::Null)
                 .await;
@@ -285,6 +285,17 @@ impl Gateway {
             Decision::Allow { .. } => {}
         }
 
+        // The args as the surface redacts them (the digest covers the request whole), and the
+        // facts policy decided on.
+        let args = match &facts.args {
+            Some(args) => json!({
+                "surface": early.surface,
+                "command": early.command,
+                "args": args,
+                "complications": receipt_value(&json!(call.complications)),
+            }),
+            None => receipt_value(&raw),
+        };
         let intent = NewRow {
             call_id: call_id.clone(),
             kind: RowKind::Intent,
@@ -292,8 +303,9 @@ impl Gateway {
             command: early.command.clone(),
             body: json!({
                 "caller": caller,
-                "args": receipt_value(&raw),
+                "args": args,
                 "args_sha256": digest(&raw),
+                "facts": receipt_value(&json!(facts)),
                 "action": described,
                 "risk": action.risk(),
                 "policy": decision,
@@ -569,7 +581,11 @@ fn early_from_raw(raw: &Value) -> Early {
 }
 
 impl Gateway {
-    fn unsupported_complications(&self, call: &ComputerCall) -> Result<(), ToolError> {
+    fn unsupported_complications(
+        &self,
+        call: &ComputerCall,
+        surface: &dyn Surface,
+    ) -> Result<(), ToolError> {
         let wants_evidence = call
             .complications
             .evidence
@@ -581,35 +597,41 @@ impl Gateway {
             )
             .at("complications.evidence"));
         }
-        unsupported_complications(call)
+        let supported = surface.complications();
+        match complications_used(call)
+            .into_iter()
+            .find(|name| !supported.contains(name))
+        {
+            None => Ok(()),
+            Some(name) => Err(ToolError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "the `{name}` complication is not supported by the {} surface in this build",
+                    call.surface
+                ),
+            )
+            .at(format!("complications.{name}"))
+            .valid(supported.iter().copied())),
+        }
     }
 }
 
-fn unsupported_complications(call: &ComputerCall) -> Result<(), ToolError> {
+/// The complications a call gives, by their JSON names.
+fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
     let c = &call.complications;
-    let not_here = |name: &str, why: &str| {
-        Err(ToolError::new(
-            ErrorCode::Unavailable,
-            format!("the `{name}` complication {why}"),
-        )
-        .at(format!("complications.{name}")))
-    };
-    if !c.secrets.is_empty() {
-        return not_here(
-            "secrets",
-            "needs the keychain surface, which this build does not have yet",
-        );
-    }
-    if c.detach {
-        return not_here("detach", "is not supported yet; run without it");
-    }
-    if c.sandbox.is_some() && call.surface != SurfaceName::Shell {
-        return Err(ToolError::invalid(
-            "the `sandbox` complication tightens the processes a call starts; only shell runs start processes",
-        )
-        .at("complications.sandbox"));
-    }
-    Ok(())
+    [
+        ("cwd", c.cwd.is_some()),
+        ("env", !c.env.is_empty()),
+        ("timeout_ms", c.timeout_ms.is_some()),
+        ("evidence", c.evidence.is_some()),
+        ("return", c.return_budget.is_some()),
+        ("secrets", !c.secrets.is_empty()),
+        ("detach", c.detach),
+        ("sandbox", c.sandbox.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, used)| used.then_some(name))
+    .collect()
 }
 
 /// The evidence part of a result: a compact reference to each shot (or why it failed). The shots'
@@ -672,24 +694,4 @@ fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
 
 fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
-}
-
-/// A copy of `value` fit for a receipt: long strings are shortened (the digest covers them whole).
-fn receipt_value(value: &Value) -> Value {
-    match value {
-        Value::String(s) if s.len() > RECEIPT_STRING_LIMIT => {
-            let mut end = RECEIPT_STRING_LIMIT;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            json!(format!("{}…[{} bytes in all]", &s[..end], s.len()))
-        }
-        Value::Array(items) => Value::Array(items.iter().map(receipt_value).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), receipt_value(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
 }

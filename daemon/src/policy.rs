@@ -6,10 +6,9 @@ use std::path::{Component, Path, PathBuf};
 
 use computer_ipc::SurfaceName;
 use computer_surfaces::script::file_name;
-use computer_surfaces::{ActionFacts, Risk};
+use computer_surfaces::{ActionFacts, Risk, TargetFacts};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 /// Who is calling, as the socket's peer credentials and token say.
 #[derive(Debug, Clone, Serialize)]
@@ -38,11 +37,9 @@ pub struct PolicyInput<'a> {
     pub risk: Risk,
     /// The action in plain words.
     pub action: &'a str,
-    /// What the action will do, as its surface states it.
+    /// What the action will do, as its surface states it: the only view policy has of the
+    /// surface's args.
     pub facts: &'a ActionFacts,
-    /// The raw args, read only for the gui/ax `app` and `window` matchers and for `glob` and
-    /// `regex` on surfaces that state no commands (those surfaces state no facts yet).
-    pub args: &'a Map<String, Value>,
     pub cwd: Option<&'a str>,
 }
 
@@ -62,7 +59,6 @@ impl<'a> PolicyInput<'a> {
             risk,
             action,
             facts,
-            args: &call.args,
             cwd: call.complications.cwd.as_deref(),
         }
     }
@@ -210,10 +206,11 @@ pub struct Rule {
     /// The call's working directory starts with this.
     #[serde(default)]
     pub cwd_prefix: Option<String>,
-    /// For gui/ax: the target application (args.app).
+    /// For gui/ax: the application the action acts on or reads, as its surface resolved it
+    /// (not as the args spell it); case does not matter.
     #[serde(default)]
     pub app: Option<String>,
-    /// For gui/ax: the target window (args.window).
+    /// For gui/ax: the target window's title or id.
     #[serde(default)]
     pub window: Option<String>,
     /// Variable names (globs): a deny or ask rule matches an action that sets any of them; an
@@ -235,14 +232,12 @@ impl Rule {
                 .cwd_prefix
                 .as_deref()
                 .is_none_or(|prefix| input.cwd.is_some_and(|cwd| cwd.starts_with(prefix)))
-            && self
-                .app
-                .as_deref()
-                .is_none_or(|app| arg_is(input.args, "app", app))
-            && self
-                .window
-                .as_deref()
-                .is_none_or(|window| arg_is(input.args, "window", window))
+            && self.app.as_deref().is_none_or(|app| {
+                self.names_target(input.facts, |target| target_app_is(target, app))
+            })
+            && self.window.as_deref().is_none_or(|window| {
+                self.names_target(input.facts, |target| target_window_is(target, window))
+            })
             && self.stdin.as_ref().is_none_or(|pattern| {
                 input
                     .facts
@@ -250,6 +245,17 @@ impl Rule {
                     .as_ref()
                     .is_some_and(|stdin| pattern.0.is_match(&stdin.text))
             })
+    }
+
+    /// Whether the action's target is the one `is` describes. A target known only by what the
+    /// args spell may turn out to be any app at run time: deny and ask rules then match it (the
+    /// safe side) and allow rules do not. An action with no target matches neither.
+    fn names_target(&self, facts: &ActionFacts, is: impl Fn(&TargetFacts) -> bool) -> bool {
+        match &facts.target {
+            None => false,
+            Some(target) if target.resolved => is(target),
+            Some(_) => self.decision != Verdict::Allow,
+        }
     }
 
     fn has_command_matchers(&self) -> bool {
@@ -349,17 +355,25 @@ enum Subject<'a> {
     Args(&'a str),
 }
 
-fn arg_is(args: &Map<String, Value>, key: &str, expected: &str) -> bool {
-    match args.get(key) {
-        Some(Value::String(s)) => s == expected,
-        Some(other) => other.as_i64().is_some() && other.as_i64() == expected.parse().ok(),
-        None => false,
-    }
+fn target_app_is(target: &TargetFacts, app: &str) -> bool {
+    target
+        .app
+        .as_deref()
+        .is_some_and(|name| name.eq_ignore_ascii_case(app))
 }
 
-/// For surfaces that state no commands: their args as one text, for `glob` and `regex`.
-fn argument_text(args: &Map<String, Value>) -> String {
-    Value::Object(args.clone()).to_string()
+fn target_window_is(target: &TargetFacts, window: &str) -> bool {
+    target.window.as_deref() == Some(window) || target.window_id.as_deref() == Some(window)
+}
+
+/// For actions that run no program: their args as the surface states them, as one text, for
+/// `glob` and `regex`.
+fn argument_text(facts: &ActionFacts) -> String {
+    facts
+        .args
+        .as_ref()
+        .map(|args| args.to_string())
+        .unwrap_or_default()
 }
 
 /// Where an allow rule's bare `argv0` name may also be spelled as a path.
@@ -688,13 +702,13 @@ fn component_matches(part: &str, fixed: &str) -> bool {
 
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
-        if input.surface == SurfaceName::Shell
+        if input.facts.runs_programs()
             && let Some(path) = self.protected_named(input)
         {
             return Decision::Deny {
                 rule: "builtin:protected-path".into(),
                 reason: format!(
-                    "{} holds this daemon's own configuration or state; no agent may touch it through the shell surface",
+                    "{} holds this daemon's own configuration or state; no agent may name it in a program it runs",
                     path.display()
                 ),
             };
@@ -703,7 +717,7 @@ impl Policy for RulePolicy {
         let args_text;
         let mut subjects: Vec<Subject<'_>> = Vec::new();
         if facts.programs.is_empty() && facts.script.is_none() {
-            args_text = argument_text(input.args);
+            args_text = argument_text(facts);
             subjects.push(Subject::Args(&args_text));
         } else {
             subjects.extend(facts.programs.iter().map(|argv| Subject::Command(argv)));

@@ -1,5 +1,6 @@
 //! The `COMPUTER` tool definition: a JSON Schema generated from the ipc call types, narrowed to
-//! what this caller can use here and now, and a description that teaches it in few tokens.
+//! what this caller can use here and now, and a description that teaches it in few tokens. Each
+//! command's args are rendered from the JSON Schema of the type its surface decodes them into.
 
 use std::sync::Arc;
 
@@ -8,9 +9,6 @@ use computer_surfaces::{Registry, Risk, Surface};
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
-
-/// Complications not yet honoured by any surface: never listed. Listed means callable.
-const UNSUPPORTED_COMPLICATIONS: &[&str] = &["secrets", "detach"];
 
 /// The one tool, as `tools/list` returns it.
 pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
@@ -38,17 +36,28 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
          Call {surface, command, args, complications}.\nSurfaces:\n",
     );
     for surface in listed {
+        // Commands with the same args and risk share a line: `gui.windows|monitors {}`.
+        let mut lines: Vec<(Vec<&str>, String, Risk)> = Vec::new();
         for spec in surface.commands() {
-            let risk = match spec.risk {
-                Risk::Observe => "observe",
-                Risk::Act => "act",
-                Risk::Secret => "secret",
+            let args = args_text(&(spec.args)().to_value());
+            match lines.last_mut() {
+                Some((names, last, risk)) if *last == args && *risk == spec.risk => {
+                    names.push(spec.name)
+                }
+                _ => lines.push((vec![spec.name], args, spec.risk)),
+            }
+        }
+        for (names, args, risk) in lines {
+            // Observing is the default; what acts or touches secrets says so.
+            let risk = match risk {
+                Risk::Observe => "",
+                Risk::Act => " (act)",
+                Risk::Secret => " (secret)",
             };
             text.push_str(&format!(
-                "- {}.{} args {{{}}} ({risk})\n",
+                "- {}.{} {{{args}}}{risk}\n",
                 surface.name(),
-                spec.name,
-                spec.args
+                names.join("|")
             ));
         }
     }
@@ -112,9 +121,12 @@ fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String
     properties["args"] = json!({"type": "object", "description": "per command, see description"});
     let can_screenshot = registry.evidence().is_some();
     if let Some(complications) = properties["complications"]["properties"].as_object_mut() {
-        for name in UNSUPPORTED_COMPLICATIONS {
-            complications.remove(*name);
-        }
+        // Listed means callable: only what some listed surface honours.
+        complications.retain(|name, _| {
+            listed
+                .iter()
+                .any(|surface| surface.complications().contains(&name.as_str()))
+        });
         if !can_screenshot {
             complications.remove("evidence");
             if let Some(ret) = complications
@@ -129,6 +141,148 @@ fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String
         Value::Object(map) => map,
         _ => Map::new(),
     }
+}
+
+/// A command's args in the fewest tokens that teach them, from their JSON Schema:
+/// `name:type` per field, `?` when optional, strings and integers left unsaid, enums as `a|b`,
+/// a field's doc after it and the type's doc at the end (`x, y; screen px`).
+fn args_text(schema: &Value) -> String {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut fields: Vec<String> = Vec::new();
+    if let Some(properties) = schema["properties"].as_object() {
+        for (name, field) in properties {
+            let mut text = name.clone();
+            if !required.contains(&name.as_str()) {
+                text.push('?');
+            }
+            let kind = type_text(field);
+            if !kind.is_empty() {
+                text.push(':');
+                text.push_str(&kind);
+            }
+            if let Some(doc) = field_doc(field) {
+                // `max_dim?=1280`, `window?:id`, `text (any unicode)`, `argv?:[str] or script`
+                match doc.chars().next() {
+                    Some('=') => {}
+                    Some('(') => text.push(' '),
+                    _ if kind.is_empty() => text.push(':'),
+                    _ => text.push(' '),
+                }
+                text.push_str(doc);
+            }
+            fields.push(text);
+        }
+    }
+    let mut text = fields.join(", ");
+    if let Some(doc) = schema["description"].as_str() {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str(doc);
+    }
+    text
+}
+
+/// A field's own doc; an enum's values already say what its doc would, and an untagged enum's
+/// doc is its type.
+fn field_doc(field: &Value) -> Option<&str> {
+    let doc = field["description"].as_str()?;
+    ["enum", "oneOf", "anyOf"]
+        .iter()
+        .all(|key| field.get(*key).is_none())
+        .then_some(doc)
+}
+
+/// A type in few tokens: `int`, `[int]`, `a|b`, `{x,y}`; plain strings and any value say
+/// nothing. An untagged enum with a doc is its doc (`name|pid`).
+fn type_text(schema: &Value) -> String {
+    let variants = |key: &str| -> Option<Vec<&Value>> {
+        schema[key].as_array().map(|options| {
+            options
+                .iter()
+                .filter(|o| o.get("type") != Some(&json!("null")))
+                .collect()
+        })
+    };
+    if let Some(values) = schema["enum"].as_array() {
+        let names: Vec<String> = values
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        return names.join("|");
+    }
+    if let Some(options) = variants("oneOf") {
+        // Unit enum variants with docs come as `oneOf` of constants.
+        let names: Vec<String> = options
+            .iter()
+            .filter_map(|o| {
+                o["const"]
+                    .as_str()
+                    .map(str::to_string)
+                    .or_else(|| o["enum"].as_array().map(|e| join_str(e)))
+            })
+            .collect();
+        return names.join("|");
+    }
+    if let Some(options) = variants("anyOf") {
+        if options.len() == 1 {
+            let inner = type_text(options[0]);
+            return match (inner.is_empty(), schema["description"].as_str()) {
+                (true, Some(doc)) if !doc.starts_with('=') => doc.to_string(),
+                _ => inner,
+            };
+        }
+        if let Some(doc) = schema["description"].as_str() {
+            return doc.to_string();
+        }
+        let kinds: Vec<String> = options
+            .iter()
+            .map(|o| type_text(o))
+            .filter(|kind| !kind.is_empty())
+            .collect();
+        return kinds.join("|");
+    }
+    let kind = match &schema["type"] {
+        Value::String(kind) => kind.as_str(),
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|k| *k != "null")
+            .unwrap_or(""),
+        _ => "",
+    };
+    match kind {
+        "number" => "num".into(),
+        "boolean" => "bool".into(),
+        "array" => {
+            let item = type_text(&schema["items"]);
+            let item = match (item.as_str(), &schema["items"]["type"]) {
+                ("", kind) if kind == "integer" => "int",
+                ("", _) => "str",
+                (item, _) => item,
+            };
+            format!("[{item}]")
+        }
+        "object" => match schema["properties"].as_object() {
+            Some(properties) => {
+                let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+                format!("{{{}}}", names.join(","))
+            }
+            None => "{}".into(),
+        },
+        _ => String::new(),
+    }
+}
+
+fn join_str(values: &[Value]) -> String {
+    values
+        .iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// Drops what costs tokens without teaching: titles, defaults of `null`, `format` of integers,

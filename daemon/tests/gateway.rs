@@ -14,8 +14,8 @@ use computer_daemon::ratelimit::RateLimiter;
 use computer_daemon::receipts::{self, Ledger, ListFilter};
 use computer_ipc::{Complications, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{
-    Availability, CallContext, CommandSpec, Outcome, PreparedAction, Registry, Risk, Surface,
-    SurfaceError,
+    ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Registry,
+    Risk, Surface, SurfaceError, args_schema,
 };
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -24,37 +24,37 @@ use serde_json::{Map, Value, json};
 const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "ok",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Observe,
     },
     CommandSpec {
         name: "fail",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Observe,
     },
     CommandSpec {
         name: "refuse",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Observe,
     },
     CommandSpec {
         name: "slow",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Observe,
     },
     CommandSpec {
         name: "bad",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Observe,
     },
     CommandSpec {
         name: "deny",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Observe,
     },
     CommandSpec {
         name: "ask",
-        args: "",
+        args: args_schema::<NoArgs>,
         risk: Risk::Act,
     },
 ];
@@ -74,6 +74,9 @@ impl PreparedAction for FakeAction {
     }
     fn describe(&self) -> String {
         format!("fake {}", self.0)
+    }
+    fn facts(&self) -> ActionFacts {
+        ActionFacts::default()
     }
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         match self.0.as_str() {
@@ -99,6 +102,9 @@ impl PreparedAction for FakeAction {
 impl Surface for Fake {
     fn name(&self) -> SurfaceName {
         SurfaceName::Shell
+    }
+    fn backend(&self) -> &'static str {
+        "fake"
     }
     fn commands(&self) -> &'static [CommandSpec] {
         COMMANDS

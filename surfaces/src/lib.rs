@@ -52,9 +52,57 @@ pub enum Risk {
 #[derive(Debug, Clone, Copy)]
 pub struct CommandSpec {
     pub name: &'static str,
-    /// The command's args in the fewest tokens that teach them, e.g. `argv:[str]|script:str`.
-    pub args: &'static str,
+    /// The JSON Schema of the type `prepare` decodes the command's args into (with
+    /// [`decode_args`]): the tool description is rendered from it, so the two cannot drift.
+    /// Write it as `args_schema::<MyArgs>`; [`NoArgs`] for a command without args.
+    pub args: fn() -> schemars::Schema,
     pub risk: Risk,
+}
+
+/// The JSON Schema of a command's args type, for [`CommandSpec::args`].
+pub fn args_schema<T: schemars::JsonSchema>() -> schemars::Schema {
+    schemars::SchemaGenerator::new(
+        schemars::generate::SchemaSettings::draft2020_12().with(|s| {
+            s.inline_subschemas = true;
+        }),
+    )
+    .into_root_schema_for::<T>()
+}
+
+// The args of a command that takes none: `{}` and nothing else. (A doc comment here would be
+// rendered into the tool description.)
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// Complications every surface honours: the daemon applies them around any action.
+pub const COMMON_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return"];
+
+/// A surface's config section (`[shell]`, ...) that it does not accept, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("[{surface}] {key}: {message}")]
+pub struct SectionError {
+    pub surface: SurfaceName,
+    /// The key at fault, as a dotted path inside the section (`max_timeout_ms`).
+    pub key: String,
+    pub message: String,
+}
+
+impl SectionError {
+    /// Decodes `section` into a surface's settings type, naming the key of the first problem.
+    pub fn decode<T: serde::de::DeserializeOwned>(
+        surface: SurfaceName,
+        section: &toml::Table,
+    ) -> Result<T, SectionError> {
+        serde_path_to_error::deserialize(toml::Value::Table(section.clone())).map_err(|err| {
+            let key = err.path().to_string();
+            SectionError {
+                surface,
+                key,
+                message: err.into_inner().to_string(),
+            }
+        })
+    }
 }
 
 /// Whether a surface can be used on this machine now.
@@ -220,8 +268,8 @@ pub trait EvidenceCapture: Send + Sync {
     ) -> Result<EvidenceShot, SurfaceError>;
 }
 
-/// What a prepared action will do, typed: policy, approvals and `policy explain` decide on these
-/// rather than on a surface's raw args.
+/// What a prepared action will do, typed: policy, approvals, receipts and `policy explain` decide
+/// on these rather than on a surface's raw args.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ActionFacts {
     /// The argv of every command the action runs, in order. For a script, every simple command
@@ -250,9 +298,43 @@ pub struct ActionFacts {
     /// Words that may name files (arguments, redirection targets, assigned values), as written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub words: Vec<String>,
+    /// The app and window a gui or ax action acts on or reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetFacts>,
+    /// The command's args as receipts record them and as policy's `glob` and `regex` read them
+    /// for actions that run no program: the surface's own redaction (long values cut, ...).
+    /// Not serialised with the rest: the intent receipt records it as its `args`.
+    #[serde(skip)]
+    pub args: Option<Value>,
+}
+
+/// What a gui or ax action acts on: resolved when the action is prepared where that is cheap and
+/// sound (the window under a point, the app behind a ref), else what the args name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TargetFacts {
+    /// The application's name (the X11 class or the accessibility name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The window's title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// The window's id (gui) or the selector or ref that names it (ax).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_id: Option<String>,
+    /// False when the target is only what the args spell (the app has not been seen yet, no
+    /// window lies under the point): at run time it may turn out to be another one.
+    pub resolved: bool,
 }
 
 impl ActionFacts {
+    /// Whether the action runs programs (a script or an argv): then the daemon's own paths are
+    /// off limits to it.
+    pub fn runs_programs(&self) -> bool {
+        !self.programs.is_empty() || self.script.is_some()
+    }
+
     /// Every variable name the action sets: the call's and the script's own.
     pub fn env_names(&self) -> impl Iterator<Item = &str> {
         self.env
@@ -293,6 +375,29 @@ impl StdinFacts {
     }
 }
 
+/// Longest string kept verbatim in receipt args; the args digest covers the full value.
+pub const RECEIPT_STRING_LIMIT: usize = 4096;
+
+/// A copy of `value` fit for a receipt: long strings are cut, saying how long they were.
+pub fn receipt_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > RECEIPT_STRING_LIMIT => {
+            let mut end = RECEIPT_STRING_LIMIT;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            Value::String(format!("{}…[{} bytes in all]", &s[..end], s.len()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(receipt_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), receipt_value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// A validated command, ready to run. Validation happens before any receipt is written, so that
 /// an intent receipt always describes an action that can be attempted.
 #[async_trait]
@@ -301,21 +406,44 @@ pub trait PreparedAction: Send {
     fn risk(&self) -> Risk;
     /// What will happen, in plain words, for approvers and logs (never containing secrets).
     fn describe(&self) -> String;
-    /// What the action will do, typed, for policy and approvers. Surfaces that run no programs
-    /// state nothing here yet.
-    fn facts(&self) -> ActionFacts {
-        ActionFacts::default()
-    }
+    /// What the action will do, typed, for policy, approvers and receipts.
+    fn facts(&self) -> ActionFacts;
     /// Runs the action.
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError>;
 }
 
-/// A structured backend of the `COMPUTER` tool.
+/// A structured backend of the `COMPUTER` tool. Everything the daemon knows of a surface comes
+/// through here: its commands and their args types, its facts, its config section, the
+/// complications it honours, its backend and whether it needs a desktop session.
 #[async_trait]
 pub trait Surface: Send + Sync {
     fn name(&self) -> SurfaceName;
+    /// The backend behind the surface on this machine, for logs.
+    fn backend(&self) -> &'static str;
     fn commands(&self) -> &'static [CommandSpec];
     fn probe(&self) -> Availability;
+    /// Whether the surface works only inside a desktop session (a display, the session bus):
+    /// `computer doctor` then explains where a daemon started by an MCP host finds them.
+    fn needs_desktop(&self) -> bool {
+        false
+    }
+    /// The complications this surface honours (JSON names); a call with another is refused and
+    /// the tool lists only those some ready surface honours.
+    fn complications(&self) -> &'static [&'static str] {
+        COMMON_COMPLICATIONS
+    }
+    /// Checks and takes this surface's config section (`[shell]`, `[gui]`, ...; empty when the
+    /// file has none). Errors name the key. A surface without settings accepts only an empty one.
+    fn configure(&self, section: &toml::Table) -> Result<(), SectionError> {
+        match section.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(SectionError {
+                surface: self.name(),
+                key: key.clone(),
+                message: "unknown key: this surface takes no settings".into(),
+            }),
+        }
+    }
     /// Field names a command's result may carry, for `complications.return.select`.
     fn result_fields(&self, command: &str) -> &'static [&'static str];
     /// Checks and types a command's args and complications. Errors name the field and the valid

@@ -1,11 +1,13 @@
-//! The per-OS factory: which surface backends this machine gets, with the choice logged.
+//! The per-OS factory: which surface backends this machine gets, with the choice logged. Each
+//! surface is one line of [`Registry::for_this_platform`].
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use computer_ipc::SurfaceName;
 
 use crate::shell::{ShellLimits, ShellSurface};
-use crate::{ArtifactQuota, Availability, EvidenceCapture, Surface};
+use crate::{ArtifactQuota, Availability, EvidenceCapture, SectionError, Surface};
 
 /// Limits the surfaces enforce, from the daemon's config.
 #[derive(Debug, Clone, Default)]
@@ -23,19 +25,21 @@ pub struct Registry {
 impl Registry {
     /// Builds the backends for this OS and logs which were chosen and whether each is ready.
     pub fn for_this_platform(limits: &SurfaceLimits) -> Registry {
+        // One line per surface.
         let mut surfaces: Vec<Arc<dyn Surface>> =
             vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
         surfaces.extend(crate::gui::surface());
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         surfaces.extend(crate::ax::surface());
+
         let evidence = crate::gui::evidence();
         for surface in &surfaces {
             match surface.probe() {
                 Availability::Ready => {
-                    tracing::info!(surface = %surface.name(), backend = backend_name(surface.name()), "surface ready")
+                    tracing::info!(surface = %surface.name(), backend = surface.backend(), "surface ready")
                 }
                 Availability::Unavailable { reason, fix } => {
-                    tracing::warn!(surface = %surface.name(), %reason, %fix, "surface unavailable")
+                    tracing::warn!(surface = %surface.name(), backend = surface.backend(), %reason, %fix, "surface unavailable")
                 }
             }
         }
@@ -44,6 +48,29 @@ impl Registry {
             evidence,
             artifact_quota: Arc::new(ArtifactQuota::unlimited()),
         }
+    }
+
+    /// Hands each surface its config section (`sections`, by surface name; a surface without
+    /// one keeps its defaults). A section a surface refuses, or one for a surface this build
+    /// lacks, is an error naming the key.
+    pub fn configure(
+        &self,
+        sections: &BTreeMap<SurfaceName, toml::Table>,
+    ) -> Result<(), SectionError> {
+        for (name, section) in sections {
+            match self.get(*name) {
+                Some(surface) => surface.configure(section)?,
+                None if section.is_empty() => {}
+                None => {
+                    return Err(SectionError {
+                        surface: *name,
+                        key: section.keys().next().cloned().unwrap_or_default(),
+                        message: format!("this build has no {name} surface to take it"),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every call's artifacts from now on share `quota` (unlimited until this is called).
@@ -99,16 +126,5 @@ impl Registry {
             ),
         };
         Availability::Unavailable { reason, fix }
-    }
-}
-
-fn backend_name(name: SurfaceName) -> &'static str {
-    match name {
-        SurfaceName::Shell => "process group + pipes",
-        SurfaceName::Gui if cfg!(target_os = "macos") => "xcap captures + CoreGraphics events",
-        SurfaceName::Gui => "X11 via x11rb (GetImage, EWMH, RandR, XTEST)",
-        SurfaceName::Ax if cfg!(target_os = "macos") => "AXUIElement (macOS accessibility)",
-        SurfaceName::Ax => "AT-SPI over D-Bus",
-        _ => "none",
     }
 }

@@ -13,19 +13,20 @@ use async_trait::async_trait;
 use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::sync::RwLock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::{
-    ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, StdinFacts,
-    Surface, SurfaceError, decode_args,
+    ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
+    SectionError, StdinFacts, Surface, SurfaceError, args_schema, decode_args, receipt_value,
 };
 
 const COMMANDS: &[CommandSpec] = &[CommandSpec {
     name: "run",
-    args: "argv:[str] | script:str (sh -c), stdin?:str",
+    args: args_schema::<RunArgs>,
     risk: Risk::Act,
 }];
 
@@ -89,20 +90,81 @@ impl Default for ShellLimits {
 }
 
 pub struct ShellSurface {
-    limits: ShellLimits,
+    /// Replaced by the `[shell]` config section (`configure`).
+    limits: RwLock<ShellLimits>,
 }
 
 impl ShellSurface {
     pub fn new(limits: ShellLimits) -> Self {
-        ShellSurface { limits }
+        ShellSurface {
+            limits: RwLock::new(limits),
+        }
+    }
+
+    fn limits(&self) -> ShellLimits {
+        self.limits
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The `[shell]` config section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ShellSection {
+    default_timeout_ms: u64,
+    max_timeout_ms: u64,
+    /// Bytes of each output stream held in memory (head plus tail).
+    capture_memory_bytes: usize,
+    /// Bytes of each output stream written to its artifact file at most.
+    spill_limit_bytes: u64,
+}
+
+impl Default for ShellSection {
+    fn default() -> Self {
+        let limits = ShellLimits::default();
+        ShellSection {
+            default_timeout_ms: limits.default_timeout.as_millis() as u64,
+            max_timeout_ms: limits.max_timeout.as_millis() as u64,
+            capture_memory_bytes: limits.capture.memory_bytes,
+            spill_limit_bytes: limits.capture.spill_bytes,
+        }
+    }
+}
+
+impl ShellSection {
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.default_timeout_ms == 0 {
+            return Err(("default_timeout_ms", "must be at least 1 ms".into()));
+        }
+        if self.max_timeout_ms == 0 {
+            return Err(("max_timeout_ms", "must be at least 1 ms".into()));
+        }
+        if self.default_timeout_ms > self.max_timeout_ms {
+            return Err((
+                "default_timeout_ms",
+                format!(
+                    "{} is over max_timeout_ms ({})",
+                    self.default_timeout_ms, self.max_timeout_ms
+                ),
+            ));
+        }
+        if self.capture_memory_bytes < 2 {
+            return Err(("capture_memory_bytes", "must be at least 2".into()));
+        }
+        Ok(())
+    }
+}
+
+// `shell run`'s args. Doc comments here are the tool description's text (`schema.rs`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RunArgs {
+    /// or script
     #[serde(default)]
     argv: Option<Vec<String>>,
+    /// (sh -c)
     #[serde(default)]
     script: Option<String>,
     #[serde(default)]
@@ -115,12 +177,41 @@ impl Surface for ShellSurface {
         SurfaceName::Shell
     }
 
+    fn backend(&self) -> &'static str {
+        "process group + pipes"
+    }
+
     fn commands(&self) -> &'static [CommandSpec] {
         COMMANDS
     }
 
+    fn complications(&self) -> &'static [&'static str] {
+        &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox"]
+    }
+
+    fn configure(&self, section: &toml::Table) -> Result<(), SectionError> {
+        let settings: ShellSection = SectionError::decode(SurfaceName::Shell, section)?;
+        settings.check().map_err(|(key, message)| SectionError {
+            surface: SurfaceName::Shell,
+            key: key.into(),
+            message,
+        })?;
+        let mut limits = self
+            .limits
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        limits.default_timeout = Duration::from_millis(settings.default_timeout_ms);
+        limits.max_timeout = Duration::from_millis(settings.max_timeout_ms);
+        limits.capture = CaptureLimits {
+            memory_bytes: settings.capture_memory_bytes,
+            spill_bytes: settings.spill_limit_bytes,
+        };
+        Ok(())
+    }
+
     fn probe(&self) -> Availability {
-        let containment = self.limits.containment.status();
+        let limits = self.limits();
+        let containment = limits.containment.status();
         if containment.mechanism == "unavailable" {
             return Availability::Unavailable {
                 reason: format!("runs cannot be contained here: {}", containment.detail),
@@ -147,6 +238,7 @@ impl Surface for ShellSurface {
         args: &Map<String, Value>,
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        let limits = self.limits();
         if command != "run" {
             return Err(
                 ToolError::invalid(format!("unknown shell command `{command}`"))
@@ -220,15 +312,15 @@ impl Surface for ShellSurface {
                 return Err(ToolError::invalid("timeout_ms must be at least 1")
                     .at("complications.timeout_ms"));
             }
-            Some(ms) if Duration::from_millis(ms) > self.limits.max_timeout => {
+            Some(ms) if Duration::from_millis(ms) > limits.max_timeout => {
                 return Err(ToolError::invalid(format!(
                     "timeout_ms {ms} is over this daemon's maximum of {} ms",
-                    self.limits.max_timeout.as_millis()
+                    limits.max_timeout.as_millis()
                 ))
                 .at("complications.timeout_ms"));
             }
             Some(ms) => Duration::from_millis(ms),
-            None => self.limits.default_timeout,
+            None => limits.default_timeout,
         };
         Ok(Box::new(ShellRun {
             program,
@@ -236,8 +328,8 @@ impl Surface for ShellSurface {
             cwd,
             env: complications.env.clone(),
             timeout,
-            capture: self.limits.capture,
-            containment: self.limits.containment.clone(),
+            capture: limits.capture,
+            containment: limits.containment.clone(),
             sandbox: run_limits(complications)?,
         }))
     }
@@ -276,6 +368,21 @@ pub struct ShellRun {
     capture: CaptureLimits,
     containment: Arc<Containment>,
     sandbox: RunLimits,
+}
+
+impl ShellRun {
+    /// The args as receipts keep them: the program or script (long ones cut), and stdin as its
+    /// size, digest and head, which is what approvers see of it too.
+    fn receipt_args(&self) -> Value {
+        let mut args = match &self.program {
+            Program::Argv(argv) => json!({"argv": receipt_value(&json!(argv))}),
+            Program::Script(script) => json!({"script": receipt_value(&json!(script))}),
+        };
+        if let Some(stdin) = self.stdin.as_deref() {
+            args["stdin"] = json!(StdinFacts::of(stdin));
+        }
+        args
+    }
 }
 
 /// The stricter sandbox a call asks for, checked: writable paths absolute and existing.
@@ -346,6 +453,8 @@ impl PreparedAction for ShellRun {
             stdin: self.stdin.as_deref().map(StdinFacts::of),
             cwd: self.cwd.clone(),
             words: found.words,
+            target: None,
+            args: Some(self.receipt_args()),
         }
     }
 

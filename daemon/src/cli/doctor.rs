@@ -9,7 +9,7 @@ use super::exit;
 
 pub async fn run(json_output: bool) -> u8 {
     let config_path = paths::config_path();
-    let (config, config_status) = match crate::config::Config::load(&config_path) {
+    let (config, mut config_status) = match crate::config::Config::load(&config_path) {
         Ok(config) => {
             let status = if config_path.exists() {
                 "valid"
@@ -24,7 +24,15 @@ pub async fn run(json_output: bool) -> u8 {
     let mut limits = config.surface_limits();
     limits.shell.containment = std::sync::Arc::new(containment);
     let containment = limits.shell.containment.status().clone();
-    let registry = Registry::for_this_platform(&limits);
+    // A section a surface refuses makes the config invalid; the surfaces are then reported
+    // with their defaults.
+    let registry = match config.registry(&config_path.display().to_string(), &limits) {
+        Ok(registry) => registry,
+        Err(err) => {
+            config_status = format!("invalid: {err}");
+            Registry::for_this_platform(&limits)
+        }
+    };
     let surfaces: Vec<(SurfaceName, Availability)> = SurfaceName::ALL
         .iter()
         .map(|&name| {
@@ -77,7 +85,7 @@ pub async fn run(json_output: bool) -> u8 {
             "socket": socket,
             "daemon": daemon,
             "daemon_pid": daemon_pid,
-            "note": no_display_hint(&surfaces),
+            "note": no_display_hint(&registry, &surfaces),
             "state_dir": paths::state_dir(),
             "config": {"path": config_path, "status": config_status},
             "containment": containment,
@@ -105,7 +113,7 @@ pub async fn run(json_output: bool) -> u8 {
             }
         }
     }
-    if let Some(note) = no_display_hint(&surfaces)
+    if let Some(note) = no_display_hint(&registry, &surfaces)
         && !json_output
     {
         println!("note     {note}");
@@ -166,10 +174,14 @@ fn missing_from_daemon(name: SurfaceName, pid: Option<u32>) -> Availability {
     }
 }
 
-/// When gui or ax lack a display or bus: where a daemon started by an MCP host looks for them.
-fn no_display_hint(surfaces: &[(SurfaceName, Availability)]) -> Option<&'static str> {
+/// When surfaces that need the desktop session lack a display or bus: where a daemon started by
+/// an MCP host looks for them.
+fn no_display_hint(
+    registry: &Registry,
+    surfaces: &[(SurfaceName, Availability)],
+) -> Option<&'static str> {
     let desktop_missing = surfaces.iter().any(|(name, availability)| {
-        matches!(name, SurfaceName::Gui | SurfaceName::Ax)
+        registry.get(*name).is_some_and(|s| s.needs_desktop())
             && matches!(availability, Availability::Unavailable { reason, .. }
                 if reason.contains("DISPLAY") || reason.contains("DBUS_SESSION_BUS_ADDRESS"))
     });

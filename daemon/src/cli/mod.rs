@@ -156,7 +156,13 @@ fn load_config() -> Result<crate::config::Config, u8> {
 
 fn config_check() -> u8 {
     let path = computer_ipc::paths::config_path();
-    match crate::config::Config::load(&path) {
+    // Each surface checks its own section.
+    let checked = crate::config::Config::load(&path).and_then(|config| {
+        config
+            .registry(&path.display().to_string(), &config.surface_limits())
+            .map(|_| config)
+    });
+    match checked {
         Ok(config) if path.exists() => {
             println!("{}: valid ({} rules)", path.display(), config.rules.len());
             exit::OK
@@ -186,7 +192,13 @@ fn explain(call_json: &str) -> u8 {
             return exit::USAGE;
         }
     };
-    let registry = computer_surfaces::Registry::for_this_platform(&config.surface_limits());
+    let registry = match config.registry("config", &config.surface_limits()) {
+        Ok(registry) => registry,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::USAGE;
+        }
+    };
     let Some(surface) = registry.get(call.surface) else {
         eprintln!("error: the {} surface is not in this build", call.surface);
         return exit::USAGE;
@@ -243,7 +255,13 @@ fn tools(format: &str) -> u8 {
         Ok(config) => config,
         Err(status) => return status,
     };
-    let registry = computer_surfaces::Registry::for_this_platform(&config.surface_limits());
+    let registry = match config.registry("config", &config.surface_limits()) {
+        Ok(registry) => registry,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return exit::USAGE;
+        }
+    };
     let tool = crate::schema::tool(&registry, None);
     println!(
         "{}",

@@ -4,7 +4,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use anyhow::Context;
 use computer_ipc::paths;
-use computer_surfaces::{ArtifactQuota, Registry};
+use computer_surfaces::ArtifactQuota;
 
 use super::exit;
 use std::path::{Path, PathBuf};
@@ -75,7 +75,9 @@ async fn serve() -> anyhow::Result<()> {
         detail = %limits.shell.containment.status().detail,
         "runs are contained"
     );
-    let registry = Registry::for_this_platform(&limits).with_artifact_quota(Arc::new(quota));
+    let registry = config
+        .registry(&config_path.display().to_string(), &limits)?
+        .with_artifact_quota(Arc::new(quota));
     let approvals = Arc::new(Approvals::new(
         config.approval.timeout.0,
         config.approval.session_idle.0,

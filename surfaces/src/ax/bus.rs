@@ -189,6 +189,15 @@ impl Bus {
         }
     }
 
+    /// The apps seen so far, as (bus name, app name, pid): what an action's facts resolve its
+    /// target against without a bus round trip.
+    pub fn known_apps(&self) -> Vec<(String, String, Option<u32>)> {
+        let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        apps.iter()
+            .map(|(bus, (name, pid))| (bus.clone(), name.clone(), *pid))
+            .collect()
+    }
+
     /// "app `gedit` (pid 12, :1.40)" or the bare bus name when the app is unknown.
     pub fn describe_app(&self, bus: &str) -> String {
         match self.apps.lock().unwrap_or_else(|e| e.into_inner()).get(bus) {

@@ -12,45 +12,21 @@ use serde_json::{Map, Value, json};
 
 use super::roles::{self, all_states, fold, key_states, role_name};
 use super::selector::{self, Selector};
-use crate::{CapturedText, CommandSpec, Outcome, Risk, decode_args};
+use crate::{CapturedText, CommandSpec, Outcome, Risk, TargetFacts, args_schema, decode_args};
 
 pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "apps",
-        args: "",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "tree",
-        args: "app?:name|pid, window?:selector|ref, depth?, max_nodes?=500, roles?, include?:[states|bounds|actions|value], format?:outline|json, cursor?, since?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "find",
-        args: "selector (role \"Name\"|~\"part\"|/re/ [state] :N, a > b), app?, max_nodes?, include?, format?, cursor?, since?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "read",
-        args: "selector|ref, app?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "focused",
-        args: "app?",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "act",
-        args: "selector|ref, app?, action:press|activate|focus|set_value|toggle|select|expand|collapse|scroll_into_view, value?",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "wait",
-        args: "selector, app?, until?:appears|disappears|[!]state, timeout_ms?",
-        risk: Risk::Observe,
-    },
+    command("apps", args_schema::<AppsArgs>, Risk::Observe),
+    command("tree", args_schema::<TreeArgs>, Risk::Observe),
+    command("find", args_schema::<FindArgs>, Risk::Observe),
+    command("read", args_schema::<ReadArgs>, Risk::Observe),
+    command("focused", args_schema::<FocusedArgs>, Risk::Observe),
+    command("act", args_schema::<ActArgs>, Risk::Act),
+    command("wait", args_schema::<WaitArgs>, Risk::Observe),
 ];
+
+const fn command(name: &'static str, args: fn() -> schemars::Schema, risk: Risk) -> CommandSpec {
+    CommandSpec { name, args, risk }
+}
 
 const APPS_FIELDS: &[&str] = &["apps", "count"];
 const READ_FIELDS: &[&str] = &[
@@ -107,7 +83,8 @@ impl Dialect {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// name|pid
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum AppArg {
     Pid(u32),
@@ -123,14 +100,14 @@ impl std::fmt::Display for AppArg {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum RefArg {
     Num(u32),
     Text(String),
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     #[default]
@@ -138,7 +115,7 @@ pub enum Format {
     Json,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum IncludePart {
     States,
@@ -147,7 +124,7 @@ enum IncludePart {
     Value,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActName {
     Press,
@@ -161,22 +138,24 @@ pub enum ActName {
     ScrollIntoView,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct AppsArgs {
     #[serde(default)]
     format: Option<Format>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TreeArgs {
     #[serde(default)]
     app: Option<AppArg>,
+    /// selector|ref
     #[serde(default)]
     window: Option<RefArg>,
     #[serde(default)]
     depth: Option<u32>,
+    /// =500
     #[serde(default)]
     max_nodes: Option<usize>,
     #[serde(default)]
@@ -191,9 +170,10 @@ struct TreeArgs {
     since: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FindArgs {
+    /// (role "Name"|~"part"|/re/ [state] :N, a > b)
     selector: String,
     #[serde(default)]
     app: Option<AppArg>,
@@ -209,29 +189,31 @@ struct FindArgs {
     since: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
     #[serde(default)]
     selector: Option<String>,
+    /// [n] or selector
     #[serde(default, rename = "ref")]
     reference: Option<RefArg>,
     #[serde(default)]
     app: Option<AppArg>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FocusedArgs {
     #[serde(default)]
     app: Option<AppArg>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ActArgs {
     #[serde(default)]
     selector: Option<String>,
+    /// [n] or selector
     #[serde(default, rename = "ref")]
     reference: Option<RefArg>,
     #[serde(default)]
@@ -241,12 +223,13 @@ struct ActArgs {
     value: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct WaitArgs {
     selector: String,
     #[serde(default)]
     app: Option<AppArg>,
+    /// appears|disappears|[!]state
     #[serde(default)]
     until: Option<String>,
     #[serde(default)]
@@ -539,6 +522,65 @@ pub fn prepare(
 }
 
 impl Job {
+    /// The app the args name, if any.
+    pub fn app(&self) -> Option<&AppArg> {
+        match self {
+            Job::Apps { .. } => None,
+            Job::Tree { app, .. }
+            | Job::Find { app, .. }
+            | Job::Read { app, .. }
+            | Job::Focused { app }
+            | Job::Act { app, .. }
+            | Job::Wait { app, .. } => app.as_ref(),
+        }
+    }
+
+    /// The ref the command acts on or reads, if it names one.
+    pub fn element_ref(&self) -> Option<u32> {
+        match self {
+            Job::Read { target, .. } | Job::Act { target, .. } => match target {
+                Target::Ref(r) => Some(*r),
+                Target::Selector(_) => None,
+            },
+            Job::Tree {
+                window: Some(Target::Ref(r)),
+                ..
+            } => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// The target as the args spell it (unresolved): the app by name or pid, the window by
+    /// selector or ref. None for `apps`, which is about no app.
+    pub fn spelled_target(&self) -> Option<TargetFacts> {
+        if let Job::Apps { .. } = self {
+            return None;
+        }
+        let window_id = match self {
+            Job::Tree {
+                window: Some(Target::Ref(r)),
+                ..
+            } => Some(format!("[{r}]")),
+            Job::Tree {
+                window: Some(Target::Selector(selector)),
+                ..
+            } => Some(selector.source.clone()),
+            _ => None,
+        };
+        let (app, pid) = match self.app() {
+            Some(AppArg::Name(name)) => (Some(name.clone()), None),
+            Some(AppArg::Pid(pid)) => (None, Some(*pid)),
+            None => (None, None),
+        };
+        Some(TargetFacts {
+            app,
+            pid,
+            window: None,
+            window_id,
+            resolved: false,
+        })
+    }
+
     pub fn risk(&self) -> Risk {
         match self {
             Job::Act { .. } => Risk::Act,

@@ -160,6 +160,14 @@ impl Surface for AxSurface {
         SurfaceName::Ax
     }
 
+    fn backend(&self) -> &'static str {
+        "AXUIElement (macOS accessibility)"
+    }
+
+    fn needs_desktop(&self) -> bool {
+        true
+    }
+
     fn commands(&self) -> &'static [CommandSpec] {
         COMMANDS
     }
@@ -187,6 +195,7 @@ impl Surface for AxSurface {
             refs: self.refs.clone(),
             job,
             timeout,
+            args: crate::receipt_value(&Value::Object(args.clone())),
         }))
     }
 }
@@ -195,6 +204,7 @@ pub struct AxAction {
     refs: Arc<Refs>,
     job: Job,
     timeout: Duration,
+    args: Value,
 }
 
 #[async_trait]
@@ -205,6 +215,16 @@ impl PreparedAction for AxAction {
 
     fn describe(&self) -> String {
         self.job.describe()
+    }
+
+    // The target is what the args spell: resolving it here would need the accessibility API,
+    // which blocks.
+    fn facts(&self) -> crate::ActionFacts {
+        crate::ActionFacts {
+            target: self.job.spelled_target(),
+            args: Some(self.args.clone()),
+            ..crate::ActionFacts::default()
+        }
     }
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {

@@ -31,11 +31,12 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde_json::{Map, Value};
 
 use crate::{
-    Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface, SurfaceError,
+    ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface,
+    SurfaceError, TargetFacts, receipt_value,
 };
 
 use bus::Bus;
-use call::{COMMANDS, Dialect, Job};
+use call::{AppArg, COMMANDS, Dialect, Job};
 use tree::Refs;
 
 pub use selector::{ParseError, Selector, parse as parse_selector};
@@ -112,6 +113,14 @@ impl Surface for AxSurface {
         SurfaceName::Ax
     }
 
+    fn backend(&self) -> &'static str {
+        "AT-SPI over D-Bus"
+    }
+
+    fn needs_desktop(&self) -> bool {
+        true
+    }
+
     fn commands(&self) -> &'static [CommandSpec] {
         COMMANDS
     }
@@ -147,10 +156,13 @@ impl Surface for AxSurface {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let (job, timeout) = call::prepare(&DIALECT, command, args, complications)?;
+        let target = resolve_target(&self.ax, &job);
         Ok(Box::new(AxAction {
             ax: self.ax.clone(),
             job,
             timeout,
+            target,
+            args: receipt_value(&Value::Object(args.clone())),
         }))
     }
 }
@@ -160,6 +172,50 @@ pub struct AxAction {
     ax: Arc<Ax>,
     job: Job,
     timeout: Duration,
+    target: Option<TargetFacts>,
+    args: Value,
+}
+
+/// The app an ax action is about, resolved against the apps the bus has already shown (no round
+/// trip): the app behind a ref, the app with the pid given, or the one app the given name picks
+/// (the same rule as the run: an exact name, else a part of one). Unresolved, it is what the args
+/// spell.
+fn resolve_target(ax: &Ax, job: &Job) -> Option<TargetFacts> {
+    let mut target = job.spelled_target()?;
+    let known = ax.bus.known_apps();
+    let found: Vec<&(String, String, Option<u32>)> = match (job.element_ref(), job.app()) {
+        (Some(r), _) => match ax.refs.resolve(r) {
+            Some((bus, _)) => known.iter().filter(|(b, _, _)| *b == bus).collect(),
+            None => Vec::new(),
+        },
+        (None, Some(AppArg::Pid(pid))) => {
+            known.iter().filter(|(_, _, p)| *p == Some(*pid)).collect()
+        }
+        (None, Some(AppArg::Name(name))) => {
+            let want = name.to_lowercase();
+            let exact: Vec<_> = known
+                .iter()
+                .filter(|(_, n, _)| n.to_lowercase() == want)
+                .collect();
+            if exact.is_empty() {
+                known
+                    .iter()
+                    .filter(|(_, n, _)| n.to_lowercase().contains(&want))
+                    .collect()
+            } else {
+                exact
+            }
+        }
+        (None, None) => Vec::new(),
+    };
+    if let [(_, name, pid), rest @ ..] = found.as_slice()
+        && rest.iter().all(|(_, other, _)| other == name)
+    {
+        target.app = Some(name.clone());
+        target.pid = if rest.is_empty() { *pid } else { None };
+        target.resolved = true;
+    }
+    Some(target)
 }
 
 #[async_trait]
@@ -170,6 +226,14 @@ impl PreparedAction for AxAction {
 
     fn describe(&self) -> String {
         self.job.describe()
+    }
+
+    fn facts(&self) -> ActionFacts {
+        ActionFacts {
+            target: self.target.clone(),
+            args: Some(self.args.clone()),
+            ..ActionFacts::default()
+        }
     }
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {

@@ -81,7 +81,7 @@ pub struct WindowInfo {
 }
 
 /// Mouse buttons.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Button {
     Left,

@@ -16,67 +16,28 @@ use sha2::{Digest, Sha256};
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
 use crate::{
-    Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot, InlineImage,
-    Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError, decode_args,
+    ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
+    InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
+    TargetFacts, args_schema, decode_args, receipt_value,
 };
 
 const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "screenshot",
-        args: "monitor?:int|window?:id|region?:{x,y,width,height}, max_dim?=1280, format?:png|jpeg, quality?; image px*scale+origin = screen px",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "windows",
-        args: "",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "monitors",
-        args: "",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "cursor",
-        args: "",
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "move",
-        args: "x,y (screen px)",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "click",
-        args: "x?,y?, button?:left|middle|right, count?=1",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "drag",
-        args: "from_x,from_y,to_x,to_y, button?",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "scroll",
-        args: "dy?,dx? notches (+down/right), x?,y?",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "type",
-        args: "text:str (any unicode)",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "key",
-        args: "combo:str e.g. Return|ctrl+shift+t|alt+F4",
-        risk: Risk::Act,
-    },
-    CommandSpec {
-        name: "focus",
-        args: "window:id",
-        risk: Risk::Act,
-    },
+    command("screenshot", args_schema::<ScreenshotArgs>, Risk::Observe),
+    command("windows", args_schema::<NoArgs>, Risk::Observe),
+    command("monitors", args_schema::<NoArgs>, Risk::Observe),
+    command("cursor", args_schema::<NoArgs>, Risk::Observe),
+    command("move", args_schema::<MoveArgs>, Risk::Act),
+    command("click", args_schema::<ClickArgs>, Risk::Act),
+    command("drag", args_schema::<DragArgs>, Risk::Act),
+    command("scroll", args_schema::<ScrollArgs>, Risk::Act),
+    command("type", args_schema::<TypeArgs>, Risk::Act),
+    command("key", args_schema::<KeyArgs>, Risk::Act),
+    command("focus", args_schema::<FocusArgs>, Risk::Act),
 ];
+
+const fn command(name: &'static str, args: fn() -> schemars::Schema, risk: Risk) -> CommandSpec {
+    CommandSpec { name, args, risk }
+}
 
 const SCREENSHOT_FIELDS: &[&str] = &[
     "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
@@ -109,7 +70,7 @@ impl<B: Backend> GuiSurface<B> {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Region {
     x: i32,
@@ -118,22 +79,26 @@ struct Region {
     height: u32,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Format {
     Png,
     Jpeg,
 }
 
-#[derive(Debug, Deserialize)]
+// The args types' doc comments are the tool description's text (`schema.rs`): keep them terse.
+/// one of monitor|window|region; image px*scale+origin = screen px
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ScreenshotArgs {
     #[serde(default)]
     monitor: Option<usize>,
+    /// id
     #[serde(default)]
     window: Option<u32>,
     #[serde(default)]
     region: Option<Region>,
+    /// =1280
     #[serde(default)]
     max_dim: Option<u32>,
     #[serde(default)]
@@ -142,18 +107,15 @@ struct ScreenshotArgs {
     quality: Option<u8>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoArgs {}
-
-#[derive(Debug, Deserialize)]
+/// screen px
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct MoveArgs {
     x: i32,
     y: i32,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ClickArgs {
     #[serde(default)]
@@ -162,11 +124,12 @@ struct ClickArgs {
     y: Option<i32>,
     #[serde(default)]
     button: Option<Button>,
+    /// =1
     #[serde(default)]
     count: Option<u32>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct DragArgs {
     from_x: i32,
@@ -177,7 +140,8 @@ struct DragArgs {
     button: Option<Button>,
 }
 
-#[derive(Debug, Deserialize)]
+/// dx,dy notches (+right/down)
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ScrollArgs {
     #[serde(default)]
@@ -190,21 +154,24 @@ struct ScrollArgs {
     y: Option<i32>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TypeArgs {
+    /// (any unicode)
     text: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct KeyArgs {
+    /// e.g. Return|ctrl+shift+t|alt+F4
     combo: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FocusArgs {
+    /// id
     window: u32,
 }
 
@@ -527,6 +494,14 @@ impl<B: Backend> Surface for GuiSurface<B> {
         SurfaceName::Gui
     }
 
+    fn backend(&self) -> &'static str {
+        super::BACKEND_NAME
+    }
+
+    fn needs_desktop(&self) -> bool {
+        true
+    }
+
     fn commands(&self) -> &'static [CommandSpec] {
         COMMANDS
     }
@@ -563,11 +538,15 @@ impl<B: Backend> Surface for GuiSurface<B> {
             .iter()
             .find(|c| c.name == command)
             .map_or(Risk::Act, |c| c.risk);
+        let window = args.get("window").and_then(Value::as_u64);
+        let target = target_of(&*conn, &action, window).map_err(x_failed)?;
         Ok(Box::new(GuiRun {
             backend: self.backend.clone(),
             conn,
             action,
             risk,
+            target,
+            args: receipt_value(&Value::Object(args.clone())),
         }))
     }
 }
@@ -577,12 +556,65 @@ struct GuiRun<B: Backend> {
     conn: Arc<B::Conn>,
     action: Action,
     risk: Risk,
+    /// The window the action acts on or reads, as the display showed it at prepare time.
+    target: Option<TargetFacts>,
+    args: Value,
+}
+
+/// The window an action acts on or reads: the one it names, the active one for keyboard input,
+/// the one under the point for the pointer. Where windows overlap the active one counts if it
+/// is under the point (it is on top in practice), else the last mapped. None for actions on the
+/// whole screen and for a point on no window.
+fn target_of<D: Desktop>(
+    conn: &D,
+    action: &Action,
+    window: Option<u64>,
+) -> Result<Option<TargetFacts>, DisplayError> {
+    let point = match action {
+        Action::Screenshot { .. } if window.is_none() => return Ok(None),
+        Action::Windows | Action::Monitors | Action::Cursor => return Ok(None),
+        Action::Move { x, y } => Some((*x, *y)),
+        Action::Drag { from, .. } => Some(*from),
+        Action::Click { at, .. } | Action::Scroll { at, .. } => Some(match at {
+            Some(point) => *point,
+            None => conn.cursor()?,
+        }),
+        Action::Screenshot { .. }
+        | Action::Focus { .. }
+        | Action::Type { .. }
+        | Action::Key { .. } => None,
+    };
+    let windows = conn.windows()?;
+    let chosen = match (point, window) {
+        (Some((x, y)), _) => {
+            let under: Vec<&WindowInfo> =
+                windows.iter().filter(|w| w.rect.contains(x, y)).collect();
+            under.iter().find(|w| w.focused).or(under.last()).copied()
+        }
+        (None, Some(id)) => windows.iter().find(|w| u64::from(w.id) == id),
+        (None, None) => windows.iter().find(|w| w.focused),
+    };
+    Ok(chosen.map(|w| TargetFacts {
+        app: Some(w.app.clone()).filter(|app| !app.is_empty()),
+        pid: w.pid,
+        window: Some(w.title.clone()),
+        window_id: Some(w.id.to_string()),
+        resolved: true,
+    }))
 }
 
 #[async_trait]
 impl<B: Backend> PreparedAction for GuiRun<B> {
     fn risk(&self) -> Risk {
         self.risk
+    }
+
+    fn facts(&self) -> ActionFacts {
+        ActionFacts {
+            target: self.target.clone(),
+            args: Some(self.args.clone()),
+            ..ActionFacts::default()
+        }
     }
 
     fn describe(&self) -> String {
