@@ -37,7 +37,12 @@ pub struct Gateway {
 struct Early {
     surface: String,
     command: String,
+    /// The request as received: its digest is receipted, and, cut, the request itself until a
+    /// surface has stated its args.
     args: Value,
+    /// Once the surface prepared the action: the request with the args as the surface redacts
+    /// them, and the facts policy decides on.
+    stated: Option<(Value, Value)>,
 }
 
 impl Gateway {
@@ -160,10 +165,11 @@ impl Gateway {
                     .await;
             }
         };
-        let early = Early {
+        let mut early = Early {
             surface: call.surface.to_string(),
             command: call.command.clone(),
             args: raw.clone(),
+            stated: None,
         };
         if !caller.may_use(call.surface) {
             let scope: Vec<String> = self
@@ -227,6 +233,18 @@ impl Gateway {
         };
         let described = action.describe();
         let facts = action.facts();
+        // The args as the surface redacts them (the digest covers the request whole), and the
+        // facts policy decides on.
+        let stated_args = match &facts.args {
+            Some(args) => json!({
+                "surface": early.surface,
+                "command": early.command,
+                "args": args,
+                "complications": receipt_value(&json!(call.complications)),
+            }),
+            None => receipt_value(&raw),
+        };
+        early.stated = Some((stated_args, receipt_value(&json!(facts))));
         let policy = self.policy.read().unwrap().clone();
         let decision = policy.decide(&PolicyInput::of(
             caller,
@@ -285,17 +303,7 @@ impl Gateway {
             Decision::Allow { .. } => {}
         }
 
-        // The args as the surface redacts them (the digest covers the request whole), and the
-        // facts policy decided on.
-        let args = match &facts.args {
-            Some(args) => json!({
-                "surface": early.surface,
-                "command": early.command,
-                "args": args,
-                "complications": receipt_value(&json!(call.complications)),
-            }),
-            None => receipt_value(&raw),
-        };
+        let (args, stated_facts) = early.stated.clone().unwrap_or_default();
         let intent = NewRow {
             call_id: call_id.clone(),
             kind: RowKind::Intent,
@@ -305,7 +313,7 @@ impl Gateway {
                 "caller": caller,
                 "args": args,
                 "args_sha256": digest(&raw),
-                "facts": receipt_value(&json!(facts)),
+                "facts": stated_facts,
                 "action": described,
                 "risk": action.risk(),
                 "policy": decision,
@@ -518,13 +526,20 @@ impl Gateway {
                 kind: RowKind::Intent,
                 surface: early.surface.clone(),
                 command: early.command.clone(),
-                body: json!({
-                    "caller": caller,
-                    "args": receipt_value(&early.args),
-                    "args_sha256": digest(&early.args),
-                    "policy": context.get("policy"),
-                    "approval": context.get("approval"),
-                }),
+                body: {
+                    let mut body = json!({
+                        "caller": caller,
+                        "args": receipt_value(&early.args),
+                        "args_sha256": digest(&early.args),
+                        "policy": context.get("policy"),
+                        "approval": context.get("approval"),
+                    });
+                    if let Some((args, facts)) = &early.stated {
+                        body["args"] = args.clone();
+                        body["facts"] = facts.clone();
+                    }
+                    body
+                },
             },
             NewRow {
                 call_id: call_id.to_string(),
@@ -577,6 +592,7 @@ fn early_from_raw(raw: &Value) -> Early {
         surface: text("surface"),
         command: text("command"),
         args: raw.clone(),
+        stated: None,
     }
 }
 

@@ -86,6 +86,26 @@ pub fn approval_text(described: &str, facts: &ActionFacts) -> String {
     if let Some(why) = &facts.opaque {
         text.push_str(&format!("; not every command is known: {why}"));
     }
+    if let Some(target) = &facts.target {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(app) = &target.app {
+            parts.push(format!("app {app:?}"));
+        }
+        if let Some(pid) = target.pid {
+            parts.push(format!("pid {pid}"));
+        }
+        if let Some(window) = &target.window {
+            parts.push(format!("window {window:?}"));
+        }
+        if !parts.is_empty() {
+            let how = if target.resolved {
+                ""
+            } else {
+                " (as the call names it)"
+            };
+            text.push_str(&format!("; target {}{how}", parts.join(", ")));
+        }
+    }
     text
 }
 
@@ -800,7 +820,7 @@ mod tests {
     use computer_ipc::{Complications, ComputerCall};
     use computer_surfaces::Surface;
     use computer_surfaces::shell::{ShellLimits, ShellSurface};
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn policy(toml_rules: &str) -> RulePolicy {
         let config = crate::config::Config::parse(toml_rules, "test").unwrap();
@@ -1105,6 +1125,100 @@ mod tests {
                 "{script}"
             );
         }
+    }
+
+    /// Decides an ax call whose surface stated `target` (and these receipt args).
+    fn decide_target(policy: &RulePolicy, target: Option<TargetFacts>, args: Value) -> Decision {
+        let caller = Caller {
+            uid: 1,
+            pid: None,
+            agent: "default".into(),
+            surfaces: None,
+        };
+        let call = ComputerCall {
+            surface: SurfaceName::Ax,
+            command: "act".into(),
+            args: serde_json::Map::new(),
+            complications: Complications::default(),
+        };
+        let facts = ActionFacts {
+            target,
+            args: Some(args),
+            ..ActionFacts::default()
+        };
+        policy.decide(&PolicyInput::of(&caller, &call, "press", Risk::Act, &facts))
+    }
+
+    fn target(app: Option<&str>, window: Option<&str>, resolved: bool) -> Option<TargetFacts> {
+        Some(TargetFacts {
+            app: app.map(str::to_string),
+            pid: Some(7),
+            window: window.map(str::to_string),
+            window_id: Some("42".into()),
+            resolved,
+        })
+    }
+
+    #[test]
+    fn app_and_window_matchers_decide_on_the_target() {
+        let p = policy(
+            r#"
+            [[rules]]
+            app = "Secrets"
+            decision = "deny"
+            [[rules]]
+            app = "gedit"
+            window = "notes.txt"
+            decision = "allow"
+            [[rules]]
+            regex = "rm -rf"
+            decision = "deny"
+            "#,
+        );
+        let press = json!({"selector": "button"});
+        // Case does not matter: the ax surface picks apps regardless of it.
+        assert!(is_deny(&decide_target(
+            &p,
+            target(Some("secrets"), None, true),
+            press.clone()
+        )));
+        assert_eq!(
+            decide_target(
+                &p,
+                target(Some("gedit"), Some("notes.txt"), true),
+                press.clone()
+            )
+            .rule(),
+            "rules[1]"
+        );
+        // The window by its id too.
+        assert_eq!(
+            decide_target(
+                &p,
+                target(Some("gedit"), Some("other"), true),
+                press.clone()
+            )
+            .rule(),
+            "defaults.act"
+        );
+        // A target known only by its spelling may be any app: deny rules reach it, allow rules
+        // do not.
+        assert!(is_deny(&decide_target(
+            &p,
+            target(Some("gedit"), Some("notes.txt"), false),
+            press.clone()
+        )));
+        // No target: no app rule applies.
+        assert_eq!(
+            decide_target(&p, None, press.clone()).rule(),
+            "defaults.act"
+        );
+        // glob and regex read the args the surface states.
+        assert!(is_deny(&decide_target(
+            &p,
+            None,
+            json!({"text": "rm -rf ~\n"})
+        )));
     }
 
     #[test]

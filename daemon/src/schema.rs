@@ -352,3 +352,64 @@ pub fn render(tool: &Tool, format: &str) -> Value {
         _ => json!({ "tools": [tool] }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command of every surface built here, with every field its args type has, is in the
+    /// description: the text comes from the types `prepare` decodes.
+    #[test]
+    fn the_description_lists_every_command_with_its_args() {
+        let registry = Registry::for_this_platform(&Default::default());
+        let all: Vec<&Arc<dyn Surface>> = registry.all().iter().collect();
+        assert!(all.len() >= 2, "shell and gui at least");
+        let text = description(&registry, &all);
+        for surface in &all {
+            for spec in surface.commands() {
+                let line = text
+                    .lines()
+                    .find(|line| {
+                        line.strip_prefix(&format!("- {}.", surface.name()))
+                            .and_then(|rest| rest.split(' ').next())
+                            .is_some_and(|names| names.split('|').any(|n| n == spec.name))
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("no line for {}.{}:\n{text}", surface.name(), spec.name)
+                    });
+                let schema = (spec.args)().to_value();
+                for field in schema["properties"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k)
+                {
+                    assert!(line.contains(field.as_str()), "{field} missing from {line}");
+                }
+                assert_eq!(line.ends_with(" (act)"), spec.risk == Risk::Act, "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn args_render_in_few_tokens() {
+        let schema = json!({
+            "type": "object",
+            "description": "screen px",
+            "required": ["x"],
+            "properties": {
+                "x": {"type": "integer"},
+                "n": {"type": ["integer", "null"], "description": "=1"},
+                "mode": {"anyOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "null"}]},
+                "app": {"anyOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"type": "null"}], "description": "name|pid"},
+                "argv": {"type": ["array", "null"], "items": {"type": "string"}, "description": "or script"},
+                "text": {"type": "string", "description": "(any unicode)"},
+                "area": {"type": "object", "properties": {"w": {}, "h": {}}},
+            }
+        });
+        assert_eq!(
+            args_text(&schema),
+            "app?:name|pid, area?:{h,w}, argv?:[str] or script, mode?:a|b, n?=1, text? (any unicode), x; screen px"
+        );
+    }
+}

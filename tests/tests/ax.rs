@@ -778,3 +778,78 @@ fn the_documented_zenity_one_liner_presses_yes() {
     assert!(status.success(), "zenity answered {status} (Yes exits 0)");
     let _ = Command::new("true").status();
 }
+
+/// An `app` rule decides on the app the ax surface resolves, not on how the args spell it: a pid,
+/// another case, or a ref with no app at all reach the same app and the same rule. Observing it
+/// (not covered by the rule) still works, and receipts record the resolved target.
+#[tokio::test(flavor = "multi_thread")]
+async fn app_rules_decide_on_the_resolved_app_however_the_args_spell_it() {
+    let app = TestApp::launch("Facts Test");
+    let pid = app.pid();
+    // The app's accessible name, from a daemon without rules.
+    let name = {
+        let daemon = Daemon::start_on_desktop("");
+        wait_tree(&daemon, pid).await;
+        let apps = ax(&daemon, "apps", json!({"format": "json"})).await;
+        let apps: Value = serde_json::from_str(apps["apps"].as_str().unwrap()).unwrap();
+        apps.as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["pid"] == pid)
+            .and_then(|a| a["name"].as_str())
+            .expect("the test app is listed")
+            .to_string()
+    };
+    let daemon = Daemon::start_on_desktop(&format!(
+        "[defaults]\nact = \"allow\"\n[[rules]]\nsurface = \"ax\"\ncommand = \"act\"\napp = \"{name}\"\ndecision = \"deny\"\n"
+    ));
+    // Observing is not what the rule is about: it works, and shows the app to the surface.
+    let tree = wait_tree(&daemon, pid).await;
+    let button = ref_of(tree["tree"].as_str().unwrap(), "Say Hello");
+
+    let press = |app_arg: Option<Value>, target: Value| {
+        let mut args = json!({"action": "press"});
+        if let Some(app_arg) = app_arg {
+            args["app"] = app_arg;
+        }
+        for (k, v) in target.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        args
+    };
+    for (how, args) in [
+        (
+            "by pid",
+            press(
+                Some(json!(pid)),
+                json!({"selector": "button \"Say Hello\""}),
+            ),
+        ),
+        (
+            "in other case",
+            press(
+                Some(json!(name.to_uppercase())),
+                json!({"selector": "button \"Say Hello\""}),
+            ),
+        ),
+        ("by ref alone", press(None, json!({"ref": button}))),
+    ] {
+        let out = ax(&daemon, "act", args).await;
+        assert_eq!(out["ok"], false, "{how}: {out}");
+        assert_eq!(out["error"]["code"], "denied", "{how}: {out}");
+        let intent = daemon.receipt_row(&out["receipt"], "intent");
+        let target = &intent["body"]["facts"]["target"];
+        assert_eq!(target["app"], json!(name), "{how}: {intent}");
+        assert_eq!(target["resolved"], true, "{how}: {intent}");
+        assert_eq!(
+            intent["body"]["policy"]["rule"], "rules[0]",
+            "{how}: {intent}"
+        );
+    }
+    assert!(
+        app.lines_starting("clicked").is_empty(),
+        "a denied press reached the app"
+    );
+    let read = ax(&daemon, "read", json!({"ref": button})).await;
+    assert_eq!(read["ok"], true, "{read}");
+}

@@ -299,3 +299,48 @@ fn policy_explain_decides_as_the_daemon_does() {
     let reply = run(&daemon, json!({"argv": ["true"]}), json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 }
+
+/// The intent receipt records the facts policy decided on and the args as the surface redacts
+/// them: stdin as its size, digest and head, not its whole text; the digest still covers the
+/// request whole.
+#[test]
+fn intent_receipts_record_the_facts_and_the_redacted_args() {
+    let daemon = Daemon::start_with_config(DENY_RM);
+    let stdin = format!("{}\nDONE", "x".repeat(5000));
+    let reply = run(
+        &daemon,
+        json!({"argv": ["wc", "-c"], "stdin": stdin}),
+        json!({"env": {"LANG": "C"}}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    let intent = daemon.receipt_row(&reply["receipt"], "intent");
+    let body = &intent["body"];
+    assert_eq!(body["args"]["args"]["argv"], json!(["wc", "-c"]), "{body}");
+    let recorded_stdin = &body["args"]["args"]["stdin"];
+    assert_eq!(recorded_stdin["bytes"], stdin.len(), "{body}");
+    assert!(
+        recorded_stdin["head"]
+            .as_str()
+            .is_some_and(|head| head.len() <= 256 && !head.contains("DONE")),
+        "{recorded_stdin}"
+    );
+    assert_eq!(body["args"]["complications"]["env"]["LANG"], "C");
+    assert_eq!(body["facts"]["programs"], json!([["wc", "-c"]]), "{body}");
+    assert_eq!(body["facts"]["env"]["LANG"], "C", "{body}");
+    assert!(body["args_sha256"].as_str().is_some_and(|d| d.len() == 64));
+
+    // A denied call's intent records what decided it, and its facts.
+    let reply = run(
+        &daemon,
+        json!({"script": "true; rm -rf /nonexistent"}),
+        json!({}),
+    );
+    assert_denied_by(&reply, "rules[0]", "rm in a script");
+    let body = &daemon.receipt_row(&reply["receipt"], "intent")["body"];
+    assert_eq!(body["policy"]["rule"], "rules[0]", "{body}");
+    assert_eq!(
+        body["facts"]["programs"],
+        json!([["true"], ["rm", "-rf", "/nonexistent"]]),
+        "{body}"
+    );
+}

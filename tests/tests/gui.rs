@@ -745,3 +745,46 @@ async fn without_a_display_gui_is_unavailable_and_doctor_says_why() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cannot connect to X server :987"), "{text}");
 }
+
+/// A `window` rule decides on the window a gui action reaches, though `type` names none: the
+/// active window is its target. Typing into another window still works, and the receipt records
+/// the target.
+#[tokio::test(flavor = "multi_thread")]
+async fn window_rules_decide_on_the_window_typing_reaches() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(
+        "[defaults]\nact = \"allow\"\n[[rules]]\nsurface = \"gui\"\nwindow = \"gui-test-facts-guarded\"\ndecision = \"deny\"\n",
+    );
+    let guarded = TestApp::launch("entry", "gui-test-facts-guarded", 100, 500);
+    let open = TestApp::launch("entry", "gui-test-facts-open", 700, 500);
+
+    // Focusing the guarded window is itself an action on it.
+    let out = gui(
+        &daemon,
+        "focus",
+        json!({"window": guarded.window}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    // Focused another way, typing into it is denied all the same.
+    xtool(
+        "xdotool",
+        &["windowactivate", "--sync", &guarded.window.to_string()],
+    );
+    let out = gui(&daemon, "type", json!({"text": "secret"}), json!({})).await;
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
+    let target = &intent["body"]["facts"]["target"];
+    assert_eq!(target["window"], "gui-test-facts-guarded", "{intent}");
+    assert_eq!(target["window_id"], guarded.window.to_string(), "{intent}");
+    assert_eq!(target["pid"], guarded.pid, "{intent}");
+    assert_eq!(intent["body"]["args"]["args"]["text"], "secret", "{intent}");
+
+    let out = gui(&daemon, "focus", json!({"window": open.window}), json!({})).await;
+    assert_eq!(out["focused"], true, "{out}");
+    let out = gui(&daemon, "type", json!({"text": "fine"}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    gui(&daemon, "key", json!({"combo": "Return"}), json!({})).await;
+    assert_eq!(open.expect("text")["text"], "fine");
+}
