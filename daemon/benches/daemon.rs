@@ -14,8 +14,8 @@ use computer_daemon::policy::AllowAll;
 use computer_daemon::receipts::Ledger;
 use computer_ipc::{Client, Complications, SurfaceName, ToolError};
 use computer_surfaces::{
-    Availability, CallContext, CommandSpec, Outcome, PreparedAction, Registry, Risk, Surface,
-    SurfaceError,
+    ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction,
+    Registry, Risk, Surface, SurfaceError, args_schema,
 };
 use computer_tests::RawConnection;
 use serde_json::{Map, Value, json};
@@ -34,6 +34,9 @@ impl PreparedAction for NoopAction {
     fn describe(&self) -> String {
         "nothing".into()
     }
+    fn facts(&self) -> ActionFacts {
+        ActionFacts::default()
+    }
     async fn run(self: Box<Self>, _ctx: CallContext) -> Result<Outcome, SurfaceError> {
         Ok(Outcome {
             success: true,
@@ -47,10 +50,13 @@ impl Surface for Noop {
     fn name(&self) -> SurfaceName {
         SurfaceName::Shell
     }
+    fn backend(&self) -> &'static str {
+        "none (benchmark)"
+    }
     fn commands(&self) -> &'static [CommandSpec] {
         &[CommandSpec {
             name: "run",
-            args: "",
+            args: args_schema::<NoArgs>,
             risk: Risk::Observe,
         }]
     }
