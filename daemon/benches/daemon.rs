@@ -14,8 +14,8 @@ use computer_daemon::policy::AllowAll;
 use computer_daemon::receipts::Ledger;
 use computer_ipc::{Client, Complications, SurfaceName, ToolError};
 use computer_surfaces::{
-    ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction,
-    Registry, Risk, Surface, SurfaceError, args_schema,
+    ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Registry,
+    Risk, Surface, SurfaceError, args_schema,
 };
 use computer_tests::RawConnection;
 use serde_json::{Map, Value, json};

@@ -1191,7 +1191,7 @@ mod tests {
             .rule(),
             "rules[1]"
         );
-        // The window by its id too.
+        // Another window of the same app is not the one the rule allows.
         assert_eq!(
             decide_target(
                 &p,
