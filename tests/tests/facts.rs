@@ -344,3 +344,34 @@ fn intent_receipts_record_the_facts_and_the_redacted_args() {
         "{body}"
     );
 }
+
+/// A surface's config section is checked by the surface, and an error names the section and the
+/// key (and the valid keys), in `computer config check` as at start.
+#[test]
+fn a_surface_config_error_names_its_section_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let check = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        std::process::Command::new(computer_tests::computer_bin())
+            .args(["config", "check"])
+            .env("COMPUTER_CONFIG", &config)
+            .env_remove("DISPLAY")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .output()
+            .unwrap()
+    };
+    let out = check("[shell]\nmax_timeot_ms = 5000\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("[shell] max_timeot_ms") && err.contains("max_timeout_ms"),
+        "{err}"
+    );
+    let out = check("[shell]\ndefault_timeout_ms = 100\nmax_timeout_ms = 5000\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -536,6 +536,7 @@ impl Job {
     }
 
     /// The ref the command acts on or reads, if it names one.
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
     pub fn element_ref(&self) -> Option<u32> {
         match self {
             Job::Read { target, .. } | Job::Act { target, .. } => match target {
