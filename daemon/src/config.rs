@@ -26,6 +26,9 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// The surfaces' own sections, unread here: each surface checks and takes its own.
     pub surfaces: BTreeMap<SurfaceName, toml::Table>,
+    /// Where each key of a surface's section was written (`shell.max_timeout_ms` → line), so
+    /// that the surface's errors can name the line too.
+    pub surface_lines: BTreeMap<String, usize>,
 }
 
 /// The daemon's own sections; any other top-level key must name a surface.
@@ -247,10 +250,11 @@ impl Config {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|err| ConfigError::Invalid {
+        let mut config: Config = toml::from_str(text).map_err(|err| ConfigError::Invalid {
             path: origin.to_string(),
             message: err.to_string().trim_end().to_string(),
         })?;
+        config.surface_lines = key_lines(text, &config.surfaces);
         config.check().map_err(|message| ConfigError::Invalid {
             path: origin.to_string(),
             message,
@@ -288,14 +292,46 @@ impl Config {
     /// The surfaces of this platform, each given its section of this config.
     pub fn registry(&self, origin: &str, limits: &SurfaceLimits) -> Result<Registry, ConfigError> {
         let registry = Registry::for_this_platform(limits);
-        registry
-            .configure(&self.surfaces)
-            .map_err(|err| ConfigError::Invalid {
+        registry.configure(&self.surfaces).map_err(|err| {
+            let line = err
+                .key
+                .split('.')
+                .next()
+                .and_then(|key| self.surface_lines.get(&format!("{}.{key}", err.surface)));
+            ConfigError::Invalid {
                 path: origin.to_string(),
-                message: err.to_string(),
-            })?;
+                message: match line {
+                    Some(line) => format!("line {line}: {err}"),
+                    None => err.to_string(),
+                },
+            }
+        })?;
         Ok(registry)
     }
+}
+
+/// The line of each key written under a surface's `[name]` header (`name.key` → 1-based line).
+/// A plain scan: keys written another way (dotted, inline tables) are simply not found, and their
+/// errors name the key without a line.
+fn key_lines(text: &str, surfaces: &BTreeMap<SurfaceName, toml::Table>) -> BTreeMap<String, usize> {
+    let mut lines = BTreeMap::new();
+    let mut section: Option<&str> = None;
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.trim_end_matches(']').trim();
+            section = surfaces
+                .keys()
+                .map(|s| s.as_str())
+                .find(|surface| *surface == name);
+            continue;
+        }
+        if let (Some(surface), Some((key, _))) = (section, line.split_once('=')) {
+            let key = key.trim().trim_matches('"');
+            lines.entry(format!("{surface}.{key}")).or_insert(index + 1);
+        }
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -393,10 +429,12 @@ mod tests {
             err.contains("[shell] default_timeout_ms") && err.contains("over max_timeout_ms"),
             "{err}"
         );
-        let err = surface_error("[shell]\nmax_timeot_ms = 9\n");
+        let err = surface_error("[server]\nread_timeout_ms = 5\n[shell]\nmax_timeot_ms = 9\n");
         assert!(
-            err.contains("[shell] max_timeot_ms") && err.contains("max_timeout_ms"),
-            "names the key and the valid ones: {err}"
+            err.contains("line 4")
+                && err.contains("[shell] max_timeot_ms")
+                && err.contains("max_timeout_ms"),
+            "names the line, the key and the valid ones: {err}"
         );
         let err = surface_error("[shell]\ncapture_memory_bytes = \"lots\"\n");
         assert!(err.contains("[shell] capture_memory_bytes"), "{err}");
