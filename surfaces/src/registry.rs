@@ -28,6 +28,10 @@ impl Registry {
         surfaces.extend(crate::gui::surface());
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         surfaces.extend(crate::ax::surface());
+        #[cfg(target_os = "macos")]
+        surfaces.push(Arc::new(crate::applescript::AppleScriptSurface::new(
+            limits.shell.clone(),
+        )));
         let evidence = crate::gui::evidence();
         for surface in &surfaces {
             match surface.probe() {
@@ -109,6 +113,7 @@ fn backend_name(name: SurfaceName) -> &'static str {
         SurfaceName::Gui => "X11 via x11rb (GetImage, EWMH, RandR, XTEST)",
         SurfaceName::Ax if cfg!(target_os = "macos") => "AXUIElement (macOS accessibility)",
         SurfaceName::Ax => "AT-SPI over D-Bus",
+        SurfaceName::Applescript => "osascript (AppleScript and JXA)",
         _ => "none",
     }
 }
