@@ -446,13 +446,11 @@ impl PreparedAction for AppleScriptRun {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-    use std::sync::Arc;
-    use std::time::Duration;
-
     use super::*;
     use crate::contain::{Containment, ContainmentConfig};
     use crate::{ArtifactQuota, ProtectedProcesses};
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
 
     /// A stand-in for osascript: prints each argument it got on a line of its own, or does what
     /// the `FAKE` variable says.
@@ -610,8 +608,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
         let err = action
             .run(context(f.dir.path()))
             .await
-            .err()
-            .expect("an error");
+            .expect_err("an error");
         let message = err.to_string();
         assert!(
             message.contains("Apple events to Finder (-1743)"),
@@ -667,7 +664,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
         let pid = std::fs::read_to_string(&pidfile).unwrap();
         // Killed means gone or a zombie waiting for init; polled, as reaping is not ours.
         let stat = format!("/proc/{}/stat", pid.trim());
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             match std::fs::read_to_string(&stat) {
                 Err(_) => break,
