@@ -56,12 +56,37 @@ fn applescript(daemon: &Daemon, args: Value) -> Value {
     call(daemon, "applescript", "run", args)
 }
 
-/// Runs AppleScript from this test process, outside the daemon: the independent client.
-fn osascript(source: &str) -> std::process::Output {
+/// The independent client: System Events UI scripting from this test process, outside the
+/// daemon. With `click`, presses the approval window's button named `name`; with `find`, only
+/// finds it. Succeeds once the button is there.
+const APPROVER_BUTTON: &str = r#"on run argv
+  set wanted to item 1 of argv
+  tell application "System Events" to tell process "computer-approval-window"
+    repeat with e in (entire contents of window 1)
+      set found to false
+      try
+        if role of e is "AXButton" then
+          if name of e is wanted or description of e is wanted then set found to true
+        end if
+      end try
+      if found then
+        if item 2 of argv is "click" then click e
+        return "found"
+      end if
+    end repeat
+  end tell
+  error "no button " & wanted
+end run
+"#;
+
+fn approver_button(dir: &Path, name: &str, mode: &str) -> bool {
+    let script = dir.join("approver_button.applescript");
+    std::fs::write(&script, APPROVER_BUTTON).unwrap();
     Command::new("/usr/bin/osascript")
-        .args(["-e", source])
+        .arg(&script)
+        .args([name, mode])
         .output()
-        .expect("osascript")
+        .is_ok_and(|out| out.status.success())
 }
 
 /// Ends an application this test opened through Launch Services (not a child of ours).
@@ -382,6 +407,12 @@ fn the_approval_window_is_answered_by_a_person_not_the_agent() {
         Duration::from_secs(30),
         || (!daemon.pending_approvals().is_empty()).then_some(()),
     );
+    // Shown in the window: it is connected, so the daemon protects its pid.
+    wait_for(
+        "the window to show the request",
+        Duration::from_secs(60),
+        || approver_button(dir.path(), "Allow once", "find").then_some(()),
+    );
 
     // The agent, through the ax surface: refused, the window is an approver.
     let attempt = call(
@@ -394,14 +425,7 @@ fn the_approval_window_is_answered_by_a_person_not_the_agent() {
     assert!(!marker.exists());
 
     // The person: System Events, from outside the daemon.
-    let press = "tell application \"System Events\" to tell process \"computer-approval-window\" \
-                 to click (first button of entire contents of window 1 whose name is \"Allow once\" \
-                 or description is \"Allow once\")";
-    wait_for(
-        "System Events to press Allow once",
-        Duration::from_secs(30),
-        || osascript(press).status.success().then_some(()),
-    );
+    assert!(approver_button(dir.path(), "Allow once", "click"));
     let reply = waiting.wait_with_output().unwrap();
     let reply: Value = serde_json::from_slice(&reply.stdout).unwrap_or(Value::Null);
     assert_eq!(reply["ok"], true, "{reply}");
