@@ -211,7 +211,8 @@ fn rules_match_the_target_application() {
     let daemon = Daemon::start_on_desktop(
         "[defaults]\nact = \"ask\"\n[approval]\ntimeout = \"1s\"\n\
          [[rules]]\nsurface = \"applescript\"\nargv0 = [\"Finder\"]\ndecision = \"deny\"\n\
-         [[rules]]\nsurface = \"applescript\"\nargv0 = [\"System Events\"]\ndecision = \"allow\"\n",
+         [[rules]]\nsurface = \"applescript\"\nargv0 = [\"System Events\"]\ndecision = \"allow\"\n\
+         [[rules]]\nsurface = \"applescript\"\nregex = \"(?i)finder\"\ndecision = \"deny\"\n",
     );
     let allowed = applescript(
         &daemon,
@@ -227,9 +228,18 @@ fn rules_match_the_target_application() {
         denied["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("rules[0]"),
+            .contains("denied by rules["),
         "{denied}"
     );
+    // The same application named another way: its path (stated by its plain name too), its
+    // bundle id (caught by the case-insensitive regex over the source).
+    for spelled in [
+        "tell application \"/System/Library/CoreServices/Finder.app\" to get name of startup disk",
+        "tell application id \"com.apple.finder\" to get name of startup disk",
+    ] {
+        let out = applescript(&daemon, json!({"source": spelled}));
+        assert_eq!(out["error"]["code"], "denied", "{spelled}: {out}");
+    }
     let hidden = applescript(
         &daemon,
         json!({"source": "tell application \"System Events\" to count processes\n\

@@ -18,15 +18,32 @@ pub struct Targets {
 }
 
 impl Targets {
+    /// Adds a target as written and, when it was written as a path or with `.app`, also by its
+    /// plain name (`/System/Library/CoreServices/Finder.app` is also `Finder`): one more name can
+    /// only make a deny rule match more and an allow rule cover less.
     fn add(&mut self, app: String) {
-        if !self.apps.contains(&app) {
-            self.apps.push(app);
+        let plain = plain_name(&app);
+        for name in [app, plain] {
+            if !name.is_empty() && !self.apps.contains(&name) {
+                self.apps.push(name);
+            }
         }
     }
 
     fn opaque(&mut self, why: String) {
         // The first reason is kept: it is the one a person reads first in the source.
         self.opaque.get_or_insert(why);
+    }
+}
+
+/// An application's name without the folders and `.app` it may be written with.
+fn plain_name(app: &str) -> String {
+    let last = app.trim_end_matches('/').rsplit('/').next().unwrap_or(app);
+    match last.len().checked_sub(4) {
+        Some(cut) if last.is_char_boundary(cut) && last[cut..].eq_ignore_ascii_case(".app") => {
+            last[..cut].to_string()
+        }
+        _ => last.to_string(),
     }
 }
 
@@ -581,6 +598,29 @@ mod tests {
         script(
             "tell application \"Say \\\"Hi\\\"\" to run",
             &["Say \"Hi\""],
+            None,
+        );
+    }
+
+    /// A deny rule on `Finder` must not be stepped around by naming the same application
+    /// another way.
+    #[test]
+    fn paths_and_app_suffixes_also_state_the_plain_name() {
+        script(
+            "tell application \"/System/Library/CoreServices/Finder.app\" to quit\n\
+             tell application \"Mail.APP\" to quit\ntell application \"Notes\" to quit",
+            &[
+                "/System/Library/CoreServices/Finder.app",
+                "Finder",
+                "Mail.APP",
+                "Mail",
+                "Notes",
+            ],
+            None,
+        );
+        jxa(
+            "Application('/Applications/Safari.app/').quit()",
+            &["/Applications/Safari.app/", "Safari"],
             None,
         );
     }
