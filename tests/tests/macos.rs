@@ -203,6 +203,30 @@ fn arguments_are_values_never_source() {
     assert!(!marker.exists(), "the argument ran as source");
 }
 
+/// The daemon reads a script file itself: its own config is refused, an ordinary file runs.
+#[test]
+fn a_script_file_cannot_be_the_daemons_own() {
+    let daemon = Daemon::start_on_desktop("");
+    let out = applescript(&daemon, json!({"file": daemon.config}));
+    assert_eq!(out["error"]["path"], "args.file", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("daemon's own files"),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hello.applescript");
+    std::fs::write(
+        &script,
+        "on run argv\n  return \"hello \" & item 1 of argv\nend run",
+    )
+    .unwrap();
+    let out = applescript(&daemon, json!({"file": script, "argv": ["mac"]}));
+    assert_eq!(out["stdout"].as_str().unwrap().trim(), "hello mac", "{out}");
+}
+
 /// A rule on the target application: Finder is denied, System Events still allowed; a source
 /// that hides its target is not reached by the allow rule and is asked about (here: denied, as
 /// nobody answers).

@@ -100,18 +100,38 @@ struct RunArgs {
 pub struct AppleScriptSurface {
     shell: ShellSurface,
     osascript: PathBuf,
+    /// The daemon's own places (config, state, sockets), which `file` may not name: the daemon
+    /// reads a script file itself, outside the run's containment.
+    daemon_paths: Vec<PathBuf>,
 }
 
 impl AppleScriptSurface {
     pub fn new(limits: ShellLimits) -> Self {
-        Self::with_osascript(limits, OSASCRIPT)
+        use computer_ipc::paths;
+        let config = paths::config_path();
+        let mut daemon_paths = vec![config.clone(), paths::state_dir()];
+        daemon_paths.extend(config.parent().map(Path::to_path_buf));
+        for socket in [paths::socket_path(), paths::control_socket_path()] {
+            daemon_paths.extend(socket.parent().map(Path::to_path_buf));
+        }
+        Self::with_osascript(limits, OSASCRIPT, daemon_paths)
     }
 
-    /// With another `osascript` (the unit tests' stand-in on Linux).
-    pub fn with_osascript(limits: ShellLimits, osascript: impl Into<PathBuf>) -> Self {
+    /// With another `osascript` and daemon paths (the unit tests' stand-ins on Linux).
+    pub fn with_osascript(
+        limits: ShellLimits,
+        osascript: impl Into<PathBuf>,
+        daemon_paths: Vec<PathBuf>,
+    ) -> Self {
+        let mut canonical: Vec<PathBuf> = Vec::new();
+        for path in daemon_paths {
+            canonical.extend(path.canonicalize().ok());
+            canonical.push(path);
+        }
         AppleScriptSurface {
             shell: ShellSurface::new(limits),
             osascript: osascript.into(),
+            daemon_paths: canonical,
         }
     }
 }
@@ -191,7 +211,7 @@ impl Surface for AppleScriptSurface {
                     file: None,
                 }
             }
-            (None, Some(file)) => read_script(Path::new(&file), run.language)?,
+            (None, Some(file)) => read_script(Path::new(&file), run.language, &self.daemon_paths)?,
             (Some(_), Some(_)) => {
                 return Err(ToolError::invalid("give either source or file, not both")
                     .at("args")
@@ -247,7 +267,11 @@ impl Surface for AppleScriptSurface {
 
 /// Reads a script file now, so that what policy and approvers see is what runs (a file changed
 /// after the decision cannot change the run).
-fn read_script(path: &Path, language: Option<Language>) -> Result<Script, ToolError> {
+fn read_script(
+    path: &Path,
+    language: Option<Language>,
+    daemon_paths: &[PathBuf],
+) -> Result<Script, ToolError> {
     let at = "args.file";
     if !path.is_absolute() {
         return Err(ToolError::invalid(format!(
@@ -256,27 +280,59 @@ fn read_script(path: &Path, language: Option<Language>) -> Result<Script, ToolEr
         ))
         .at(at));
     }
-    let metadata = std::fs::metadata(path).map_err(|err| {
+    let cannot = |err: std::io::Error| {
         ToolError::invalid(format!("file `{}` cannot be read: {err}", path.display())).at(at)
-    })?;
-    if !metadata.is_file() {
+    };
+    // Opened without blocking (a FIFO would stall the daemon), then judged by what was opened:
+    // its real path, so no symlink or renamed folder leads the daemon into its own files.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(cannot)?
+    };
+    if !file.metadata().map_err(cannot)?.is_file() {
         return Err(ToolError::invalid(format!(
             "`{}` is not a file (script bundles, .scptd, are not supported: give the script inside, or its source)",
             path.display()
         ))
         .at(at));
     }
-    if metadata.len() > MAX_FILE_BYTES {
+    match opened_path(&file) {
+        Some(real) if !daemon_paths.iter().any(|own| real.starts_with(own)) => {}
+        Some(_) => {
+            return Err(ToolError::invalid(format!(
+                "`{}` is one of this daemon's own files (its config, state or sockets); no \
+                 script may be read from there",
+                path.display()
+            ))
+            .at(at));
+        }
+        None => {
+            return Err(ToolError::invalid(format!(
+                "where `{}` really is cannot be told, so it is not read",
+                path.display()
+            ))
+            .at(at));
+        }
+    }
+    // Read with a bound: the file may grow between the look and the read.
+    let mut bytes = Vec::new();
+    {
+        use std::io::Read;
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+    }
+    if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolError::invalid(format!(
-            "file `{}` is {} bytes, over the {MAX_FILE_BYTES} bytes a script may have",
-            path.display(),
-            metadata.len()
+            "file `{}` is over the {MAX_FILE_BYTES} bytes a script may have",
+            path.display()
         ))
         .at(at));
     }
-    let bytes = std::fs::read(path).map_err(|err| {
-        ToolError::invalid(format!("file `{}` cannot be read: {err}", path.display())).at(at)
-    })?;
     if bytes.starts_with(COMPILED_MAGIC) || std::str::from_utf8(&bytes).is_err() {
         let copy = PrivateCopy::of(&bytes).map_err(|err| {
             ToolError::invalid(format!(
@@ -303,6 +359,28 @@ fn read_script(path: &Path, language: Option<Language>) -> Result<Script, ToolEr
         text,
         file: Some(path.to_path_buf()),
     })
+}
+
+/// The path an open file really has, from the descriptor (not the name it was opened by).
+fn opened_path(file: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    #[cfg(target_os = "macos")]
+    {
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: F_GETPATH writes at most PATH_MAX bytes, NUL-terminated, into `buf`.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buf.as_mut_ptr()) };
+        if rc == -1 {
+            return None;
+        }
+        let end = buf.iter().position(|&b| b == 0)?;
+        buf.truncate(end);
+        use std::os::unix::ffi::OsStringExt;
+        Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+    }
 }
 
 /// A copy of a compiled script in a fresh private directory, removed with the action: the run
@@ -480,8 +558,10 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             })),
             ..ShellLimits::default()
         };
+        let daemon_state = dir.path().join("daemon-state");
+        std::fs::create_dir(&daemon_state).unwrap();
         Fixture {
-            surface: AppleScriptSurface::with_osascript(limits, fake),
+            surface: AppleScriptSurface::with_osascript(limits, fake, vec![daemon_state]),
             dir,
         }
     }
@@ -727,6 +807,53 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             },
         ));
         assert_eq!(err.path.as_deref(), Some("complications.timeout_ms"));
+    }
+
+    /// The daemon reads a script file itself, outside any containment: its own files are
+    /// refused however they are reached, an ordinary file beside them is read.
+    #[test]
+    fn a_file_in_the_daemons_own_places_is_refused() {
+        let f = fixture();
+        let none = Complications::default();
+        let secret = f.dir.path().join("daemon-state/config.toml");
+        std::fs::write(&secret, "token = \"do not show\"").unwrap();
+        let link = f.dir.path().join("innocent.applescript");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let dotted = f
+            .dir
+            .path()
+            .join("daemon-state/../daemon-state/config.toml");
+        for path in [&secret, &link, &dotted] {
+            let err = error_of(
+                f.surface
+                    .prepare("run", &args(json!({"file": path})), &none),
+            );
+            assert_eq!(err.path.as_deref(), Some("args.file"), "{}", path.display());
+            assert!(
+                err.message.contains("daemon's own files"),
+                "{}",
+                err.message
+            );
+            assert!(!err.message.contains("do not show"));
+        }
+        // A FIFO would block a reader that waits for a writer: refused without waiting.
+        let fifo = f.dir.path().join("pipe.applescript");
+        let c_path = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+        // SAFETY: mkfifo only creates the named pipe at a path in our temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let err = error_of(
+            f.surface
+                .prepare("run", &args(json!({"file": fifo})), &none),
+        );
+        assert!(err.message.contains("not a file"), "{}", err.message);
+
+        let ordinary = f.dir.path().join("ok.applescript");
+        std::fs::write(&ordinary, "tell application \"Finder\" to activate").unwrap();
+        let action = f
+            .surface
+            .prepare("run", &args(json!({"file": ordinary})), &none)
+            .unwrap();
+        assert_eq!(action.facts().programs, [["Finder"]]);
     }
 
     #[test]
