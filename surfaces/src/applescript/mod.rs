@@ -7,7 +7,7 @@
 //! - `mod.rs`: the surface: args, the `osascript` command line, facts, privacy refusals.
 //! - [`targets`]: which applications a source sends Apple events to (a pure reader).
 //! - [`refusal`]: Automation and Accessibility refusals in osascript's errors (pure).
-//! - [`permissions`] (macOS): the privacy permissions this process holds, for `computer doctor`.
+//! - `permissions` (macOS): the privacy permissions this process holds, for `computer doctor`.
 //!
 //! Everything but `permissions` is platform-neutral and unit-tested on Linux (with a stand-in for
 //! `osascript`); the registry offers the surface on macOS only.
