@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing computer needs on a fresh Debian/Ubuntu machine (or macOS
-# with Homebrew): system packages, and the official MCP Python SDK that the suite uses as an
-# independent client. Safe to run again; it installs only what is missing.
+# with Homebrew): system packages, the official MCP Python SDK that the suite uses as an
+# independent client, and check-jsonschema for the workflow check. Safe to run again; it installs
+# only what is missing.
 set -euo pipefail
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
@@ -50,6 +51,13 @@ if ! python3 -c 'import mcp' >/dev/null 2>&1; then
   # Debian's own python3 refuses system-wide pip installs unless told otherwise.
   python3 -m pip install --quiet --disable-pip-version-check 'mcp>=1.10' 2>/dev/null \
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'mcp>=1.10'
+fi
+# check-jsonschema validates .github/workflows/ci.yml in .ci/run against the published GitHub
+# workflow schema, which the package ships (no network at check time).
+if ! python3 -c 'import check_jsonschema' >/dev/null 2>&1; then
+  log "installing check-jsonschema"
+  python3 -m pip install --quiet --disable-pip-version-check 'check-jsonschema>=0.29' 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'check-jsonschema>=0.29'
 fi
 # The official MCP TypeScript SDK (the one most hosts are built on), at the releases pinned in
 # tests/clients/ts/package-lock.json: the suite drives `computer mcp` with it and never downloads

@@ -8,12 +8,14 @@
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
+//! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
 
 #[cfg(target_os = "linux")]
 pub mod ax;
 // On macOS the ax surface is its own module; it shares the selector language and state
 // vocabulary with the AT-SPI one.
+pub mod applescript;
 #[cfg(target_os = "macos")]
 #[path = "ax/macos.rs"]
 pub mod ax;

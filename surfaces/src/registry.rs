@@ -31,7 +31,10 @@ impl Registry {
         surfaces.extend(crate::gui::surface());
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         surfaces.extend(crate::ax::surface());
-
+        #[cfg(target_os = "macos")]
+        surfaces.push(Arc::new(crate::applescript::AppleScriptSurface::new(
+            limits.shell.clone(),
+        )));
         let evidence = crate::gui::evidence();
         for surface in &surfaces {
             match surface.probe() {

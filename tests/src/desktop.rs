@@ -1,10 +1,10 @@
-//! A private headless desktop for the surface suites: Xvfb, an EWMH window manager (openbox), a
-//! private D-Bus session bus with AT-SPI enabled. Started once per test binary and torn down with
-//! it: every process is spawned from one long-lived thread with PR_SET_PDEATHSIG, so nothing
-//! outlives the test process (and nothing holds CI's output pipes open).
-//!
-//! The desktop itself is Linux-only (Xvfb, AT-SPI, PR_SET_PDEATHSIG, pipe2). Elsewhere the module
-//! compiles so the suites that use it do, but starting the desktop fails with a clear message.
+//! The desktop the surface suites drive. On Linux a private headless one: Xvfb, an EWMH window
+//! manager (openbox), a private D-Bus session bus with AT-SPI enabled, started once per test
+//! binary and torn down with it: every process is spawned from one long-lived thread with
+//! PR_SET_PDEATHSIG, so nothing outlives the test process (and nothing holds CI's output pipes
+//! open). On macOS the runner's own desktop (the logged-in Aqua session: WindowServer,
+//! accessibility, Apple events), which the harness neither starts nor stops; apps it launches
+//! end when their [`App`] guard drops.
 
 use std::io::Read;
 #[cfg(target_os = "linux")]
@@ -26,9 +26,11 @@ use crate::wait_for;
 #[derive(Debug)]
 pub struct Desktop {
     /// Xvfb, the bus and the window manager; they die with the test process (PR_SET_PDEATHSIG).
+    /// None on macOS, whose desktop is the session's own.
     _processes: Vec<Child>,
-    /// `:N`
+    /// `:N` on Linux; empty on macOS (no X display).
     pub display: String,
+    /// The private session bus on Linux; empty on macOS.
     pub dbus_address: String,
     /// Where the processes' logs go.
     pub log_dir: std::path::PathBuf,
@@ -90,11 +92,25 @@ impl Desktop {
         DESKTOP.get_or_init(Desktop::start)
     }
 
-    #[cfg(not(target_os = "linux"))]
+    /// The session's own desktop: there is nothing to start, only a place for logs. Surface
+    /// suites on macOS need a logged-in GUI session (GitHub's macOS runners have one).
+    #[cfg(target_os = "macos")]
+    fn start() -> Desktop {
+        let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
+        std::fs::create_dir_all(&log_dir).unwrap();
+        Desktop {
+            _processes: Vec::new(),
+            display: String::new(),
+            dbus_address: String::new(),
+            log_dir,
+        }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     fn start() -> Desktop {
         panic!(
-            "the headless test desktop (Xvfb, openbox, AT-SPI) exists on Linux only; \
-             surface suites on this system need its own desktop"
+            "the test desktop exists on Linux (Xvfb, openbox, AT-SPI) and macOS (the session's \
+             own) only"
         )
     }
 
@@ -213,8 +229,12 @@ impl Desktop {
         desktop
     }
 
-    /// The environment that puts a process on this desktop.
+    /// The environment that puts a process on this desktop (nothing on macOS: every process of
+    /// the session is on it).
     pub fn env(&self) -> Vec<(&'static str, String)> {
+        if cfg!(target_os = "macos") {
+            return Vec::new();
+        }
         vec![
             ("DISPLAY", self.display.clone()),
             ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),

@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - this file: [`Daemon`], [`RawConnection`], [`wait_for`].
-//! - [`desktop`]: a private headless desktop (Xvfb, openbox, D-Bus, AT-SPI) for surface suites.
+//! - [`desktop`]: the desktop surface suites drive: a private headless one on Linux (Xvfb,
+//!   openbox, D-Bus, AT-SPI), the session's own on macOS.
 
 pub mod desktop;
 

@@ -80,8 +80,10 @@ pub async fn run(json_output: bool) -> u8 {
         _ => daemon,
     };
 
+    let permissions = macos_permissions();
     if json_output {
         let report = json!({
+            "permissions": permissions,
             "socket": socket,
             "daemon": daemon,
             "daemon_pid": daemon_pid,
@@ -100,6 +102,17 @@ pub async fn run(json_output: bool) -> u8 {
             "runs     contained by {}: {}",
             containment.mechanism, containment.detail
         );
+        if !permissions.is_empty() {
+            println!("permissions (macOS)");
+            for permission in &permissions {
+                println!(
+                    "  {:<26} {}: {}",
+                    permission["permission"].as_str().unwrap_or_default(),
+                    permission["state"].as_str().unwrap_or_default(),
+                    permission["detail"].as_str().unwrap_or_default()
+                );
+            }
+        }
         println!("surfaces");
         for (name, availability) in &surfaces {
             match availability {
@@ -123,6 +136,21 @@ pub async fn run(json_output: bool) -> u8 {
     } else {
         exit::OK
     }
+}
+
+/// The macOS privacy permissions this binary holds (Automation for System Events and Finder,
+/// Accessibility, Screen Recording), asked without prompting; none elsewhere. They are this
+/// process's: a daemon started by another program (launchd, a terminal) may hold others.
+fn macos_permissions() -> Vec<serde_json::Value> {
+    #[cfg(target_os = "macos")]
+    {
+        computer_surfaces::applescript::permissions::report()
+            .into_iter()
+            .map(|state| json!(state))
+            .collect()
+    }
+    #[cfg(not(target_os = "macos"))]
+    Vec::new()
 }
 
 /// The serving daemon's pid, from the lock file beside its socket.
