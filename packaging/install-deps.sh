@@ -19,7 +19,8 @@ case "$(uname -s)" in
     # X: a headless server, a window manager with EWMH, and independent checkers (xdotool, xprop);
     # GL and X input libraries the approval window (eframe/glow, winit) loads at run time;
     # accessibility: a session bus, AT-SPI, GTK apps with known widgets, a Python AT-SPI client;
-    # secrets: a Secret Service; anchors: ImageMagick's `import`; and the tools tests call.
+    # secrets: a Secret Service; anchors: ImageMagick's `import`; and the tools tests call
+    # (systemd-analyze checks the user unit `computer service install` writes).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -27,6 +28,7 @@ case "$(uname -s)" in
       dbus dbus-x11 at-spi2-core gtk-3-examples zenity python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0
       gnome-keyring libsecret-tools keyutils bubblewrap
       imagemagick perl util-linux coreutils procps python3 python3-pip
+      systemd
     )
     missing=()
     for package in "${wanted[@]}"; do

@@ -301,7 +301,7 @@ impl DaemonEnvironment {
             text.push_str(
                 "; no display found (the session published none to the systemd user manager): \
                  gui and ax stay unavailable until the daemon runs from the desktop session \
-                 (packaging/systemd/computer.service)",
+                 (`computer service install`)",
             );
         }
         text

@@ -63,6 +63,7 @@ pub async fn run(call: CallArgs) -> u8 {
         }
     };
     let structured = result.structured_content.unwrap_or(Value::Null);
+    super::end_quietly_on_closed_pipe();
     if call.json {
         println!("{structured}");
     } else {

@@ -196,8 +196,8 @@ fn missing_from_daemon(name: SurfaceName, pid: Option<u32>) -> Availability {
              desktop session (e.g. by an MCP host) and has no display or session bus"
         ),
         fix: format!(
-            "{stop} and run the daemon from the desktop session: `systemctl --user enable --now \
-             computer` (packaging/systemd/computer.service), or `computer serve` in a desktop terminal"
+            "{stop} and run the daemon from the desktop session: `computer service install` (a user \
+             service of the graphical session), or `computer serve` in a desktop terminal"
         ),
     }
 }
@@ -217,7 +217,7 @@ fn no_display_hint(
         "a daemon that `computer mcp` starts takes DISPLAY, WAYLAND_DISPLAY, XAUTHORITY and the \
          session bus from the systemd user manager (`systemctl --user show-environment`) and \
          $XDG_RUNTIME_DIR/bus, not from the MCP host; a desktop that exports none there leaves \
-         gui and ax out. Run the daemon as the systemd user unit of packaging/ (or \
+         gui and ax out. Run the daemon as a user service (`computer service install`, or \
          `systemctl --user import-environment DISPLAY XAUTHORITY` at login)",
     )
 }

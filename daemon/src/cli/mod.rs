@@ -1,4 +1,4 @@
-//! The `computer` command line: `serve`, `call`, `tools`, `receipts`, `mcp`, `doctor`.
+//! The `computer` command line: `serve`, `call`, `tools`, `receipts`, `mcp`, `doctor`, `service`...
 //!
 //! Every subcommand that acts goes through the daemon's socket; only reading receipts and probing
 //! surfaces happen locally.
@@ -11,10 +11,13 @@ mod call;
 mod doctor;
 mod receipts;
 mod serve;
+mod service;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Exit statuses of the `computer` command.
 pub mod exit {
@@ -81,6 +84,9 @@ enum Command {
     /// Check the config file and report the first error with its line.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Install, remove or inspect the daemon as a user service of the graphical session.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -98,9 +104,113 @@ enum ConfigCommand {
     Check,
 }
 
+/// An example for every subcommand's `--help`, keyed by its path; a test checks none is
+/// missing.
+const EXAMPLES: &[(&str, &str)] = &[
+    ("serve", "computer serve"),
+    (
+        "call",
+        "computer call shell run -- ls -la\n  \
+         computer call gui screenshot --json\n  \
+         computer call ax find --args '{\"app\": \"gedit\", \"selector\": \"button\"}'",
+    ),
+    ("tools", "computer tools --format anthropic"),
+    ("receipts", "computer receipts list --since 10m"),
+    (
+        "receipts list",
+        "computer receipts list --since 2h --surface shell\n  computer receipts list --json | head",
+    ),
+    (
+        "receipts show",
+        "computer receipts show 0193a4c2-7b1e-7f00-8a3d-5c2e1f0b9d41",
+    ),
+    ("receipts verify", "computer receipts verify --json"),
+    (
+        "receipts export",
+        "computer receipts export > receipts.jsonl",
+    ),
+    (
+        "mcp",
+        "computer mcp   # as the command of an MCP client's server entry",
+    ),
+    ("doctor", "computer doctor --json"),
+    ("agents", "computer agents add ci-bot --surfaces shell"),
+    (
+        "agents add",
+        "computer agents add ci-bot --surfaces shell,ax",
+    ),
+    ("agents list", "computer agents list"),
+    ("agents remove", "computer agents remove ci-bot"),
+    ("approve", "computer approve\n  computer approve --window"),
+    ("approvals", "computer approvals list --json"),
+    ("approvals list", "computer approvals list --json"),
+    (
+        "approvals allow",
+        "computer approvals allow 12 --expect 0193a4c2-7b1e-7f00-8a3d-5c2e1f0b9d41",
+    ),
+    (
+        "approvals deny",
+        "computer approvals deny 12 --expect 0193a4c2-7b1e-7f00-8a3d-5c2e1f0b9d41",
+    ),
+    (
+        "policy",
+        "computer policy explain --args '{\"surface\": \"shell\", \"command\": \"run\", \"args\": {\"argv\": [\"rm\", \"-rf\", \"build\"]}}'",
+    ),
+    (
+        "policy explain",
+        "computer policy explain --args '{\"surface\": \"shell\", \"command\": \"run\", \"args\": {\"script\": \"git status\"}}'",
+    ),
+    ("config", "computer config check"),
+    ("config check", "computer config check"),
+    ("service", "computer service install"),
+];
+
+/// The command line with each subcommand's example in its `--help` (those that carry their own
+/// keep it).
+fn command_with_examples() -> clap::Command {
+    fn add(command: clap::Command, path: &str) -> clap::Command {
+        let mut command = command;
+        if command.get_after_help().is_none()
+            && let Some((_, example)) = EXAMPLES.iter().find(|(key, _)| *key == path)
+        {
+            let label = if example.contains('\n') {
+                "Examples"
+            } else {
+                "Example"
+            };
+            command = command.after_help(format!("{label}:\n  {example}"));
+        }
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_string())
+            .collect();
+        for name in names {
+            let child = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path} {name}")
+            };
+            command = command.mut_subcommand(&name, |sub| add(sub, &child));
+        }
+        command
+    }
+    add(Cli::command(), "")
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // The daemon reports its own lifecycle; client commands stay quiet unless something is wrong.
+    let cli = match Cli::from_arg_matches(&command_with_examples().get_matches()) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    // `call` talks to the daemon first and resets this once it has hung up; the daemon and the
+    // relay keep ignoring SIGPIPE: a peer that hangs up is an error they handle, not a reason
+    // to die.
+    if !matches!(
+        cli.command,
+        Command::Serve | Command::Mcp { .. } | Command::Call(_)
+    ) {
+        end_quietly_on_closed_pipe();
+    }
     init_logging(match cli.command {
         Command::Serve => "warn,computer_daemon=info,computer_surfaces=info",
         _ => "error",
@@ -129,11 +239,22 @@ pub fn main() -> ExitCode {
             Command::Approvals(command) => approve::approvals(command).await,
             Command::Policy(PolicyCommand::Explain { args }) => explain(&args),
             Command::Config(ConfigCommand::Check) => config_check(),
+            Command::Service(command) => service::run(command).await,
         }
     });
     // Stdio readers may still block on a terminal; they must not keep the process alive.
     runtime.shutdown_background();
     ExitCode::from(status)
+}
+
+/// From now on, printing to a pipe whose reader left (`| head`) ends the process quietly, as
+/// Unix tools do, instead of a "Broken pipe" panic. Only for a process that no longer writes to
+/// the daemon's sockets: there a hang-up must stay an error to report.
+pub(crate) fn end_quietly_on_closed_pipe() {
+    // SAFETY: restores a signal's default disposition; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn init_logging(default_filter: &str) {
@@ -142,6 +263,8 @@ fn init_logging(default_filter: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person's terminal: a log file or journal gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 

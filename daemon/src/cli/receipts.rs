@@ -165,7 +165,7 @@ fn summary(verdict: &Verdict) -> String {
 }
 
 fn one_line(row: &StoredRow) -> String {
-    let seconds = row.at_ms / 1000;
+    let at = local_time(row.at_ms);
     let detail = match row.kind.as_str() {
         "intent" => row.body["action"]
             .as_str()
@@ -182,8 +182,20 @@ fn one_line(row: &StoredRow) -> String {
     };
     format!(
         "{:>6}  {}  {:<6}  {:<6} {:<8} {}  {}",
-        row.seq, seconds, row.kind, row.surface, row.command, row.call_id, detail
+        row.seq, at, row.kind, row.surface, row.command, row.call_id, detail
     )
+}
+
+/// A receipt's time for people: local date and time to the second (`--json` keeps the exact
+/// milliseconds since the epoch).
+fn local_time(at_ms: i64) -> String {
+    match chrono::DateTime::from_timestamp_millis(at_ms) {
+        Some(utc) => utc
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        None => format!("{at_ms} ms"),
+    }
 }
 
 fn compact(value: &Value) -> String {
@@ -227,6 +239,13 @@ fn parse_age(text: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_read_as_dates() {
+        let text = local_time(1_764_547_200_000);
+        assert_eq!(text.len(), "2025-12-01 00:00:00".len(), "{text}");
+        assert!(text.starts_with("2025-1"), "{text}");
+    }
 
     #[test]
     fn ages_parse() {
