@@ -803,7 +803,19 @@ impl RulePolicy {
                 verdict = Some((rule.decision, format!("rules[{index}]")));
             }
         }
-        verdict.unwrap_or_else(|| self.default_for(input.risk))
+        let verdict = verdict.unwrap_or_else(|| self.default_for(input.risk));
+        if matches!(subject, Subject::Unknown) && verdict.0 == Verdict::Allow {
+            // Commands that cannot be known might be the very ones a deny or ask rule names
+            // (`sh -c "$(echo rm) x"` under a deny on `rm`): a person decides, never the default.
+            if let Some(index) = self.rules.iter().position(|rule| {
+                rule.decision != Verdict::Allow
+                    && rule.has_command_matchers()
+                    && rule.call_matches(input)
+            }) {
+                return (Verdict::Ask, format!("rules[{index}] (commands not known)"));
+            }
+        }
+        verdict
     }
 
     fn default_for(&self, risk: Risk) -> (Verdict, String) {
@@ -872,6 +884,36 @@ mod tests {
 
     fn is_deny(decision: &Decision) -> bool {
         matches!(decision, Decision::Deny { .. })
+    }
+
+    #[test]
+    fn commands_that_cannot_be_known_are_asked_under_a_deny_rule_even_when_acts_are_allowed() {
+        let p = policy(
+            "[defaults]\nact = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
+        );
+        for script in [
+            "sh -c \"$(echo rm) -rf victim\"",
+            "eval \"$CMD\"",
+            "$X victim",
+        ] {
+            let decision = decide(&p, json!({ "script": script }));
+            assert!(
+                matches!(&decision, Decision::Ask { rule } if rule.starts_with("rules[0]")),
+                "{script}: {decision:?}"
+            );
+        }
+        // Scripts whose commands are all known keep the default, or the rule.
+        assert_eq!(
+            decide(&p, json!({"script": "ls -la; echo done"})).rule(),
+            "defaults.act"
+        );
+        assert!(is_deny(&decide(&p, json!({"script": "true; rm -rf x"}))));
+        // Without a rule about commands, an opaque script is the default's to decide.
+        let open = policy("[defaults]\nact = \"allow\"\n");
+        assert_eq!(
+            decide(&open, json!({"script": "eval \"$CMD\""})).rule(),
+            "defaults.act"
+        );
     }
 
     #[test]
