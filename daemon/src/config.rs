@@ -24,6 +24,8 @@ pub struct Config {
     pub artifacts: ArtifactsConfig,
     /// What policy needs beyond rules and defaults (the loader variables).
     pub policy: PolicySection,
+    /// The gui surface: which windows are terminals.
+    pub gui: GuiConfig,
     pub rules: Vec<Rule>,
 }
 
@@ -37,6 +39,7 @@ impl PartialEq for Config {
             && self.containment == other.containment
             && self.artifacts == other.artifacts
             && self.policy == other.policy
+            && self.gui == other.gui
             && self.rules == other.rules
     }
 }
@@ -89,6 +92,27 @@ impl Default for ApprovalConfig {
             timeout: DurationText(Duration::from_secs(120)),
             session_idle: DurationText(Duration::from_secs(15 * 60)),
             session_max: DurationText(Duration::from_secs(8 * 3600)),
+        }
+    }
+}
+
+/// `[gui]`: applications whose windows are terminal emulators. Keys that end a command line in
+/// one (Return, a typed newline) are decided as a shell run of that line. Names match the X11
+/// WM_CLASS instance or class (the application's name on macOS), ignoring case; `*` matches any
+/// run of characters. Setting the list replaces the default one.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuiConfig {
+    pub terminal_apps: Vec<String>,
+}
+
+impl Default for GuiConfig {
+    fn default() -> Self {
+        GuiConfig {
+            terminal_apps: computer_surfaces::gui::terminal::DEFAULT_TERMINAL_APPS
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
         }
     }
 }
@@ -259,6 +283,17 @@ impl Config {
                     .into(),
             );
         }
+        if let Some(index) = self
+            .gui
+            .terminal_apps
+            .iter()
+            .position(|name| name.trim().is_empty())
+        {
+            return Err(format!(
+                "gui.terminal_apps[{index}] is empty: give an application name such as \"xterm\" \
+                 (WM_CLASS instance or class), or leave the entry out"
+            ));
+        }
         if self.server.max_connections == 0 {
             return Err("server.max_connections must be at least 1".into());
         }
@@ -276,6 +311,11 @@ impl Config {
                 },
                 // Set up by the daemon itself (`serve`), which knows the paths to hide.
                 ..ShellLimits::default()
+            },
+            gui: computer_surfaces::gui::GuiLimits {
+                terminal_apps: computer_surfaces::gui::terminal::TerminalApps::new(
+                    &self.gui.terminal_apps,
+                ),
             },
         }
     }
@@ -356,6 +396,27 @@ mod tests {
             .to_string();
         assert!(
             err.contains("line 2") && err.contains("loader_env"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn terminal_apps_have_a_default_and_can_be_replaced() {
+        let default = Config::parse("", "c").unwrap();
+        let apps = default.surface_limits().gui.terminal_apps;
+        assert!(apps.matches(["xterm"]) && apps.matches(["Gnome-terminal"]));
+        let replaced = Config::parse("[gui]\nterminal_apps = [\"myterm\"]\n", "c").unwrap();
+        let apps = replaced.surface_limits().gui.terminal_apps;
+        assert!(apps.matches(["MyTerm"]) && !apps.matches(["xterm"]));
+        let err = Config::parse("[gui]\nterminal_apps = [\"xterm\", \" \"]\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("gui.terminal_apps[1] is empty"), "{err}");
+        let err = Config::parse("[gui]\nterminals = []\n", "c")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2") && err.contains("terminal_apps"),
             "{err}"
         );
     }

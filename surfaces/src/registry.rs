@@ -11,6 +11,7 @@ use crate::{ArtifactQuota, Availability, EvidenceCapture, Surface};
 #[derive(Debug, Clone, Default)]
 pub struct SurfaceLimits {
     pub shell: ShellLimits,
+    pub gui: crate::gui::GuiLimits,
 }
 
 /// The surfaces built for this platform, whether or not each is usable right now.
@@ -25,7 +26,7 @@ impl Registry {
     pub fn for_this_platform(limits: &SurfaceLimits) -> Registry {
         let mut surfaces: Vec<Arc<dyn Surface>> =
             vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
-        surfaces.extend(crate::gui::surface());
+        surfaces.extend(crate::gui::surface(&limits.gui));
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         surfaces.extend(crate::ax::surface());
         let evidence = crate::gui::evidence();

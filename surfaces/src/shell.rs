@@ -346,6 +346,7 @@ impl PreparedAction for ShellRun {
             stdin: self.stdin.as_deref().map(StdinFacts::of),
             cwd: self.cwd.clone(),
             words: found.words,
+            terminal: None,
         }
     }
 

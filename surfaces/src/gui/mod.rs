@@ -6,6 +6,7 @@
 //! - `desktop`: the platform-neutral contract (`Desktop`, `Backend`) and its types.
 //! - `surface`: args, validation, scaling, encoding and evidence, over any backend.
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
+//! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
 //! - `x11` (Linux), `macos` and `macos_keys` (macOS): the backends.
 
 use std::sync::Arc;
@@ -21,8 +22,16 @@ pub(crate) mod macos;
 mod macos_keys;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod surface;
+pub mod terminal;
 #[cfg(target_os = "linux")]
 mod x11;
+
+/// The gui surface's settings from the daemon's config (`[gui]`).
+#[derive(Debug, Clone, Default)]
+pub struct GuiLimits {
+    /// Applications whose windows are terminals: keys that end a line there are a shell run.
+    pub terminal_apps: terminal::TerminalApps,
+}
 
 #[cfg(target_os = "linux")]
 type PlatformBackend = x11::Backend;
@@ -47,7 +56,13 @@ const BACKEND_NAME: &str = "macos (xcap captures, CoreGraphics events)";
 /// The gui surface for this platform, if this build has one. On Linux and macOS it is always
 /// returned; whether it can be used now is what its `probe` says (no DISPLAY, X server
 /// unreachable, no window server...).
-pub fn surface() -> Option<Arc<dyn Surface>> {
+pub fn surface(
+    #[cfg_attr(
+        not(any(target_os = "linux", target_os = "macos")),
+        allow(unused_variables)
+    )]
+    limits: &GuiLimits,
+) -> Option<Arc<dyn Surface>> {
     #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
         let backend = backend();
@@ -59,7 +74,10 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
                 tracing::info!(backend = BACKEND_NAME, %reason, "gui backend chosen; display not reachable now")
             }
         }
-        Some(Arc::new(surface::GuiSurface::new(backend)))
+        Some(Arc::new(surface::GuiSurface::new(
+            backend,
+            limits.terminal_apps.clone(),
+        )))
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
