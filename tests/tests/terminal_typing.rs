@@ -315,6 +315,47 @@ async fn a_pasted_line_is_asked_not_allowed() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_grant_for_a_return_covers_only_the_same_line() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(GUI_ALLOWED);
+    let dir = tempfile::tempdir().unwrap();
+    let _terminal = Terminal::open(&daemon, "terminal-typing-grant").await;
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+
+    let line = format!("touch {}", first.display());
+    assert_eq!(gui(&daemon, "type", json!({"text": line})).await["ok"], true);
+    let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    let id = request["id"].to_string();
+    assert!(daemon
+        .cli(&["approvals", "allow", "--session", &id])
+        .status
+        .success());
+    assert_eq!(enter.await.unwrap()["ok"], true);
+    tokio::task::block_in_place(|| {
+        wait_for("the first touch", Duration::from_secs(20), || {
+            first.exists().then_some(())
+        })
+    });
+
+    // The same call, `key Return`, ending another line: asked again, not granted.
+    let line = format!("touch {}", second.display());
+    assert_eq!(gui(&daemon, "type", json!({"text": line})).await["ok"], true);
+    let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    assert!(
+        request["action"].as_str().unwrap().contains("second"),
+        "{request}"
+    );
+    assert!(daemon
+        .cli(&["approvals", "deny", &request["id"].to_string()])
+        .status
+        .success());
+    assert_eq!(enter.await.unwrap()["error"]["code"], "denied");
+    assert!(!second.exists());
+}
+
 /// A GTK window with a text entry that prints its text on Return.
 const ENTRY_APP: &str = r#"
 import json, sys
