@@ -50,6 +50,8 @@ fn first_pending(daemon: &Daemon) -> Value {
 struct Terminal {
     _app: App,
     window: u64,
+    /// The middle of its window, in screen pixels.
+    center: (i64, i64),
 }
 
 impl Terminal {
@@ -71,17 +73,25 @@ impl Terminal {
             &[&path, &control, "xterm", "-title", title, "-e", "sh"],
         );
         let pid = app.pid();
-        let window = tokio::task::block_in_place(|| {
+        let entry = tokio::task::block_in_place(|| {
             wait_for("the xterm's window", Duration::from_secs(30), || {
                 let windows = daemon.call_json("gui", "windows", "{}");
                 windows["windows"]
                     .as_array()?
                     .iter()
                     .find(|w| w["pid"] == pid && w["title"] == title)
-                    .and_then(|w| w["id"].as_u64())
+                    .cloned()
             })
         });
-        let terminal = Terminal { _app: app, window };
+        let number = |key: &str| entry[key].as_i64().unwrap();
+        let terminal = Terminal {
+            _app: app,
+            window: entry["id"].as_u64().unwrap(),
+            center: (
+                number("x") + number("width") / 2,
+                number("y") + number("height") / 2,
+            ),
+        };
         terminal.focus(daemon).await;
         terminal
     }
@@ -299,20 +309,31 @@ async fn a_pasted_line_is_asked_not_allowed() {
     let out = enter.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
 
-    // With acts allowed by default, the opaque line is still asked, never allowed.
-    let open = Daemon::start_on_desktop(
-        "[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"500ms\"\n",
-    );
-    let _open_terminal = Terminal::open(&open, "terminal-typing-paste-open").await;
+    // With acts allowed by default, an opaque line is still asked, never allowed.
+    let open = Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n");
+    let open_terminal = Terminal::open(&open, "terminal-typing-paste-open").await;
     assert_eq!(gui(&open, "key", json!({"combo": "ctrl+v"})).await["ok"], true);
-    let enter = gui(&open, "key", json!({"combo": "Return"})).await;
-    assert_eq!(enter["error"]["code"], "denied", "{enter}");
-    let intent = open.receipt_row(&enter["receipt"], "intent");
-    assert_eq!(intent["body"]["policy"]["decision"], "ask");
-    assert_eq!(
-        intent["body"]["policy"]["rule"],
-        "builtin:opaque-terminal-line"
-    );
+    let enter = gui_task(&open, "key", json!({"combo": "Return"}));
+    answer_opaque_line(&open, "allow");
+    assert_eq!(enter.await.unwrap()["ok"], true);
+    // Once that line ran, the next one starts clear...
+    let clear = gui(&open, "type", json!({"text": "true\n"})).await;
+    assert_eq!(clear["ok"], true, "{clear}");
+    // ...until a middle click on the terminal (which pastes the selection) clouds it.
+    let (x, y) = open_terminal.center;
+    let click = gui(&open, "click", json!({"x": x, "y": y, "button": "middle"})).await;
+    assert_eq!(click["ok"], true, "{click}");
+    let typed = gui_task(&open, "type", json!({"text": "true\n"}));
+    answer_opaque_line(&open, "deny");
+    assert_eq!(typed.await.unwrap()["error"]["code"], "denied");
+}
+
+/// Answers the pending request, which must be an opaque terminal line asked by the built-in rule.
+fn answer_opaque_line(daemon: &Daemon, answer: &str) {
+    let request = tokio::task::block_in_place(|| first_pending(daemon));
+    assert_eq!(request["rule"], "builtin:opaque-terminal-line", "{request}");
+    let answered = daemon.cli(&["approvals", answer, &request["id"].to_string()]);
+    assert!(answered.status.success(), "{}", answered.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]
