@@ -718,7 +718,10 @@ impl RulePolicy {
         });
         // What an opaque script runs is not all known: its text counts.
         let in_text = || {
-            let text = [run.script.as_deref(), run.stdin.as_ref().map(|s| s.text.as_str())];
+            let text = [
+                run.script.as_deref(),
+                run.stdin.as_ref().map(|s| s.text.as_str()),
+            ];
             text.into_iter().flatten().find_map(|text| {
                 DAEMON_CONTROL_TEXT
                     .find(text)

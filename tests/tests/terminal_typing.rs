@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Acts are asked; gui actions are allowed by rule, as an agent trusted with the desktop has them.
-const GUI_ALLOWED: &str = "[defaults]\nact = \"ask\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n";
+const GUI_ALLOWED: &str =
+    "[defaults]\nact = \"ask\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n";
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
     let client = daemon.client().await;
@@ -143,7 +144,12 @@ async fn typing_the_approval_command_into_a_terminal_approves_nothing() {
         json!({"text": format!("computer approvals allow {id}\n")}),
     )
     .await;
-    assert_denied_by(&daemon, &typed, "builtin:daemon-control", "typed with a newline");
+    assert_denied_by(
+        &daemon,
+        &typed,
+        "builtin:daemon-control",
+        "typed with a newline",
+    );
     let message = typed["error"]["message"].as_str().unwrap();
     assert!(message.contains("computer approvals"), "{message}");
     // Wrapped in another command, which the parser sees through.
@@ -153,7 +159,12 @@ async fn typing_the_approval_command_into_a_terminal_approves_nothing() {
         json!({"text": format!("true && sh -c 'computer approvals allow {id}'\n")}),
     )
     .await;
-    assert_denied_by(&daemon, &wrapped, "builtin:daemon-control", "wrapped in sh -c");
+    assert_denied_by(
+        &daemon,
+        &wrapped,
+        "builtin:daemon-control",
+        "wrapped in sh -c",
+    );
     // Hidden where the parser cannot follow: its text still names the command.
     let hidden = gui(
         &daemon,
@@ -170,7 +181,10 @@ async fn typing_the_approval_command_into_a_terminal_approves_nothing() {
         json!({"text": format!("computer approvals allow {id}")}),
     )
     .await;
-    assert_eq!(text["ok"], true, "typing without Return runs nothing: {text}");
+    assert_eq!(
+        text["ok"], true,
+        "typing without Return runs nothing: {text}"
+    );
     let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
     assert_denied_by(&daemon, &enter, "builtin:daemon-control", "the Return");
     // Other keys that end a line are no way around it.
@@ -180,7 +194,9 @@ async fn typing_the_approval_command_into_a_terminal_approves_nothing() {
     // The request is still waiting for a person, and its call did not run.
     let pending = daemon.pending_approvals();
     assert!(
-        pending.iter().any(|r| r["id"].to_string() == id),
+        pending
+            .iter()
+            .any(|r| r["id"].as_u64() == id.parse::<u64>().ok()),
         "the request was answered: {pending:?}"
     );
     assert!(!file.exists());
@@ -269,10 +285,12 @@ async fn an_allowed_command_typed_into_a_terminal_runs_there() {
     );
     let request = tokio::task::block_in_place(|| first_pending(&daemon));
     assert_eq!(request["rule"], "defaults.act", "{request}");
-    assert!(daemon
-        .cli(&["approvals", "deny", &request["id"].to_string()])
-        .status
-        .success());
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
     let out = uncovered.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
     assert!(!dir.path().join("touched").exists());
@@ -281,13 +299,14 @@ async fn an_allowed_command_typed_into_a_terminal_runs_there() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pasted_line_is_asked_not_allowed() {
     let _desktop = ONE_AT_A_TIME.lock().await;
-    let config = format!(
-        "{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n"
-    );
+    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n");
     let daemon = Daemon::start_on_desktop(&config);
     let _terminal = Terminal::open(&daemon, "terminal-typing-paste").await;
 
-    assert_eq!(gui(&daemon, "type", json!({"text": "ls "})).await["ok"], true);
+    assert_eq!(
+        gui(&daemon, "type", json!({"text": "ls "})).await["ok"],
+        true
+    );
     // What ctrl+v (or a middle click, history, completion) puts on the line is not known.
     let paste = gui(&daemon, "key", json!({"combo": "ctrl+v"})).await;
     assert_eq!(paste["ok"], true, "{paste}");
@@ -302,17 +321,22 @@ async fn a_pasted_line_is_asked_not_allowed() {
             && action.contains("ctrl+v"),
         "{action}"
     );
-    assert!(daemon
-        .cli(&["approvals", "deny", &request["id"].to_string()])
-        .status
-        .success());
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
     let out = enter.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
 
     // With acts allowed by default, an opaque line is still asked, never allowed.
     let open = Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n");
     let open_terminal = Terminal::open(&open, "terminal-typing-paste-open").await;
-    assert_eq!(gui(&open, "key", json!({"combo": "ctrl+v"})).await["ok"], true);
+    assert_eq!(
+        gui(&open, "key", json!({"combo": "ctrl+v"})).await["ok"],
+        true
+    );
     let enter = gui_task(&open, "key", json!({"combo": "Return"}));
     answer_opaque_line(&open, "allow");
     assert_eq!(enter.await.unwrap()["ok"], true);
@@ -345,14 +369,19 @@ async fn a_session_grant_for_a_return_covers_only_the_same_line() {
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
 
     let line = format!("touch {}", first.display());
-    assert_eq!(gui(&daemon, "type", json!({"text": line})).await["ok"], true);
+    assert_eq!(
+        gui(&daemon, "type", json!({"text": line})).await["ok"],
+        true
+    );
     let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
     let request = tokio::task::block_in_place(|| first_pending(&daemon));
     let id = request["id"].to_string();
-    assert!(daemon
-        .cli(&["approvals", "allow", "--session", &id])
-        .status
-        .success());
+    assert!(
+        daemon
+            .cli(&["approvals", "allow", "--session", &id])
+            .status
+            .success()
+    );
     assert_eq!(enter.await.unwrap()["ok"], true);
     tokio::task::block_in_place(|| {
         wait_for("the first touch", Duration::from_secs(20), || {
@@ -362,17 +391,22 @@ async fn a_session_grant_for_a_return_covers_only_the_same_line() {
 
     // The same call, `key Return`, ending another line: asked again, not granted.
     let line = format!("touch {}", second.display());
-    assert_eq!(gui(&daemon, "type", json!({"text": line})).await["ok"], true);
+    assert_eq!(
+        gui(&daemon, "type", json!({"text": line})).await["ok"],
+        true
+    );
     let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
     let request = tokio::task::block_in_place(|| first_pending(&daemon));
     assert!(
         request["action"].as_str().unwrap().contains("second"),
         "{request}"
     );
-    assert!(daemon
-        .cli(&["approvals", "deny", &request["id"].to_string()])
-        .status
-        .success());
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
     assert_eq!(enter.await.unwrap()["error"]["code"], "denied");
     assert!(!second.exists());
 }

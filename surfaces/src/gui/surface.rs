@@ -698,9 +698,11 @@ impl<B: Backend> Surface for GuiSurface<B> {
                 combo,
                 parsed,
                 keys,
-            } => *keys = self
-                .plan_keys(&*conn, Keys::Combo(parsed, combo))
-                .map_err(x_failed)?,
+            } => {
+                *keys = self
+                    .plan_keys(&*conn, Keys::Combo(parsed, combo))
+                    .map_err(x_failed)?
+            }
             _ => {}
         }
         let risk = COMMANDS
@@ -808,7 +810,11 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             // The text may be private: say how much, not what. What a terminal runs is a
             // command, shown as a shell run's script is.
             Action::Type { text, keys } => {
-                format!("type {} characters{}", text.chars().count(), keys.describe())
+                format!(
+                    "type {} characters{}",
+                    text.chars().count(),
+                    keys.describe()
+                )
             }
             Action::Key { combo, keys, .. } => format!("press {combo}{}", keys.describe()),
             Action::Focus { window } => format!("focus window {window}"),
@@ -836,10 +842,10 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         let worker = conn.clone();
         let result =
             tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
-            .await
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("the gui action panicked: {err}"),
-            })?;
+                .await
+                .map_err(|err| SurfaceError::Failed {
+                    message: format!("the gui action panicked: {err}"),
+                })?;
         match result {
             Ok(outcome) => Ok(outcome),
             Err(Failure::X(err)) => {

@@ -227,7 +227,9 @@ pub fn press(line: &Line, combo: &Combo, name: &str) -> Effect {
     if ends_line_maybe {
         current.make_opaque(format!("{name} may run the line without a plain Return"));
         let mut after = line.clone();
-        after.make_opaque(format!("after {name}, whether the line was run is not known"));
+        after.make_opaque(format!(
+            "after {name}, whether the line was run is not known"
+        ));
         return Effect {
             completed: vec![current],
             after,
@@ -390,7 +392,15 @@ mod tests {
         }
         assert_eq!(line.text, "ls -A");
         assert!(line.opaque.is_none());
-        for key in ["ctrl+v", "ctrl+r", "Up", "Tab", "alt+b", "ctrl+shift+v", "shift+1"] {
+        for key in [
+            "ctrl+v",
+            "ctrl+r",
+            "Up",
+            "Tab",
+            "alt+b",
+            "ctrl+shift+v",
+            "shift+1",
+        ] {
             let effect = press_named(&line, key);
             assert!(effect.completed.is_empty(), "{key}");
             let why = effect.after.opaque.expect(key);
@@ -418,7 +428,13 @@ mod tests {
     #[test]
     fn tab_makes_a_typed_line_opaque() {
         let effect = type_text(&Line::default(), "cat /etc/pass\t\n");
-        assert!(effect.completed[0].opaque.as_deref().unwrap().contains("Tab"));
+        assert!(
+            effect.completed[0]
+                .opaque
+                .as_deref()
+                .unwrap()
+                .contains("Tab")
+        );
     }
 
     #[test]

@@ -425,7 +425,9 @@ impl XConn {
                 .map(|c| {
                     let mut parts = c.split('\0').filter(|p| !p.is_empty());
                     let instance = parts.next().unwrap_or_default().to_string();
-                    let class = parts.next().map_or_else(|| instance.clone(), str::to_string);
+                    let class = parts
+                        .next()
+                        .map_or_else(|| instance.clone(), str::to_string);
                     (instance, class)
                 })
                 .unwrap_or_default();
