@@ -909,10 +909,14 @@ fn execute<D: Desktop>(
         Action::Drag { from, to, .. } => vec![*from, *to],
         _ => Vec::new(),
     };
-    let _keyboard = (!pointed.is_empty()).then(|| terminals.lines.hold());
+    let pointer_hold = (!pointed.is_empty()).then(|| terminals.lines.hold());
     let outcome = perform(conn, action, ctx, terminals);
-    if let Some(mut held) = _keyboard {
-        for window in conn.windows()? {
+    if let Some(mut held) = pointer_hold {
+        let windows = conn.windows().inspect_err(|_| {
+            // Which terminals lie under the pointer cannot be told: none of the lines is known.
+            held.make_all_opaque("a pointer action landed where it could not be told");
+        })?;
+        for window in windows {
             if terminals.is_terminal(&window)
                 && pointed.iter().any(|(x, y)| window.rect.contains(*x, *y))
             {

@@ -316,6 +316,13 @@ impl Held<'_> {
         tracked.generation += 1;
     }
 
+    pub fn make_all_opaque(&mut self, why: &str) {
+        for tracked in self.tracker.lock().values_mut() {
+            tracked.line.make_opaque(why);
+            tracked.generation += 1;
+        }
+    }
+
     pub fn make_opaque(&mut self, window: u32, why: &str) {
         let mut map = self.tracker.lock();
         let tracked = map.entry(window).or_default();
