@@ -411,6 +411,87 @@ async fn a_session_grant_for_a_return_covers_only_the_same_line() {
     assert!(!second.exists());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_decided_for_one_terminal_never_reach_another() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n");
+    let daemon = Daemon::start_on_desktop(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let first = Terminal::open(&daemon, "terminal-typing-first").await;
+    let second = Terminal::open(&daemon, "terminal-typing-second").await;
+    first.focus(&daemon).await;
+
+    // Decided for the first terminal, it waits for a person; meanwhile the focus moves.
+    let moved = dir.path().join("moved");
+    let typed = gui_task(
+        &daemon,
+        "type",
+        json!({"text": format!("touch {}\n", moved.display())}),
+    );
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    second.focus(&daemon).await;
+    assert!(
+        daemon
+            .cli(&["approvals", "allow", &request["id"].to_string()])
+            .status
+            .success()
+    );
+    let out = typed.await.unwrap();
+    assert_eq!(out["ok"], false, "{out}");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("nothing was sent"), "{message}");
+
+    // The second terminal's shell runs what it is given in order: a listing it makes now shows
+    // that the touch never ran there.
+    let listing = dir.path().join("listing");
+    let line = format!("ls {} > {}\n", dir.path().display(), listing.display());
+    let listed = gui(&daemon, "type", json!({"text": line})).await;
+    assert_eq!(listed["ok"], true, "{listed}");
+    let text = tokio::task::block_in_place(|| wait_for_file(&listing, "listing"));
+    assert!(!text.contains("moved"), "{text}");
+    assert!(!moved.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_whose_window_cannot_be_told_end_no_line_unasked_while_a_terminal_is_open() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon =
+        Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"1s\"\n");
+    let _terminal = Terminal::open(&daemon, "terminal-typing-unknown").await;
+    // The input focus on a window that is no managed window (the window manager's own check
+    // window): which window the keys reach cannot be told. (Focus on the root window would do
+    // too, but openbox hands it back to a client at once.)
+    let desktop = Desktop::shared();
+    let found = desktop
+        .command("xprop")
+        .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
+        .output()
+        .expect("xprop");
+    let unmanaged = String::from_utf8_lossy(&found.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("0x"))
+        .expect("the window manager's check window")
+        .to_string();
+    let status = desktop
+        .command("xdotool")
+        .args(["windowfocus", "--sync", &unmanaged])
+        .status()
+        .expect("xdotool");
+    assert!(status.success());
+
+    // Text that ends no line is a gui action as before.
+    let text = gui(&daemon, "type", json!({"text": "abc"})).await;
+    assert_eq!(text["ok"], true, "{text}");
+    // A line end may run a line in the terminal: asked, and unanswered, denied.
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(enter["error"]["code"], "denied", "{enter}");
+    let intent = daemon.receipt_row(&enter["receipt"], "intent");
+    assert_eq!(
+        intent["body"]["policy"]["rule"], "builtin:opaque-terminal-line",
+        "{intent}"
+    );
+}
+
 /// A GTK window with a text entry that prints its text on Return.
 const ENTRY_APP: &str = r#"
 import json, sys

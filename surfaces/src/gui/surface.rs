@@ -938,7 +938,8 @@ fn send_keys<D: Desktop>(
     terminals: &Terminals,
     send: impl FnOnce(&D) -> Result<(), DisplayError>,
 ) -> Result<(), Failure> {
-    let refused = |message: String| Failure::Surface(SurfaceError::Refused { message });
+    // Not `Refused`, which says the target is an approver: the call failed before it acted.
+    let refused = |message: String| Failure::Surface(SurfaceError::Failed { message });
     let mut held = terminals.lines.hold();
     let now = conn.keyboard_target()?;
     if now != plan.target || now.is_none() {
@@ -960,8 +961,8 @@ fn send_keys<D: Desktop>(
                 })
             };
             return Err(refused(format!(
-                "refused: the keys were decided for {} but would now reach {}, and one of them \
-                 is (or may be) a terminal; nothing was sent. Focus the window again and retry",
+                "the keys were decided for {} but would now reach {}, and one of them is (or may \
+                 be) a terminal; nothing was sent. Focus the window again and retry",
                 name(plan.target),
                 name(now)
             )));
@@ -971,7 +972,8 @@ fn send_keys<D: Desktop>(
         && held.generation(window) != terminal.generation
     {
         return Err(refused(format!(
-            "refused: the command line in terminal window {window} changed since this call was              decided (another call sent it keys); nothing was sent. Retry"
+            "the command line in terminal window {window} changed since this call was decided \
+             (another call sent it keys); nothing was sent. Retry"
         )));
     }
     let sent = send(conn);
