@@ -706,13 +706,23 @@ impl RulePolicy {
         };
         let named = run.programs.iter().find_map(|argv| {
             let program = file_name(argv.first()?);
-            let words = argv.iter().skip(1).take_while(|w| *w != "--");
+            let words: Vec<&str> = argv
+                .iter()
+                .skip(1)
+                .map(String::as_str)
+                .take_while(|w| *w != "--")
+                .collect();
+            // Under another name (a copy, a link) the program is known by its answer.
+            let answers = words
+                .windows(2)
+                .any(|pair| pair[0] == "approvals" && matches!(pair[1], "allow" | "deny"));
             match program {
                 APPROVAL_WINDOW => Some(APPROVAL_WINDOW.to_string()),
                 "computer" => words
-                    .map(String::as_str)
+                    .iter()
                     .find(|w| DAEMON_CONTROL.contains(w))
                     .map(|sub| format!("computer {sub}")),
+                _ if answers => Some(argv.join(" ")),
                 _ => None,
             }
         });

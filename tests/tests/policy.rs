@@ -139,8 +139,9 @@ async fn a_person_denies_and_session_grants_cover_only_the_same_action() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shell_surface_cannot_answer_its_own_request() {
     // The agent may run `computer` itself (a rule allows it); it still cannot approve anything.
-    // Policy denies `computer approvals` in any shell run, whatever the rules say; under another
-    // name (a link) the program gets past that, and the layers below must hold. Containment (on
+    // Policy denies `computer approvals` in any shell run, whatever the rules say (under another
+    // name too); the layers below must hold for what policy lets through, such as a link asked
+    // to list the requests, which needs the same control connection. Containment (on
     // by default) hides the control socket from runs altogether (see containment.rs); turned off
     // here, the control socket's own ancestry check must hold. An allow rule's bare name covers
     // only programs found through PATH or in a system directory; the binary under test lives
@@ -161,6 +162,7 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     for argv in [
         json!([computer_bin(), "approvals", "allow", id]),
         json!(["env", computer_bin(), "approvals", "allow", id]),
+        json!([bin, "approvals", "allow", id]),
     ] {
         let named = client
             .call_raw(shell_run(json!({ "argv": argv }), json!({})))
@@ -174,13 +176,16 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     // Without the control socket's path (runs never get it), the CLI finds no daemon.
     let blind = client
         .call_raw(shell_run(
-            json!({"argv": [bin, "approvals", "allow", id]}),
+            json!({"argv": [bin, "approvals", "list"]}),
             json!({}),
         ))
         .await
         .unwrap();
     let blind = structured(&blind);
-    assert_ne!(blind["exit_code"], 0, "{blind}");
+    assert!(
+        blind["exit_code"].as_i64().is_some_and(|code| code != 0),
+        "{blind}"
+    );
     // Knowing the path is not enough: the peer descends from the daemon and is refused.
     let control = format!(
         "COMPUTER_CONTROL_SOCKET={}",
@@ -188,7 +193,7 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     );
     let knowing = client
         .call_raw(shell_run(
-            json!({"argv": ["env", control, bin, "approvals", "allow", id]}),
+            json!({"argv": ["env", control, bin, "approvals", "list"]}),
             json!({}),
         ))
         .await

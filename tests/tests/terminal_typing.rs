@@ -165,6 +165,21 @@ async fn typing_the_approval_command_into_a_terminal_approves_nothing() {
         "builtin:daemon-control",
         "wrapped in sh -c",
     );
+    // Under another name: a link to the program, answering all the same.
+    let link = dir.path().join("c");
+    std::os::unix::fs::symlink(computer_bin(), &link).unwrap();
+    let renamed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("{} approvals allow {id}\n", link.display())}),
+    )
+    .await;
+    assert_denied_by(
+        &daemon,
+        &renamed,
+        "builtin:daemon-control",
+        "a renamed link",
+    );
     // Hidden where the parser cannot follow: its text still names the command.
     let hidden = gui(
         &daemon,
