@@ -295,7 +295,7 @@ impl Config {
         registry.configure(&self.surfaces).map_err(|err| {
             let line = err
                 .key
-                .split('.')
+                .split(['.', '['])
                 .next()
                 .and_then(|key| self.surface_lines.get(&format!("{}.{key}", err.surface)));
             ConfigError::Invalid {
@@ -440,9 +440,16 @@ mod tests {
         assert!(err.contains("[shell] capture_memory_bytes"), "{err}");
         let err = surface_error("[gui]\nzoom = 2\n");
         assert!(
-            err.contains("[gui] zoom") && err.contains("takes no settings"),
+            err.contains("[gui] zoom") && err.contains("terminal_apps"),
+            "names the key and the valid one: {err}"
+        );
+        let err = surface_error("[gui]\nterminal_apps = [\"xterm\", \" \"]\n");
+        assert!(
+            err.contains("line 2") && err.contains("[gui] terminal_apps[1]") && err.contains("empty"),
             "{err}"
         );
+        assert_eq!(surface_error("[gui]\nterminal_apps = [\"myterm\"]\n"), "");
+
         assert_eq!(surface_error("[shell]\nmax_timeout_ms = 900000\n"), "");
         // A section that is not a surface's nor the daemon's is refused where it stands.
         let err = Config::parse("[shel]\nx = 1\n", "c")

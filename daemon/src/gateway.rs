@@ -278,7 +278,8 @@ impl Gateway {
                     asked_at_ms: 0,
                     expires_in_ms: 0,
                 };
-                // A session grant covers exactly this action, in this place, for this agent.
+                // A session grant covers exactly this action, in this place, for this agent; the
+                // facts too, as the same args may run another line (a Return in a terminal).
                 let grant_key = digest(&json!([
                     caller.agent,
                     early.surface,
@@ -286,6 +287,7 @@ impl Gateway {
                     call.args,
                     call.complications.cwd,
                     call.complications.env,
+                    facts,
                 ]));
                 let resolution = self
                     .approvals

@@ -720,8 +720,115 @@ fn component_matches(part: &str, fixed: &str) -> bool {
     Regex::new(&regex).is_ok_and(|r| r.is_match(fixed))
 }
 
+/// This daemon's subcommands that answer approvals or change who may do what (`computer approve`,
+/// `approvals`, `agents`, `policy`), and the approval window's program: no agent runs them.
+const DAEMON_CONTROL: &[&str] = &["approve", "approvals", "agents", "policy"];
+const APPROVAL_WINDOW: &str = "computer-approval-window";
+
+impl RulePolicy {
+    /// Shell runs in disguise, and this daemon's own controls. Keys that end command lines in a
+    /// terminal are decided as the shell run of those lines and as the gui action they also are,
+    /// the stricter winning; a line not known exactly is never allowed without a person. Any
+    /// shell run, typed or not, of this daemon's approval or admin commands is denied, whatever
+    /// the rules say.
+    fn decide_shell_in_disguise(&self, input: &PolicyInput<'_>) -> Option<Decision> {
+        let terminal = input.facts.terminal.as_ref();
+        let run: &ActionFacts = match terminal {
+            Some(terminal) => &terminal.run,
+            None if input.facts.runs_programs() => input.facts,
+            None => return None,
+        };
+        let named = run.programs.iter().find_map(|argv| {
+            let program = file_name(argv.first()?);
+            let words: Vec<&str> = argv
+                .iter()
+                .skip(1)
+                .map(String::as_str)
+                .take_while(|w| *w != "--")
+                .collect();
+            // Under another name (a copy, a link) the program is known by its answer.
+            let answers = words
+                .windows(2)
+                .any(|pair| pair[0] == "approvals" && matches!(pair[1], "allow" | "deny"));
+            match program {
+                APPROVAL_WINDOW => Some(APPROVAL_WINDOW.to_string()),
+                "computer" => words
+                    .iter()
+                    .find(|w| DAEMON_CONTROL.contains(w))
+                    .map(|sub| format!("computer {sub}")),
+                _ if answers => Some(argv.join(" ")),
+                _ => None,
+            }
+        });
+        // What an opaque script runs is not all known: its text counts.
+        let in_text = || {
+            let text = [
+                run.script.as_deref(),
+                run.stdin.as_ref().map(|s| s.text.as_str()),
+            ];
+            text.into_iter().flatten().find_map(|text| {
+                DAEMON_CONTROL_TEXT
+                    .find(text)
+                    .map(|m| m.as_str().split_whitespace().collect::<Vec<_>>().join(" "))
+            })
+        };
+        if let Some(command) = named.or_else(|| run.opaque.as_ref().and_then(|_| in_text())) {
+            return Some(Decision::Deny {
+                rule: "builtin:daemon-control".into(),
+                reason: format!(
+                    "`{command}` answers approvals or changes this daemon's agents or policy; \
+                     no agent may run it, whatever the rules say"
+                ),
+            });
+        }
+        let terminal = terminal?;
+        let as_shell = PolicyInput {
+            surface: SurfaceName::Shell,
+            command: "run",
+            risk: Risk::Act,
+            facts: run,
+            cwd: None,
+            ..*input
+        };
+        let gui_facts = ActionFacts {
+            terminal: None,
+            ..input.facts.clone()
+        };
+        let as_gui = PolicyInput {
+            facts: &gui_facts,
+            ..*input
+        };
+        let strictness = |d: &Decision| match d {
+            Decision::Allow { .. } => rank(Verdict::Allow),
+            Decision::Ask { .. } => rank(Verdict::Ask),
+            Decision::Deny { .. } => rank(Verdict::Deny),
+        };
+        let (shell, gui) = (self.decide(&as_shell), self.decide(&as_gui));
+        let decision = if strictness(&gui) > strictness(&shell) {
+            gui
+        } else {
+            shell
+        };
+        Some(match decision {
+            Decision::Allow { .. } if terminal.run.opaque.is_some() => Decision::Ask {
+                rule: "builtin:opaque-terminal-line".into(),
+            },
+            decided => decided,
+        })
+    }
+}
+
+/// A daemon control command spelled in a script's text.
+static DAEMON_CONTROL_TEXT: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+    Regex::new(r"computer-approval-window|\bcomputer\s+(approve|approvals|agents|policy)\b")
+        .unwrap_or_else(|_| never_matching())
+});
+
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
+        if let Some(decision) = self.decide_shell_in_disguise(input) {
+            return decision;
+        }
         if input.facts.runs_programs()
             && let Some(path) = self.protected_named(input)
         {

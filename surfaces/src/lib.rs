@@ -308,6 +308,26 @@ pub struct ActionFacts {
     /// Not serialised with the rest: the intent receipt records it as its `args`.
     #[serde(skip)]
     pub args: Option<Value>,
+    /// Keys that reach a terminal emulator and end command lines there: a shell run in disguise,
+    /// decided as one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<TerminalInput>,
+}
+
+/// Keys sent to a terminal window (or to a window that may be one) that end command lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TerminalInput {
+    /// The terminal's application, or `None` when the window the keys reach cannot be told.
+    pub app: Option<String>,
+    /// The window the keys reach, when known.
+    pub window: Option<u32>,
+    /// The command lines the keys end, in order, as far as they are known.
+    pub lines: Vec<String>,
+    /// Why the lines are not known exactly (a paste, history or cursor keys, an unknown window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<String>,
+    /// What those lines run: the facts of a shell script made of them.
+    pub run: Box<ActionFacts>,
 }
 
 /// What a gui or ax action acts on: resolved when the action is prepared where that is cheap and

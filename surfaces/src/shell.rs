@@ -455,6 +455,7 @@ impl PreparedAction for ShellRun {
             words: found.words,
             target: None,
             args: Some(self.receipt_args()),
+            terminal: None,
         }
     }
 

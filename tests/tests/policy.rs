@@ -139,31 +139,53 @@ async fn a_person_denies_and_session_grants_cover_only_the_same_action() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shell_surface_cannot_answer_its_own_request() {
     // The agent may run `computer` itself (a rule allows it); it still cannot approve anything.
-    // Containment (on by default) hides the control socket from runs altogether (see
-    // containment.rs); turned off here, the control socket's own ancestry check must hold.
-    // An allow rule's bare name covers only programs found through PATH or in a system
-    // directory; the binary under test lives elsewhere, so the rule names its path.
+    // Policy denies `computer approvals` in any shell run, whatever the rules say (under another
+    // name too); the layers below must hold for what policy lets through, such as a link asked
+    // to list the requests, which needs the same control connection. Containment (on
+    // by default) hides the control socket from runs altogether (see containment.rs); turned off
+    // here, the control socket's own ancestry check must hold. An allow rule's bare name covers
+    // only programs found through PATH or in a system directory; the binary under test lives
+    // elsewhere, so the rule names its paths.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("cli");
+    std::os::unix::fs::symlink(computer_bin(), &bin).unwrap();
     let config = format!(
-        "{ASK_ACTS}[containment]\nmode = \"off\"\n[[rules]]\nargv0 = [{:?}, \"env\"]\ndecision = \"allow\"\n",
-        computer_bin().display().to_string()
+        "{ASK_ACTS}[containment]\nmode = \"off\"\n[[rules]]\nargv0 = [{:?}, {:?}, \"env\"]\ndecision = \"allow\"\n",
+        computer_bin().display().to_string(),
+        bin.display().to_string()
     );
     let daemon = Daemon::start_with_config(&config);
-    let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("self-approved");
     let waiting = touch_task(&daemon, &file);
     let id = tokio::task::block_in_place(|| first_pending(&daemon))["id"].to_string();
-    let bin = computer_bin();
     let client = daemon.client().await;
+    for argv in [
+        json!([computer_bin(), "approvals", "allow", id]),
+        json!(["env", computer_bin(), "approvals", "allow", id]),
+        json!([bin, "approvals", "allow", id]),
+    ] {
+        let named = client
+            .call_raw(shell_run(json!({ "argv": argv }), json!({})))
+            .await
+            .unwrap();
+        let named = structured(&named);
+        assert_eq!(named["error"]["code"], "denied", "{named}");
+        let intent = daemon.receipt_row(&named["receipt"], "intent");
+        assert_eq!(intent["body"]["policy"]["rule"], "builtin:daemon-control");
+    }
     // Without the control socket's path (runs never get it), the CLI finds no daemon.
     let blind = client
         .call_raw(shell_run(
-            json!({"argv": [bin, "approvals", "allow", id]}),
+            json!({"argv": [bin, "approvals", "list"]}),
             json!({}),
         ))
         .await
         .unwrap();
     let blind = structured(&blind);
-    assert_ne!(blind["exit_code"], 0, "{blind}");
+    assert!(
+        blind["exit_code"].as_i64().is_some_and(|code| code != 0),
+        "{blind}"
+    );
     // Knowing the path is not enough: the peer descends from the daemon and is refused.
     let control = format!(
         "COMPUTER_CONTROL_SOCKET={}",
@@ -171,7 +193,7 @@ async fn the_shell_surface_cannot_answer_its_own_request() {
     );
     let knowing = client
         .call_raw(shell_run(
-            json!({"argv": ["env", control, bin, "approvals", "allow", id]}),
+            json!({"argv": ["env", control, bin, "approvals", "list"]}),
             json!({}),
         ))
         .await

@@ -73,7 +73,10 @@ pub struct MonitorInfo {
 pub struct WindowInfo {
     pub id: u32,
     pub title: String,
+    /// The application: the X11 WM_CLASS class, the application's name on macOS.
     pub app: String,
+    /// The X11 WM_CLASS instance name (often the program's name); empty where there is none.
+    pub instance: String,
     pub pid: Option<u32>,
     pub rect: Rect,
     pub focused: bool,
@@ -105,6 +108,10 @@ pub trait Desktop: Send + Sync + 'static {
     fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>>;
     fn window_ids(&self) -> DisplayResult<Vec<u32>>;
     fn windows(&self) -> DisplayResult<Vec<WindowInfo>>;
+    /// The managed window that keystrokes sent now would reach, if that can be told.
+    fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
+        Ok(self.windows()?.iter().find(|w| w.focused).map(|w| w.id))
+    }
     fn cursor(&self) -> DisplayResult<(i32, i32)>;
     fn move_to(&self, x: i32, y: i32) -> DisplayResult<()>;
     /// Clicks `count` times, at `at` or where the pointer is.

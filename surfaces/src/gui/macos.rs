@@ -433,6 +433,7 @@ impl desktop::Desktop for MacDesktop {
                         id,
                         title,
                         app,
+                        instance: String::new(),
                         pid: Some(pid),
                         rect,
                         focused: n == 0,

@@ -6,6 +6,7 @@
 //! - `desktop`: the platform-neutral contract (`Desktop`, `Backend`) and its types.
 //! - `surface`: args, validation, scaling, encoding and evidence, over any backend.
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
+//! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
 //! - `x11` (Linux), `macos` and `macos_keys` (macOS): the backends.
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ pub(crate) mod macos;
 mod macos_keys;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod surface;
+pub mod terminal;
 #[cfg(target_os = "linux")]
 mod x11;
 

@@ -15,10 +15,11 @@ use sha2::{Digest, Sha256};
 
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
+use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
-    TargetFacts, args_schema, decode_args, receipt_value,
+    TargetFacts, TerminalInput, args_schema, decode_args, receipt_value,
 };
 
 const COMMANDS: &[CommandSpec] = &[
@@ -62,11 +63,145 @@ const SETTLE_POLL: Duration = Duration::from_millis(15);
 
 pub struct GuiSurface<B: Backend> {
     backend: Arc<B>,
+    terminals: Arc<Terminals>,
 }
 
 impl<B: Backend> GuiSurface<B> {
+    /// The surface over `backend`, with the default list of terminal apps until `configure`.
     pub fn new(backend: Arc<B>) -> Self {
-        GuiSurface { backend }
+        GuiSurface {
+            backend,
+            terminals: Arc::new(Terminals {
+                apps: std::sync::RwLock::new(TerminalApps::default()),
+                lines: LineTracker::default(),
+            }),
+        }
+    }
+}
+
+/// The `[gui]` section of the daemon's config.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GuiSection {
+    /// Applications whose windows are terminals (WM_CLASS instance or class, any case, `*`
+    /// wildcards): keys that end a line there are decided as a shell run. Replaces the default.
+    #[serde(default)]
+    terminal_apps: Option<Vec<String>>,
+}
+
+/// Which windows are terminals, and the command line of each.
+struct Terminals {
+    apps: std::sync::RwLock<TerminalApps>,
+    lines: LineTracker,
+}
+
+impl Terminals {
+    fn is_terminal(&self, window: &WindowInfo) -> bool {
+        self.apps
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .matches([window.app.as_str(), window.instance.as_str()])
+    }
+}
+
+/// Keys of one call: typed text or one combo (named as the caller wrote it).
+#[derive(Debug, Clone, Copy)]
+enum Keys<'a> {
+    Text(&'a str),
+    Combo(&'a Combo, &'a str),
+}
+
+impl Keys<'_> {
+    fn apply(self, line: &Line) -> Effect {
+        match self {
+            Keys::Text(text) => terminal::type_text(line, text),
+            Keys::Combo(combo, name) => terminal::press(line, combo, name),
+        }
+    }
+}
+
+/// Where a call's keys go, decided at prepare time and checked again right before they are sent.
+#[derive(Debug, Default)]
+struct KeyPlan {
+    /// The managed window the keys reach; None when it cannot be told.
+    target: Option<u32>,
+    /// Set when that window is a terminal, or when it cannot be told and a terminal is open.
+    terminal: Option<TerminalPlan>,
+}
+
+#[derive(Debug)]
+struct TerminalPlan {
+    /// The terminal's application (None: the target is unknown).
+    app: Option<String>,
+    /// The generation of the line the call was decided on.
+    generation: u64,
+    /// The lines the keys end, and the line they leave.
+    effect: Effect,
+    /// With an unknown target: every terminal window, any of which the keys may reach.
+    possible: Vec<u32>,
+}
+
+impl KeyPlan {
+    /// The lines the keys run, as facts a policy decides as a shell run.
+    fn terminal_input(&self) -> Option<TerminalInput> {
+        let plan = self.terminal.as_ref()?;
+        if plan.effect.completed.is_empty() {
+            return None;
+        }
+        let lines: Vec<String> = plan
+            .effect
+            .completed
+            .iter()
+            .map(|l| l.text.clone())
+            .collect();
+        let opaque = plan.effect.completed.iter().find_map(|l| l.opaque.clone());
+        // One script, as a shell reading the lines one after another would join them (a quote
+        // opened on one line goes on on the next).
+        let script = lines.join("\n");
+        let found = crate::script::script_commands(&script);
+        let run = ActionFacts {
+            programs: found.programs,
+            opaque: opaque
+                .as_ref()
+                .map(|why| format!("the terminal line is not known exactly: {why}"))
+                .or(found.opaque),
+            script: Some(script),
+            script_env: found.assigned,
+            words: found.words,
+            ..ActionFacts::default()
+        };
+        Some(TerminalInput {
+            app: plan.app.clone(),
+            window: self.target,
+            lines,
+            opaque,
+            run: Box::new(run),
+        })
+    }
+
+    /// Where the keys go, in words for approvers: empty for a window that is no terminal.
+    fn describe(&self) -> String {
+        let Some(plan) = &self.terminal else {
+            return String::new();
+        };
+        let place = match (&plan.app, self.target) {
+            (Some(app), Some(window)) => format!(" in the terminal {app} (window {window})"),
+            _ => " in a window that cannot be told (a terminal is open)".to_string(),
+        };
+        let lines: Vec<String> = plan
+            .effect
+            .completed
+            .iter()
+            .map(|l| match &l.opaque {
+                None => format!("{:?}", l.text),
+                Some(why) => format!("{:?} (not known exactly: {why})", l.text),
+            })
+            .collect();
+        match lines.len() {
+            0 => place,
+            1 => format!("{place}, running the line {}", lines[0]),
+            _ => format!("{place}, running the lines {}", lines.join(", ")),
+        }
     }
 }
 
@@ -213,10 +348,12 @@ enum Action {
     },
     Type {
         text: String,
+        keys: KeyPlan,
     },
     Key {
         combo: String,
         parsed: Combo,
+        keys: KeyPlan,
     },
     Focus {
         window: u32,
@@ -449,7 +586,10 @@ impl<B: Backend> GuiSurface<B> {
                     ))
                     .at("args.text"));
                 }
-                Action::Type { text: a.text }
+                Action::Type {
+                    text: a.text,
+                    keys: KeyPlan::default(),
+                }
             }
             "key" => {
                 let a: KeyArgs = decode_args(args)?;
@@ -461,6 +601,7 @@ impl<B: Backend> GuiSurface<B> {
                 Action::Key {
                     combo: a.combo,
                     parsed,
+                    keys: KeyPlan::default(),
                 }
             }
             "focus" => {
@@ -492,6 +633,27 @@ fn unknown_window(id: u32, known: impl IntoIterator<Item = u32>, path: &str) -> 
 impl<B: Backend> Surface for GuiSurface<B> {
     fn name(&self) -> SurfaceName {
         SurfaceName::Gui
+    }
+
+    fn configure(&self, section: &toml::Table) -> Result<(), crate::SectionError> {
+        let settings: GuiSection = crate::SectionError::decode(SurfaceName::Gui, section)?;
+        if let Some(apps) = settings.terminal_apps {
+            if let Some(index) = apps.iter().position(|app| app.trim().is_empty()) {
+                return Err(crate::SectionError {
+                    surface: SurfaceName::Gui,
+                    key: format!("terminal_apps[{index}]"),
+                    message: "is empty: give an application name such as \"xterm\" (the \
+                              window's WM_CLASS), or leave the key out for the default list"
+                        .into(),
+                });
+            }
+            *self
+                .terminals
+                .apps
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = TerminalApps::new(&apps);
+        }
+        Ok(())
     }
 
     fn backend(&self) -> &'static str {
@@ -533,7 +695,24 @@ impl<B: Backend> Surface for GuiSurface<B> {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let conn = self.backend.conn().map_err(unavailable)?;
-        let action = self.validate(&conn, command, args, complications)?;
+        let mut action = self.validate(&conn, command, args, complications)?;
+        match &mut action {
+            Action::Type { text, keys } => {
+                *keys = self
+                    .plan_keys(&*conn, Keys::Text(&text.replace("\r\n", "\n")))
+                    .map_err(x_failed)?;
+            }
+            Action::Key {
+                combo,
+                parsed,
+                keys,
+            } => {
+                *keys = self
+                    .plan_keys(&*conn, Keys::Combo(parsed, combo))
+                    .map_err(x_failed)?
+            }
+            _ => {}
+        }
         let risk = COMMANDS
             .iter()
             .find(|c| c.name == command)
@@ -547,7 +726,64 @@ impl<B: Backend> Surface for GuiSurface<B> {
             risk,
             target,
             args: receipt_value(&Value::Object(args.clone())),
+            terminals: self.terminals.clone(),
         }))
+    }
+}
+
+impl<B: Backend> GuiSurface<B> {
+    /// Resolves the window the keys will reach and, for a terminal, the lines they end.
+    fn plan_keys<D: Desktop>(&self, conn: &D, keys: Keys<'_>) -> Result<KeyPlan, DisplayError> {
+        let windows = conn.windows()?;
+        let live: Vec<u32> = windows.iter().map(|w| w.id).collect();
+        self.terminals.lines.retain(&live);
+        let target = conn.keyboard_target()?;
+        match target.and_then(|id| windows.iter().find(|w| w.id == id)) {
+            Some(window) if self.terminals.is_terminal(window) => {
+                let (line, generation) = self.terminals.lines.line(window.id);
+                Ok(KeyPlan {
+                    target: Some(window.id),
+                    terminal: Some(TerminalPlan {
+                        app: Some(window.app.clone()),
+                        generation,
+                        effect: keys.apply(&line),
+                        possible: Vec::new(),
+                    }),
+                })
+            }
+            Some(window) => Ok(KeyPlan {
+                target: Some(window.id),
+                terminal: None,
+            }),
+            None => {
+                // Deny when in doubt: keys whose window cannot be told may reach any open
+                // terminal, whose line is then not known.
+                let possible: Vec<u32> = windows
+                    .iter()
+                    .filter(|w| self.terminals.is_terminal(w))
+                    .map(|w| w.id)
+                    .collect();
+                let terminal = (!possible.is_empty()).then(|| {
+                    let unknown = Line {
+                        text: String::new(),
+                        opaque: Some(
+                            "the window the keys reach cannot be told, and a terminal is open"
+                                .into(),
+                        ),
+                    };
+                    TerminalPlan {
+                        app: None,
+                        generation: 0,
+                        effect: keys.apply(&unknown),
+                        possible,
+                    }
+                });
+                Ok(KeyPlan {
+                    target: None,
+                    terminal,
+                })
+            }
+        }
     }
 }
 
@@ -559,6 +795,7 @@ struct GuiRun<B: Backend> {
     /// The window the action acts on or reads, as the display showed it at prepare time.
     target: Option<TargetFacts>,
     args: Value,
+    terminals: Arc<Terminals>,
 }
 
 /// The window an action acts on or reads: the one it names, the active one for keyboard input,
@@ -609,14 +846,6 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         self.risk
     }
 
-    fn facts(&self) -> ActionFacts {
-        ActionFacts {
-            target: self.target.clone(),
-            args: Some(self.args.clone()),
-            ..ActionFacts::default()
-        }
-    }
-
     fn describe(&self) -> String {
         match &self.action {
             Action::Screenshot { area, .. } => format!(
@@ -635,10 +864,30 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
                 format!("{button:?} drag from {from:?} to {to:?}")
             }
             Action::Scroll { dx, dy, .. } => format!("scroll dx={dx} dy={dy}"),
-            // The text may be private: say how much, not what.
-            Action::Type { text } => format!("type {} characters", text.chars().count()),
-            Action::Key { combo, .. } => format!("press {combo}"),
+            // The text may be private: say how much, not what. What a terminal runs is a
+            // command, shown as a shell run's script is.
+            Action::Type { text, keys } => {
+                format!(
+                    "type {} characters{}",
+                    text.chars().count(),
+                    keys.describe()
+                )
+            }
+            Action::Key { combo, keys, .. } => format!("press {combo}{}", keys.describe()),
             Action::Focus { window } => format!("focus window {window}"),
+        }
+    }
+
+    fn facts(&self) -> ActionFacts {
+        let terminal = match &self.action {
+            Action::Type { keys, .. } | Action::Key { keys, .. } => keys.terminal_input(),
+            _ => None,
+        };
+        ActionFacts {
+            target: self.target.clone(),
+            args: Some(self.args.clone()),
+            terminal,
+            ..ActionFacts::default()
         }
     }
 
@@ -647,14 +896,16 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             backend,
             conn,
             action,
+            terminals,
             ..
         } = *self;
         let worker = conn.clone();
-        let result = tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx))
-            .await
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("the gui action panicked: {err}"),
-            })?;
+        let result =
+            tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
+                .await
+                .map_err(|err| SurfaceError::Failed {
+                    message: format!("the gui action panicked: {err}"),
+                })?;
         match result {
             Ok(outcome) => Ok(outcome),
             Err(Failure::X(err)) => {
@@ -699,10 +950,114 @@ fn done(value: Value) -> Outcome {
     }
 }
 
-fn execute<D: Desktop>(conn: &D, action: Action, ctx: &CallContext) -> Result<Outcome, Failure> {
+fn execute<D: Desktop>(
+    conn: &D,
+    action: Action,
+    ctx: &CallContext,
+    terminals: &Terminals,
+) -> Result<Outcome, Failure> {
     if !ctx.protected.is_empty() {
         refuse_if_targets_protected(conn, &action, &ctx.protected)?;
     }
+    // Pointer actions may edit a terminal's line (a middle click pastes, a click may move the
+    // cursor): the lines of terminals under them become opaque.
+    let pointed = match &action {
+        Action::Click { at, .. } | Action::Scroll { at, .. } => vec![match at {
+            Some(point) => *point,
+            None => conn.cursor()?,
+        }],
+        Action::Drag { from, to, .. } => vec![*from, *to],
+        _ => Vec::new(),
+    };
+    let pointer_hold = (!pointed.is_empty()).then(|| terminals.lines.hold());
+    let outcome = perform(conn, action, ctx, terminals);
+    if let Some(mut held) = pointer_hold {
+        let windows = conn.windows().inspect_err(|_| {
+            // Which terminals lie under the pointer cannot be told: none of the lines is known.
+            held.make_all_opaque("a pointer action landed where it could not be told");
+        })?;
+        for window in windows {
+            if terminals.is_terminal(&window)
+                && pointed.iter().any(|(x, y)| window.rect.contains(*x, *y))
+            {
+                held.make_opaque(
+                    window.id,
+                    "a pointer action on the terminal (a paste, a moved cursor) may have changed it",
+                );
+            }
+        }
+    }
+    outcome
+}
+
+/// Sends a call's keys if they still reach the window they were decided for, and the line there
+/// is still the one decided on; then keeps the line they leave.
+fn send_keys<D: Desktop>(
+    conn: &D,
+    plan: &KeyPlan,
+    terminals: &Terminals,
+    send: impl FnOnce(&D) -> Result<(), DisplayError>,
+) -> Result<(), Failure> {
+    // Not `Refused`, which says the target is an approver: the call failed before it acted.
+    let refused = |message: String| Failure::Surface(SurfaceError::Failed { message });
+    let mut held = terminals.lines.hold();
+    let now = conn.keyboard_target()?;
+    if now != plan.target || now.is_none() {
+        let windows = conn.windows()?;
+        let now_terminal = match now {
+            Some(id) => windows
+                .iter()
+                .any(|w| w.id == id && terminals.is_terminal(w)),
+            None => windows.iter().any(|w| terminals.is_terminal(w)),
+        };
+        // Keys decided for a terminal go to that terminal only; keys decided for another
+        // window never reach a terminal (or what may be one).
+        if (plan.terminal.is_some() && now != plan.target)
+            || (plan.terminal.is_none() && now_terminal)
+        {
+            let name = |w: Option<u32>| {
+                w.map_or("a window that cannot be told".to_string(), |w| {
+                    format!("window {w}")
+                })
+            };
+            return Err(refused(format!(
+                "the keys were decided for {} but would now reach {}, and one of them is (or may \
+                 be) a terminal; nothing was sent. Focus the window again and retry",
+                name(plan.target),
+                name(now)
+            )));
+        }
+    }
+    if let (Some(terminal), Some(window)) = (&plan.terminal, plan.target)
+        && held.generation(window) != terminal.generation
+    {
+        return Err(refused(format!(
+            "the command line in terminal window {window} changed since this call was decided \
+             (another call sent it keys); nothing was sent. Retry"
+        )));
+    }
+    let sent = send(conn);
+    match (&plan.terminal, plan.target) {
+        (Some(terminal), Some(window)) => match &sent {
+            Ok(()) => held.set(window, terminal.effect.after.clone()),
+            Err(_) => held.make_opaque(window, "sending keys to it failed part way"),
+        },
+        (Some(terminal), None) => {
+            for window in &terminal.possible {
+                held.make_opaque(*window, "keys went to a window that could not be told");
+            }
+        }
+        (None, _) => {}
+    }
+    sent.map_err(Failure::from)
+}
+
+fn perform<D: Desktop>(
+    conn: &D,
+    action: Action,
+    ctx: &CallContext,
+    terminals: &Terminals,
+) -> Result<Outcome, Failure> {
     Ok(match action {
         Action::Screenshot {
             area,
@@ -809,14 +1164,18 @@ fn execute<D: Desktop>(conn: &D, action: Action, ctx: &CallContext) -> Result<Ou
             let (x, y) = conn.cursor()?;
             done(json!({"x": x, "y": y, "dx": dx, "dy": dy}))
         }
-        Action::Type { text } => {
+        Action::Type { text, keys } => {
             // "\r\n" is one line break, not two.
             let text = text.replace("\r\n", "\n");
-            conn.type_text(&text)?;
+            send_keys(conn, &keys, terminals, |conn| conn.type_text(&text))?;
             done(json!({"chars": text.chars().count()}))
         }
-        Action::Key { combo, parsed } => {
-            conn.press_combo(&parsed)?;
+        Action::Key {
+            combo,
+            parsed,
+            keys,
+        } => {
+            send_keys(conn, &keys, terminals, |conn| conn.press_combo(&parsed))?;
             done(json!({"combo": combo}))
         }
         Action::Focus { window } => {

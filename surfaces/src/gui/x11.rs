@@ -421,11 +421,14 @@ impl XConn {
             };
             let title = text(net_name.reply()).or_else(|| text(name.reply()));
             // WM_CLASS is "instance\0class\0"; the class names the application.
-            let app = text(class.reply())
+            let (instance, app) = text(class.reply())
                 .map(|c| {
                     let mut parts = c.split('\0').filter(|p| !p.is_empty());
                     let instance = parts.next().unwrap_or_default().to_string();
-                    parts.next().map(str::to_string).unwrap_or(instance)
+                    let class = parts
+                        .next()
+                        .map_or_else(|| instance.clone(), str::to_string);
+                    (instance, class)
                 })
                 .unwrap_or_default();
             let pid = pid
@@ -446,6 +449,7 @@ impl XConn {
                 id,
                 title: title.unwrap_or_default(),
                 app,
+                instance,
                 pid,
                 rect,
                 focused: active == Some(id),
@@ -456,6 +460,28 @@ impl XConn {
             });
         }
         Ok(windows)
+    }
+
+    /// The managed window that holds the input focus: X sends key events to the focus window
+    /// (or one inside it), which is the client window or a child of it, so the focus is walked
+    /// up to the window in _NET_CLIENT_LIST. None when the focus is on no client (PointerRoot,
+    /// None, the root, a frame or a popup of no managed window).
+    pub fn keyboard_target(&self) -> XResult<Option<u32>> {
+        let clients = self.window_ids()?;
+        let mut window = self.conn.get_input_focus()?.reply()?.focus;
+        // A window's ancestry is short; the bound only guards against a server that lies.
+        for _ in 0..64 {
+            // 0 is None and 1 is PointerRoot: keys then go where the pointer is, which may
+            // change before they arrive.
+            if window <= 1 || window == self.root {
+                return Ok(None);
+            }
+            if clients.contains(&window) {
+                return Ok(Some(window));
+            }
+            window = self.conn.query_tree(window)?.reply()?.parent;
+        }
+        Ok(None)
     }
 
     pub fn cursor(&self) -> XResult<(i32, i32)> {
@@ -960,6 +986,9 @@ impl desktop::Desktop for XConn {
     }
     fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
         XConn::windows(self)
+    }
+    fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
+        XConn::keyboard_target(self)
     }
     fn cursor(&self) -> DisplayResult<(i32, i32)> {
         XConn::cursor(self)

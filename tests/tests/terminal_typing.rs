@@ -1,0 +1,566 @@
+//! Typing into a terminal is a shell run: on the shared headless desktop, real xterms running a
+//! real shell, driven through the gui surface the way an agent would. Keys that end a line there
+//! are decided as the shell run of that line (deny rules hold, allow rules cover only what they
+//! name, a line edited in ways not followed is asked), this daemon's approval commands are
+//! denied whatever the rules say, and typing into other windows is unaffected.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use computer_tests::desktop::{App, Desktop};
+use computer_tests::{Daemon, computer_bin, structured, touch_task, wait_for};
+use serde_json::{Value, json};
+
+/// The keyboard focus is one per desktop: tests that type take turns.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Acts are asked; gui actions are allowed by rule, as an agent trusted with the desktop has them.
+const GUI_ALLOWED: &str =
+    "[defaults]\nact = \"ask\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n";
+
+async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
+    let client = daemon.client().await;
+    let result = client
+        .call_raw(json!({"surface": "gui", "command": command, "args": args}))
+        .await
+        .expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// A gui call on its own task, for calls that wait for a person.
+fn gui_task(daemon: &Daemon, command: &str, args: Value) -> tokio::task::JoinHandle<Value> {
+    let socket = daemon.socket.clone();
+    let call = json!({"surface": "gui", "command": command, "args": args});
+    tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client.call_raw(call).await.unwrap();
+        client.close().await;
+        structured(&result)
+    })
+}
+
+fn first_pending(daemon: &Daemon) -> Value {
+    wait_for("a pending approval", Duration::from_secs(20), || {
+        daemon.pending_approvals().into_iter().next()
+    })
+}
+
+/// An xterm running `sh`, whose PATH finds this daemon's `computer` and whose environment names
+/// its control socket: what a person's own terminal has.
+struct Terminal {
+    _app: App,
+    window: u64,
+    /// The middle of its window, in screen pixels.
+    center: (i64, i64),
+}
+
+impl Terminal {
+    async fn open(daemon: &Daemon, title: &str) -> Terminal {
+        let desktop = Desktop::shared();
+        let bin_dir = computer_bin().parent().unwrap().to_path_buf();
+        let path = format!(
+            "PATH={}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let control = format!(
+            "COMPUTER_CONTROL_SOCKET={}",
+            daemon.control_socket().display()
+        );
+        // `env` execs xterm, so the pid is the terminal's.
+        let app = desktop.launch(
+            "env",
+            &[&path, &control, "xterm", "-title", title, "-e", "sh"],
+        );
+        let pid = app.pid();
+        let entry = tokio::task::block_in_place(|| {
+            wait_for("the xterm's window", Duration::from_secs(30), || {
+                let windows = daemon.call_json("gui", "windows", "{}");
+                windows["windows"]
+                    .as_array()?
+                    .iter()
+                    .find(|w| w["pid"] == pid && w["title"] == title)
+                    .cloned()
+            })
+        });
+        let number = |key: &str| entry[key].as_i64().unwrap();
+        let terminal = Terminal {
+            _app: app,
+            window: entry["id"].as_u64().unwrap(),
+            center: (
+                number("x") + number("width") / 2,
+                number("y") + number("height") / 2,
+            ),
+        };
+        terminal.focus(daemon).await;
+        terminal
+    }
+
+    async fn focus(&self, daemon: &Daemon) {
+        let focused = gui(daemon, "focus", json!({"window": self.window})).await;
+        assert_eq!(focused["focused"], true, "{focused}");
+    }
+}
+
+fn assert_denied_by(daemon: &Daemon, reply: &Value, rule: &str, what: &str) {
+    assert_eq!(reply["ok"], false, "{what} went through: {reply}");
+    assert_eq!(reply["error"]["code"], "denied", "{what}: {reply}");
+    let intent = daemon.receipt_row(&reply["receipt"], "intent");
+    assert_eq!(
+        intent["body"]["policy"]["rule"], rule,
+        "{what}: {}",
+        intent["body"]["policy"]
+    );
+}
+
+/// A file the shell in a terminal writes; waits for it to hold `expected`.
+fn wait_for_file(path: &Path, expected: &str) -> String {
+    wait_for(
+        &format!("{} to hold {expected:?}", path.display()),
+        Duration::from_secs(20),
+        || {
+            let text = std::fs::read_to_string(path).ok()?;
+            text.contains(expected).then_some(text)
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typing_the_approval_command_into_a_terminal_approves_nothing() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(GUI_ALLOWED);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("self-approved");
+    // A call of the agent's own waits for a person.
+    let waiting = touch_task(&daemon, &file);
+    let id = tokio::task::block_in_place(|| first_pending(&daemon))["id"].to_string();
+    let terminal = Terminal::open(&daemon, "terminal-typing-attack").await;
+
+    // In one go: the line and its Return.
+    let typed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("computer approvals allow {id}\n")}),
+    )
+    .await;
+    assert_denied_by(
+        &daemon,
+        &typed,
+        "builtin:daemon-control",
+        "typed with a newline",
+    );
+    let message = typed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("computer approvals"), "{message}");
+    // Wrapped in another command, which the parser sees through.
+    let wrapped = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("true && sh -c 'computer approvals allow {id}'\n")}),
+    )
+    .await;
+    assert_denied_by(
+        &daemon,
+        &wrapped,
+        "builtin:daemon-control",
+        "wrapped in sh -c",
+    );
+    // Under another name: a link to the program, answering all the same.
+    let link = dir.path().join("c");
+    std::os::unix::fs::symlink(computer_bin(), &link).unwrap();
+    let renamed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("{} approvals allow {id}\n", link.display())}),
+    )
+    .await;
+    assert_denied_by(
+        &daemon,
+        &renamed,
+        "builtin:daemon-control",
+        "a renamed link",
+    );
+    // Hidden where the parser cannot follow: its text still names the command.
+    let hidden = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("echo 'computer approvals allow {id}' | sh\n")}),
+    )
+    .await;
+    assert_denied_by(&daemon, &hidden, "builtin:daemon-control", "piped into sh");
+
+    // Split in two harmless-looking calls: the text is typed (gui is allowed), its Return is not.
+    let text = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("computer approvals allow {id}")}),
+    )
+    .await;
+    assert_eq!(
+        text["ok"], true,
+        "typing without Return runs nothing: {text}"
+    );
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_denied_by(&daemon, &enter, "builtin:daemon-control", "the Return");
+    // Other keys that end a line are no way around it.
+    let linefeed = gui(&daemon, "key", json!({"combo": "ctrl+j"})).await;
+    assert_denied_by(&daemon, &linefeed, "builtin:daemon-control", "ctrl+j");
+
+    // The request is still waiting for a person, and its call did not run.
+    let pending = daemon.pending_approvals();
+    assert!(
+        pending
+            .iter()
+            .any(|r| r["id"].as_u64() == id.parse::<u64>().ok()),
+        "the request was answered: {pending:?}"
+    );
+    assert!(!file.exists());
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    let out = waiting.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    drop(terminal);
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deny_rule_holds_for_a_line_typed_into_a_terminal() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
+    let daemon = Daemon::start_on_desktop(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("x");
+    std::fs::create_dir(&victim).unwrap();
+    let _terminal = Terminal::open(&daemon, "terminal-typing-deny").await;
+
+    let typed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("rm -rf {}", victim.display())}),
+    )
+    .await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_denied_by(&daemon, &enter, "rules[1]", "rm's Return");
+    assert!(victim.exists(), "the denied line ran");
+
+    // `policy explain` states the same facts and decision, from the daemon's own code.
+    let call = json!({"surface": "gui", "command": "type",
+                      "args": {"text": format!("rm -rf {}\n", victim.display())}});
+    let explained = daemon.cli(&["policy", "explain", "--args", &call.to_string()]);
+    assert!(explained.status.success(), "{}", explained.stderr);
+    let explained = explained.json();
+    assert_eq!(explained["decision"]["decision"], "deny", "{explained}");
+    assert_eq!(explained["decision"]["rule"], "rules[1]", "{explained}");
+    let terminal = &explained["facts"]["terminal"];
+    assert_eq!(terminal["app"], "XTerm", "{explained}");
+    assert_eq!(
+        terminal["lines"],
+        json!([format!("rm -rf {}", victim.display())])
+    );
+    assert_eq!(terminal["run"]["programs"][0][0], "rm", "{explained}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_command_typed_into_a_terminal_runs_there() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let config = format!(
+        "{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n"
+    );
+    let daemon = Daemon::start_on_desktop(&config);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("marker-file"), "").unwrap();
+    let listing: PathBuf = dir.path().join("listing");
+    let _terminal = Terminal::open(&daemon, "terminal-typing-allow").await;
+
+    let line = format!("ls {} > {}", dir.path().display(), listing.display());
+    let typed = gui(&daemon, "type", json!({"text": line})).await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(enter["ok"], true, "{enter}");
+    let intent = daemon.receipt_row(&enter["receipt"], "intent");
+    assert_eq!(intent["body"]["policy"]["decision"], "allow");
+    assert_eq!(intent["body"]["policy"]["rule"], "rules[1]");
+    tokio::task::block_in_place(|| wait_for_file(&listing, "marker-file"));
+
+    // A line and its newline in one call, then another line that the rules do not cover: that
+    // one waits for a person (the default), who says no.
+    let second = dir.path().join("second");
+    let typed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("ls {} > {}\n", dir.path().display(), second.display())}),
+    )
+    .await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    tokio::task::block_in_place(|| wait_for_file(&second, "marker-file"));
+    let uncovered = gui_task(
+        &daemon,
+        "type",
+        json!({"text": format!("touch {}/touched\n", dir.path().display())}),
+    );
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    assert_eq!(request["rule"], "defaults.act", "{request}");
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
+    let out = uncovered.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(!dir.path().join("touched").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pasted_line_is_asked_not_allowed() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n");
+    let daemon = Daemon::start_on_desktop(&config);
+    let _terminal = Terminal::open(&daemon, "terminal-typing-paste").await;
+
+    assert_eq!(
+        gui(&daemon, "type", json!({"text": "ls "})).await["ok"],
+        true
+    );
+    // What ctrl+v (or a middle click, history, completion) puts on the line is not known.
+    let paste = gui(&daemon, "key", json!({"combo": "ctrl+v"})).await;
+    assert_eq!(paste["ok"], true, "{paste}");
+    let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    // The person is shown where the keys go, the line as far as it is known, and why not all.
+    let action = request["action"].as_str().unwrap();
+    assert!(
+        action.contains("press Return in the terminal XTerm")
+            && action.contains("running the line \"ls \"")
+            && action.contains("not known exactly")
+            && action.contains("ctrl+v"),
+        "{action}"
+    );
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
+    let out = enter.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+
+    // With acts allowed by default, an opaque line is still asked, never allowed.
+    let open = Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n");
+    let open_terminal = Terminal::open(&open, "terminal-typing-paste-open").await;
+    assert_eq!(
+        gui(&open, "key", json!({"combo": "ctrl+v"})).await["ok"],
+        true
+    );
+    let enter = gui_task(&open, "key", json!({"combo": "Return"}));
+    answer_opaque_line(&open, "allow");
+    assert_eq!(enter.await.unwrap()["ok"], true);
+    // Once that line ran, the next one starts clear...
+    let clear = gui(&open, "type", json!({"text": "true\n"})).await;
+    assert_eq!(clear["ok"], true, "{clear}");
+    // ...until a middle click on the terminal (which pastes the selection) clouds it.
+    let (x, y) = open_terminal.center;
+    let click = gui(&open, "click", json!({"x": x, "y": y, "button": "middle"})).await;
+    assert_eq!(click["ok"], true, "{click}");
+    let typed = gui_task(&open, "type", json!({"text": "true\n"}));
+    answer_opaque_line(&open, "deny");
+    assert_eq!(typed.await.unwrap()["error"]["code"], "denied");
+}
+
+/// Answers the pending request, which must be an opaque terminal line asked by the built-in rule.
+fn answer_opaque_line(daemon: &Daemon, answer: &str) {
+    let request = tokio::task::block_in_place(|| first_pending(daemon));
+    assert_eq!(request["rule"], "builtin:opaque-terminal-line", "{request}");
+    let answered = daemon.cli(&["approvals", answer, &request["id"].to_string()]);
+    assert!(answered.status.success(), "{}", answered.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_grant_for_a_return_covers_only_the_same_line() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(GUI_ALLOWED);
+    let dir = tempfile::tempdir().unwrap();
+    let _terminal = Terminal::open(&daemon, "terminal-typing-grant").await;
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+
+    let line = format!("touch {}", first.display());
+    assert_eq!(
+        gui(&daemon, "type", json!({"text": line})).await["ok"],
+        true
+    );
+    let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    let id = request["id"].to_string();
+    assert!(
+        daemon
+            .cli(&["approvals", "allow", "--session", &id])
+            .status
+            .success()
+    );
+    assert_eq!(enter.await.unwrap()["ok"], true);
+    tokio::task::block_in_place(|| {
+        wait_for("the first touch", Duration::from_secs(20), || {
+            first.exists().then_some(())
+        })
+    });
+
+    // The same call, `key Return`, ending another line: asked again, not granted.
+    let line = format!("touch {}", second.display());
+    assert_eq!(
+        gui(&daemon, "type", json!({"text": line})).await["ok"],
+        true
+    );
+    let enter = gui_task(&daemon, "key", json!({"combo": "Return"}));
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    assert!(
+        request["action"].as_str().unwrap().contains("second"),
+        "{request}"
+    );
+    assert!(
+        daemon
+            .cli(&["approvals", "deny", &request["id"].to_string()])
+            .status
+            .success()
+    );
+    assert_eq!(enter.await.unwrap()["error"]["code"], "denied");
+    assert!(!second.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_decided_for_one_terminal_never_reach_another() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n");
+    let daemon = Daemon::start_on_desktop(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let first = Terminal::open(&daemon, "terminal-typing-first").await;
+    let second = Terminal::open(&daemon, "terminal-typing-second").await;
+    first.focus(&daemon).await;
+
+    // Decided for the first terminal, it waits for a person; meanwhile the focus moves.
+    let moved = dir.path().join("moved");
+    let typed = gui_task(
+        &daemon,
+        "type",
+        json!({"text": format!("touch {}\n", moved.display())}),
+    );
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    second.focus(&daemon).await;
+    assert!(
+        daemon
+            .cli(&["approvals", "allow", &request["id"].to_string()])
+            .status
+            .success()
+    );
+    let out = typed.await.unwrap();
+    assert_eq!(out["ok"], false, "{out}");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("nothing was sent"), "{message}");
+
+    // The second terminal's shell runs what it is given in order: a listing it makes now shows
+    // that the touch never ran there.
+    let listing = dir.path().join("listing");
+    let line = format!("ls {} > {}\n", dir.path().display(), listing.display());
+    let listed = gui(&daemon, "type", json!({"text": line})).await;
+    assert_eq!(listed["ok"], true, "{listed}");
+    let text = tokio::task::block_in_place(|| wait_for_file(&listing, "listing"));
+    assert!(!text.contains("moved"), "{text}");
+    assert!(!moved.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_whose_window_cannot_be_told_end_no_line_unasked_while_a_terminal_is_open() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon =
+        Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"1s\"\n");
+    let _terminal = Terminal::open(&daemon, "terminal-typing-unknown").await;
+    // The input focus on a window that is no managed window (the window manager's own check
+    // window): which window the keys reach cannot be told. (Focus on the root window would do
+    // too, but openbox hands it back to a client at once.)
+    let desktop = Desktop::shared();
+    let found = desktop
+        .command("xprop")
+        .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
+        .output()
+        .expect("xprop");
+    let unmanaged = String::from_utf8_lossy(&found.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("0x"))
+        .expect("the window manager's check window")
+        .to_string();
+    let status = desktop
+        .command("xdotool")
+        .args(["windowfocus", "--sync", &unmanaged])
+        .status()
+        .expect("xdotool");
+    assert!(status.success());
+
+    // Text that ends no line is a gui action as before.
+    let text = gui(&daemon, "type", json!({"text": "abc"})).await;
+    assert_eq!(text["ok"], true, "{text}");
+    // A line end may run a line in the terminal: asked, and unanswered, denied.
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(enter["error"]["code"], "denied", "{enter}");
+    let intent = daemon.receipt_row(&enter["receipt"], "intent");
+    assert_eq!(
+        intent["body"]["policy"]["rule"], "builtin:opaque-terminal-line",
+        "{intent}"
+    );
+}
+
+/// A GTK window with a text entry that prints its text on Return.
+const ENTRY_APP: &str = r#"
+import json, sys
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk
+win = Gtk.Window(title=sys.argv[1])
+win.set_default_size(400, 100)
+entry = Gtk.Entry()
+entry.connect("activate", lambda e: print(json.dumps({"text": e.get_text()}), flush=True))
+win.add(entry)
+win.connect("destroy", Gtk.main_quit)
+win.show_all()
+Gtk.main()
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typing_into_other_windows_is_unaffected() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
+    let daemon = Daemon::start_on_desktop(&config);
+    // A terminal is open too, just not where the keys go.
+    let _terminal = Terminal::open(&daemon, "terminal-typing-bystander").await;
+    let title = "terminal-typing-gtk-entry";
+    let mut app = Desktop::shared().launch("env", &["/usr/bin/python3", "-c", ENTRY_APP, title]);
+    let pid = app.pid();
+    let window = tokio::task::block_in_place(|| {
+        wait_for("the GTK window", Duration::from_secs(30), || {
+            let windows = daemon.call_json("gui", "windows", "{}");
+            windows["windows"]
+                .as_array()?
+                .iter()
+                .find(|w| w["pid"] == pid && w["title"] == title)
+                .and_then(|w| w["id"].as_u64())
+        })
+    });
+    let focused = gui(&daemon, "focus", json!({"window": window})).await;
+    assert_eq!(focused["focused"], true, "{focused}");
+    let text = "rm -rf /tmp/not-a-command";
+    let typed = gui(&daemon, "type", json!({"text": text})).await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(enter["ok"], true, "{enter}");
+    let intent = daemon.receipt_row(&enter["receipt"], "intent");
+    assert_eq!(intent["body"]["policy"]["rule"], "rules[0]");
+    assert_eq!(intent["body"]["action"], "press Return");
+    let stdout = app.0.stdout.take().unwrap();
+    let line = tokio::task::block_in_place(|| {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("text"))
+    });
+    let printed: Value = serde_json::from_str(&line.expect("the entry printed its text")).unwrap();
+    assert_eq!(printed["text"], text);
+}
