@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use computer_ipc::SurfaceName;
+use computer_ipc::shown::{Context, StdinView, WillRun, escape};
 use computer_surfaces::script::file_name;
 use computer_surfaces::{ActionFacts, Risk};
 use regex::Regex;
@@ -68,8 +69,38 @@ impl<'a> PolicyInput<'a> {
     }
 }
 
-/// The action as approvers are asked about it: its description, and what else the facts say
-/// will take part in the run (added variables, stdin, why its commands are not all known).
+/// What an approver is shown will run, built from the action's facts alone: every value whole
+/// (approvers escape and cut them for display, saying so).
+pub fn will_run(described: &str, facts: &ActionFacts) -> WillRun {
+    // A script run states its text; an argv run is its one command.
+    let (argv, commands) = match &facts.script {
+        Some(_) => (None, facts.programs.clone()),
+        None => (facts.programs.first().cloned(), Vec::new()),
+    };
+    WillRun {
+        description: described.to_string(),
+        argv,
+        script: facts.script.clone(),
+        commands,
+        opaque: facts.opaque.clone(),
+        cwd: facts.cwd.as_ref().map(|cwd| cwd.display().to_string()),
+        env: facts.env.clone(),
+        script_env: facts.script_env.clone(),
+        stdin: facts.stdin.as_ref().map(|stdin| StdinView {
+            bytes: stdin.bytes,
+            sha256: stdin.sha256.clone(),
+            text: stdin.text.clone(),
+        }),
+        // The facts name no secrets and no gui/ax target yet; when they do, they go here and
+        // every approver shows them.
+        secrets: Vec::new(),
+        target: None,
+    }
+}
+
+/// The action as approvers are asked about it, in one line: its description, and what else the
+/// facts say will take part in the run (added variables, stdin, why its commands are not all
+/// known); escaped as every approver escapes it.
 pub fn approval_text(described: &str, facts: &ActionFacts) -> String {
     let mut text = described.to_string();
     let names: Vec<&str> = facts.env_names().collect();
@@ -90,7 +121,7 @@ pub fn approval_text(described: &str, facts: &ActionFacts) -> String {
     if let Some(why) = &facts.opaque {
         text.push_str(&format!("; not every command is known: {why}"));
     }
-    text
+    escape(&text, Context::Line).text
 }
 
 /// A rule's or default's verdict.
