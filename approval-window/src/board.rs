@@ -137,8 +137,14 @@ mod tests {
                 json!({"event": "pending", "request": request(4)}),
                 vec![1, 3, 4],
             ),
-            (json!({"event": "resolved", "id": 3, "why": "answered"}), vec![1, 4]),
-            (json!({"event": "resolved", "id": 99, "why": "timed_out"}), vec![1, 4]),
+            (
+                json!({"event": "resolved", "id": 3, "why": "answered"}),
+                vec![1, 4],
+            ),
+            (
+                json!({"event": "resolved", "id": 99, "why": "timed_out"}),
+                vec![1, 4],
+            ),
             // A lagging watcher gets a fresh snapshot.
             (
                 json!({"event": "snapshot", "pending": [request(4)]}),

@@ -199,7 +199,11 @@ fn request_layout(
         }
         job.append(&row.value, 0.0, value.clone());
         if let Some(cut) = &row.cut {
-            job.append(&format!("\n{cut}"), 0.0, TextFormat::simple(body.clone(), warn));
+            job.append(
+                &format!("\n{cut}"),
+                0.0,
+                TextFormat::simple(body.clone(), warn),
+            );
         }
     }
     job

@@ -45,7 +45,6 @@ pub enum Resolution {
     },
 }
 
-
 /// Why an answer was not delivered. Nothing is decided in any of these cases.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerRefused {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-pub use computer_ipc::control::{ControlClient, ControlReply, ControlRequest};
 use computer_ipc::control::ControlEvent;
+pub use computer_ipc::control::{ControlClient, ControlReply, ControlRequest};
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -105,7 +105,11 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
         Err(reason) => {
             tracing::warn!(%reason, "refused a control connection");
             let (mut read, mut write) = tokio::io::split(stream);
-            let _ = write_line(&mut write, &ControlReply::refused(format!("refused: {reason}"))).await;
+            let _ = write_line(
+                &mut write,
+                &ControlReply::refused(format!("refused: {reason}")),
+            )
+            .await;
             let _ = write.shutdown().await;
             // Read what the peer already sent before closing: closing with unread input resets
             // the connection, and the peer would lose the refusal.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::shown::{Row, Shown, Warning, WillRun, escape, Context};
+use crate::shown::{Context, Row, Shown, Warning, WillRun, escape};
 
 /// What an approver sees of a pending call.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -176,9 +176,16 @@ impl ControlReply {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ControlEvent {
     /// Everything pending now: first, and again whenever the watcher fell behind.
-    Snapshot { pending: Vec<PendingRequest> },
-    Pending { request: Box<PendingRequest> },
-    Resolved { id: u64, why: Gone },
+    Snapshot {
+        pending: Vec<PendingRequest>,
+    },
+    Pending {
+        request: Box<PendingRequest>,
+    },
+    Resolved {
+        id: u64,
+        why: Gone,
+    },
 }
 
 /// What can go wrong on the control socket.
@@ -250,7 +257,10 @@ impl ControlClient {
     }
 
     /// Sends `request` and reads its reply.
-    pub async fn request(&mut self, request: &ControlRequest) -> Result<ControlReply, ControlError> {
+    pub async fn request(
+        &mut self,
+        request: &ControlRequest,
+    ) -> Result<ControlReply, ControlError> {
         if let Err(err) = self.send(request).await {
             // A refused peer may find the connection closed; the refusal says why.
             return match self.next_line().await {
@@ -341,7 +351,10 @@ mod tests {
             },
         ] {
             let line = serde_json::to_string(&message).unwrap();
-            assert_eq!(serde_json::from_str::<ControlRequest>(&line).unwrap(), message);
+            assert_eq!(
+                serde_json::from_str::<ControlRequest>(&line).unwrap(),
+                message
+            );
         }
         for event in [
             ControlEvent::Snapshot {

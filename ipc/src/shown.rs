@@ -156,8 +156,7 @@ pub fn escape(text: &str, context: Context) -> Escaped {
     let mut out = Escaped::default();
     let last = text.chars().count().saturating_sub(1);
     for (index, (at, c)) in text.char_indices().enumerate() {
-        let edge_space =
-            c == ' ' && context != Context::Lines && (index == 0 || index == last);
+        let edge_space = c == ' ' && context != Context::Lines && (index == 0 || index == last);
         let literal_backslash = c == '\\' && text[at + 1..].starts_with("u{");
         let concern = concern_of(c, context);
         if concern.is_none() && !edge_space && !literal_backslash && c != '\t' {
@@ -396,7 +395,11 @@ impl WillRun {
         };
         if let Some(argv) = &self.argv {
             for (index, word) in argv.iter().enumerate() {
-                rows.push(row(format!("argv[{index}]"), word, word_context(index, word)));
+                rows.push(row(
+                    format!("argv[{index}]"),
+                    word,
+                    word_context(index, word),
+                ));
             }
         }
         if let Some(script) = &self.script {
@@ -500,7 +503,10 @@ fn cut(text: &str, max: usize) -> (String, Option<String>) {
     if total <= max {
         return (text.to_string(), None);
     }
-    let mut end = text.char_indices().nth(max).map_or(text.len(), |(at, _)| at);
+    let mut end = text
+        .char_indices()
+        .nth(max)
+        .map_or(text.len(), |(at, _)| at);
     // An escape cut in two would read as something else: cut before it.
     if let Some(start) = text[..end].rfind("\\u{")
         && !text[start..end].contains('}')
@@ -580,7 +586,12 @@ mod tests {
         check("a\u{202e}b", Line, "a\\u{202e}b", &[Bidi]);
         check("\u{2066}x\u{2069}", Lines, "\\u{2066}x\\u{2069}", &[Bidi]);
         check("ls\u{200b}", Word, "ls\\u{200b}", &[Invisible]);
-        check("\u{feff}x\u{2060}", Line, "\\u{feff}x\\u{2060}", &[Invisible]);
+        check(
+            "\u{feff}x\u{2060}",
+            Line,
+            "\\u{feff}x\\u{2060}",
+            &[Invisible],
+        );
         // Cyrillic а and Greek ο look like Latin a and o.
         check("c\u{0430}t", Word, "c\\u{430}t", &[LookAlike]);
         check("d\u{03bf}g", Line, "d\\u{3bf}g", &[LookAlike]);
@@ -622,7 +633,9 @@ mod tests {
         };
         let warnings: Vec<String> = view.warnings().iter().map(|w| w.to_string()).collect();
         assert_eq!(warnings.len(), 2, "{warnings:#?}");
-        assert!(warnings[0].starts_with("argv[2]: look-alike") && warnings[0].ends_with("\\u{2014}"));
+        assert!(
+            warnings[0].starts_with("argv[2]: look-alike") && warnings[0].ends_with("\\u{2014}")
+        );
         assert!(warnings[1].starts_with("stdin: bidi") && warnings[1].ends_with("\\u{202e}"));
     }
 
@@ -639,7 +652,10 @@ mod tests {
         assert_eq!(script.value, "x".repeat(SHOWN_CHARS - 3));
         let cut = script.cut.as_deref().unwrap();
         let left = escape(&long, Context::Lines).text.chars().count() - (SHOWN_CHARS - 3);
-        assert!(cut.contains(&format!("{left} more characters not shown")), "{cut}");
+        assert!(
+            cut.contains(&format!("{left} more characters not shown")),
+            "{cut}"
+        );
         assert!(cut.contains("computer approvals list --json"), "{cut}");
         let short = WillRun {
             script: Some("echo hi".into()),
@@ -653,11 +669,18 @@ mod tests {
         let value = serde_json::json!({"s": "a\u{202e}b\u{1d400}é", "n": 1});
         let text = ascii_json(&value);
         assert!(text.is_ascii(), "{text}");
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            value
+        );
     }
 
     fn context() -> impl Strategy<Value = Context> {
-        prop_oneof![Just(Context::Word), Just(Context::Line), Just(Context::Lines)]
+        prop_oneof![
+            Just(Context::Word),
+            Just(Context::Line),
+            Just(Context::Lines)
+        ]
     }
 
     /// Text rich in what matters here: ASCII, backslashes and `u{`, controls, bidi, invisible,
@@ -671,9 +694,22 @@ mod tests {
             Just("\n".to_string()),
             Just("\t".to_string()),
             prop::sample::select(vec![
-                '\u{202e}', '\u{2066}', '\u{200b}', '\u{feff}', '\u{430}', '\u{3bf}', '\u{ff0d}',
-                '\u{1b}', '\u{7f}', '\u{85}', '\u{e9}', '\u{4e2d}', '\u{1f600}', '\u{a0}',
-                '\u{10ffff}', '\u{e0041}',
+                '\u{202e}',
+                '\u{2066}',
+                '\u{200b}',
+                '\u{feff}',
+                '\u{430}',
+                '\u{3bf}',
+                '\u{ff0d}',
+                '\u{1b}',
+                '\u{7f}',
+                '\u{85}',
+                '\u{e9}',
+                '\u{4e2d}',
+                '\u{1f600}',
+                '\u{a0}',
+                '\u{10ffff}',
+                '\u{e0041}',
             ])
             .prop_map(String::from),
             any::<char>().prop_map(String::from),

@@ -498,11 +498,13 @@ async fn the_window_shows_what_will_run_exactly_flags_it_and_asks_for_attention(
         client.close().await;
         computer_tests::structured(&result)
     });
-    let report = tokio::task::block_in_place(|| {
-        atspi(&daemon, &window, &["--label", "GIT_CONFIG_KEY_0"])
-    });
+    let report =
+        tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "GIT_CONFIG_KEY_0"]));
     let label = report["label"].as_str().unwrap();
-    assert!(!label.contains('\u{202e}'), "the override is escaped: {label:?}");
+    assert!(
+        !label.contains('\u{202e}'),
+        "the override is escaped: {label:?}"
+    );
     for want in [
         "agent `default`",
         "shell.run",
@@ -517,10 +519,16 @@ async fn the_window_shows_what_will_run_exactly_flags_it_and_asks_for_attention(
 
     // The urgency hint is set and the window is kept above others, without taking the focus.
     tokio::task::block_in_place(|| {
-        wait_for("the window to ask for attention", Duration::from_secs(20), || {
-            (attention(pid) == (true, true)).then_some(())
-        });
-        atspi(&daemon, &window, &["--label", "GIT_CONFIG_KEY_0", "--press", "Deny"]);
+        wait_for(
+            "the window to ask for attention",
+            Duration::from_secs(20),
+            || (attention(pid) == (true, true)).then_some(()),
+        );
+        atspi(
+            &daemon,
+            &window,
+            &["--label", "GIT_CONFIG_KEY_0", "--press", "Deny"],
+        );
     });
     let out = call.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");

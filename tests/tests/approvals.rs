@@ -435,7 +435,10 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     assert_eq!(will_run["script"], MISLEADING_SCRIPT, "{request}");
     assert_eq!(
         will_run["commands"],
-        json!([["echo", "git", "push", "--force", "\u{202e}gnirts"], ["cat"]])
+        json!([
+            ["echo", "git", "push", "--force", "\u{202e}gnirts"],
+            ["cat"]
+        ])
     );
     assert_eq!(will_run["env"], json!({"GIT_CONFIG_KEY_0": "core.pager"}));
     assert_eq!(will_run["stdin"]["text"], MISLEADING_STDIN);
@@ -479,7 +482,10 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     assert!(pending.get("warnings").is_none(), "{pending}");
     assert_eq!(pending["will_run"]["argv"], json!(["touch", file]));
     let text = daemon.cli(&["approvals", "list"]).stdout;
-    assert!(text.contains("argv[0]    | touch") && !text.contains("WARNING"), "{text}");
+    assert!(
+        text.contains("argv[0]    | touch") && !text.contains("WARNING"),
+        "{text}"
+    );
     let allowed = daemon.cli(&["approvals", "allow", &pending["id"].to_string()]);
     assert!(allowed.status.success(), "{}", allowed.stderr);
     assert_eq!(call.await.unwrap()["ok"], true);
@@ -495,7 +501,9 @@ async fn a_look_alike_command_or_flag_is_flagged_and_a_long_value_says_where_the
     let argv = json!(["\u{0435}cho", "\u{ff0d}-force", long]);
     let call = tokio::spawn(async move {
         let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client.call_raw(shell_run(json!({"argv": argv}), json!({}))).await;
+        let result = client
+            .call_raw(shell_run(json!({"argv": argv}), json!({})))
+            .await;
         client.close().await;
         result.map(|r| computer_tests::structured(&r)).ok()
     });
@@ -624,7 +632,10 @@ async fn a_new_request_is_announced_on_the_desktop_without_its_secrets() {
         })
     });
     assert_eq!(app, "computer");
-    assert_eq!(summary, "computer: agent `default` asks for shell run: touch");
+    assert_eq!(
+        summary,
+        "computer: agent `default` asks for shell run: touch"
+    );
     assert!(
         body.contains(&format!("#{}", pending["id"])) && body.contains("computer approve"),
         "{body}"

@@ -110,7 +110,10 @@ pub async fn approvals(command: ApprovalsCommand) -> u8 {
         }
         Err(err) => {
             if json_output {
-                println!("{}", ascii_json(&json!({"ok": false, "error": err.to_string()})));
+                println!(
+                    "{}",
+                    ascii_json(&json!({"ok": false, "error": err.to_string()}))
+                );
             } else {
                 eprintln!("error: {err}");
             }
