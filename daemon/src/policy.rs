@@ -72,14 +72,15 @@ impl<'a> PolicyInput<'a> {
 /// What an approver is shown will run, built from the action's facts alone: every value whole
 /// (approvers escape and cut them for display, saying so).
 pub fn will_run(described: &str, facts: &ActionFacts) -> WillRun {
-    // A script run states its text; an argv run is its one command.
-    let (argv, commands) = match &facts.script {
-        Some(_) => (None, facts.programs.clone()),
-        None => (facts.programs.first().cloned(), Vec::new()),
+    // Every command found, unless it is only the argv itself: a wrapper's (`env X=1 git`,
+    // `sh` reading a script on stdin) are shown beside the argv.
+    let commands = match &facts.argv {
+        Some(argv) if facts.programs.len() == 1 && facts.programs[0] == *argv => Vec::new(),
+        _ => facts.programs.clone(),
     };
     WillRun {
         description: described.to_string(),
-        argv,
+        argv: facts.argv.clone(),
         script: facts.script.clone(),
         commands,
         opaque: facts.opaque.clone(),

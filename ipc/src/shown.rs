@@ -40,7 +40,8 @@ pub struct WillRun {
     /// The script text, for a run of `/bin/sh -c SCRIPT`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
-    /// Every command found in the script, each as its argv.
+    /// Every command found in the script, or run through a wrapper of the argv (`sh` reading a
+    /// script on stdin, `env X=1 git`), each as its argv.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<Vec<String>>,
     /// Why not every command of the script can be known before it runs.
@@ -330,14 +331,14 @@ impl WillRun {
         }
         if let Some(script) = &self.script {
             values.push(("script".into(), script.clone(), Context::Lines));
-            for (n, command) in self.commands.iter().enumerate() {
-                for (index, word) in command.iter().enumerate() {
-                    values.push((
-                        format!("command {}[{index}]", n + 1),
-                        word.clone(),
-                        word_context(index, word),
-                    ));
-                }
+        }
+        for (n, command) in self.commands.iter().enumerate() {
+            for (index, word) in command.iter().enumerate() {
+                values.push((
+                    format!("command {}[{index}]", n + 1),
+                    word.clone(),
+                    word_context(index, word),
+                ));
             }
         }
         if self.argv.is_none() && self.script.is_none() {
@@ -404,19 +405,19 @@ impl WillRun {
         }
         if let Some(script) = &self.script {
             rows.push(row("script".into(), script, Context::Lines));
-            for (n, command) in self.commands.iter().enumerate() {
-                let words: Vec<String> = command
-                    .iter()
-                    .enumerate()
-                    .map(|(index, word)| escape(word, word_context(index, word)).text)
-                    .collect();
-                let (value, cut) = cut(&words.join(" "), SHOWN_CHARS);
-                rows.push(Row {
-                    label: format!("command {}", n + 1),
-                    value,
-                    cut,
-                });
-            }
+        }
+        for (n, command) in self.commands.iter().enumerate() {
+            let words: Vec<String> = command
+                .iter()
+                .enumerate()
+                .map(|(index, word)| escape(word, word_context(index, word)).text)
+                .collect();
+            let (value, cut) = cut(&words.join(" "), SHOWN_CHARS);
+            rows.push(Row {
+                label: format!("command {}", n + 1),
+                value,
+                cut,
+            });
         }
         if let Some(why) = &self.opaque {
             rows.push(row(

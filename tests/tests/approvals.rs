@@ -474,6 +474,39 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     assert_eq!(out["error"]["code"], "denied", "{out}");
     approver.finish();
 
+    // `sh` reading a script on stdin: the argv word for word, and what stdin will run. (HOME
+    // points nowhere, so even a run by mistake would remove nothing.)
+    let socket = daemon.socket.clone();
+    let call = tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client
+            .call_raw(shell_run(
+                json!({"argv": ["sh"], "stdin": MISLEADING_STDIN}),
+                json!({"env": {"HOME": "/nonexistent-home-of-a-test"}}),
+            ))
+            .await
+            .unwrap();
+        client.close().await;
+        computer_tests::structured(&result)
+    });
+    let text = tokio::task::block_in_place(|| {
+        wait_for("the request to be listed", Duration::from_secs(20), || {
+            let out = daemon.cli(&["approvals", "list"]).stdout;
+            out.contains("argv[0]").then_some(out)
+        })
+    });
+    for want in [
+        "argv[0]    | sh\n",
+        "command 1  | rm -rf $HOME\n",
+        "command 2  | sh\n",
+        "env HOME   | /nonexistent-home-of-a-test",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from\n{text}");
+    }
+    let id = daemon.pending_approvals()[0]["id"].to_string();
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    assert_eq!(call.await.unwrap()["error"]["code"], "denied");
+
     // An ordinary call is shown plainly, without warnings, and still answered.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("plain");
