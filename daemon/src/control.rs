@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use computer_ipc::control::ControlEvent;
-pub use computer_ipc::control::{ControlClient, ControlReply, ControlRequest};
+pub use computer_ipc::control::{ControlReply, ControlRequest};
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
