@@ -68,12 +68,16 @@ impl ControlSocket {
 
 /// Tells the desktop of each new request (a notification), so that a person not looking at an
 /// approver still hears of it. Notifications are fire and forget: they never hold up a request.
+/// Each is taken back once its request is resolved.
 async fn notify_each_request(approvals: Arc<Approvals>) {
+    let notifier = crate::notify::Notifier::default();
     let mut events = approvals.subscribe();
     loop {
         match events.recv().await {
-            Ok(ControlEvent::Pending { request }) => crate::notify::announce(&request),
-            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Ok(ControlEvent::Pending { request }) => notifier.announce(&request),
+            Ok(ControlEvent::Resolved { id, .. }) => notifier.withdraw(id),
+            Ok(ControlEvent::Snapshot { .. })
+            | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }

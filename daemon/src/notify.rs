@@ -2,11 +2,16 @@
 //! hears of a request before its timeout denies it: the freedesktop Notifications service on
 //! the session bus (Linux), the notification centre through `osascript` (macOS).
 //!
+//! A notification is withdrawn (`CloseNotification`) once its request is answered, times out or
+//! is withdrawn, so none is left saying a request waits when it does not.
+//!
 //! A notification names the agent, the surface and command and the programs that will run,
 //! never their arguments, variables or stdin (they may hold secrets; notifications are shown on
 //! lock screens and kept in histories). Sending one never blocks or decides anything: it runs on
 //! its own task, bounded in time, and a failure is logged and forgotten.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use computer_ipc::control::PendingRequest;
@@ -59,28 +64,86 @@ pub fn message(request: &PendingRequest) -> (String, String) {
     (summary, body)
 }
 
-/// Sends a notification of `request` on its own task; returns at once.
-pub fn announce(request: &PendingRequest) {
-    let (summary, body) = message(request);
-    let expires_ms = request.expires_in_ms;
-    let id = request.id;
-    tokio::spawn(async move {
-        match tokio::time::timeout(SEND_LIMIT, send(&summary, &body, expires_ms)).await {
-            Ok(Ok(())) => tracing::debug!(id, "approval notification sent"),
-            Ok(Err(err)) => {
-                tracing::info!(id, error = %err, "no desktop notification of the approval")
+/// Where each request's notification stands.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// Being sent.
+    Sending,
+    /// Shown, with the service's id for it.
+    Shown(u32),
+}
+
+/// The notifications of pending requests.
+#[derive(Debug, Clone, Default)]
+pub struct Notifier {
+    /// By request id; a request leaves when it is resolved.
+    shown: Arc<Mutex<HashMap<u64, Slot>>>,
+}
+
+impl Notifier {
+    /// Sends a notification of `request` on its own task; returns at once.
+    pub fn announce(&self, request: &PendingRequest) {
+        let (summary, body) = message(request);
+        let expires_ms = request.expires_in_ms;
+        let id = request.id;
+        self.shown.lock().unwrap().insert(id, Slot::Sending);
+        let shown = self.shown.clone();
+        tokio::spawn(async move {
+            let sent = tokio::time::timeout(SEND_LIMIT, send(&summary, &body, expires_ms)).await;
+            if let Ok(Ok(Some(notification))) = sent {
+                let mut slots = shown.lock().unwrap();
+                match slots.get_mut(&id) {
+                    Some(slot) => *slot = Slot::Shown(notification),
+                    // Resolved while the service was answering: take it back at once.
+                    None => {
+                        drop(slots);
+                        close(notification);
+                    }
+                }
             }
-            Err(_) => tracing::info!(
-                id,
-                "no desktop notification of the approval: the notification service did not answer within {} s",
-                SEND_LIMIT.as_secs()
-            ),
+            report(id, sent.map(|sent| sent.map(drop)));
+        });
+    }
+
+    /// Takes back the notification of request `id`, which is no longer pending.
+    pub fn withdraw(&self, id: u64) {
+        if let Some(Slot::Shown(notification)) = self.shown.lock().unwrap().remove(&id) {
+            close(notification);
+        }
+    }
+}
+
+/// Closes a shown notification on its own task; a failure is only logged.
+fn close(notification: u32) {
+    tokio::spawn(async move {
+        match tokio::time::timeout(SEND_LIMIT, send_close(notification)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::info!(notification, error = %err, "approval notification not closed")
+            }
+            Err(_) => tracing::info!(notification, "approval notification not closed: no answer"),
         }
     });
 }
 
+/// Logs how sending the notification of request `id` went.
+fn report(id: u64, sent: Result<anyhow::Result<()>, tokio::time::error::Elapsed>) {
+    match sent {
+        Ok(Ok(())) => tracing::debug!(id, "approval notification sent"),
+        Ok(Err(err)) => {
+            tracing::info!(id, error = %err, "no desktop notification of the approval")
+        }
+        Err(_) => tracing::info!(
+            id,
+            "no desktop notification of the approval: the notification service did not answer within {} s",
+            SEND_LIMIT.as_secs()
+        ),
+    }
+}
+
+/// Sends a notification; the service's id for it, where the platform gives one.
 #[cfg(target_os = "linux")]
-async fn send(summary: &str, body: &str, expires_ms: u64) -> anyhow::Result<()> {
+async fn send(summary: &str, body: &str, expires_ms: u64) -> anyhow::Result<Option<u32>> {
     use std::collections::HashMap;
     use zbus::zvariant::Value;
 
@@ -88,28 +151,43 @@ async fn send(summary: &str, body: &str, expires_ms: u64) -> anyhow::Result<()> 
     // Critical: kept on screen until the person acts, as the request is.
     let hints: HashMap<&str, Value<'_>> = HashMap::from([("urgency", Value::U8(2))]);
     let expire_timeout = i32::try_from(expires_ms).unwrap_or(i32::MAX);
+    let reply = bus
+        .call_method(
+            Some("org.freedesktop.Notifications"),
+            "/org/freedesktop/Notifications",
+            Some("org.freedesktop.Notifications"),
+            "Notify",
+            &(
+                "computer",
+                0u32,
+                "dialog-question",
+                summary,
+                body,
+                Vec::<&str>::new(),
+                hints,
+                expire_timeout,
+            ),
+        )
+        .await?;
+    Ok(Some(reply.body().deserialize::<u32>()?))
+}
+
+#[cfg(target_os = "linux")]
+async fn send_close(notification: u32) -> anyhow::Result<()> {
+    let bus = zbus::Connection::session().await?;
     bus.call_method(
         Some("org.freedesktop.Notifications"),
         "/org/freedesktop/Notifications",
         Some("org.freedesktop.Notifications"),
-        "Notify",
-        &(
-            "computer",
-            0u32,
-            "dialog-question",
-            summary,
-            body,
-            Vec::<&str>::new(),
-            hints,
-            expire_timeout,
-        ),
+        "CloseNotification",
+        &(notification,),
     )
     .await?;
     Ok(())
 }
 
 #[cfg(target_os = "macos")]
-async fn send(summary: &str, body: &str, _expires_ms: u64) -> anyhow::Result<()> {
+async fn send(summary: &str, body: &str, _expires_ms: u64) -> anyhow::Result<Option<u32>> {
     // The texts are passed as arguments, never spliced into the script's source.
     let status = tokio::process::Command::new("/usr/bin/osascript")
         .args([
@@ -129,11 +207,17 @@ async fn send(summary: &str, body: &str, _expires_ms: u64) -> anyhow::Result<()>
         .status()
         .await?;
     anyhow::ensure!(status.success(), "osascript ended with {status}");
+    // The notification centre gives no handle to take it back by.
+    Ok(None)
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn send_close(_notification: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-async fn send(_summary: &str, _body: &str, _expires_ms: u64) -> anyhow::Result<()> {
+async fn send(_summary: &str, _body: &str, _expires_ms: u64) -> anyhow::Result<Option<u32>> {
     anyhow::bail!("desktop notifications are not built for this platform")
 }
 

@@ -568,12 +568,14 @@ async fn a_look_alike_command_or_flag_is_flagged_and_a_long_value_says_where_the
 struct NotificationServer {
     address: String,
     calls: Arc<Mutex<Vec<(String, String, String)>>>,
+    closed: Arc<Mutex<Vec<u32>>>,
     _bus: std::process::Child,
     _connection: zbus::Connection,
 }
 
 struct Recorder {
     calls: Arc<Mutex<Vec<(String, String, String)>>>,
+    closed: Arc<Mutex<Vec<u32>>>,
     hang: bool,
 }
 
@@ -595,7 +597,12 @@ impl Recorder {
         if self.hang {
             std::future::pending::<()>().await;
         }
-        1
+        // The service's id for the notification, as a real server numbers them.
+        41 + self.calls.lock().unwrap().len() as u32
+    }
+
+    async fn close_notification(&self, id: u32) {
+        self.closed.lock().unwrap().push(id);
     }
 }
 
@@ -613,8 +620,10 @@ impl NotificationServer {
             .expect("dbus-daemon prints its address");
         let address = address.trim().to_string();
         let calls = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(Mutex::new(Vec::new()));
         let recorder = Recorder {
             calls: calls.clone(),
+            closed: closed.clone(),
             hang,
         };
         let connection = zbus::connection::Builder::address(address.as_str())
@@ -629,6 +638,7 @@ impl NotificationServer {
         NotificationServer {
             address,
             calls,
+            closed,
             _bus: bus,
             _connection: connection,
         }
@@ -679,10 +689,20 @@ async fn a_new_request_is_announced_on_the_desktop_without_its_secrets() {
             "{secret} in {summary} / {body}"
         );
     }
+    assert!(
+        server.closed.lock().unwrap().is_empty(),
+        "still pending, still shown"
+    );
     let allowed = daemon.cli(&["approvals", "allow", &pending["id"].to_string()]);
     assert!(allowed.status.success(), "{}", allowed.stderr);
     assert_eq!(call.await.unwrap()["ok"], true);
     assert!(file.exists());
+    // Answered: the notification is taken back (the service's id for it was 42).
+    tokio::task::block_in_place(|| {
+        wait_for("CloseNotification", Duration::from_secs(20), || {
+            (*server.closed.lock().unwrap() == [42]).then_some(())
+        })
+    });
 }
 
 #[tokio::test(flavor = "multi_thread")]
