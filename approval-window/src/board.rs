@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use computer_daemon::approval::{Answer, PendingRequest};
-use computer_daemon::cli::approve::HeldRequest;
-use serde_json::Value;
+use computer_ipc::control::{Answer, ControlEvent, HeldRequest};
 
 /// The connection to the daemon's control socket.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +47,7 @@ impl Board {
     }
 
     /// A new connection whose watch began with `snapshot`; returns the session number.
-    pub fn connected(&mut self, snapshot: &Value) -> u64 {
+    pub fn connected(&mut self, snapshot: ControlEvent) -> u64 {
         self.session += 1;
         self.link = Link::Connected;
         self.notes.clear();
@@ -68,31 +66,21 @@ impl Board {
         self.notes.clear();
     }
 
-    /// Applies one watch event (`snapshot`, `pending` or `resolved`); other lines change nothing.
-    pub fn apply(&mut self, event: &Value) {
-        match event["event"].as_str() {
-            Some("snapshot") => {
-                let mut pending: Vec<PendingRequest> =
-                    serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+    /// Applies one watch event.
+    pub fn apply(&mut self, event: ControlEvent) {
+        match event {
+            ControlEvent::Snapshot { mut pending } => {
                 pending.sort_by_key(|r| r.id);
                 self.pending = pending.into_iter().map(HeldRequest::new).collect();
                 let ids: Vec<u64> = self.pending.iter().map(|r| r.request.id).collect();
                 self.notes.retain(|id, _| ids.contains(id));
             }
-            Some("pending") => {
-                if let Ok(request) =
-                    serde_json::from_value::<PendingRequest>(event["request"].clone())
-                    && !self.pending.iter().any(|r| r.request.id == request.id)
-                {
-                    self.pending.push(HeldRequest::new(request));
+            ControlEvent::Pending { request } => {
+                if !self.pending.iter().any(|r| r.request.id == request.id) {
+                    self.pending.push(HeldRequest::new(*request));
                 }
             }
-            Some("resolved") => {
-                if let Some(id) = event["id"].as_u64() {
-                    self.remove(id);
-                }
-            }
-            _ => {}
+            ControlEvent::Resolved { id, .. } => self.remove(id),
         }
     }
 
@@ -113,7 +101,11 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    fn event(value: Value) -> ControlEvent {
+        serde_json::from_value(value).unwrap()
+    }
 
     fn request(id: u64) -> Value {
         json!({
@@ -145,25 +137,30 @@ mod tests {
                 json!({"event": "pending", "request": request(4)}),
                 vec![1, 3, 4],
             ),
-            (json!({"event": "resolved", "id": 3}), vec![1, 4]),
-            (json!({"event": "resolved", "id": 99}), vec![1, 4]),
-            (json!({"event": "something new"}), vec![1, 4]),
+            (
+                json!({"event": "resolved", "id": 3, "why": "answered"}),
+                vec![1, 4],
+            ),
+            (
+                json!({"event": "resolved", "id": 99, "why": "timed_out"}),
+                vec![1, 4],
+            ),
             // A lagging watcher gets a fresh snapshot.
             (
                 json!({"event": "snapshot", "pending": [request(4)]}),
                 vec![4],
             ),
         ];
-        for (event, want) in events {
-            board.apply(&event);
-            assert_eq!(ids(&board), want, "after {event}");
+        for (value, want) in events {
+            board.apply(event(value.clone()));
+            assert_eq!(ids(&board), want, "after {value}");
         }
     }
 
     #[test]
     fn a_new_connection_starts_a_new_session_and_a_loss_clears_everything() {
         let mut board = Board::new("control.sock".into());
-        let first = board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        let first = board.connected(event(json!({"event": "snapshot", "pending": [request(1)]})));
         board.notes.insert(1, Note::Sending(Answer::AllowOnce));
         board.lost(
             "the daemon closed the control connection".into(),
@@ -171,7 +168,7 @@ mod tests {
         );
         assert!(board.pending.is_empty() && board.notes.is_empty());
         assert!(matches!(board.link, Link::Lost { .. }));
-        let second = board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        let second = board.connected(event(json!({"event": "snapshot", "pending": [request(1)]})));
         assert!(
             second > first,
             "answers from the first session are recognisably stale"
@@ -182,7 +179,7 @@ mod tests {
     #[test]
     fn the_time_left_counts_from_when_the_daemon_said_it() {
         let mut board = Board::new("control.sock".into());
-        board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        board.connected(event(json!({"event": "snapshot", "pending": [request(1)]})));
         let shown = board.pending[0].now().expires_in_ms;
         assert!(shown <= 60_000 && shown > 50_000, "{shown}");
         // Later, the same request shows less time left.
@@ -194,7 +191,7 @@ mod tests {
     #[test]
     fn a_failed_answer_is_noted_only_for_a_shown_request() {
         let mut board = Board::new("control.sock".into());
-        board.connected(&json!({"event": "snapshot", "pending": [request(1)]}));
+        board.connected(event(json!({"event": "snapshot", "pending": [request(1)]})));
         board.failed(1, "no pending request with id 1".into());
         board.failed(2, "no pending request with id 2".into());
         assert_eq!(

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use computer_daemon::approval::Answer;
-use computer_daemon::control::{ControlClient, ControlRequest};
+use computer_ipc::control::{Answer, ControlClient, ControlRequest};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::board::Board;
@@ -94,7 +93,7 @@ async fn connection(
         let mut watcher = ControlClient::connect(socket).await?;
         watcher.send(&ControlRequest::Watch).await?;
         // A refusal (e.g. a window started through a surface) arrives as this first line.
-        let snapshot = watcher.next().await?;
+        let snapshot = watcher.next_event().await?;
         let answerer = ControlClient::connect(socket).await?;
         anyhow::Ok((watcher, answerer, snapshot))
     })
@@ -109,14 +108,14 @@ async fn connection(
             ));
         }
     };
-    let session = board.lock().unwrap().connected(&snapshot);
+    let session = board.lock().unwrap().connected(snapshot);
     tracing::info!(socket = %socket.display(), session, "watching pending approvals");
     repaint();
     loop {
         tokio::select! {
-            event = watcher.next() => {
+            event = watcher.next_event() => {
                 match event {
-                    Ok(event) => board.lock().unwrap().apply(&event),
+                    Ok(event) => board.lock().unwrap().apply(event),
                     Err(err) => return Ended::Broken(format!("{err:#}")),
                 }
                 repaint();
@@ -134,7 +133,8 @@ async fn connection(
                 };
                 let answered = tokio::time::timeout(CONNECT_TIMEOUT, answerer.request(&decide))
                     .await
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the daemon did not confirm the answer")));
+                    .map_err(|_| anyhow::anyhow!("the daemon did not confirm the answer"))
+                    .and_then(|answered| answered.map_err(anyhow::Error::from));
                 match answered {
                     Ok(_) => board.lock().unwrap().remove(click.id),
                     Err(err) => {

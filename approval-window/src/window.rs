@@ -1,15 +1,17 @@
-//! The egui window: the link state, then each pending request in the terminal approver's plain
-//! words with three buttons. Nothing takes keyboard focus by itself, so Enter answers nothing until
-//! the person has tabbed to a button; widget ids include the request id, so focus never carries
-//! over from one request to the next; a key press answers only on a button that was focused
-//! before it.
+//! The egui window: the link state, then each pending request as the terminal approver shows it
+//! (what will run in a monospace font, character for character, escaped and flagged where a
+//! character could be misread) with three buttons. A new request asks for the person's attention
+//! (the urgency hint; the window is kept above others while requests wait) without taking the
+//! keyboard. Nothing takes keyboard focus by itself, so Enter answers nothing until the person
+//! has tabbed to a button; widget ids include the request id, so focus never carries over from
+//! one request to the next; a key press answers only on a button that was focused before it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use computer_daemon::approval::Answer;
-use computer_daemon::cli::approve::describe;
+use computer_ipc::control::{Answer, PendingRequest};
 use eframe::egui;
+use eframe::egui::text::{LayoutJob, TextFormat};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::board::{Board, Link, Note};
@@ -27,6 +29,8 @@ pub struct ApprovalWindow {
     clicks: UnboundedSender<Click>,
     /// The newest request already brought to the person's attention, per session.
     announced: (u64, u64),
+    /// Whether the window asked for attention and was put above others.
+    raised: bool,
 }
 
 impl ApprovalWindow {
@@ -35,6 +39,7 @@ impl ApprovalWindow {
             board,
             clicks,
             announced: (0, 0),
+            raised: false,
         }
     }
 
@@ -69,10 +74,29 @@ impl eframe::App for ApprovalWindow {
             .max()
             .unwrap_or(0);
         if (board.session, newest) > self.announced && newest > 0 {
+            // The urgency hint (X11), a bouncing dock icon (macOS), a flashing taskbar entry
+            // (Windows); and above other windows while requests wait. Not the keyboard focus:
+            // taken by itself it would route what the person is typing elsewhere (a Tab, an
+            // Enter) into the answer buttons.
             ui.ctx()
                 .send_viewport_cmd(egui::ViewportCommand::RequestUserAttention(
-                    egui::UserAttentionType::Informational,
+                    egui::UserAttentionType::Critical,
                 ));
+            ui.ctx()
+                .send_viewport_cmd(egui::ViewportCommand::WindowLevel(
+                    egui::WindowLevel::AlwaysOnTop,
+                ));
+            self.raised = true;
+        } else if board.pending.is_empty() && self.raised {
+            ui.ctx()
+                .send_viewport_cmd(egui::ViewportCommand::RequestUserAttention(
+                    egui::UserAttentionType::Reset,
+                ));
+            ui.ctx()
+                .send_viewport_cmd(egui::ViewportCommand::WindowLevel(
+                    egui::WindowLevel::Normal,
+                ));
+            self.raised = false;
         }
         self.announced = (board.session, newest);
 
@@ -88,7 +112,7 @@ impl eframe::App for ApprovalWindow {
                     let request = &held.request;
                     ui.push_id(request.id, |ui| {
                         ui.group(|ui| {
-                            ui.label(describe(&held.now()));
+                            ui.add(egui::Label::new(request_text(ui, &held.now())).wrap());
                             let note = board.notes.get(&request.id);
                             match note {
                                 Some(Note::Sending(answer)) => {
@@ -129,6 +153,62 @@ impl eframe::App for ApprovalWindow {
     }
 }
 
+/// A request as one label (so a screen reader reads it whole): the title and notes in the
+/// interface font, the warnings in the warning colour, every value of what will run in the
+/// monospace font, exactly as escaped for every approver.
+fn request_text(ui: &egui::Ui, request: &PendingRequest) -> LayoutJob {
+    let style = ui.style();
+    let body = egui::TextStyle::Body.resolve(style);
+    let mono = egui::TextStyle::Monospace.resolve(style);
+    let visuals = &style.visuals;
+    request_layout(
+        request,
+        &body,
+        &mono,
+        visuals.text_color(),
+        visuals.strong_text_color(),
+        visuals.warn_fg_color,
+    )
+}
+
+fn request_layout(
+    request: &PendingRequest,
+    body: &egui::FontId,
+    mono: &egui::FontId,
+    text: egui::Color32,
+    strong: egui::Color32,
+    warn: egui::Color32,
+) -> LayoutJob {
+    let shown = request.shown();
+    let plain = TextFormat::simple(body.clone(), text);
+    let value = TextFormat::simple(mono.clone(), strong);
+    let mut job = LayoutJob::default();
+    job.append(&shown.title, 0.0, plain.clone());
+    for warning in &shown.warnings {
+        job.append(
+            &format!("\n⚠ WARNING {warning}"),
+            0.0,
+            TextFormat::simple(body.clone(), warn),
+        );
+    }
+    for row in &shown.rows {
+        job.append(&format!("\n{}: ", row.label), 0.0, plain.clone());
+        // A script's or stdin's lines start on a line of their own.
+        if row.value.contains('\n') {
+            job.append("\n", 0.0, plain.clone());
+        }
+        job.append(&row.value, 0.0, value.clone());
+        if let Some(cut) = &row.cut {
+            job.append(
+                &format!("\n{cut}"),
+                0.0,
+                TextFormat::simple(body.clone(), warn),
+            );
+        }
+    }
+    job
+}
+
 fn link_text(board: &Board) -> String {
     let socket = board.socket.display();
     match &board.link {
@@ -143,5 +223,76 @@ fn link_text(board: &Board) -> String {
                 "Not connected to the daemon at {socket}: {error}. Retrying in {secs} s; nothing is answered meanwhile."
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use computer_ipc::shown::WillRun;
+
+    fn request() -> PendingRequest {
+        PendingRequest {
+            id: 1,
+            receipt: "r1".into(),
+            agent: "default".into(),
+            caller_pid: None,
+            surface: "shell".into(),
+            command: "run".into(),
+            action: String::new(),
+            will_run: WillRun {
+                argv: Some(vec!["git".into(), "push".into(), "--force".into()]),
+                script: None,
+                ..WillRun::default()
+            },
+            warnings: Vec::new(),
+            cwd: None,
+            risk: "act".into(),
+            rule: "defaults.act".into(),
+            asked_at_ms: 0,
+            expires_in_ms: 60_000,
+        }
+    }
+
+    /// Every value is drawn in the monospace font, and in it `-` is as wide as `m`: `--force`
+    /// cannot melt into one dash.
+    #[test]
+    fn what_will_run_is_drawn_in_monospace_character_for_character() {
+        let ctx = egui::Context::default();
+        let mut output = ctx.run_ui(egui::RawInput::default(), |_| {});
+        output.textures_delta.clear();
+        let body = egui::FontId::proportional(14.0);
+        let mono = egui::FontId::monospace(14.0);
+        let (text, strong, warn) = (
+            egui::Color32::GRAY,
+            egui::Color32::WHITE,
+            egui::Color32::YELLOW,
+        );
+        let job = request_layout(&request(), &body, &mono, text, strong, warn);
+        let values: Vec<&str> = job
+            .sections
+            .iter()
+            .filter(|s| s.format.font_id.family == egui::FontFamily::Monospace)
+            .map(|s| &job.text[s.byte_range.start.0..s.byte_range.end.0])
+            .collect();
+        assert_eq!(values, ["git", "push", "--force"], "{}", job.text);
+        let plain: Vec<&str> = job
+            .sections
+            .iter()
+            .filter(|s| s.format.font_id.family != egui::FontFamily::Monospace)
+            .map(|s| &job.text[s.byte_range.start.0..s.byte_range.end.0])
+            .collect();
+        assert!(plain.iter().all(|p| !p.contains("--force")), "{plain:?}");
+
+        let (dash, m, w) = ctx.fonts_mut(|fonts| {
+            (
+                fonts.glyph_width(&mono, '-'),
+                fonts.glyph_width(&mono, 'm'),
+                fonts.glyph_width(&mono, 'W'),
+            )
+        });
+        assert!(dash > 0.0 && dash == m && m == w, "{dash} {m} {w}");
+        let proportional_dash = ctx.fonts_mut(|fonts| fonts.glyph_width(&body, '-'));
+        assert!(proportional_dash < ctx.fonts_mut(|fonts| fonts.glyph_width(&body, 'm')));
     }
 }

@@ -14,37 +14,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// What an approver sees of a pending call, in plain words.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PendingRequest {
-    /// Unique for this state dir: a restarted daemon never hands out an id again.
-    pub id: u64,
-    /// The receipt id the call will have. Approvers send it back with their answer, so an answer
-    /// can only ever decide the request the person was shown.
-    pub receipt: String,
-    pub agent: String,
-    pub caller_pid: Option<i32>,
-    pub surface: String,
-    pub command: String,
-    /// What will happen, e.g. `run ["rm", "-rf", "build"] in /home/me/src`.
-    pub action: String,
-    pub cwd: Option<String>,
-    pub risk: String,
-    /// The rule (or default) that asked.
-    pub rule: String,
-    pub asked_at_ms: u64,
-    /// Time left before the request is denied, as of when this copy was made.
-    pub expires_in_ms: u64,
-}
-
-/// An approver's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Answer {
-    AllowOnce,
-    AllowSession,
-    Deny,
-}
+/// The wire types approvers share (`computer-ipc`); `Event` is what watchers are sent (the
+/// control socket adds the snapshots).
+pub use computer_ipc::control::{Answer, ControlEvent as Event, Gone, PendingRequest};
 
 /// Who answered.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -71,24 +43,6 @@ pub enum Resolution {
         by: Option<Approver>,
         at_ms: u64,
     },
-}
-
-/// Why a request left the pending list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Gone {
-    Answered,
-    TimedOut,
-    /// Its agent went away (disconnected or cancelled the call).
-    Withdrawn,
-}
-
-/// Events for watching approvers.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    Pending { request: Box<PendingRequest> },
-    Resolved { id: u64, why: Gone },
 }
 
 /// Why an answer was not delivered. Nothing is decided in any of these cases.
@@ -365,6 +319,7 @@ impl Approvals {
         request.id = id;
         request.asked_at_ms = now_ms();
         request.expires_in_ms = self.timeout.as_millis() as u64;
+        request.warnings = request.will_run.warnings();
         let (answer_tx, answer_rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(
             id,
@@ -479,6 +434,8 @@ mod tests {
             surface: "shell".into(),
             command: "run".into(),
             action: "run [\"touch\", \"x\"]".into(),
+            will_run: Default::default(),
+            warnings: Vec::new(),
             cwd: None,
             risk: "act".into(),
             rule: "defaults.act".into(),

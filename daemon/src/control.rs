@@ -7,37 +7,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use computer_ipc::control::ControlEvent;
+pub use computer_ipc::control::{ControlReply, ControlRequest};
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::ancestry::{descends_from, lineage};
-use crate::approval::{Answer, Approvals, Approver, Event};
+use crate::approval::{Approvals, Approver};
 
 /// Longest request line on the control socket.
 const MAX_LINE: usize = 64 * 1024;
-
-/// A request on the control socket (one JSON object a line).
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum ControlRequest {
-    /// The pending requests.
-    List,
-    /// The pending requests now, then an event line for each change.
-    Watch,
-    /// Answer one request.
-    Decide {
-        id: u64,
-        answer: Answer,
-        /// How the person answered: `terminal`, `cli`, `window`.
-        via: String,
-        /// The receipt id of the request the person was shown. The terminal approver and the
-        /// window always send it; when it is not the pending request's, nothing is decided.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        expect: Option<String>,
-    },
-}
 
 pub struct ControlSocket {
     listener: Listener,
@@ -67,6 +47,7 @@ impl ControlSocket {
         // SAFETY: getuid/getpid have no preconditions and cannot fail.
         let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
         tracing::info!(socket = %self.path.display(), "control socket serving approvers");
+        tokio::spawn(notify_each_request(approvals.clone()));
         // Out of descriptors, a failing accept would otherwise be retried at once, forever.
         let mut accepting = crate::server::AcceptBackoff::new("control");
         loop {
@@ -82,6 +63,23 @@ impl ControlSocket {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Tells the desktop of each new request (a notification), so that a person not looking at an
+/// approver still hears of it. Notifications are fire and forget: they never hold up a request.
+/// Each is taken back once its request is resolved.
+async fn notify_each_request(approvals: Arc<Approvals>) {
+    let notifier = crate::notify::Notifier::default();
+    let mut events = approvals.subscribe();
+    loop {
+        match events.recv().await {
+            Ok(ControlEvent::Pending { request }) => notifier.announce(&request),
+            Ok(ControlEvent::Resolved { id, .. }) => notifier.withdraw(id),
+            Ok(ControlEvent::Snapshot { .. })
+            | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
     }
 }
 
@@ -111,8 +109,11 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
         Err(reason) => {
             tracing::warn!(%reason, "refused a control connection");
             let (mut read, mut write) = tokio::io::split(stream);
-            let line = json!({"ok": false, "error": format!("refused: {reason}")});
-            let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+            let _ = write_line(
+                &mut write,
+                &ControlReply::refused(format!("refused: {reason}")),
+            )
+            .await;
             let _ = write.shutdown().await;
             // Read what the peer already sent before closing: closing with unread input resets
             // the connection, and the peer would lose the refusal.
@@ -149,8 +150,10 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
             break;
         }
         let reply = match serde_json::from_str::<ControlRequest>(&line) {
-            Err(err) => json!({"ok": false, "error": format!("not a control request: {err}")}),
-            Ok(ControlRequest::List) => json!({"ok": true, "pending": approvals.list()}),
+            Err(err) => ControlReply::refused(format!(
+                "not a control request: {err} (valid: {{\"op\":\"list\"}}, {{\"op\":\"watch\"}}, {{\"op\":\"decide\",\"id\":N,\"answer\":\"allow_once|allow_session|deny\",\"via\":\"...\"}})"
+            )),
+            Ok(ControlRequest::List) => ControlReply::pending(approvals.list()),
             Ok(ControlRequest::Decide {
                 id,
                 answer,
@@ -163,10 +166,10 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
                     via,
                 };
                 match approvals.decide(id, answer, approver, expect.as_deref()) {
-                    Ok(()) => json!({"ok": true}),
+                    Ok(()) => ControlReply::done(),
                     Err(refused) => {
                         tracing::info!(id, %refused, "an answer was refused");
-                        json!({"ok": false, "error": refused.to_string()})
+                        ControlReply::refused(refused.to_string())
                     }
                 }
             }
@@ -179,92 +182,40 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
                 return;
             }
         };
-        if write
-            .write_all(format!("{reply}\n").as_bytes())
-            .await
-            .is_err()
-        {
+        if write_line(&mut write, &reply).await.is_err() {
             return;
         }
     }
+}
+
+/// Writes one message as a line.
+async fn write_line(
+    write: &mut (impl AsyncWriteExt + Unpin),
+    message: &impl Serialize,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    write.write_all(&line).await
 }
 
 async fn watch(approvals: &Approvals, write: &mut (impl AsyncWriteExt + Unpin)) {
     let mut events = approvals.subscribe();
-    let snapshot = json!({"event": "snapshot", "pending": approvals.list()});
-    if write
-        .write_all(format!("{snapshot}\n").as_bytes())
-        .await
-        .is_err()
-    {
+    let snapshot = ControlEvent::Snapshot {
+        pending: approvals.list(),
+    };
+    if write_line(write, &snapshot).await.is_err() {
         return;
     }
     loop {
-        let event: Value = match events.recv().await {
-            Ok(event @ (Event::Pending { .. } | Event::Resolved { .. })) => {
-                serde_json::to_value(event).unwrap_or_default()
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                json!({"event": "snapshot", "pending": approvals.list()})
-            }
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => ControlEvent::Snapshot {
+                pending: approvals.list(),
+            },
             Err(_) => return,
         };
-        if write
-            .write_all(format!("{event}\n").as_bytes())
-            .await
-            .is_err()
-        {
+        if write_line(write, &event).await.is_err() {
             return;
         }
-    }
-}
-
-/// A client of the control socket, for the CLI approvers.
-pub struct ControlClient {
-    lines: tokio::io::Lines<BufReader<tokio::io::ReadHalf<Stream>>>,
-    write: tokio::io::WriteHalf<Stream>,
-}
-
-impl ControlClient {
-    pub async fn connect(path: &Path) -> anyhow::Result<ControlClient> {
-        let stream = computer_ipc::client::connect_stream(path)
-            .await
-            .map_err(|err| anyhow::anyhow!("{err}"))?;
-        let (read, write) = tokio::io::split(stream);
-        Ok(ControlClient {
-            lines: BufReader::new(read).lines(),
-            write,
-        })
-    }
-
-    pub async fn send(&mut self, request: &ControlRequest) -> anyhow::Result<()> {
-        let line = serde_json::to_string(request)?;
-        self.write.write_all(format!("{line}\n").as_bytes()).await?;
-        Ok(())
-    }
-
-    /// The next line from the daemon; an error when it refused or hung up.
-    pub async fn next(&mut self) -> anyhow::Result<Value> {
-        let line = self
-            .lines
-            .next_line()
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("the daemon closed the control connection"))?;
-        let value: Value = serde_json::from_str(&line)?;
-        if value["ok"] == json!(false) {
-            anyhow::bail!("{}", value["error"].as_str().unwrap_or("refused"));
-        }
-        Ok(value)
-    }
-
-    pub async fn request(&mut self, request: &ControlRequest) -> anyhow::Result<Value> {
-        if let Err(err) = self.send(request).await {
-            // A refused peer may find the connection closed; the refusal says why.
-            return match self.next().await {
-                Err(refusal) => Err(refusal),
-                Ok(_) => Err(err),
-            };
-        }
-        self.next().await
     }
 }

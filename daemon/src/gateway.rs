@@ -269,6 +269,8 @@ impl Gateway {
                     surface: early.surface.clone(),
                     command: early.command.clone(),
                     action: crate::policy::approval_text(&described, &facts),
+                    will_run: crate::policy::will_run(&described, &facts),
+                    warnings: Vec::new(),
                     cwd: call.complications.cwd.clone(),
                     risk: serde_json::to_value(action.risk())
                         .ok()

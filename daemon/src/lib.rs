@@ -10,6 +10,7 @@
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
 //! - [`ancestry`]: whether a peer process descends from this daemon (both sockets refuse those).
 //! - [`control`]: the control socket where people (never agents) answer approvals.
+//! - [`notify`]: desktop notifications of pending approvals.
 //! - [`ratelimit`]: per-agent sliding-window limits.
 //! - [`budget`]: the response budget (`complications.return`).
 //! - [`cancel`]: why a call stopped early (client, disconnect).
@@ -28,6 +29,7 @@ pub mod config;
 pub mod control;
 pub mod gateway;
 pub mod mcp;
+pub mod notify;
 pub mod policy;
 pub mod ratelimit;
 pub mod reaper;

@@ -195,7 +195,7 @@ pub struct LineTransport {
 /// The optional first message of a connection, naming the agent by its token:
 /// `{"jsonrpc":"2.0","method":"computer/authenticate","params":{"token":"ct_..."}}`. Sent with an
 /// `id`, it is answered.
-pub const AUTHENTICATE_METHOD: &str = "computer/authenticate";
+pub const AUTHENTICATE_METHOD: &str = computer_ipc::AUTHENTICATE_METHOD;
 
 impl LineTransport {
     /// Builds the transport and its writer task; the returned handle ends once every queued frame

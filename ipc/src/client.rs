@@ -104,7 +104,7 @@ impl Client {
 pub fn authenticate_line(token: &str) -> Vec<u8> {
     let message = serde_json::json!({
         "jsonrpc": "2.0",
-        "method": "computer/authenticate",
+        "method": crate::AUTHENTICATE_METHOD,
         "params": {"token": token},
     });
     let mut line = serde_json::to_vec(&message).unwrap_or_default();

@@ -5,11 +5,17 @@
 //! - [`reply`]: the structured results and errors a call returns, and receipt references.
 //! - [`paths`]: where the socket, state and config live, and the checks that keep them private.
 //! - [`client`]: the Rust client, speaking MCP over the local socket like every other caller.
+//! - [`control`]: the control socket's wire (approvers' requests, the daemon's replies and
+//!   events, the pending request) and its client.
+//! - [`shown`]: what approvers are shown of a pending call, exactly: the structured view of what
+//!   will run and the one escaping function every approver uses.
 
 pub mod call;
 pub mod client;
+pub mod control;
 pub mod paths;
 pub mod reply;
+pub mod shown;
 
 pub use call::{
     Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, SurfaceName,
@@ -19,6 +25,10 @@ pub use reply::{ErrorCode, ToolError};
 
 /// The name of the one tool the daemon serves.
 pub const TOOL_NAME: &str = "COMPUTER";
+
+/// The JSON-RPC method a client sends as its first line to present an agent token:
+/// `{"jsonrpc":"2.0","method":"computer/authenticate","params":{"token":"ct_..."}}`.
+pub const AUTHENTICATE_METHOD: &str = "computer/authenticate";
 
 /// Version of the call shape and reply fields, reported in the MCP server info.
 ///

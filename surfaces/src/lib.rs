@@ -278,6 +278,10 @@ pub struct ActionFacts {
     /// in it; a wrapper (`env`, `sudo`, `sh -c`, ...) and the command it runs both appear.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub programs: Vec<Vec<String>>,
+    /// The program and its arguments exactly as the call gives them, for a run of an argv
+    /// (approvers are shown it word for word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
     /// The script text, for a script run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,

@@ -435,17 +435,21 @@ impl PreparedAction for ShellRun {
     }
 
     fn facts(&self) -> ActionFacts {
-        let (found, script) = match &self.program {
+        let (found, argv, script) = match &self.program {
             Program::Argv(argv) => (
                 crate::script::argv_commands(argv, self.stdin.as_deref()),
+                Some(argv.clone()),
                 None,
             ),
-            Program::Script(script) => {
-                (crate::script::script_commands(script), Some(script.clone()))
-            }
+            Program::Script(script) => (
+                crate::script::script_commands(script),
+                None,
+                Some(script.clone()),
+            ),
         };
         ActionFacts {
             programs: found.programs,
+            argv,
             script,
             opaque: found.opaque,
             env: self.env.clone(),

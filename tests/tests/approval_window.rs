@@ -3,7 +3,10 @@
 //! independent AT-SPI client (libatspi from Python, not the ax surface) presses its buttons; the
 //! daemon runs or refuses the call and receipts the answer as given `via: window` by the window's
 //! own pid. Also: requests answered elsewhere leave the window, a closed window answers nothing,
-//! a lost daemon is reconnected, and the keyboard answers only from a button tabbed to.
+//! a lost daemon is reconnected, the keyboard answers only from a button tabbed to, and a
+//! misleading call is shown exactly and flagged while the window asks for attention on X (the
+//! urgency hint in `WM_HINTS` and `_NET_WM_STATE_ABOVE`, read with x11rb), withdrawn once nothing
+//! waits.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -120,9 +123,9 @@ async fn allow_once_in_the_window_runs_the_call_and_is_receipted_as_the_windows(
     let summary = report["label"].as_str().unwrap();
     for want in [
         "agent `default`",
-        "wants to run",
-        "\"touch\"",
-        "shell.run",
+        "asks for shell.run",
+        "argv[0]: touch\n",
+        &format!("argv[1]: {path}"),
         "rules[0]",
     ] {
         assert!(summary.contains(want), "{want:?} missing from {summary:?}");
@@ -415,4 +418,124 @@ async fn our_own_ax_and_gui_surfaces_cannot_answer_the_window() {
     assert_eq!(out["ok"], true, "{out}");
     assert!(file.exists());
     daemon.assert_chain_holds();
+}
+
+/// Acts are asked of a person.
+const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n";
+
+/// What the window's X windows say about asking for attention: (urgency hint in `WM_HINTS`,
+/// `_NET_WM_STATE_ABOVE` in `_NET_WM_STATE`), over all the windows of `pid`.
+fn attention(pid: u32) -> (bool, bool) {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt};
+    let display = Desktop::shared()
+        .env()
+        .into_iter()
+        .find(|(key, _)| *key == "DISPLAY")
+        .map(|(_, value)| value)
+        .expect("the desktop's DISPLAY");
+    let (conn, _) = x11rb::connect(Some(&display)).expect("connect to the test display");
+    let atom = |name: &str| {
+        conn.intern_atom(false, name.as_bytes())
+            .unwrap()
+            .reply()
+            .unwrap()
+            .atom
+    };
+    let (state, above) = (atom("_NET_WM_STATE"), atom("_NET_WM_STATE_ABOVE"));
+    let out = Desktop::shared()
+        .command("xdotool")
+        .args(["search", "--pid", &pid.to_string()])
+        .output()
+        .expect("xdotool");
+    let mut result = (false, false);
+    for window in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse::<u32>().ok())
+    {
+        let hints = x11rb::properties::WmHints::get(&conn, window)
+            .ok()
+            .and_then(|cookie| cookie.reply().ok())
+            .flatten();
+        result.0 |= hints.is_some_and(|h| h.urgent);
+        let states = conn
+            .get_property(false, window, state, AtomEnum::ATOM, 0, 64)
+            .ok()
+            .and_then(|cookie| cookie.reply().ok());
+        result.1 |= states
+            .and_then(|s| s.value32().map(|mut v| v.any(|a| a == above)))
+            .unwrap_or(false);
+    }
+    let _ = conn.flush();
+    result
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_window_shows_what_will_run_exactly_flags_it_and_asks_for_attention() {
+    let _focus = FOCUS.read().await;
+    let daemon = Daemon::start_on_desktop(ASK_ACTS);
+    let window = open_window(&daemon, Start::Directly);
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+    let pid = window.pid();
+    assert_eq!(
+        attention(pid),
+        (false, false),
+        "no attention asked while nothing waits"
+    );
+
+    // A bidi override in the script, a `--force` flag, stdin and one of git's config variables.
+    let script = "echo git push --force \u{202e}gnirts; cat >/dev/null";
+    let socket = daemon.socket.clone();
+    let call = tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client
+            .call_raw(computer_tests::shell_run(
+                json!({"script": script, "stdin": "rm -rf $HOME"}),
+                json!({"env": {"GIT_CONFIG_KEY_0": "core.pager"}}),
+            ))
+            .await
+            .unwrap();
+        client.close().await;
+        computer_tests::structured(&result)
+    });
+    let report =
+        tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "GIT_CONFIG_KEY_0"]));
+    let label = report["label"].as_str().unwrap();
+    assert!(
+        !label.contains('\u{202e}'),
+        "the override is escaped: {label:?}"
+    );
+    for want in [
+        "agent `default`",
+        "shell.run",
+        "script: echo git push --force \\u{202e}gnirts; cat >/dev/null",
+        "command 1: echo git push --force \\u{202e}gnirts",
+        "env GIT_CONFIG_KEY_0: core.pager",
+        "): rm -rf $HOME",
+        "⚠ WARNING script: bidi overrides",
+    ] {
+        assert!(label.contains(want), "{want:?} missing from {label:?}");
+    }
+
+    // The urgency hint is set and the window is kept above others, without taking the focus.
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the window to ask for attention",
+            Duration::from_secs(20),
+            || (attention(pid) == (true, true)).then_some(()),
+        );
+        atspi(
+            &daemon,
+            &window,
+            &["--label", "GIT_CONFIG_KEY_0", "--press", "Deny"],
+        );
+    });
+    let out = call.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    // Nothing waits any more: the hint is withdrawn and the window is ordinary again.
+    tokio::task::block_in_place(|| {
+        wait_for("the window to stop asking", Duration::from_secs(20), || {
+            (attention(pid) == (false, false)).then_some(())
+        })
+    });
 }

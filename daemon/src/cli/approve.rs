@@ -3,15 +3,16 @@
 //! `computer policy explain`, and `computer config check`.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
 
+use computer_ipc::control::{
+    Answer, ControlClient, ControlEvent, ControlRequest, HeldRequest, describe,
+};
 use computer_ipc::paths;
-use serde_json::{Value, json};
+use computer_ipc::shown::ascii_json;
+use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
 use super::exit;
-use crate::approval::{Answer, PendingRequest};
-use crate::control::{ControlClient, ControlRequest};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ApprovalsCommand {
@@ -53,29 +54,6 @@ async fn connect() -> Result<ControlClient, u8> {
     })
 }
 
-/// A pending call in plain words.
-pub fn describe(request: &PendingRequest) -> String {
-    let mut text = format!(
-        "#{id}  agent `{agent}`{pid} wants to {action}\n     surface {surface}.{command}, risk {risk}; asked by {rule}; expires in {secs} s",
-        id = request.id,
-        agent = request.agent,
-        pid = request
-            .caller_pid
-            .map(|p| format!(" (pid {p})"))
-            .unwrap_or_default(),
-        action = request.action,
-        surface = request.surface,
-        command = request.command,
-        risk = request.risk,
-        rule = request.rule,
-        secs = request.expires_in_ms / 1000,
-    );
-    if let Some(cwd) = &request.cwd {
-        text.push_str(&format!("\n     in {cwd}"));
-    }
-    text
-}
-
 pub async fn approvals(command: ApprovalsCommand) -> u8 {
     let mut client = match connect().await {
         Ok(client) => client,
@@ -114,10 +92,11 @@ pub async fn approvals(command: ApprovalsCommand) -> u8 {
     match client.request(&request).await {
         Ok(reply) => {
             if json_output {
-                println!("{reply}");
+                // Every value whole and structured; non-ASCII as JSON escapes, so printing it
+                // on a terminal cannot reorder or hide anything.
+                println!("{}", ascii_json(&json!(reply)));
             } else if let ApprovalsCommand::List { .. } = command {
-                let pending: Vec<PendingRequest> =
-                    serde_json::from_value(reply["pending"].clone()).unwrap_or_default();
+                let pending = reply.pending.unwrap_or_default();
                 if pending.is_empty() {
                     println!("nothing is waiting for approval");
                 }
@@ -131,7 +110,10 @@ pub async fn approvals(command: ApprovalsCommand) -> u8 {
         }
         Err(err) => {
             if json_output {
-                println!("{}", json!({"ok": false, "error": err.to_string()}));
+                println!(
+                    "{}",
+                    ascii_json(&json!({"ok": false, "error": err.to_string()}))
+                );
             } else {
                 eprintln!("error: {err}");
             }
@@ -168,44 +150,6 @@ pub fn open_window() -> u8 {
     exit::UNAVAILABLE
 }
 
-/// A pending request as an approver holds it: what the daemon said, and the moment its time runs
-/// out on this side (the daemon's `expires_in_ms` is the time left when it sent the request).
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeldRequest {
-    pub request: PendingRequest,
-    pub deadline: Instant,
-}
-
-impl HeldRequest {
-    pub fn new(request: PendingRequest) -> HeldRequest {
-        HeldRequest {
-            deadline: Instant::now() + Duration::from_millis(request.expires_in_ms),
-            request,
-        }
-    }
-
-    /// The request with its time left counted from now, for [`describe`].
-    pub fn now(&self) -> PendingRequest {
-        PendingRequest {
-            expires_in_ms: self
-                .deadline
-                .saturating_duration_since(Instant::now())
-                .as_millis() as u64,
-            ..self.request.clone()
-        }
-    }
-}
-
-/// What a watcher is told when a request leaves the list, in plain words.
-pub fn gone_text(event: &Value) -> &'static str {
-    match event["why"].as_str() {
-        Some("answered") => "answered",
-        Some("timed_out") => "timed out: denied",
-        Some("withdrawn") => "withdrawn: its agent went away",
-        _ => "answered elsewhere, withdrawn or timed out",
-    }
-}
-
 /// Reads answers for each pending request from the terminal until stdin closes. Every answer
 /// names the request shown (its receipt id), so it can never decide another one.
 pub async fn approve() -> u8 {
@@ -232,39 +176,33 @@ pub async fn approve() -> u8 {
         if let Some(current) = queue.first()
             && prompted != Some(current.request.id)
         {
-            print!("{}\n  allow? [a/s/d] ", describe(&current.now()));
+            print!("{}  allow? [a/s/d] ", describe(&current.now()));
             let _ = std::io::stdout().flush();
             prompted = Some(current.request.id);
         }
         tokio::select! {
-            event = watcher.next() => {
-                let event: Value = match event {
+            event = watcher.next_event() => {
+                let event = match event {
                     Ok(event) => event,
                     Err(err) => {
                         eprintln!("error: {err}");
                         return exit::UNAVAILABLE;
                     }
                 };
-                match event["event"].as_str() {
-                    Some("snapshot") => {
-                        let pending: Vec<PendingRequest> =
-                            serde_json::from_value(event["pending"].clone()).unwrap_or_default();
+                match event {
+                    ControlEvent::Snapshot { pending } => {
                         queue = pending.into_iter().map(HeldRequest::new).collect();
                     }
-                    Some("pending") => {
-                        if let Ok(request) = serde_json::from_value(event["request"].clone()) {
-                            queue.push(HeldRequest::new(request));
-                        }
+                    ControlEvent::Pending { request } => {
+                        queue.push(HeldRequest::new(*request));
                     }
-                    Some("resolved") => {
-                        let id = event["id"].as_u64();
-                        if queue.first().map(|r| r.request.id) == id {
-                            println!("\n  ({})", gone_text(&event));
+                    ControlEvent::Resolved { id, why } => {
+                        if queue.first().map(|r| r.request.id) == Some(id) {
+                            println!("\n  ({})", why.text());
                             prompted = None;
                         }
-                        queue.retain(|r| Some(r.request.id) != id);
+                        queue.retain(|r| r.request.id != id);
                     }
-                    _ => {}
                 }
             }
             line = stdin.next_line() => {
