@@ -445,7 +445,9 @@ mod tests {
         );
         let err = surface_error("[gui]\nterminal_apps = [\"xterm\", \" \"]\n");
         assert!(
-            err.contains("line 2") && err.contains("[gui] terminal_apps[1]") && err.contains("empty"),
+            err.contains("line 2")
+                && err.contains("[gui] terminal_apps[1]")
+                && err.contains("empty"),
             "{err}"
         );
         assert_eq!(surface_error("[gui]\nterminal_apps = [\"myterm\"]\n"), "");
