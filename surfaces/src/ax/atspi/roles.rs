@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(name(AtspiRole::CheckBox), "checkBox");
         assert_eq!(name(AtspiRole::Text), "textInput");
         assert_eq!(name(AtspiRole::Frame), "window");
-        assert!(native_role_names().contains(&"pushbutton".to_string()));
+        assert!(native_role_names().contains(&"pushbuttonmenu".to_string()));
         // Every role this mapping produces is one the shared vocabulary accepts.
         let mut multi = StateSet::empty();
         multi.insert(State::MultiLine);
