@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use accesskit::Role;
 use super::roles::{State, StateSet};
+use accesskit::Role;
 use computer_ipc::{Complications, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -629,7 +629,11 @@ fn target_of(
                 .at("args.ref"))
             }
         }
-        (None, Some(selector)) => Ok(Target::Selector(parse_arg(dialect, &selector, "args.selector")?)),
+        (None, Some(selector)) => Ok(Target::Selector(parse_arg(
+            dialect,
+            &selector,
+            "args.selector",
+        )?)),
         (Some(_), Some(_)) => Err(ToolError::invalid("give either selector or ref, not both")
             .at(at.to_string())
             .valid(["selector", "ref"])),

@@ -12,9 +12,7 @@ use serde_json::{Map, Value, json};
 use super::backend::{
     AppInfo, AxError, Backend, Failure, ForestOf, MAX_WALK, NodeOf, UNLIMITED_DEPTH, WalkPlan, said,
 };
-use super::call::{
-    self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote,
-};
+use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote};
 use super::roles::all_states;
 use super::selector::{NodeFacts, Selector, TextMatch};
 use crate::{CapturedText, Outcome, ProtectedProcesses, SurfaceError};
@@ -149,7 +147,11 @@ fn pick_apps<B: Backend>(
 ) -> Result<Vec<AppInfo<B::Element>>, Failure> {
     let picked: Vec<AppInfo<B::Element>> = match which {
         AppArg::Pid(pid) => {
-            let listed: Vec<_> = apps.iter().filter(|a| a.pid == Some(*pid)).cloned().collect();
+            let listed: Vec<_> = apps
+                .iter()
+                .filter(|a| a.pid == Some(*pid))
+                .cloned()
+                .collect();
             if listed.is_empty() {
                 ax.backend.app_by_pid(*pid).into_iter().collect()
             } else {
@@ -851,7 +853,12 @@ async fn act_command<B: Backend>(
     fields.insert("action".into(), json!(format!("{action:?}")));
     fields.insert("done".into(), json!(acted.done));
     // The element as it is now (it may be gone: a button that closes its window).
-    let after = ax.backend.read(&node.element, deadline).await.ok().flatten();
+    let after = ax
+        .backend
+        .read(&node.element, deadline)
+        .await
+        .ok()
+        .flatten();
     match after {
         Some(after) => {
             fields.insert("states".into(), json!(all_states(after.states)));
@@ -896,8 +903,7 @@ async fn wait_command<B: Backend>(
             .min(deadline);
         let (met, r, first) = match scope_roots(ax, poll_deadline, &app).await {
             Ok((roots, _)) => {
-                let forest =
-                    walk_all(ax, poll_deadline, &roots, include, Some(&selector)).await?;
+                let forest = walk_all(ax, poll_deadline, &roots, include, Some(&selector)).await?;
                 let hits = evaluate::<B>(&forest, &selector);
                 let first = hits
                     .first()
@@ -941,4 +947,3 @@ async fn wait_command<B: Backend>(
         pause = (pause * 3 / 2).min(Duration::from_millis(250));
     }
 }
-

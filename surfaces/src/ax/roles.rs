@@ -234,7 +234,10 @@ fn variant_names<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
     struct Recorder<'a>(&'a mut &'static [&'static str]);
     impl<'de> serde::Deserializer<'de> for Recorder<'_> {
         type Error = serde::de::value::Error;
-        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
             Err(serde::de::Error::custom("only enums are read here"))
         }
         fn deserialize_enum<V: serde::de::Visitor<'de>>(
@@ -341,7 +344,14 @@ mod tests {
     #[test]
     fn accesskit_names_are_all_listed() {
         let names = accesskit_role_names();
-        for name in ["button", "checkbox", "textinput", "window", "menuitem", "unknown"] {
+        for name in [
+            "button",
+            "checkbox",
+            "textinput",
+            "window",
+            "menuitem",
+            "unknown",
+        ] {
             assert!(names.iter().any(|n| n == name), "{name} missing");
         }
         assert!(names.len() > 100, "only {} role names", names.len());
@@ -351,7 +361,10 @@ mod tests {
     #[test]
     fn states_parse_by_name_and_iterate_in_bit_order() {
         assert_eq!(parse_state("focused"), Some(StateQuery::Is(State::Focused)));
-        assert_eq!(parse_state("read-only"), Some(StateQuery::Is(State::ReadOnly)));
+        assert_eq!(
+            parse_state("read-only"),
+            Some(StateQuery::Is(State::ReadOnly))
+        );
         assert_eq!(parse_state("disabled"), Some(StateQuery::Disabled));
         assert_eq!(parse_state("nonsense"), None);
         let mut set = StateSet::empty();

@@ -391,7 +391,14 @@ fn suggest_role(folded: &str) -> String {
     if close.is_empty() {
         "see `ax tree` for the roles present".into()
     } else {
-        format!("close: {}", close.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", "))
+        format!(
+            "close: {}",
+            close
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 

@@ -177,7 +177,7 @@ pub async fn act(
                 via = Some("already");
                 true
             } else {
-                select(conn, deadline, at, &node)
+                select(conn, deadline, at, node)
                     .await?
                     .ok_or_else(|| no_way("be selected"))?
                     && (!node.states.contains(State::Selectable)
@@ -318,7 +318,6 @@ async fn select(
     }
 }
 
-
 /// The first of `wanted` (case-insensitive) among an object's action names.
 fn pick_action(actions: &[String], wanted: &[&str]) -> Option<i32> {
     wanted.iter().find_map(|w| {
@@ -340,9 +339,16 @@ async fn settles(
     let give_up = (Instant::now() + SETTLE_LIMIT).min(deadline);
     let mut pause = Duration::from_millis(10);
     loop {
-        let states =
-            bus::call::<_, Vec<u32>>(conn, deadline, &at.bus, &at.path, ACCESSIBLE, "GetState", &())
-                .await;
+        let states = bus::call::<_, Vec<u32>>(
+            conn,
+            deadline,
+            &at.bus,
+            &at.path,
+            ACCESSIBLE,
+            "GetState",
+            &(),
+        )
+        .await;
         match states {
             Ok(words) if holds(state_set(&words)) => return true,
             Ok(_) if Instant::now() + pause < give_up => {}
@@ -352,4 +358,3 @@ async fn settles(
         pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
-

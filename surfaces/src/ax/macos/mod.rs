@@ -73,7 +73,9 @@ async fn blocking<T: Send + 'static>(
 /// The error for a failed call to an element of `pid`.
 fn failed(err: element::AxError, pid: i32) -> AxError {
     match err {
-        element::AxError::NotTrusted => AxError::Unavailable(element::grant_message("Accessibility")),
+        element::AxError::NotTrusted => {
+            AxError::Unavailable(element::grant_message("Accessibility"))
+        }
         element::AxError::Timeout => AxError::Timeout {
             app: pid.to_string(),
             after: CALL_LIMIT,
@@ -317,12 +319,17 @@ fn read_one(element: Element) -> Result<Option<MacNode>, AxError> {
 fn focused(window: Element, deadline: Instant) -> Result<Option<(MacForest, usize)>, AxError> {
     let pid = window.pid().unwrap_or(0);
     let app = Element::application(pid);
-    let Some(focused) = app.element("AXFocusedUIElement").map_err(|e| failed(e, pid))? else {
+    let Some(focused) = app
+        .element("AXFocusedUIElement")
+        .map_err(|e| failed(e, pid))?
+    else {
         return Ok(None);
     };
     let mut chain = vec![focused];
     while chain.len() < 64 && Instant::now() < deadline {
-        let last = chain.last().expect("the chain starts with the focused element");
+        let last = chain
+            .last()
+            .expect("the chain starts with the focused element");
         if *last == window {
             break;
         }
@@ -336,8 +343,8 @@ fn focused(window: Element, deadline: Instant) -> Result<Option<(MacForest, usiz
     let basic = Include::default();
     for (depth, element) in chain.into_iter().enumerate() {
         let parent = forest.nodes.len().checked_sub(1);
-        let Some((node, _)) = read_node(element, depth as u32, parent, basic, &[])
-            .map_err(|e| failed(e, pid))?
+        let Some((node, _)) =
+            read_node(element, depth as u32, parent, basic, &[]).map_err(|e| failed(e, pid))?
         else {
             return Ok(None);
         };
@@ -501,7 +508,9 @@ impl Backend for MacAx {
 
     async fn ready(&self, _deadline: Instant) -> Result<(), AxError> {
         if !element::trusted() {
-            return Err(AxError::Unavailable(element::grant_message("Accessibility")));
+            return Err(AxError::Unavailable(element::grant_message(
+                "Accessibility",
+            )));
         }
         Element::system_wide().set_timeout(CALL_LIMIT.as_secs_f32());
         Ok(())
@@ -539,7 +548,11 @@ impl Backend for MacAx {
         blocking(move || walk(roots, deadline, &plan)).await
     }
 
-    async fn read(&self, element: &Element, _deadline: Instant) -> Result<Option<MacNode>, AxError> {
+    async fn read(
+        &self,
+        element: &Element,
+        _deadline: Instant,
+    ) -> Result<Option<MacNode>, AxError> {
         let element = element.clone();
         blocking(move || read_one(element)).await
     }
