@@ -10,6 +10,7 @@
 //! - `backend`: the `Backend` trait and the backend-neutral apps, nodes, forests and errors.
 //! - `selector`: the selector language.
 //! - `roles`: the surface's own state set and role vocabulary (accesskit names).
+//! - `shared_tests`: the shared commands over a scripted backend.
 //! - `atspi` (Linux): AT-SPI over D-Bus with cache-seeded, concurrent walks.
 //! - `macos` (macOS): AXUIElement.
 
@@ -18,6 +19,8 @@ mod call;
 mod commands;
 mod roles;
 mod selector;
+#[cfg(test)]
+mod shared_tests;
 
 #[cfg(target_os = "linux")]
 mod atspi;
