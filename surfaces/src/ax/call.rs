@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use super::roles::{State, StateSet};
 use accesskit::Role;
-use atspi::{State, StateSet};
 use computer_ipc::{Complications, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -59,7 +59,7 @@ pub struct Dialect {
     pub tree_fields: &'static [&'static str],
     pub find_fields: &'static [&'static str],
     pub act_fields: &'static [&'static str],
-    /// Whether `tree`'s `roles` may name this (folded) role.
+    /// Whether selectors and `tree`'s `roles` may name this (folded) role.
     pub knows_role: fn(&str) -> bool,
     /// Ends the "unknown role" message, after the accesskit names (e.g. " or an AXRole").
     pub other_role_names: &'static str,
@@ -358,7 +358,7 @@ pub fn prepare(
             let a: TreeArgs = decode_args(args)?;
             let window = a
                 .window
-                .map(|w| target_of(Some(w), None, "args.window"))
+                .map(|w| target_of(dialect, Some(w), None, "args.window"))
                 .transpose()?;
             let roles = a
                 .roles
@@ -405,7 +405,7 @@ pub fn prepare(
         }
         "find" => {
             let a: FindArgs = decode_args(args)?;
-            let selector = parse_arg(&a.selector, "args.selector")?;
+            let selector = parse_arg(dialect, &a.selector, "args.selector")?;
             let fingerprint = fingerprint(&[&a.selector, &format!("{:?}{:?}", a.app, a.include)]);
             let page = page(
                 a.max_nodes.or(Some(50)),
@@ -425,7 +425,7 @@ pub fn prepare(
         "read" => {
             let a: ReadArgs = decode_args(args)?;
             Job::Read {
-                target: target_of(a.reference, a.selector, "args")?,
+                target: target_of(dialect, a.reference, a.selector, "args")?,
                 app: a.app,
             }
         }
@@ -435,7 +435,7 @@ pub fn prepare(
         }
         "act" => {
             let a: ActArgs = decode_args(args)?;
-            let target = target_of(a.reference, a.selector, "args")?;
+            let target = target_of(dialect, a.reference, a.selector, "args")?;
             match (a.action, &a.value) {
                 (ActName::SetValue, None) => {
                     return Err(
@@ -465,7 +465,7 @@ pub fn prepare(
         }
         "wait" => {
             let a: WaitArgs = decode_args(args)?;
-            let selector = parse_arg(&a.selector, "args.selector")?;
+            let selector = parse_arg(dialect, &a.selector, "args.selector")?;
             let until = match a.until.as_deref().unwrap_or("appears") {
                 "appears" => Until::Appears,
                 "disappears" => Until::Disappears,
@@ -642,13 +642,14 @@ impl Job {
     }
 }
 
-fn parse_arg(source: &str, at: &str) -> Result<Selector, ToolError> {
-    selector::parse(source)
+fn parse_arg(dialect: &Dialect, source: &str, at: &str) -> Result<Selector, ToolError> {
+    selector::parse(source, dialect.knows_role)
         .map_err(|err| ToolError::invalid(format!("selector `{source}` {err}")).at(at.to_string()))
 }
 
 /// A ref (`12`, `"12"`, `"[12]"`) or a selector.
 fn target_of(
+    dialect: &Dialect,
     reference: Option<RefArg>,
     selector: Option<String>,
     at: &str,
@@ -663,7 +664,7 @@ fn target_of(
             if let Some(r) = parse_ref(&text) {
                 Ok(Target::Ref(r))
             } else if at == "args.window" {
-                Ok(Target::Selector(parse_arg(&text, at)?))
+                Ok(Target::Selector(parse_arg(dialect, &text, at)?))
             } else {
                 Err(ToolError::invalid(format!(
                     "ref `{text}` is not a ref; refs are the numbers in brackets, e.g. 12 or \"[12]\""
@@ -671,7 +672,11 @@ fn target_of(
                 .at("args.ref"))
             }
         }
-        (None, Some(selector)) => Ok(Target::Selector(parse_arg(&selector, "args.selector")?)),
+        (None, Some(selector)) => Ok(Target::Selector(parse_arg(
+            dialect,
+            &selector,
+            "args.selector",
+        )?)),
         (Some(_), Some(_)) => Err(ToolError::invalid("give either selector or ref, not both")
             .at(at.to_string())
             .valid(["selector", "ref"])),

@@ -1,227 +1,166 @@
-//! What each ax command does once validated: resolving apps, windows, refs and selectors to
-//! accessibles, paging listings, performing actions and waiting, with errors a model can act on.
+//! What each ax command does once validated, over any [`Backend`]: resolving apps, windows, refs
+//! and selectors to elements, the approver check before any action, paging listings, actions
+//! and waits, with errors a model can act on. Written once for every OS.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use atspi::State;
-use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
-use super::Ax;
-use super::bus::{self, ACCESSIBLE, BusError, REGISTRY, ROOT_PATH};
-use super::cache;
-use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, quote};
+use super::backend::{
+    AppInfo, AxError, Backend, Failure, ForestOf, MAX_WALK, NodeOf, UNLIMITED_DEPTH, WalkPlan, said,
+};
+use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote};
 use super::roles::all_states;
 use super::selector::{NodeFacts, Selector, TextMatch};
-use super::tree::{self, MAX_WALK, Tree, WalkPlan, line};
 use crate::{CapturedText, Outcome, ProtectedProcesses, SurfaceError};
 
-/// Why a command failed.
-#[derive(Debug)]
-pub enum Failure {
-    Bus(BusError),
-    /// A message for the model, complete as it is.
-    Said(String),
-    /// The action would have acted on an approver's application: refused, not attempted.
-    Refused(String),
+/// State shared by every call: the backend and the ref table.
+pub struct Ax<B: Backend> {
+    pub backend: B,
+    pub refs: Refs<B::Element>,
 }
 
-impl From<BusError> for Failure {
-    fn from(err: BusError) -> Self {
-        Failure::Bus(err)
+/// Short numeric refs for elements, stable for as long as the daemon runs.
+pub struct Refs<E> {
+    inner: Mutex<RefsInner<E>>,
+}
+
+struct RefsInner<E> {
+    by_element: HashMap<E, u32>,
+    entries: Vec<E>,
+}
+
+impl<E> Default for Refs<E> {
+    fn default() -> Self {
+        Refs {
+            inner: Mutex::new(RefsInner {
+                by_element: HashMap::new(),
+                entries: Vec::new(),
+            }),
+        }
+    }
+}
+
+/// Past this many refs the table starts over; refs handed out before then stop resolving (and
+/// say so) rather than the table growing without bound.
+const MAX_REFS: usize = 1_000_000;
+
+impl<E: Clone + Eq + Hash> Refs<E> {
+    pub fn get(&self, element: &E) -> u32 {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = inner.by_element.get(element) {
+            return *r;
+        }
+        if inner.entries.len() >= MAX_REFS {
+            inner.by_element.clear();
+            inner.entries.clear();
+        }
+        inner.entries.push(element.clone());
+        let r = inner.entries.len() as u32;
+        inner.by_element.insert(element.clone(), r);
+        r
+    }
+
+    pub fn resolve(&self, r: u32) -> Option<E> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.entries.get((r as usize).checked_sub(1)?).cloned()
     }
 }
 
 impl Failure {
-    pub fn into_surface_error(self, ax: &Ax) -> SurfaceError {
+    pub fn into_surface_error<B: Backend>(self, ax: &Ax<B>) -> SurfaceError {
         match self {
-            Failure::Bus(err) => failure(ax, err),
+            Failure::Ax(err) => failure(ax, err),
             Failure::Said(message) => SurfaceError::Failed { message },
             Failure::Refused(message) => SurfaceError::Refused { message },
         }
     }
 }
 
-pub fn failure(ax: &Ax, err: BusError) -> SurfaceError {
+fn failure<B: Backend>(ax: &Ax<B>, err: AxError) -> SurfaceError {
     let message = match err {
-        BusError::Connect(why) => format!(
-            "the accessibility bus is unreachable ({why}); check that at-spi2-core runs in this session"
-        ),
-        BusError::Timeout { bus, after } => unresponsive(ax, &bus, after),
-        BusError::Gone => {
+        AxError::Unavailable(message) => message,
+        AxError::Timeout { app, after } => unresponsive(ax, &app, after),
+        AxError::Gone => {
             "the element is gone (its window closed or its app quit); look it up again with `ax find` or `ax tree`".into()
         }
-        BusError::Other(why) => format!("the accessibility call failed: {why}"),
+        AxError::Other(why) => format!("the accessibility call failed: {why}"),
     };
     SurfaceError::Failed { message }
 }
 
-fn unresponsive(ax: &Ax, bus: &str, after: Duration) -> String {
+fn unresponsive<B: Backend>(ax: &Ax<B>, app: &str, after: Duration) -> String {
     format!(
         "{} did not answer within {} ms: it is busy, frozen or stopped; other apps still work, retry once it responds",
-        ax.bus.describe_app(bus),
+        ax.backend.describe_app(app),
         after.as_millis().max(1)
     )
 }
 
-/// Up to this many nodes a page is filled faster by walking than by first completing the app
-/// cache's missing child lists.
-const SMALL_PAGE: usize = 100;
-
-/// How long an action's effect may take to show in the element's states.
-const SETTLE_LIMIT: Duration = Duration::from_millis(500);
-
-fn said(message: impl Into<String>) -> Failure {
-    Failure::Said(message.into())
-}
-
-pub async fn run(
-    ax: &Ax,
-    conn: &zbus::Connection,
+/// Runs one validated command.
+pub async fn run<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     job: Job,
     protected: &ProtectedProcesses,
 ) -> Result<Outcome, Failure> {
+    ax.backend.ready(deadline).await?;
     match job {
-        Job::Apps { format } => apps_command(ax, conn, deadline, format).await,
+        Job::Apps { format } => apps_command(ax, deadline, format).await,
         Job::Tree {
             app,
             window,
             page,
             roles,
             depth,
-        } => tree_command(ax, conn, deadline, app, window, page, roles, depth).await,
+        } => tree_command(ax, deadline, app, window, page, roles, depth).await,
         Job::Find {
             selector,
             app,
             page,
-        } => find_command(ax, conn, deadline, selector, app, page).await,
-        Job::Read { target, app } => read_command(ax, conn, deadline, target, app).await,
-        Job::Focused { app } => focused_command(ax, conn, deadline, app).await,
+        } => find_command(ax, deadline, selector, app, page).await,
+        Job::Read { target, app } => read_command(ax, deadline, target, app).await,
+        Job::Focused { app } => focused_command(ax, deadline, app).await,
         Job::Act {
             target,
             app,
             action,
             value,
-        } => {
-            let act = Act { action, value };
-            act_command(ax, conn, deadline, target, app, act, protected).await
-        }
+        } => act_command(ax, deadline, target, app, action, value, protected).await,
         Job::Wait {
             selector,
             app,
             until,
             timeout,
-        } => wait_command(ax, conn, deadline, selector, app, until, timeout).await,
+        } => wait_command(ax, deadline, selector, app, until, timeout).await,
     }
 }
 
-/// An application on the bus.
-#[derive(Debug, Clone)]
-pub struct AppInfo {
-    pub bus: String,
-    pub path: String,
-    pub name: String,
-    pub pid: Option<u32>,
-    /// (bus, path, name, active)
-    pub windows: Vec<(String, String, String, bool)>,
-    pub unresponsive: Option<Duration>,
-}
-
-/// Every application registered on the accessibility bus. An app that does not answer is listed
-/// as such after at most one call limit instead of failing the listing.
-pub async fn list_apps(
-    ax: &Ax,
-    conn: &zbus::Connection,
-    deadline: Instant,
-) -> Result<Vec<AppInfo>, BusError> {
-    let apps = bus::children(conn, deadline, REGISTRY, ROOT_PATH).await?;
-    let infos = apps.into_iter().map(|(app_bus, path)| async move {
-        let app_deadline = deadline.min(Instant::now() + ax.bus.listing_limit(&app_bus));
-        let pid = bus::pid_of(conn, app_deadline, &app_bus);
-        let about = async {
-            let name =
-                bus::property::<String>(conn, app_deadline, &app_bus, &path, ACCESSIBLE, "Name");
-            let windows = bus::children(conn, app_deadline, &app_bus, &path);
-            let (name, windows) = futures::join!(name, windows);
-            let windows = windows?;
-            let details = join_all(windows.iter().map(|(wbus, wpath)| async move {
-                let name =
-                    bus::property::<String>(conn, app_deadline, wbus, wpath, ACCESSIBLE, "Name");
-                let state = bus::call::<_, Vec<u32>>(
-                    conn,
-                    app_deadline,
-                    wbus,
-                    wpath,
-                    ACCESSIBLE,
-                    "GetState",
-                    &(),
-                );
-                let (name, state) = futures::join!(name, state);
-                let active = state
-                    .map(|s| s.first().copied().unwrap_or(0) & (1 << State::Active as u32) != 0)
-                    .unwrap_or(false);
-                (
-                    wbus.clone(),
-                    wpath.clone(),
-                    name.unwrap_or_default(),
-                    active,
-                )
-            }))
-            .await;
-            Ok::<_, BusError>((name?, details))
-        };
-        let (pid, about) = futures::join!(pid, about);
-        match about {
-            Ok((name, windows)) => {
-                ax.bus.remember_app(&app_bus, &name, pid);
-                ax.bus.mark_stuck(&app_bus, false);
-                Some(AppInfo {
-                    bus: app_bus,
-                    path,
-                    name,
-                    pid,
-                    windows,
-                    unresponsive: None,
-                })
-            }
-            // It left the bus while being listed.
-            Err(BusError::Gone) => None,
-            Err(err) => {
-                let wait = match err {
-                    BusError::Timeout { after, .. } => {
-                        ax.bus.mark_stuck(&app_bus, true);
-                        Some(after)
-                    }
-                    _ => None,
-                };
-                ax.bus.remember_pid(&app_bus, pid);
-                Some(AppInfo {
-                    name: ax.bus.describe_app(&app_bus),
-                    bus: app_bus,
-                    path,
-                    pid,
-                    windows: Vec::new(),
-                    unresponsive: wait.or(Some(Duration::ZERO)),
-                })
+/// Apps named (case-insensitively; exact before substring) or with the pid given.
+fn pick_apps<B: Backend>(
+    ax: &Ax<B>,
+    apps: Vec<AppInfo<B::Element>>,
+    which: &AppArg,
+) -> Result<Vec<AppInfo<B::Element>>, Failure> {
+    let picked: Vec<AppInfo<B::Element>> = match which {
+        AppArg::Pid(pid) => {
+            let listed: Vec<_> = apps
+                .iter()
+                .filter(|a| a.pid == Some(*pid))
+                .cloned()
+                .collect();
+            if listed.is_empty() {
+                ax.backend.app_by_pid(*pid).into_iter().collect()
+            } else {
+                listed
             }
         }
-    });
-    Ok(join_all(infos).await.into_iter().flatten().collect())
-}
-
-/// Apps named (case-insensitively; exact before substring) or with the pid given.
-fn pick_apps(apps: &[AppInfo], which: &AppArg) -> Result<Vec<AppInfo>, Failure> {
-    let picked: Vec<AppInfo> = match which {
-        AppArg::Pid(pid) => apps
-            .iter()
-            .filter(|a| a.pid == Some(*pid))
-            .cloned()
-            .collect(),
         AppArg::Name(name) => {
             let want = name.to_lowercase();
-            let exact: Vec<AppInfo> = apps
+            let exact: Vec<_> = apps
                 .iter()
                 .filter(|a| a.name.to_lowercase() == want)
                 .cloned()
@@ -257,22 +196,32 @@ fn pick_apps(apps: &[AppInfo], which: &AppArg) -> Result<Vec<AppInfo>, Failure> 
     Ok(picked)
 }
 
-/// The roots a search starts from: the named apps, or every app.
-async fn scope_roots(
-    ax: &Ax,
-    conn: &zbus::Connection,
+/// The apps a command is about: those named, or every app.
+async fn scoped_apps<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     app: &Option<AppArg>,
-) -> Result<(Vec<(String, String)>, Vec<String>), Failure> {
-    let apps = list_apps(ax, conn, deadline).await?;
-    let chosen = match app {
-        Some(which) => pick_apps(&apps, which)?,
-        None => apps,
-    };
+    windows: bool,
+) -> Result<Vec<AppInfo<B::Element>>, Failure> {
+    let apps = ax.backend.apps(deadline, windows).await?;
+    match app {
+        Some(which) => pick_apps(ax, apps, which),
+        None => Ok(apps),
+    }
+}
+
+/// The roots a search starts from (the named apps, or every app), and the apps skipped because
+/// they do not answer.
+async fn scope_roots<B: Backend>(
+    ax: &Ax<B>,
+    deadline: Instant,
+    app: &Option<AppArg>,
+) -> Result<(Vec<B::Element>, Vec<String>), Failure> {
+    let chosen = scoped_apps(ax, deadline, app, false).await?;
     if let (Some(_), [only]) = (app, chosen.as_slice())
         && let Some(after) = only.unresponsive
     {
-        return Err(said(unresponsive(ax, &only.bus, after)));
+        return Err(said(unresponsive(ax, &only.key, after)));
     }
     let skipped = chosen
         .iter()
@@ -282,43 +231,42 @@ async fn scope_roots(
     let roots = chosen
         .into_iter()
         .filter(|a| a.unresponsive.is_none())
-        .map(|a| (a.bus, a.path))
+        .map(|a| a.element)
         .collect();
     Ok((roots, skipped))
 }
 
-/// Walks the whole of `roots` (bounded by [`MAX_WALK`]) for a selector search.
-async fn walk_all(
-    ax: &Ax,
-    conn: &zbus::Connection,
+/// Walks the whole of `roots` (bounded by the backend's walk limit) for a selector search.
+async fn walk_all<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
-    roots: &[(String, String)],
+    roots: &[B::Element],
     include: Include,
-) -> Result<Tree, BusError> {
-    let mut tree = Tree::new(roots);
-    tree.seed(&ax.bus, conn, deadline, true).await;
+    selector: Option<&Selector>,
+) -> Result<ForestOf<B>, AxError> {
     let plan = WalkPlan {
-        max_depth: u32::MAX - 1,
+        max_depth: UNLIMITED_DEPTH,
         include,
+        attribute_keys: selector.map(Selector::attribute_keys).unwrap_or_default(),
+        need: None,
+        roles: None,
     };
-    tree.walk(conn, deadline, plan, None, &|_| true, true)
-        .await?;
-    Ok(tree)
+    ax.backend.walk(roots, deadline, &plan).await
 }
 
 /// The nodes a selector picks, in document order.
-pub fn evaluate(tree: &Tree, selector: &Selector) -> Vec<usize> {
-    let order = tree.preorder(u32::MAX);
+pub fn evaluate<B: Backend>(forest: &ForestOf<B>, selector: &Selector) -> Vec<usize> {
+    let order = forest.preorder(u32::MAX);
     let mut marked: Option<HashSet<usize>> = None;
     let mut hits = Vec::new();
     for step in &selector.steps {
         hits = order
             .iter()
             .copied()
-            .filter(|&i| step.matches(&tree.nodes[i]))
+            .filter(|&i| step.matches(&forest.nodes[i]))
             .filter(|&i| match &marked {
                 None => true,
-                Some(set) => tree.ancestors(i).iter().any(|a| set.contains(a)),
+                Some(set) => forest.ancestors(i).iter().any(|a| set.contains(a)),
             })
             .collect();
         if let Some(n) = step.ordinal {
@@ -330,58 +278,72 @@ pub fn evaluate(tree: &Tree, selector: &Selector) -> Vec<usize> {
 }
 
 /// The nearest window or dialog above `i`, for telling candidates apart.
-fn where_is(tree: &Tree, i: usize) -> String {
-    let chain = tree.ancestors(i);
+fn where_is<B: Backend>(forest: &ForestOf<B>, i: usize) -> String {
+    let chain = forest.ancestors(i);
     let container = chain.iter().rev().find(|&&a| {
         matches!(
-            tree.nodes[a].role,
+            forest.nodes[a].role,
             accesskit::Role::Window | accesskit::Role::Dialog | accesskit::Role::Application
         )
     });
     match container {
-        Some(&a) if !tree.nodes[a].name.is_empty() => {
+        Some(&a) if !forest.nodes[a].name.is_empty() => {
             format!(
                 " in {} {}",
-                tree.nodes[a].role_name(),
-                quote(&tree.nodes[a].name)
+                forest.nodes[a].role_name(),
+                quote(&forest.nodes[a].name)
             )
         }
         _ => String::new(),
     }
 }
 
-fn node_line(ax: &Ax, tree: &Tree, i: usize, include: Include) -> String {
-    let node = &tree.nodes[i];
-    line(node, ax.refs.get(&node.bus, &node.path), include, u32::MAX)
+fn node_line<B: Backend>(ax: &Ax<B>, node: &NodeOf<B>, include: Include) -> String {
+    line(&shown(node), ax.refs.get(&node.element), include, u32::MAX)
 }
 
-/// Resolves a selector to exactly one node, or says why not: ambiguity lists the candidates,
+/// What an outline line or JSON node shows of a node.
+fn shown<E, N>(node: &super::backend::Node<E, N>) -> call::Shown<'_> {
+    call::Shown {
+        depth: node.depth,
+        role: node.role,
+        name: &node.name,
+        states: node.states,
+        value: node.value.as_deref(),
+        bounds: node.bounds,
+        actions: &node.actions,
+        child_count: node.child_count,
+    }
+}
+
+/// Resolves a selector to exactly one element, or says why not: ambiguity lists the candidates,
 /// a miss shows what is there.
-async fn resolve_one(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn resolve_one<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     selector: &Selector,
     app: &Option<AppArg>,
-) -> Result<(String, String), Failure> {
-    let (roots, skipped) = scope_roots(ax, conn, deadline, app).await?;
+) -> Result<B::Element, Failure> {
+    let (roots, skipped) = scope_roots(ax, deadline, app).await?;
     let include = Include {
         attributes: selector.needs_attributes(),
         ..Include::default()
     };
-    let tree = walk_all(ax, conn, deadline, &roots, include).await?;
-    let hits = evaluate(&tree, selector);
+    let forest = walk_all(ax, deadline, &roots, include, Some(selector)).await?;
+    let hits = evaluate::<B>(&forest, selector);
     match hits.as_slice() {
-        [one] => {
-            let node = &tree.nodes[*one];
-            Ok((node.bus.clone(), node.path.clone()))
-        }
-        [] => Err(said(missing_message(ax, &tree, selector, app, &skipped))),
-        many => Err(said(ambiguous_message(ax, &tree, selector, many))),
+        [one] => Ok(forest.nodes[*one].element.clone()),
+        [] => Err(said(missing_message(ax, &forest, selector, app, &skipped))),
+        many => Err(said(ambiguous_message(ax, &forest, selector, many))),
     }
 }
 
-fn ambiguous_message(ax: &Ax, tree: &Tree, selector: &Selector, hits: &[usize]) -> String {
+fn ambiguous_message<B: Backend>(
+    ax: &Ax<B>,
+    forest: &ForestOf<B>,
+    selector: &Selector,
+    hits: &[usize],
+) -> String {
     let mut text = format!(
         "selector `{}` matches {} elements; use a ref, an ordinal (`{}:2`) or an ancestor (`window \"...\" > {}`):",
         selector.source,
@@ -391,8 +353,8 @@ fn ambiguous_message(ax: &Ax, tree: &Tree, selector: &Selector, hits: &[usize]) 
     );
     for &i in hits.iter().take(10) {
         text.push('\n');
-        text.push_str(&node_line(ax, tree, i, Include::default()));
-        text.push_str(&where_is(tree, i));
+        text.push_str(&node_line(ax, &forest.nodes[i], Include::default()));
+        text.push_str(&where_is::<B>(forest, i));
     }
     if hits.len() > 10 {
         text.push_str(&format!("\n... and {} more", hits.len() - 10));
@@ -400,9 +362,9 @@ fn ambiguous_message(ax: &Ax, tree: &Tree, selector: &Selector, hits: &[usize]) 
     text
 }
 
-fn missing_message(
-    ax: &Ax,
-    tree: &Tree,
+fn missing_message<B: Backend>(
+    ax: &Ax<B>,
+    forest: &ForestOf<B>,
     selector: &Selector,
     app: &Option<AppArg>,
     skipped: &[String],
@@ -412,7 +374,7 @@ fn missing_message(
         None => "any app".into(),
     };
     let mut text = format!("no element matches `{}` in {scope}", selector.source);
-    if tree.capped {
+    if forest.capped {
         text.push_str(&format!(
             " (searched the first {MAX_WALK} elements only; narrow with `app`)"
         ));
@@ -428,16 +390,16 @@ fn missing_message(
         Some(TextMatch::Exact(n)) | Some(TextMatch::Contains(n)) => Some(n.to_lowercase()),
         _ => None,
     };
-    let order = tree.preorder(u32::MAX);
+    let order = forest.preorder(u32::MAX);
     let similar: Vec<usize> = order
         .iter()
         .copied()
         .filter(|&i| {
-            let node = &tree.nodes[i];
+            let node = &forest.nodes[i];
             let name = node.name.to_lowercase();
             let role_ok = last.role.as_ref().is_none_or(|r| {
-                let (ak, atspi) = node.roles();
-                *r == ak || *r == atspi
+                let (ak, native) = node.roles();
+                *r == ak || *r == native
             });
             match &wanted_name {
                 Some(want) if !name.is_empty() => {
@@ -455,24 +417,24 @@ fn missing_message(
         text.push_str("\nsimilar:");
         for i in similar {
             text.push('\n');
-            text.push_str(&node_line(ax, tree, i, Include::default()));
-            text.push_str(&where_is(tree, i));
+            text.push_str(&node_line(ax, &forest.nodes[i], Include::default()));
+            text.push_str(&where_is::<B>(forest, i));
         }
     }
     // The top of the first window shows what the scope holds.
     let top: Vec<usize> = order
         .iter()
         .copied()
-        .filter(|&i| tree.nodes[i].depth >= 1)
+        .filter(|&i| forest.nodes[i].depth >= 1)
         .take(12)
         .collect();
     if !top.is_empty() {
         text.push_str("\nthere is:");
         for i in top {
-            let node = &tree.nodes[i];
+            let node = &forest.nodes[i];
             text.push('\n');
             text.push_str(&"  ".repeat(node.depth.saturating_sub(1) as usize));
-            text.push_str(&node_line(ax, tree, i, Include::default()));
+            text.push_str(&node_line(ax, node, Include::default()));
         }
     }
     text
@@ -496,87 +458,94 @@ fn close(a: &str, b: &str) -> bool {
     prev[b.len()] <= 2
 }
 
-/// A target as (bus, path): refs through the table, selectors through a search.
-async fn locate(
-    ax: &Ax,
-    conn: &zbus::Connection,
+/// A target as an element: refs through the table, selectors through a search.
+async fn locate<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     target: &Target,
     app: &Option<AppArg>,
-) -> Result<(String, String), Failure> {
+) -> Result<B::Element, Failure> {
     match target {
         Target::Ref(r) => ax.refs.resolve(*r).ok_or_else(|| {
             said(format!(
                 "ref [{r}] is unknown to this daemon; refs come from `ax tree`/`ax find` output"
             ))
         }),
-        Target::Selector(selector) => resolve_one(ax, conn, deadline, selector, app).await,
+        Target::Selector(selector) => resolve_one(ax, deadline, selector, app).await,
     }
 }
 
-/// Fetches one node with everything (or says it is gone).
-async fn fetch_one(
-    conn: &zbus::Connection,
+/// The element a target names, its ref and everything about it, read once. A ref is read as the
+/// ref table remembers it; a selector is resolved afresh. With approvers connected, an element
+/// of an approver's process (or of one whose pid the platform will not give) is refused here,
+/// before anything is done to it: no agent may press, type into or focus an approver's widgets.
+async fn located<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
-    at: &(String, String),
-    r: Option<u32>,
-) -> Result<tree::Node, Failure> {
-    let mut tree = Tree::new(std::slice::from_ref(at));
-    let plan = WalkPlan {
-        max_depth: 0,
-        include: Include {
-            states: true,
-            bounds: true,
-            actions: true,
-            value: true,
-            attributes: true,
-        },
-    };
-    tree.walk(conn, deadline, plan, None, &|_| true, true)
-        .await?;
-    if let Some((bus, after)) = tree.unresponsive.iter().next() {
-        return Err(Failure::Bus(BusError::Timeout {
-            bus: bus.clone(),
-            after: *after,
-        }));
+    target: &Target,
+    app: &Option<AppArg>,
+    protected: Option<&ProtectedProcesses>,
+) -> Result<(u32, NodeOf<B>), Failure> {
+    let element = locate(ax, deadline, target, app).await?;
+    if let Some(protected) = protected
+        && !protected.is_empty()
+    {
+        let pid = ax.backend.pid(&element, deadline).await;
+        if pid.is_none_or(|pid| protected.contains(pid)) {
+            return Err(Failure::Refused(format!(
+                "refused: the target's application ({}) is an approver (where a person answers \
+                 approval requests); agents may not act on it",
+                pid.map_or("pid unknown".into(), |pid| format!("pid {pid}"))
+            )));
+        }
     }
-    let node = tree.nodes.swap_remove(0);
-    if node.gone {
-        return Err(said(match r {
-            Some(r) => format!(
+    let r = ax.refs.get(&element);
+    match ax.backend.read(&element, deadline).await? {
+        Some(node) => Ok((r, node)),
+        None => Err(said(match target {
+            Target::Ref(r) => format!(
                 "ref [{r}] is gone: the element no longer exists (its window closed or its app quit); find it again with `ax find`"
             ),
-            None => "the element is gone: it vanished while being read; try again".into(),
-        }));
+            Target::Selector(_) => {
+                "the element is gone: it vanished while being read; try again".into()
+            }
+        })),
     }
-    Ok(node)
 }
 
-async fn apps_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn apps_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     format: Format,
 ) -> Result<Outcome, Failure> {
-    let apps = list_apps(ax, conn, deadline).await?;
+    let apps = ax.backend.apps(deadline, true).await?;
+    let about = |app: &AppInfo<B::Element>| {
+        let mut parts = Vec::new();
+        if let Some(pid) = app.pid {
+            parts.push(format!("pid {pid}"));
+        }
+        if let Some(address) = &app.address {
+            parts.push(address.clone());
+        }
+        parts.join(", ")
+    };
     let text = match format {
         Format::Outline => {
             let mut text = String::new();
             for app in &apps {
-                let pid = app.pid.map(|p| format!("pid {p}, ")).unwrap_or_default();
-                text.push_str(&format!("{} ({pid}{})", app.name, app.bus));
+                text.push_str(&format!("{} ({})", app.name, about(app)));
                 if let Some(after) = app.unresponsive {
                     text.push_str(&format!(": not answering within {} ms", after.as_millis()));
                 } else {
                     let windows: Vec<String> = app
                         .windows
                         .iter()
-                        .map(|(b, p, name, active)| {
-                            let r = ax.refs.get(b, p);
+                        .map(|w| {
                             format!(
-                                "[{r}] {}{}",
-                                quote(name),
-                                if *active { " (active)" } else { "" }
+                                "[{}] {}{}",
+                                ax.refs.get(&w.element),
+                                quote(&w.name),
+                                if w.active { " (active)" } else { "" }
                             )
                         })
                         .collect();
@@ -593,13 +562,17 @@ async fn apps_command(
             let list: Vec<Value> = apps
                 .iter()
                 .map(|app| {
-                    json!({
-                        "name": app.name, "pid": app.pid, "bus": app.bus,
+                    let mut entry = json!({
+                        "name": app.name, "pid": app.pid,
                         "responsive": app.unresponsive.is_none(),
-                        "windows": app.windows.iter().map(|(b, p, name, active)| json!({
-                            "ref": ax.refs.get(b, p), "name": name, "active": active
+                        "windows": app.windows.iter().map(|w| json!({
+                            "ref": ax.refs.get(&w.element), "name": w.name, "active": w.active
                         })).collect::<Vec<_>>(),
-                    })
+                    });
+                    if let Some(address) = &app.address {
+                        entry["bus"] = json!(address);
+                    }
+                    entry
                 })
                 .collect();
             serde_json::to_string(&list).unwrap_or_default()
@@ -615,25 +588,19 @@ async fn apps_command(
     })
 }
 
-/// The window a bare `tree` shows: the active one, else the only one there is.
-async fn active_window(
-    ax: &Ax,
-    conn: &zbus::Connection,
+/// The window a bare `tree` (or `focused`) is about: the active one, else the only one there is.
+async fn active_window<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     app: &Option<AppArg>,
-) -> Result<(String, String), Failure> {
-    let apps = list_apps(ax, conn, deadline).await?;
-    let apps = match app {
-        Some(which) => pick_apps(&apps, which)?,
-        None => apps,
-    };
-    let windows: Vec<&(String, String, String, bool)> =
-        apps.iter().flat_map(|a| a.windows.iter()).collect();
-    if let Some((b, p, _, _)) = windows.iter().find(|w| w.3) {
-        return Ok((b.clone(), p.clone()));
+) -> Result<B::Element, Failure> {
+    let apps = scoped_apps(ax, deadline, app, true).await?;
+    let windows: Vec<_> = apps.iter().flat_map(|a| a.windows.iter()).collect();
+    if let Some(w) = windows.iter().find(|w| w.active) {
+        return Ok(w.element.clone());
     }
-    if let [(b, p, _, _)] = windows.as_slice() {
-        return Ok((b.clone(), p.clone()));
+    if let [w] = windows.as_slice() {
+        return Ok(w.element.clone());
     }
     Err(said(format!(
         "no window is active; pass `app` (one of: {}) or `window`",
@@ -645,10 +612,8 @@ async fn active_window(
     )))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn tree_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn tree_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     app: Option<AppArg>,
     window: Option<Target>,
@@ -657,93 +622,87 @@ async fn tree_command(
     depth: Option<u32>,
 ) -> Result<Outcome, Failure> {
     let (roots, skipped) = match (&window, &app) {
-        (Some(target), _) => (
-            vec![locate(ax, conn, deadline, target, &app).await?],
-            vec![],
-        ),
-        (None, Some(_)) => scope_roots(ax, conn, deadline, &app).await?,
-        (None, None) => (vec![active_window(ax, conn, deadline, &app).await?], vec![]),
+        (Some(target), _) => (vec![locate(ax, deadline, target, &app).await?], vec![]),
+        (None, Some(_)) => scope_roots(ax, deadline, &app).await?,
+        (None, None) => (vec![active_window(ax, deadline, &app).await?], vec![]),
     };
-    let max_depth = depth.unwrap_or(u32::MAX - 1);
-    let roles: Option<HashSet<String>> = roles.map(|r| r.into_iter().collect());
-    let emit = |node: &tree::Node| match &roles {
-        None => true,
-        Some(set) => {
-            let (ak, atspi) = node.roles();
-            set.contains(&ak) || set.contains(&atspi)
-        }
-    };
-    // One node past the page tells whether there is more.
-    let need = page.offset + page.max_nodes + 1;
-    let mut tree = Tree::new(&roots);
-    tree.seed(
-        &ax.bus,
-        conn,
-        deadline,
-        need > SMALL_PAGE && depth.is_none(),
-    )
-    .await;
     let plan = WalkPlan {
-        max_depth,
+        max_depth: depth.unwrap_or(UNLIMITED_DEPTH),
         include: page.include,
+        attribute_keys: Vec::new(),
+        // One node past the page tells whether there is more.
+        need: Some(page.offset + page.max_nodes + 1),
+        roles: roles.map(|r| r.into_iter().collect()),
     };
-    tree.walk(conn, deadline, plan, Some(need), &emit, roles.is_none())
-        .await?;
+    let forest = ax.backend.walk(&roots, deadline, &plan).await?;
     if roots.len() == 1
-        && let Some((bus, after)) = tree.unresponsive.iter().next()
+        && let Some((app, after)) = forest.unresponsive.iter().next()
     {
-        return Err(said(unresponsive(ax, bus, *after)));
+        return Err(said(unresponsive(ax, app, *after)));
     }
-    let order: Vec<usize> = tree
-        .preorder(max_depth)
+    let order: Vec<usize> = forest
+        .preorder(plan.max_depth)
         .into_iter()
-        .filter(|&i| emit(&tree.nodes[i]))
+        .filter(|&i| plan.emits(&forest.nodes[i]))
         .collect();
     let skipped = skipped
         .into_iter()
-        .chain(tree.unresponsive.keys().map(|b| ax.bus.describe_app(b)))
+        .chain(
+            forest
+                .unresponsive
+                .keys()
+                .map(|app| ax.backend.describe_app(app)),
+        )
         .collect();
     Ok(paged(
-        ax, &tree, &order, &page, max_depth, true, "tree", skipped, None,
+        ax,
+        &forest,
+        &order,
+        &page,
+        plan.max_depth,
+        true,
+        "tree",
+        skipped,
+        None,
     ))
 }
 
 /// The walked nodes as the shared pager renders them, each with its ref.
-struct Listed<'a> {
-    ax: &'a Ax,
-    tree: &'a Tree,
+struct Listed<'a, B: Backend> {
+    ax: &'a Ax<B>,
+    forest: &'a ForestOf<B>,
 }
 
-impl call::Listing for Listed<'_> {
+impl<B: Backend> call::Listing for Listed<'_, B> {
     fn depth(&self, i: usize) -> u32 {
-        self.tree.nodes[i].depth
+        self.forest.nodes[i].depth
     }
 
     fn line(&self, i: usize, include: Include, max_depth: u32) -> String {
-        let node = &self.tree.nodes[i];
+        let node = &self.forest.nodes[i];
         line(
-            node,
-            self.ax.refs.get(&node.bus, &node.path),
+            &shown(node),
+            self.ax.refs.get(&node.element),
             include,
             max_depth,
         )
     }
 
     fn json(&self, i: usize, include: Include) -> Value {
-        let node = &self.tree.nodes[i];
-        tree::json_node(node, self.ax.refs.get(&node.bus, &node.path), include)
+        let node = &self.forest.nodes[i];
+        call::json_node(&shown(node), self.ax.refs.get(&node.element), include)
     }
 
     fn where_is(&self, i: usize) -> String {
-        where_is(self.tree, i)
+        where_is::<B>(self.forest, i)
     }
 }
 
 /// Renders one page of `order` as the command's text and fields, naming the apps left out.
 #[allow(clippy::too_many_arguments)]
-fn paged(
-    ax: &Ax,
-    tree: &Tree,
+fn paged<B: Backend>(
+    ax: &Ax<B>,
+    forest: &ForestOf<B>,
     order: &[usize],
     page: &Page,
     max_depth: u32,
@@ -753,13 +712,13 @@ fn paged(
     total: Option<usize>,
 ) -> Outcome {
     let mut outcome = call::paged(
-        &Listed { ax, tree },
+        &Listed { ax, forest },
         order,
         page,
         max_depth,
         indent,
         text_name,
-        tree.capped,
+        forest.capped,
         total,
     );
     if !skipped.is_empty() {
@@ -768,32 +727,36 @@ fn paged(
     outcome
 }
 
-async fn find_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn find_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     selector: Selector,
     app: Option<AppArg>,
     page: Page,
 ) -> Result<Outcome, Failure> {
-    let (roots, mut skipped) = scope_roots(ax, conn, deadline, &app).await?;
+    let (roots, mut skipped) = scope_roots(ax, deadline, &app).await?;
     let include = Include {
         attributes: selector.needs_attributes(),
         ..page.include
     };
-    let tree = walk_all(ax, conn, deadline, &roots, include).await?;
+    let forest = walk_all(ax, deadline, &roots, include, Some(&selector)).await?;
     if app.is_some()
         && roots.len() == 1
-        && let Some((bus, after)) = tree.unresponsive.iter().next()
+        && let Some((key, after)) = forest.unresponsive.iter().next()
     {
-        return Err(said(unresponsive(ax, bus, *after)));
+        return Err(said(unresponsive(ax, key, *after)));
     }
-    skipped.extend(tree.unresponsive.keys().map(|b| ax.bus.describe_app(b)));
-    let hits = evaluate(&tree, &selector);
+    skipped.extend(
+        forest
+            .unresponsive
+            .keys()
+            .map(|key| ax.backend.describe_app(key)),
+    );
+    let hits = evaluate::<B>(&forest, &selector);
     let total = hits.len();
     Ok(paged(
         ax,
-        &tree,
+        &forest,
         &hits,
         &page,
         u32::MAX,
@@ -804,87 +767,57 @@ async fn find_command(
     ))
 }
 
-async fn read_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn read_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     target: Target,
     app: Option<AppArg>,
 ) -> Result<Outcome, Failure> {
-    let (at, r, node) = located(ax, conn, deadline, &target, &app).await?;
-    let mut fields = call::read_fields(&node.shown(), r, &node.description);
+    let (r, node) = located(ax, deadline, &target, &app, None).await?;
+    let mut fields = call::read_fields(&shown(&node), r, &node.description);
+    let contents = ax.backend.contents(&node, deadline).await?;
     let mut texts = Vec::new();
-    if node.has_interface("Text") {
-        // The whole text goes through the runtime's byte budget (the preview in `value` is short).
-        let text = tree::text_of(conn, deadline, &at.0, &at.1, Some(1 << 20)).await?;
+    if let Some(text) = contents.text {
         texts.push(CapturedText::from_bytes("text", text.into_bytes()));
     } else if let Some(value) = &node.value {
         fields.insert("value".into(), json!(value));
     }
-    if node.has_interface("Value") {
-        let v = bus::property::<f64>(
-            conn,
-            deadline,
-            &at.0,
-            &at.1,
-            "org.a11y.atspi.Value",
-            "CurrentValue",
-        )
-        .await
-        .ok();
-        if let Some(v) = v {
-            fields.insert("value".into(), json!(v));
-        }
+    if let Some(value) = contents.value {
+        fields.insert("value".into(), value);
     }
-    Ok(call::read_outcome(&node.shown(), r, fields, texts))
+    Ok(call::read_outcome(&shown(&node), r, fields, texts))
 }
 
-async fn focused_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn focused_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     app: Option<AppArg>,
 ) -> Result<Outcome, Failure> {
-    let window = active_window(ax, conn, deadline, &app).await?;
-    let tree = walk_all(
-        ax,
-        conn,
-        deadline,
-        std::slice::from_ref(&window),
-        Include::default(),
-    )
-    .await?;
-    if let Some((bus, after)) = tree.unresponsive.iter().next() {
-        return Err(said(unresponsive(ax, bus, *after)));
-    }
-    let focused = tree
-        .preorder(u32::MAX)
-        .into_iter()
-        .rfind(|&i| tree.nodes[i].states.contains(State::Focused));
-    let Some(i) = focused else {
+    let window = active_window(ax, deadline, &app).await?;
+    let Some((forest, i)) = ax.backend.focused(&window, deadline).await? else {
         return Err(said(
             "nothing in the active window has keyboard focus; `ax act` with action focus gives it",
         ));
     };
-    let path: Vec<String> = tree
+    let path: Vec<String> = forest
         .ancestors(i)
         .into_iter()
-        .filter(|&a| !tree.nodes[a].name.is_empty())
+        .filter(|&a| !forest.nodes[a].name.is_empty())
         .map(|a| {
             format!(
                 "{} {}",
-                tree.nodes[a].role_name(),
-                quote(&tree.nodes[a].name)
+                forest.nodes[a].role_name(),
+                quote(&forest.nodes[a].name)
             )
         })
         .collect();
-    let node = &tree.nodes[i];
-    let r = ax.refs.get(&node.bus, &node.path);
+    let node = &forest.nodes[i];
+    let r = ax.refs.get(&node.element);
     let mut fields = Map::new();
     fields.insert("ref".into(), json!(r));
     fields.insert(
         "node".into(),
-        json!(line(node, r, Include::default(), u32::MAX)),
+        json!(line(&shown(node), r, Include::default(), u32::MAX)),
     );
     fields.insert("path".into(), json!(path.join(" > ")));
     Ok(Outcome {
@@ -894,297 +827,44 @@ async fn focused_command(
     })
 }
 
-/// The first of `wanted` (case-insensitive) among an object's action names.
-fn pick_action(actions: &[String], wanted: &[&str]) -> Option<i32> {
-    wanted.iter().find_map(|w| {
-        actions
-            .iter()
-            .position(|a| a.eq_ignore_ascii_case(w))
-            .map(|p| p as i32)
-    })
-}
-
-/// Whether the element's states come to satisfy `holds` soon after an action: toolkits apply
-/// most changes before answering the action, some (AccessKit) on their next frame.
-async fn settles(
-    conn: &zbus::Connection,
-    deadline: Instant,
-    at: &(String, String),
-    holds: impl Fn(atspi::StateSet) -> bool,
-) -> bool {
-    let give_up = (Instant::now() + SETTLE_LIMIT).min(deadline);
-    let mut pause = Duration::from_millis(10);
-    loop {
-        let states =
-            bus::call::<_, Vec<u32>>(conn, deadline, &at.0, &at.1, ACCESSIBLE, "GetState", &())
-                .await;
-        match states {
-            Ok(words) if holds(cache::state_set(&words)) => return true,
-            Ok(_) if Instant::now() + pause < give_up => {}
-            _ => return false,
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn act_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn act_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     target: Target,
     app: Option<AppArg>,
-    Act { action, value }: Act,
+    action: ActName,
+    value: Option<Value>,
     protected: &ProtectedProcesses,
 ) -> Result<Outcome, Failure> {
-    let (at, r, node) = located(ax, conn, deadline, &target, &app).await?;
-    if !protected.is_empty() {
-        // No agent may press, type into or focus an approver's widgets (the approval window); an
-        // app whose pid the bus will not give is refused too while approvers are connected.
-        let pid = bus::pid_of(conn, deadline, &at.0).await;
-        if pid.is_none_or(|pid| protected.contains(pid)) {
-            return Err(Failure::Refused(format!(
-                "refused: the target's application ({}) is an approver (where a person answers \
-                 approval requests); agents may not act on it",
-                pid.map_or("pid unknown".into(), |pid| format!("pid {pid}"))
-            )));
-        }
-    }
-    let described = line(&node, r, Include::default(), u32::MAX);
-    let (dest, path) = (&at.0, &at.1);
-    let no_way = |what: &str| {
-        said(format!(
-            "{described} cannot {what}: its actions are [{}] and its interfaces [{}]",
-            node.actions.join(", "),
-            node.interfaces
-                .iter()
-                .map(|i| i.trim_start_matches("org.a11y.atspi."))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    };
-    let do_action = |index: i32| async move {
-        bus::call::<_, bool>(
-            conn,
-            deadline,
-            dest,
-            path,
-            "org.a11y.atspi.Action",
-            "DoAction",
-            &(index,),
-        )
-        .await
-    };
+    let (r, node) = located(ax, deadline, &target, &app, Some(protected)).await?;
+    let described = line(&shown(&node), r, Include::default(), u32::MAX);
+    let acted = ax
+        .backend
+        .act(&node, action, value, &described, deadline)
+        .await?;
     let mut fields = Map::new();
-    let done: bool = match action {
-        ActName::Press | ActName::Activate | ActName::Toggle => {
-            let wanted: &[&str] = match action {
-                ActName::Press => &["click", "press", "activate", "jump", "open"],
-                ActName::Activate => &["activate", "click", "press", "jump", "open"],
-                _ => &["toggle", "click", "press", "activate"],
-            };
-            let index = pick_action(&node.actions, wanted)
-                .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
-            do_action(index).await?
-        }
-        ActName::Expand | ActName::Collapse => {
-            let want = action == ActName::Expand;
-            let expandable = node.states.contains(State::Expandable);
-            let specific =
-                pick_action(&node.actions, &["expand", "collapse", "expand or contract"]);
-            // GTK3 combo boxes open their list on "press" without saying they expand.
-            let combo = matches!(
-                node.role,
-                accesskit::Role::ComboBox | accesskit::Role::EditableComboBox
-            );
-            if !expandable && specific.is_none() && !combo {
-                return Err(no_way(&format!(
-                    "{} (it is not expandable)",
-                    format!("{action:?}").to_lowercase()
-                )));
-            }
-            if node.states.contains(State::Expanded) == want {
-                fields.insert("via".into(), json!("already"));
-                true
-            } else {
-                // The specific actions first; expanders (GTK's GtkExpander) only "activate".
-                let wanted: &[&str] = if want {
-                    &[
-                        "expand",
-                        "expand or contract",
-                        "open",
-                        "activate",
-                        "toggle",
-                        "press",
-                        "click",
-                    ]
-                } else {
-                    &[
-                        "collapse",
-                        "expand or contract",
-                        "close",
-                        "activate",
-                        "toggle",
-                        "press",
-                        "click",
-                    ]
-                };
-                let index = pick_action(&node.actions, wanted)
-                    .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
-                do_action(index).await?
-                    && (!expandable
-                        || settles(conn, deadline, &at, |s| s.contains(State::Expanded) == want)
-                            .await)
-            }
-        }
-        ActName::Focus => {
-            if !node.has_interface("Component") {
-                return Err(no_way("take focus"));
-            }
-            bus::call::<_, bool>(
-                conn,
-                deadline,
-                dest,
-                path,
-                "org.a11y.atspi.Component",
-                "GrabFocus",
-                &(),
-            )
-            .await?
-        }
-        ActName::ScrollIntoView => {
-            if !node.has_interface("Component") {
-                return Err(no_way("scroll into view"));
-            }
-            // ATSPI_SCROLL_ANYWHERE. GTK3 does not implement ScrollTo (it answers false); its
-            // scrolled windows follow the focus, so a focusable element is focused instead.
-            let scrolled = bus::call::<_, bool>(
-                conn,
-                deadline,
-                dest,
-                path,
-                "org.a11y.atspi.Component",
-                "ScrollTo",
-                &(6u32,),
-            )
-            .await
-            .or_else(|err| match err {
-                BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
-                _ => Ok(false),
-            })?;
-            if scrolled {
-                fields.insert("via".into(), json!("scroll_to"));
-                true
-            } else if node.states.contains(State::Focusable) {
-                fields.insert("via".into(), json!("focus"));
-                bus::call::<_, bool>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Component",
-                    "GrabFocus",
-                    &(),
-                )
-                .await?
-                    && settles(conn, deadline, &at, |s| s.contains(State::Showing)).await
-            } else {
-                return Err(said(format!(
-                    "{described} cannot be scrolled into view: the app does not implement ScrollTo and the element cannot take focus; scroll its container instead (gui scroll)"
-                )));
-            }
-        }
-        ActName::Select => {
-            if node.states.contains(State::Selected) {
-                fields.insert("via".into(), json!("already"));
-                true
-            } else {
-                select(conn, deadline, &at, &node)
-                    .await?
-                    .ok_or_else(|| no_way("be selected"))?
-                    && (!node.states.contains(State::Selectable)
-                        || settles(conn, deadline, &at, |s| s.contains(State::Selected)).await)
-            }
-        }
-        ActName::SetValue => {
-            let value = value.unwrap_or(Value::Null);
-            let number = match &value {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => s.trim().parse::<f64>().ok(),
-                _ => None,
-            };
-            // A spin button is both text and value: a number set as text would only show,
-            // not change the value until the field loses focus.
-            let as_value = node.has_interface("Value")
-                && (number.is_some() || !node.has_interface("EditableText"));
-            if !as_value && node.has_interface("EditableText") {
-                let text = match &value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let ok = bus::call::<_, bool>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.EditableText",
-                    "SetTextContents",
-                    &(text.as_str(),),
-                )
-                .await?;
-                let now = tree::text_of(conn, deadline, dest, path, Some(4096)).await?;
-                fields.insert("value".into(), json!(now));
-                ok && now == text
-            } else if as_value {
-                let number = number.ok_or_else(|| {
-                    said(format!(
-                        "{described} takes a number; `value` {value} is not one"
-                    ))
-                })?;
-                let _: () = bus::call(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.freedesktop.DBus.Properties",
-                    "Set",
-                    &(
-                        "org.a11y.atspi.Value",
-                        "CurrentValue",
-                        zbus::zvariant::Value::from(number),
-                    ),
-                )
-                .await?;
-                let now: f64 = bus::property(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Value",
-                    "CurrentValue",
-                )
-                .await?;
-                fields.insert("value".into(), json!(now));
-                (now - number).abs() < 1e-9
-            } else {
-                return Err(no_way(
-                    "take a value (it is neither editable text nor a value)",
-                ));
-            }
-        }
-    };
+    if let Some(via) = acted.via {
+        fields.insert("via".into(), json!(via));
+    }
+    if let Some(value) = acted.value {
+        fields.insert("value".into(), value);
+    }
     fields.insert("ref".into(), json!(r));
     fields.insert("action".into(), json!(format!("{action:?}")));
-    fields.insert("done".into(), json!(done));
+    fields.insert("done".into(), json!(acted.done));
     // The element as it is now (it may be gone: a button that closes its window).
-    let after = fetch_one(conn, deadline, &at, None).await.ok();
+    let after = ax
+        .backend
+        .read(&node.element, deadline)
+        .await
+        .ok()
+        .flatten();
     match after {
-        Some(node) => {
-            fields.insert("states".into(), json!(all_states(node.states)));
+        Some(after) => {
+            fields.insert("states".into(), json!(all_states(after.states)));
             fields.insert(
                 "node".into(),
-                json!(line(&node, r, Include::default(), u32::MAX)),
+                json!(line(&shown(&after), r, Include::default(), u32::MAX)),
             );
         }
         None => {
@@ -1195,76 +875,14 @@ async fn act_command(
         }
     }
     Ok(Outcome {
-        success: done,
+        success: acted.done,
         fields,
         ..Outcome::default()
     })
 }
 
-/// Selects a node through its parent's Selection interface, else its own select/click action.
-async fn select(
-    conn: &zbus::Connection,
-    deadline: Instant,
-    at: &(String, String),
-    node: &tree::Node,
-) -> Result<Option<bool>, BusError> {
-    let parent: (String, zbus::zvariant::OwnedObjectPath) =
-        bus::property(conn, deadline, &at.0, &at.1, ACCESSIBLE, "Parent").await?;
-    let index: i32 = bus::call(
-        conn,
-        deadline,
-        &at.0,
-        &at.1,
-        ACCESSIBLE,
-        "GetIndexInParent",
-        &(),
-    )
-    .await?;
-    let interfaces: Vec<String> = bus::call(
-        conn,
-        deadline,
-        &parent.0,
-        parent.1.as_str(),
-        ACCESSIBLE,
-        "GetInterfaces",
-        &(),
-    )
-    .await
-    .unwrap_or_default();
-    if interfaces.iter().any(|i| i == "org.a11y.atspi.Selection") && index >= 0 {
-        let ok: bool = bus::call(
-            conn,
-            deadline,
-            &parent.0,
-            parent.1.as_str(),
-            "org.a11y.atspi.Selection",
-            "SelectChild",
-            &(index,),
-        )
-        .await?;
-        return Ok(Some(ok));
-    }
-    match pick_action(&node.actions, &["select", "click", "activate", "press"]) {
-        Some(i) => Ok(Some(
-            bus::call(
-                conn,
-                deadline,
-                &at.0,
-                &at.1,
-                "org.a11y.atspi.Action",
-                "DoAction",
-                &(i,),
-            )
-            .await?,
-        )),
-        None => Ok(None),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn wait_command(
-    ax: &Ax,
-    conn: &zbus::Connection,
+async fn wait_command<B: Backend>(
+    ax: &Ax<B>,
     deadline: Instant,
     selector: Selector,
     app: Option<AppArg>,
@@ -1283,34 +901,30 @@ async fn wait_command(
         let poll_deadline = give_up
             .max(Instant::now() + Duration::from_millis(200))
             .min(deadline);
-        let found = match scope_roots(ax, conn, poll_deadline, &app).await {
+        let (met, r, first) = match scope_roots(ax, poll_deadline, &app).await {
             Ok((roots, _)) => {
-                let tree = walk_all(ax, conn, poll_deadline, &roots, include).await?;
-                let hits = evaluate(&tree, &selector);
+                let forest = walk_all(ax, poll_deadline, &roots, include, Some(&selector)).await?;
+                let hits = evaluate::<B>(&forest, &selector);
                 let first = hits
                     .first()
-                    .map(|&i| node_line(ax, &tree, i, Include::default()));
+                    .map(|&i| node_line(ax, &forest.nodes[i], Include::default()));
                 let met = match until {
                     Until::Appears => !hits.is_empty(),
                     Until::Disappears => hits.is_empty(),
                     Until::State { query, negated } => hits
                         .first()
-                        .is_some_and(|&i| query.holds(tree.nodes[i].states) != negated),
+                        .is_some_and(|&i| query.holds(forest.nodes[i].states) != negated),
                 };
-                let r = hits
-                    .first()
-                    .map(|&i| ax.refs.get(&tree.nodes[i].bus, &tree.nodes[i].path));
-                Some((met, r, first))
+                let r = hits.first().map(|&i| ax.refs.get(&forest.nodes[i].element));
+                (met, r, first)
             }
             // An app that is not there yet is what `appears` waits for.
             Err(Failure::Said(_)) if app.is_some() => {
-                Some((matches!(until, Until::Disappears), None, None))
+                (matches!(until, Until::Disappears), None, None)
             }
             Err(err) => return Err(err),
         };
-        if let Some((met, r, first)) = found
-            && (met || Instant::now() + pause >= give_up)
-        {
+        if met || Instant::now() + pause >= give_up {
             let mut fields = Map::new();
             fields.insert("met".into(), json!(met));
             fields.insert(
@@ -1332,31 +946,4 @@ async fn wait_command(
         tokio::time::sleep(pause).await;
         pause = (pause * 3 / 2).min(Duration::from_millis(250));
     }
-}
-
-/// What `act` does: the action and, for `set_value`, the value.
-pub struct Act {
-    pub action: ActName,
-    pub value: Option<Value>,
-}
-
-/// The element a target names: its (bus, path), its ref and its facts. A ref is read as the ref
-/// table remembers it; a selector is resolved afresh.
-async fn located(
-    ax: &Ax,
-    conn: &zbus::Connection,
-    deadline: Instant,
-    target: &Target,
-    app: &Option<AppArg>,
-) -> Result<((String, String), u32, tree::Node), Failure> {
-    let at = locate(ax, conn, deadline, target, app).await?;
-    let r = ax.refs.get(&at.0, &at.1);
-    let node = fetch_one(
-        conn,
-        deadline,
-        &at,
-        matches!(target, Target::Ref(_)).then_some(r),
-    )
-    .await?;
-    Ok((at, r, node))
 }

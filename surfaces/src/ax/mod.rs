@@ -1,27 +1,39 @@
-//! The ax surface: accessibility trees over AT-SPI (Linux). Apps, trees and searches come back as
-//! compact outlines with refs that stay valid across calls; selectors and refs drive actions.
+//! The ax surface: accessibility trees (AT-SPI on Linux, AXUIElement on macOS). Apps, trees and
+//! searches come back as compact outlines with refs that stay valid across calls; selectors and
+//! refs drive actions. The commands are written once over a narrow per-OS [`Backend`].
 //!
 //! # Layout
-//! - this file: the `Surface` (probe, AT-SPI's dialect of the commands) and the prepared action.
-//! - `call`: the commands and their validated form, shared with the macOS backend.
-//! - `bus`: the lazily opened, self-healing a11y bus connection and deadline-bound calls.
-//! - `cache`: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
-//! - `tree`: concurrent, page-bounded tree walks, the ref table, outline and JSON lines.
+//! - this file: the `Surface` and its prepared action, and the factory that picks the backend.
+//! - `call`: the command table, args validation into a `Job`, paging and outline rendering.
+//! - `commands`: what each command does, over any backend: refs, selectors resolved to one
+//!   element, the approver check, listings, actions and waits.
+//! - `backend`: the `Backend` trait and the backend-neutral apps, nodes, forests and errors.
 //! - `selector`: the selector language.
-//! - `roles`: AT-SPI roles mapped onto accesskit's `Role` names; state vocabulary.
-//! - `commands`: what each command does once validated.
+//! - `roles`: the surface's own state set and role vocabulary (accesskit names).
+//! - `shared_tests`: the shared commands over a scripted backend.
+//! - `atspi` (Linux): AT-SPI over D-Bus with cache-seeded, concurrent walks.
+//! - `macos` (macOS): AXUIElement.
 
-mod bus;
-mod cache;
+mod backend;
 mod call;
 mod commands;
-// The macOS vocabulary is pure: its tables are tested here too (the macOS backend is
-// `macos.rs`, which lib.rs picks on macOS instead of this module).
-#[cfg(test)]
-mod macos_roles;
 mod roles;
 mod selector;
-mod tree;
+#[cfg(test)]
+mod shared_tests;
+
+#[cfg(target_os = "linux")]
+mod atspi;
+#[cfg(target_os = "macos")]
+mod macos;
+// The macOS vocabulary is pure: its tables are tested on Linux too.
+#[cfg(all(test, target_os = "linux"))]
+mod macos {
+    pub mod roles;
+}
+
+#[cfg(target_os = "macos")]
+pub(crate) use macos::element;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,86 +47,45 @@ use crate::{
     SurfaceError, TargetFacts, receipt_value,
 };
 
-use bus::Bus;
-use call::{AppArg, COMMANDS, Dialect, Job};
-use tree::Refs;
+use backend::{AxError, Backend, Failure};
+use call::{AppArg, COMMANDS, Job};
+use commands::{Ax, Refs};
 
-pub use selector::{ParseError, Selector, parse as parse_selector};
-
-/// The AT-SPI side of the shared commands.
-const DIALECT: Dialect = Dialect {
-    tree_fields: &[
-        "tree",
-        "revision",
-        "nodes",
-        "cursor",
-        "truncated",
-        "unchanged",
-        "skipped",
-    ],
-    find_fields: &[
-        "matches",
-        "revision",
-        "nodes",
-        "total",
-        "cursor",
-        "truncated",
-        "unchanged",
-        "skipped",
-    ],
-    act_fields: &["ref", "action", "done", "via", "node", "value", "states"],
-    knows_role: |folded| {
-        roles::known_role_names()
-            .iter()
-            .any(|known| known == folded)
-    },
-    other_role_names: "",
-    until_examples: &[
-        "appears",
-        "disappears",
-        "focused",
-        "checked",
-        "!checked",
-        "enabled",
-        "showing",
-    ],
-};
+pub use selector::{ParseError, Selector};
 
 /// The ax surface for this platform, if this build has one.
 pub fn surface() -> Option<Arc<dyn Surface>> {
-    // `COMPUTER_AX_APP_CACHE=off` walks every tree node by node (the benchmark compares both).
-    let use_app_caches = std::env::var("COMPUTER_AX_APP_CACHE").map_or(true, |v| v != "off");
-    tracing::info!(
-        backend = "AT-SPI over D-Bus (zbus, accesskit roles)",
-        use_app_caches,
-        "ax backend chosen; the accessibility bus is opened on first use"
-    );
-    Some(Arc::new(AxSurface {
-        ax: Arc::new(Ax {
-            bus: Bus::new(use_app_caches),
-            refs: Refs::default(),
-        }),
-    }))
+    #[cfg(target_os = "linux")]
+    return Some(Arc::new(AxSurface::new(atspi::Atspi::from_env())));
+    #[cfg(target_os = "macos")]
+    return Some(Arc::new(AxSurface::new(macos::MacAx::new())));
+    #[allow(unreachable_code)]
+    None
 }
 
-/// State shared by every call: the bus connection and the ref table.
-pub struct Ax {
-    bus: Bus,
-    refs: Refs,
+pub struct AxSurface<B: Backend> {
+    ax: Arc<Ax<B>>,
 }
 
-pub struct AxSurface {
-    ax: Arc<Ax>,
+impl<B: Backend> AxSurface<B> {
+    fn new(backend: B) -> Self {
+        AxSurface {
+            ax: Arc::new(Ax {
+                backend,
+                refs: Refs::default(),
+            }),
+        }
+    }
 }
 
 #[async_trait]
-impl Surface for AxSurface {
+impl<B: Backend> Surface for AxSurface<B> {
     fn name(&self) -> SurfaceName {
         SurfaceName::Ax
     }
 
     fn backend(&self) -> &'static str {
-        "AT-SPI over D-Bus"
+        B::NAME
     }
 
     fn needs_desktop(&self) -> bool {
@@ -126,27 +97,11 @@ impl Surface for AxSurface {
     }
 
     fn probe(&self) -> Availability {
-        let has_bus = std::env::var_os("AT_SPI_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
-            || std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
-            || std::env::var_os("XDG_RUNTIME_DIR")
-                .is_some_and(|dir| std::path::Path::new(&dir).join("bus").exists());
-        if !has_bus {
-            return Availability::Unavailable {
-                reason: "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset".into(),
-                fix: "run the daemon inside the desktop session (systemd --user unit, or export DBUS_SESSION_BUS_ADDRESS and DISPLAY before `computer serve`)".into(),
-            };
-        }
-        if let Some(why) = self.ax.bus.recent_failure() {
-            return Availability::Unavailable {
-                reason: format!("the accessibility bus is unreachable: {why}"),
-                fix: "install at-spi2-core (at-spi-bus-launcher) and enable accessibility (gsettings set org.gnome.desktop.interface toolkit-accessibility true); the daemon retries after 5 s".into(),
-            };
-        }
-        Availability::Ready
+        self.ax.backend.probe()
     }
 
     fn result_fields(&self, command: &str) -> &'static [&'static str] {
-        DIALECT.result_fields(command)
+        B::DIALECT.result_fields(command)
     }
 
     fn prepare(
@@ -155,7 +110,7 @@ impl Surface for AxSurface {
         args: &Map<String, Value>,
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
-        let (job, timeout) = call::prepare(&DIALECT, command, args, complications)?;
+        let (job, timeout) = call::prepare(&B::DIALECT, command, args, complications)?;
         let target = resolve_target(&self.ax, &job);
         Ok(Box::new(AxAction {
             ax: self.ax.clone(),
@@ -168,8 +123,8 @@ impl Surface for AxSurface {
 }
 
 /// A validated ax call.
-pub struct AxAction {
-    ax: Arc<Ax>,
+pub struct AxAction<B: Backend> {
+    ax: Arc<Ax<B>>,
     job: Job,
     timeout: Duration,
     target: Option<TargetFacts>,
@@ -180,12 +135,12 @@ pub struct AxAction {
 /// trip): the app behind a ref, the app with the pid given, or the one app the given name picks
 /// (the same rule as the run: an exact name, else a part of one). Unresolved, it is what the args
 /// spell.
-fn resolve_target(ax: &Ax, job: &Job) -> Option<TargetFacts> {
+fn resolve_target<B: Backend>(ax: &Ax<B>, job: &Job) -> Option<TargetFacts> {
     let mut target = job.spelled_target()?;
-    let known = ax.bus.known_apps();
+    let known = ax.backend.known_apps();
     let found: Vec<&(String, String, Option<u32>)> = match (job.element_ref(), job.app()) {
-        (Some(r), _) => match ax.refs.resolve(r) {
-            Some((bus, _)) => known.iter().filter(|(b, _, _)| *b == bus).collect(),
+        (Some(r), _) => match ax.refs.resolve(r).and_then(|e| ax.backend.app_key_of(&e)) {
+            Some(key) => known.iter().filter(|(k, _, _)| *k == key).collect(),
             None => Vec::new(),
         },
         (None, Some(AppArg::Pid(pid))) => {
@@ -219,7 +174,7 @@ fn resolve_target(ax: &Ax, job: &Job) -> Option<TargetFacts> {
 }
 
 #[async_trait]
-impl PreparedAction for AxAction {
+impl<B: Backend> PreparedAction for AxAction<B> {
     fn risk(&self) -> Risk {
         self.job.risk()
     }
@@ -238,14 +193,10 @@ impl PreparedAction for AxAction {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let deadline = Instant::now() + self.timeout;
-        let conn = match self.ax.bus.connection(deadline).await {
-            Ok(conn) => conn,
-            Err(err) => return Err(commands::failure(&self.ax, err)),
-        };
-        let result = commands::run(&self.ax, &conn, deadline, self.job, &ctx.protected).await;
-        if let Err(commands::Failure::Bus(bus::BusError::Connect(_))) = &result {
-            // The bus went away (session restarted): the next call reconnects.
-            self.ax.bus.reset().await;
+        let result = commands::run(&self.ax, deadline, self.job, &ctx.protected).await;
+        if let Err(Failure::Ax(AxError::Unavailable(_))) = &result {
+            // The service went away (session restarted): the next call starts afresh.
+            self.ax.backend.reset().await;
         }
         result.map_err(|failure| failure.into_surface_error(&self.ax))
     }

@@ -1,116 +1,200 @@
-//! Role and state vocabulary: AT-SPI roles mapped onto accesskit's `Role` (so Linux and macOS
-//! trees read alike), their serialised names, and which states an outline shows by default.
+//! The ax surface's own role and state vocabulary, the same on every OS: accesskit's `Role`
+//! names, a state set whose names are AT-SPI's (so outlines and selectors read alike whichever
+//! backend read the tree), and which states an outline shows by default.
+
+use std::sync::OnceLock;
 
 use accesskit::Role;
-use atspi::{Role as AtspiRole, State, StateSet};
 
-/// The accesskit role for an AT-SPI role, refined by states where AT-SPI is coarser.
-pub fn map_role(role: AtspiRole, states: StateSet) -> Role {
-    use AtspiRole as A;
-    match role {
-        A::Invalid | A::Unknown | A::Extended | A::Ruler => Role::Unknown,
-        A::AcceleratorLabel | A::Label | A::Static => Role::Label,
-        A::Alert | A::Notification => Role::Alert,
-        A::Animation | A::Arrow | A::Icon | A::Image | A::ImageMap | A::DesktopIcon => Role::Image,
-        A::Calendar => Role::Grid,
-        A::Canvas | A::DrawingArea => Role::Canvas,
-        A::CheckBox => Role::CheckBox,
-        A::CheckMenuItem => Role::MenuItemCheckBox,
-        A::ColorChooser => Role::ColorWell,
-        A::ColumnHeader | A::TableColumnHeader => Role::ColumnHeader,
-        A::ComboBox => Role::ComboBox,
-        A::Autocomplete => Role::EditableComboBox,
-        A::DateEditor => Role::DateInput,
-        A::DesktopFrame | A::Frame | A::Window | A::InputMethodWindow => Role::Window,
-        A::Dial | A::Slider => Role::Slider,
-        A::Dialog | A::OptionPane => Role::Dialog,
-        A::DirectoryPane
-        | A::FileChooser
-        | A::FontChooser
-        | A::GlassPane
-        | A::InternalFrame
-        | A::LayeredPane
-        | A::Panel
-        | A::RootPane
-        | A::SplitPane
-        | A::Viewport => Role::Pane,
-        A::Filler | A::FocusTraversable | A::RedundantObject | A::Subscript | A::Superscript => {
-            Role::GenericContainer
+/// One state an element may be in. The order is AT-SPI's (`AtspiStateType`), so the AT-SPI
+/// backend takes a state set's two 32-bit words as they come off the bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum State {
+    Invalid,
+    Active,
+    Armed,
+    Busy,
+    Checked,
+    Collapsed,
+    Defunct,
+    Editable,
+    Enabled,
+    Expandable,
+    Expanded,
+    Focusable,
+    Focused,
+    HasTooltip,
+    Horizontal,
+    Iconified,
+    Modal,
+    MultiLine,
+    Multiselectable,
+    Opaque,
+    Pressed,
+    Resizable,
+    Selectable,
+    Selected,
+    Sensitive,
+    Showing,
+    SingleLine,
+    Stale,
+    Transient,
+    Vertical,
+    Visible,
+    ManagesDescendants,
+    Indeterminate,
+    Required,
+    Truncated,
+    Animated,
+    InvalidEntry,
+    SupportsAutocompletion,
+    SelectableText,
+    IsDefault,
+    Visited,
+    Checkable,
+    HasPopup,
+    ReadOnly,
+}
+
+/// Every state, in bit order.
+const ALL_STATES: [State; 44] = {
+    use State::*;
+    [
+        Invalid,
+        Active,
+        Armed,
+        Busy,
+        Checked,
+        Collapsed,
+        Defunct,
+        Editable,
+        Enabled,
+        Expandable,
+        Expanded,
+        Focusable,
+        Focused,
+        HasTooltip,
+        Horizontal,
+        Iconified,
+        Modal,
+        MultiLine,
+        Multiselectable,
+        Opaque,
+        Pressed,
+        Resizable,
+        Selectable,
+        Selected,
+        Sensitive,
+        Showing,
+        SingleLine,
+        Stale,
+        Transient,
+        Vertical,
+        Visible,
+        ManagesDescendants,
+        Indeterminate,
+        Required,
+        Truncated,
+        Animated,
+        InvalidEntry,
+        SupportsAutocompletion,
+        SelectableText,
+        IsDefault,
+        Visited,
+        Checkable,
+        HasPopup,
+        ReadOnly,
+    ]
+};
+
+impl State {
+    /// The state's name in outlines, selectors and `until` (AT-SPI's spelling).
+    pub fn name(self) -> &'static str {
+        use State::*;
+        match self {
+            Invalid => "invalid",
+            Active => "active",
+            Armed => "armed",
+            Busy => "busy",
+            Checked => "checked",
+            Collapsed => "collapsed",
+            Defunct => "defunct",
+            Editable => "editable",
+            Enabled => "enabled",
+            Expandable => "expandable",
+            Expanded => "expanded",
+            Focusable => "focusable",
+            Focused => "focused",
+            HasTooltip => "has-tooltip",
+            Horizontal => "horizontal",
+            Iconified => "iconified",
+            Modal => "modal",
+            MultiLine => "multi-line",
+            Multiselectable => "multiselectable",
+            Opaque => "opaque",
+            Pressed => "pressed",
+            Resizable => "resizable",
+            Selectable => "selectable",
+            Selected => "selected",
+            Sensitive => "sensitive",
+            Showing => "showing",
+            SingleLine => "single-line",
+            Stale => "stale",
+            Transient => "transient",
+            Vertical => "vertical",
+            Visible => "visible",
+            ManagesDescendants => "manages-descendants",
+            Indeterminate => "indeterminate",
+            Required => "required",
+            Truncated => "truncated",
+            Animated => "animated",
+            InvalidEntry => "invalid-entry",
+            SupportsAutocompletion => "supports-autocompletion",
+            SelectableText => "selectable-text",
+            IsDefault => "is-default",
+            Visited => "visited",
+            Checkable => "checkable",
+            HasPopup => "has-popup",
+            ReadOnly => "read-only",
         }
-        A::HTMLContainer
-        | A::DocumentFrame
-        | A::DocumentSpreadsheet
-        | A::DocumentPresentation
-        | A::DocumentText
-        | A::DocumentEmail => Role::Document,
-        A::DocumentWeb => Role::RootWebArea,
-        A::List => Role::List,
-        A::ListBox => Role::ListBox,
-        A::ListItem => Role::ListItem,
-        A::Menu | A::PopupMenu => Role::Menu,
-        A::MenuBar => Role::MenuBar,
-        A::MenuItem | A::TearoffMenuItem => Role::MenuItem,
-        A::PageTab => Role::Tab,
-        A::PageTabList => Role::TabList,
-        A::PasswordText => Role::PasswordInput,
-        A::ProgressBar => Role::ProgressIndicator,
-        A::Button | A::ToggleButton | A::PushButtonMenu => Role::Button,
-        A::RadioButton => Role::RadioButton,
-        A::RadioMenuItem => Role::MenuItemRadio,
-        A::RowHeader | A::TableRowHeader => Role::RowHeader,
-        A::ScrollBar => Role::ScrollBar,
-        A::ScrollPane => Role::ScrollView,
-        A::Separator => Role::Splitter,
-        A::SpinButton => Role::SpinButton,
-        A::StatusBar | A::InfoBar => Role::Status,
-        A::Table => Role::Table,
-        A::TableCell => Role::Cell,
-        A::TableRow => Role::Row,
-        A::Terminal => Role::Terminal,
-        A::Text | A::Entry | A::Editbar => {
-            if states.contains(State::MultiLine) {
-                Role::MultilineTextInput
-            } else {
-                Role::TextInput
-            }
-        }
-        A::ToolBar => Role::Toolbar,
-        A::ToolTip => Role::Tooltip,
-        A::Tree => Role::Tree,
-        A::TreeTable => Role::TreeGrid,
-        A::TreeItem => Role::TreeItem,
-        A::Header => Role::Header,
-        A::Footer => Role::Footer,
-        A::Paragraph => Role::Paragraph,
-        A::Application => Role::Application,
-        A::Embedded => Role::EmbeddedObject,
-        A::CHART => Role::Figure,
-        A::Caption => Role::Caption,
-        A::Heading => Role::Heading,
-        A::Page | A::Section => Role::Section,
-        A::Form => Role::Form,
-        A::Link => Role::Link,
-        A::Comment => Role::Comment,
-        A::Grouping => Role::Group,
-        A::LevelBar | A::Rating => Role::Meter,
-        A::TitleBar => Role::TitleBar,
-        A::BlockQuote => Role::Blockquote,
-        A::Audio => Role::Audio,
-        A::Video => Role::Video,
-        A::Definition | A::DescriptionValue => Role::Definition,
-        A::Article => Role::Article,
-        A::Landmark => Role::Region,
-        A::Log => Role::Log,
-        A::Marquee => Role::Marquee,
-        A::Math | A::MathFraction | A::MathRoot => Role::Math,
-        A::Timer => Role::Timer,
-        A::DescriptionList => Role::DescriptionList,
-        A::DescriptionTerm => Role::Term,
-        A::Footnote => Role::DocFootnote,
-        A::ContentDeletion => Role::ContentDeletion,
-        A::ContentInsertion => Role::ContentInsertion,
-        A::Mark => Role::Mark,
-        A::Suggestion => Role::Suggestion,
+    }
+
+    fn from_name(name: &str) -> Option<State> {
+        ALL_STATES.iter().copied().find(|s| s.name() == name)
+    }
+
+    fn bit(self) -> u64 {
+        1 << self as u8
+    }
+}
+
+/// A set of [`State`]s, one bit each in AT-SPI's order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct StateSet(u64);
+
+impl StateSet {
+    pub const fn empty() -> StateSet {
+        StateSet(0)
+    }
+
+    /// The set AT-SPI's two state words (low, high) describe; bits past the last known state
+    /// are dropped.
+    pub fn from_bits(bits: u64) -> StateSet {
+        StateSet(bits & ((1 << ALL_STATES.len()) - 1))
+    }
+
+    pub fn contains(self, state: State) -> bool {
+        self.0 & state.bit() != 0
+    }
+
+    pub fn insert(&mut self, state: State) {
+        self.0 |= state.bit();
+    }
+
+    /// The states in the set, in bit order.
+    pub fn iter(self) -> impl Iterator<Item = State> {
+        ALL_STATES.into_iter().filter(move |s| self.contains(*s))
     }
 }
 
@@ -131,21 +215,48 @@ pub fn fold(name: &str) -> String {
         .collect()
 }
 
-/// Every role name a selector may use, folded: the accesskit names this mapping produces, and
-/// AT-SPI's own names (`push button`) for those who know them.
-pub fn known_role_names() -> Vec<String> {
-    let mut names: Vec<String> = (0..=130u32)
-        .filter_map(|n| AtspiRole::try_from(n).ok())
-        .flat_map(|role| {
-            [
-                fold(&role_name(map_role(role, StateSet::empty()))),
-                fold(&role_name(map_role(role, StateSet::new(State::MultiLine)))),
-                fold(role.name()),
-            ]
-        })
-        .collect();
-    names.sort();
-    names.dedup();
+/// Every accesskit role name, folded and sorted: what selectors and `roles` accept on any OS
+/// (each backend may accept its own native names besides).
+pub fn accesskit_role_names() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names: Vec<String> = variant_names::<Role>().iter().map(|n| fold(n)).collect();
+        names.sort();
+        names.dedup();
+        names
+    })
+}
+
+/// The variant names serde knows for an enum (as serialised), read by asking serde to
+/// deserialise one from a deserializer that only records the names it is offered. accesskit has
+/// no list of its roles; this keeps ours whole when accesskit adds some.
+fn variant_names<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
+    struct Recorder<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Recorder<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("only enums are read here"))
+        }
+        fn deserialize_enum<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            variants: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = variants;
+            Err(serde::de::Error::custom("names recorded"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map struct identifier
+            ignored_any
+        }
+    }
+    let mut names: &'static [&'static str] = &[];
+    let _ = T::deserialize(Recorder(&mut names));
     names
 }
 
@@ -163,12 +274,12 @@ const KEY_STATES: &[State] = &[
 ];
 
 /// The states an outline line shows: the key states, plus `disabled` for widgets that are not
-/// enabled (AT-SPI reports the positive state; its absence is what matters).
+/// enabled (the sets hold the positive state; its absence is what matters).
 pub fn key_states(states: StateSet, role: Role) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = KEY_STATES
         .iter()
         .filter(|state| states.contains(**state))
-        .map(State::to_static_str)
+        .map(|state| state.name())
         .collect();
     if states.contains(State::Expandable) && !states.contains(State::Expanded) {
         out.push("collapsed");
@@ -189,20 +300,18 @@ pub fn key_states(states: StateSet, role: Role) -> Vec<&'static str> {
     out
 }
 
-/// Every state in the set, by AT-SPI name.
+/// Every state in the set, by name.
 pub fn all_states(states: StateSet) -> Vec<&'static str> {
-    states.iter().map(|state| state.to_static_str()).collect()
+    states.iter().map(State::name).collect()
 }
 
-/// The AT-SPI state a selector's `[name]` refers to (`disabled` and `collapsed` are derived).
+/// The state a selector's `[name]` refers to (`disabled` and `collapsed` are derived).
 pub fn parse_state(name: &str) -> Option<StateQuery> {
     match name {
-        "disabled" => return Some(StateQuery::Disabled),
-        "collapsed" => return Some(StateQuery::Collapsed),
-        _ => {}
+        "disabled" => Some(StateQuery::Disabled),
+        "collapsed" => Some(StateQuery::Collapsed),
+        _ => State::from_name(name).map(StateQuery::Is),
     }
-    let state = State::from(name);
-    (state != State::Invalid || name == "invalid").then_some(StateQuery::Is(state))
 }
 
 /// A state as selectors test it.
@@ -233,30 +342,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn roles_serialise_as_accesskit_names() {
-        assert_eq!(
-            role_name(map_role(AtspiRole::Button, StateSet::empty())),
-            "button"
-        );
-        assert_eq!(
-            role_name(map_role(AtspiRole::CheckBox, StateSet::empty())),
-            "checkBox"
-        );
-        assert_eq!(
-            role_name(map_role(AtspiRole::Text, StateSet::empty())),
-            "textInput"
-        );
-        assert_eq!(
-            role_name(map_role(AtspiRole::Frame, StateSet::empty())),
-            "window"
-        );
-        assert!(known_role_names().contains(&"checkbox".to_string()));
+    fn accesskit_names_are_all_listed() {
+        let names = accesskit_role_names();
+        for name in [
+            "button",
+            "checkbox",
+            "textinput",
+            "window",
+            "menuitem",
+            "unknown",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} missing");
+        }
+        assert!(names.len() > 100, "only {} role names", names.len());
+        assert_eq!(role_name(Role::CheckBox), "checkBox");
     }
 
     #[test]
-    fn states_parse_by_atspi_name() {
+    fn states_parse_by_name_and_iterate_in_bit_order() {
         assert_eq!(parse_state("focused"), Some(StateQuery::Is(State::Focused)));
+        assert_eq!(
+            parse_state("read-only"),
+            Some(StateQuery::Is(State::ReadOnly))
+        );
         assert_eq!(parse_state("disabled"), Some(StateQuery::Disabled));
         assert_eq!(parse_state("nonsense"), None);
+        let mut set = StateSet::empty();
+        set.insert(State::Showing);
+        set.insert(State::Active);
+        assert_eq!(all_states(set), ["active", "showing"]);
+        assert_eq!(StateSet::from_bits(u64::MAX).iter().count(), 44);
     }
 }

@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use super::roles::{StateQuery, fold, known_role_names, parse_state};
+use super::roles::{StateQuery, StateSet, accesskit_role_names, fold, parse_state};
 
 /// A parsed selector: steps from the outermost ancestor to the target.
 #[derive(Debug, Clone)]
@@ -57,10 +57,10 @@ impl Filter {
 
 /// What a selector needs to know of a node.
 pub trait NodeFacts {
-    /// The folded accesskit role name and the folded AT-SPI role name.
+    /// The folded accesskit role name and the folded native (AT-SPI, AX) role name.
     fn roles(&self) -> (String, String);
     fn name(&self) -> &str;
-    fn states(&self) -> atspi::StateSet;
+    fn states(&self) -> StateSet;
     /// `description`, `id` or an object attribute.
     fn attr(&self, key: &str) -> Option<String>;
 }
@@ -91,6 +91,23 @@ impl Selector {
             .iter()
             .any(|s| s.filters.iter().any(Filter::needs_attributes))
     }
+
+    /// The attribute keys the selector tests, for backends that read attributes one by one.
+    pub fn attribute_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .steps
+            .iter()
+            .flat_map(|s| s.filters.iter())
+            .filter(|f| f.needs_attributes())
+            .filter_map(|f| match f {
+                Filter::Attr { key, .. } => Some(key.clone()),
+                Filter::State { .. } => None,
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
 }
 
 /// A parse failure: where, and what was expected there.
@@ -107,11 +124,13 @@ impl std::fmt::Display for ParseError {
     }
 }
 
-/// Parses a selector; see the module docs for the grammar.
-pub fn parse(source: &str) -> Result<Selector, ParseError> {
+/// Parses a selector; see the module docs for the grammar. `knows_role` says which (folded)
+/// role names the backend understands.
+pub fn parse(source: &str, knows_role: fn(&str) -> bool) -> Result<Selector, ParseError> {
     let mut parser = Parser {
         chars: source.chars().collect(),
         pos: 0,
+        knows_role,
     };
     let mut steps = vec![parser.step()?];
     loop {
@@ -138,6 +157,7 @@ pub fn parse(source: &str) -> Result<Selector, ParseError> {
 struct Parser {
     chars: Vec<char>,
     pos: usize,
+    knows_role: fn(&str) -> bool,
 }
 
 impl Parser {
@@ -167,7 +187,7 @@ impl Parser {
             Some(c) if c.is_ascii_alphabetic() => {
                 let word = self.word();
                 let folded = fold(&word);
-                if !known_role_names().contains(&folded) {
+                if !(self.knows_role)(&folded) {
                     let pos = self.pos;
                     self.pos = start;
                     let mut err = self.error(format!(
@@ -363,21 +383,35 @@ impl Parser {
 }
 
 fn suggest_role(folded: &str) -> String {
-    let close: Vec<String> = known_role_names()
-        .into_iter()
+    let close: Vec<&String> = accesskit_role_names()
+        .iter()
         .filter(|name| name.contains(folded) || folded.contains(name.as_str()))
         .take(5)
         .collect();
     if close.is_empty() {
         "see `ax tree` for the roles present".into()
     } else {
-        format!("close: {}", close.join(", "))
+        format!(
+            "close: {}",
+            close
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The accesskit names, and one AT-SPI name as a backend would add.
+    fn parse(source: &str) -> Result<Selector, ParseError> {
+        super::parse(source, |role| {
+            role == "togglebutton" || accesskit_role_names().iter().any(|n| n == role)
+        })
+    }
 
     #[test]
     fn simple_forms_parse() {

@@ -7,11 +7,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atspi::{Role as AtspiRole, StateSet};
+use ::atspi::Role as AtspiRole;
 use futures::future::join_all;
 use zbus::zvariant::OwnedObjectPath;
 
 use super::bus::{self, Bus, BusError, ROOT_PATH};
+use super::roles::state_set;
+use crate::ax::roles::StateSet;
 
 pub const CACHE_PATH: &str = "/org/a11y/atspi/cache";
 const CACHE_IFACE: &str = "org.a11y.atspi.Cache";
@@ -153,13 +155,6 @@ impl AppCache {
             .collect();
         AppCache { nodes }
     }
-}
-
-/// The two 32-bit words of an AT-SPI state set.
-pub fn state_set(words: &[u32]) -> StateSet {
-    let bits = words.first().copied().unwrap_or(0) as u64
-        | (words.get(1).copied().unwrap_or(0) as u64) << 32;
-    StateSet::from_bits(bits).unwrap_or_else(|_| StateSet::empty())
 }
 
 /// Whether an app's cache is worth asking for.

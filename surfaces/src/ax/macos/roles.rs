@@ -1,10 +1,11 @@
 //! macOS accessibility vocabulary, without touching the OS: AXRole/AXSubrole mapped onto
-//! accesskit's `Role` (so macOS and Linux trees read alike), AX attributes onto the AT-SPI state
-//! names selectors use, and which AX actions carry out each `ax act` action. Pure, so it is
-//! unit-tested on every platform.
+//! accesskit's `Role` (so macOS and Linux trees read alike), AX attributes onto the surface's own
+//! states, and which AX actions carry out each `ax act` action. Pure, so it is unit-tested on
+//! every platform.
 
 use accesskit::Role;
-use atspi::{State, StateSet};
+
+use crate::ax::roles::{State, StateSet};
 
 /// The accesskit role for an AXRole, refined by its AXSubrole.
 pub fn map_role(role: &str, subrole: Option<&str>) -> Role {
@@ -82,7 +83,7 @@ pub struct Facts {
     pub multiline: bool,
 }
 
-/// The AT-SPI states an element's facts amount to.
+/// The states an element's facts amount to.
 pub fn states(facts: Facts) -> StateSet {
     let mut set = StateSet::empty();
     let mut add = |on: bool, state: State| {

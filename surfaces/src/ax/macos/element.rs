@@ -100,6 +100,21 @@ impl PartialEq for Element {
     }
 }
 
+impl Eq for Element {}
+
+// Equal elements have equal CFHash, as `Eq` requires; the ref table keys on it.
+impl std::hash::Hash for Element {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash_code());
+    }
+}
+
+impl std::fmt::Debug for Element {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AXUIElement({:p})", self.0)
+    }
+}
+
 fn cf_str(name: &str) -> CFString {
     CFString::new(name)
 }

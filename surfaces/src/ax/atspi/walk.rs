@@ -1,145 +1,44 @@
-//! Walking accessible trees: a preorder-bounded, concurrent fetch (only as much of the tree as
-//! the requested page needs), seeded from the apps' own caches where they have one, the
-//! daemon-side ref table, and the outline and JSON renderings.
+//! Walking AT-SPI trees: a preorder-bounded, concurrent fetch (only as much of the tree as the
+//! requested page needs), seeded from the apps' own caches where they have one, and the reads of
+//! one node's optional parts (bounds, actions, text, value).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use accesskit::Role;
-use atspi::{Role as AtspiRole, StateSet};
+use ::atspi::Role as AtspiRole;
 use futures::future::join_all;
-use serde_json::Value;
 use zbus::zvariant::OwnedValue;
 
 use super::bus::{self, ACCESSIBLE, Bus, BusError};
 use super::cache::{self, AppCache, CachedNode};
-use super::call::{self, Include, Shown};
-use super::roles::{fold, map_role, role_name};
-use super::selector::NodeFacts;
+use super::roles::{map_role, state_set};
+use super::{Accessible, AtspiForest, AtspiNative};
+use crate::ax::backend::{MAX_WALK, WalkPlan};
+use crate::ax::call::Include;
+use crate::ax::roles::StateSet;
 
-/// No walk fetches more nodes than this, whatever was asked: a runaway tree (a browser with a
-/// huge document) stays bounded in time and memory.
-pub const MAX_WALK: usize = 20_000;
 /// How many nodes are fetched concurrently in one round.
 const BATCH: usize = 256;
 
-// The optional parts of a node are fetched only when asked for.
-impl Include {
-    fn needs_interfaces(self) -> bool {
-        self.bounds || self.actions || self.value
-    }
+/// The optional parts of a node are fetched only when asked for.
+fn needs_interfaces(include: Include) -> bool {
+    include.bounds || include.actions || include.value
 }
 
-#[derive(Debug, Clone)]
-pub struct Node {
-    pub bus: String,
-    pub path: String,
-    pub parent: Option<usize>,
-    pub depth: u32,
-    pub fetched: bool,
-    pub gone: bool,
-    pub expanded: bool,
-    pub children: Vec<usize>,
-    pub atspi_role: AtspiRole,
-    pub role: Role,
-    pub name: String,
-    pub description: String,
-    pub id: String,
-    pub states: StateSet,
-    pub child_count: i32,
-    pub interfaces: Vec<String>,
-    pub bounds: Option<(i32, i32, i32, i32)>,
-    pub actions: Vec<String>,
-    pub value: Option<String>,
-    pub attributes: HashMap<String, String>,
-}
-
-impl Node {
-    fn pending(bus: String, path: String, parent: Option<usize>, depth: u32) -> Node {
-        Node {
-            bus,
-            path,
-            parent,
-            depth,
-            fetched: false,
-            gone: false,
-            expanded: false,
-            children: Vec::new(),
-            atspi_role: AtspiRole::Unknown,
-            role: Role::Unknown,
-            name: String::new(),
-            description: String::new(),
-            id: String::new(),
-            states: StateSet::empty(),
-            child_count: 0,
-            interfaces: Vec::new(),
-            bounds: None,
-            actions: Vec::new(),
-            value: None,
-            attributes: HashMap::new(),
-        }
-    }
-
-    pub fn has_interface(&self, short: &str) -> bool {
-        let full = format!("org.a11y.atspi.{short}");
-        self.interfaces.contains(&full)
-    }
-
-    pub fn role_name(&self) -> String {
-        role_name(self.role)
-    }
-}
-
-impl NodeFacts for Node {
-    fn roles(&self) -> (String, String) {
-        (fold(&role_name(self.role)), fold(self.atspi_role.name()))
-    }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn states(&self) -> StateSet {
-        self.states
-    }
-    fn attr(&self, key: &str) -> Option<String> {
-        match key {
-            "description" => Some(self.description.clone()),
-            "id" => Some(self.id.clone()),
-            _ => self.attributes.get(key).cloned(),
-        }
-    }
-}
-
-/// A partially fetched forest of accessibles.
-#[derive(Debug, Default)]
-pub struct Tree {
-    pub nodes: Vec<Node>,
-    pub roots: Vec<usize>,
-    /// Apps (by bus name) that did not answer, with the wait that ran out.
-    pub unresponsive: HashMap<String, std::time::Duration>,
-    /// True when the walk stopped at [`MAX_WALK`].
-    pub capped: bool,
-    /// The apps' own caches, by bus name, where [`Tree::seed`] found one.
+/// A walk in progress: the forest fetched so far and the apps' caches that seed it.
+pub struct Walker {
+    pub forest: AtspiForest,
+    /// The apps' own caches, by bus name, where [`Walker::seed`] found one.
     caches: HashMap<String, Arc<AppCache>>,
 }
 
-/// What a walk must fetch.
-#[derive(Debug, Clone, Copy)]
-pub struct WalkPlan {
-    /// Deepest level (relative to the roots, which are 0) whose children are fetched+shown.
-    pub max_depth: u32,
-    pub include: Include,
-}
-
-impl Tree {
-    pub fn new(roots: &[(String, String)]) -> Tree {
-        let mut tree = Tree::default();
-        for (bus, path) in roots {
-            tree.roots.push(tree.nodes.len());
-            tree.nodes
-                .push(Node::pending(bus.clone(), path.clone(), None, 0));
+impl Walker {
+    pub fn new(roots: &[Accessible]) -> Walker {
+        Walker {
+            forest: AtspiForest::new(roots),
+            caches: HashMap::new(),
         }
-        tree
     }
 
     /// Loads the cache of every app the roots belong to (one call per app, concurrently), so
@@ -153,10 +52,11 @@ impl Tree {
         deadline: Instant,
         whole: bool,
     ) {
-        let mut buses: Vec<String> = self
+        let forest = &self.forest;
+        let mut buses: Vec<String> = forest
             .roots
             .iter()
-            .map(|&i| self.nodes[i].bus.clone())
+            .map(|&i| forest.nodes[i].element.bus.clone())
             .filter(|b| !self.caches.contains_key(b))
             .collect();
         buses.sort();
@@ -171,7 +71,7 @@ impl Tree {
                 }
                 Ok(None) => {}
                 Err(BusError::Timeout { bus, after }) => {
-                    self.unresponsive.insert(bus, after);
+                    self.forest.unresponsive.insert(bus, after);
                 }
                 // A broken connection shows again in the walk, which reports it.
                 Err(_) => {}
@@ -179,38 +79,35 @@ impl Tree {
         }
     }
 
-    /// Fetches until the first `need` nodes accepted by `emit` (in preorder) are known, or the
-    /// whole tree when `need` is `None`.
+    /// Fetches until the first `plan.need` nodes that `plan` lists (in preorder) are known, or
+    /// the whole tree when `need` is `None`.
     pub async fn walk(
         &mut self,
         conn: &zbus::Connection,
         deadline: Instant,
-        plan: WalkPlan,
-        need: Option<usize>,
-        emit: &(dyn Fn(&Node) -> bool + Sync),
-        emit_unknown: bool,
+        plan: &WalkPlan,
     ) -> Result<(), BusError> {
         loop {
-            let batch = self.frontier(plan, need, emit, emit_unknown);
+            let batch = self.frontier(plan);
             if batch.is_empty() {
                 return Ok(());
             }
-            if self.nodes.len() >= MAX_WALK {
-                self.capped = true;
+            if self.forest.nodes.len() >= MAX_WALK {
+                self.forest.capped = true;
                 return Ok(());
             }
             let fetches = batch.iter().map(|&i| {
-                let node = &self.nodes[i];
+                let node = &self.forest.nodes[i];
                 let expand = node.depth < plan.max_depth;
                 let known = self
                     .caches
-                    .get(&node.bus)
-                    .and_then(|cache| cache.get(&node.path));
+                    .get(&node.element.bus)
+                    .and_then(|cache| cache.get(&node.element.path));
                 fetch(
                     conn,
                     deadline,
-                    &node.bus,
-                    &node.path,
+                    &node.element.bus,
+                    &node.element.path,
                     expand,
                     plan.include,
                     known,
@@ -220,20 +117,15 @@ impl Tree {
             for (i, result) in batch.into_iter().zip(results) {
                 match result {
                     Ok(fetched) => self.store(i, fetched),
-                    Err(BusError::Gone) => {
-                        self.nodes[i].gone = true;
-                        self.nodes[i].fetched = true;
-                    }
+                    Err(BusError::Gone) => self.lose(i),
                     Err(BusError::Timeout { bus, after }) => {
-                        self.nodes[i].gone = true;
-                        self.nodes[i].fetched = true;
-                        self.unresponsive.insert(bus, after);
+                        self.lose(i);
+                        self.forest.unresponsive.insert(bus, after);
                     }
                     Err(BusError::Other(why)) => {
                         // One odd object should not sink the tree; it is shown as gone.
-                        tracing::debug!(path = %self.nodes[i].path, %why, "accessible skipped");
-                        self.nodes[i].gone = true;
-                        self.nodes[i].fetched = true;
+                        tracing::debug!(path = %self.forest.nodes[i].element.path, %why, "accessible skipped");
+                        self.lose(i);
                     }
                     Err(err @ BusError::Connect(_)) => return Err(err),
                 }
@@ -241,9 +133,10 @@ impl Tree {
             if Instant::now() >= deadline {
                 return Err(BusError::Timeout {
                     bus: self
+                        .forest
                         .nodes
                         .first()
-                        .map(|n| n.bus.clone())
+                        .map(|n| n.element.bus.clone())
                         .unwrap_or_default(),
                     after: std::time::Duration::ZERO,
                 });
@@ -251,38 +144,40 @@ impl Tree {
         }
     }
 
-    /// The next nodes to fetch: unfetched nodes met in preorder before `need` emitted nodes.
-    fn frontier(
-        &self,
-        plan: WalkPlan,
-        need: Option<usize>,
-        emit: &(dyn Fn(&Node) -> bool + Sync),
-        emit_unknown: bool,
-    ) -> Vec<usize> {
+    fn lose(&mut self, i: usize) {
+        self.forest.nodes[i].gone = true;
+        self.forest.nodes[i].fetched = true;
+    }
+
+    /// The next nodes to fetch: unfetched nodes met in preorder before `need` listed nodes.
+    fn frontier(&self, plan: &WalkPlan) -> Vec<usize> {
+        let forest = &self.forest;
+        // An unfetched node counts toward `need` only when every node is listed.
+        let count_unknown = plan.roles.is_none();
         let mut batch = Vec::new();
         let mut counted = 0usize;
-        let mut stack: Vec<usize> = self.roots.iter().rev().copied().collect();
-        let dead: HashSet<&str> = self.unresponsive.keys().map(String::as_str).collect();
+        let mut stack: Vec<usize> = forest.roots.iter().rev().copied().collect();
+        let dead: HashSet<&str> = forest.unresponsive.keys().map(String::as_str).collect();
         while let Some(i) = stack.pop() {
-            let node = &self.nodes[i];
-            if node.gone || dead.contains(node.bus.as_str()) {
+            let node = &forest.nodes[i];
+            if node.gone || dead.contains(node.element.bus.as_str()) {
                 continue;
             }
             if !node.fetched {
                 batch.push(i);
-                if emit_unknown {
+                if count_unknown {
                     counted += 1;
                 }
                 if batch.len() >= BATCH {
                     break;
                 }
             } else {
-                if emit(node) && node.depth <= plan.max_depth {
+                if plan.emits(node) && node.depth <= plan.max_depth {
                     counted += 1;
                 }
                 stack.extend(node.children.iter().rev());
             }
-            if need.is_some_and(|need| counted >= need) {
+            if plan.need.is_some_and(|need| counted >= need) {
                 break;
             }
         }
@@ -290,63 +185,42 @@ impl Tree {
     }
 
     fn store(&mut self, i: usize, fetched: Fetched) {
-        let depth = self.nodes[i].depth;
+        let nodes = &mut self.forest.nodes;
+        let depth = nodes[i].depth;
         let mut children = Vec::new();
         if let Some(kids) = &fetched.children {
             for (bus, path) in kids {
-                children.push(self.nodes.len());
-                self.nodes
-                    .push(Node::pending(bus.clone(), path.clone(), Some(i), depth + 1));
+                children.push(nodes.len());
+                nodes.push(crate::ax::backend::Node::pending(
+                    Accessible {
+                        bus: bus.clone(),
+                        path: path.clone(),
+                    },
+                    Some(i),
+                    depth + 1,
+                ));
             }
         }
-        let node = &mut self.nodes[i];
+        let node = &mut nodes[i];
         node.fetched = true;
-        node.expanded = fetched.children.is_some();
         node.children = children;
-        node.atspi_role = fetched.atspi_role;
         node.role = map_role(fetched.atspi_role, fetched.states);
         node.name = fetched.name;
         node.description = fetched.description;
         node.id = fetched.id;
         node.states = fetched.states;
-        node.child_count = fetched.child_count;
-        node.interfaces = fetched.interfaces;
+        node.child_count = i64::from(fetched.child_count);
         node.bounds = fetched.bounds;
         node.actions = fetched.actions;
         node.value = fetched.value;
         node.attributes = fetched.attributes;
-    }
-
-    /// Live nodes in preorder, down to `max_depth`.
-    pub fn preorder(&self, max_depth: u32) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut stack: Vec<usize> = self.roots.iter().rev().copied().collect();
-        while let Some(i) = stack.pop() {
-            let node = &self.nodes[i];
-            if node.gone || !node.fetched || node.depth > max_depth {
-                continue;
-            }
-            out.push(i);
-            stack.extend(node.children.iter().rev());
-        }
-        out
-    }
-
-    /// The ancestors of `i`, outermost first.
-    pub fn ancestors(&self, i: usize) -> Vec<usize> {
-        let mut chain = Vec::new();
-        let mut at = self.nodes[i].parent;
-        while let Some(p) = at {
-            chain.push(p);
-            at = self.nodes[p].parent;
-        }
-        chain.reverse();
-        chain
+        node.native = AtspiNative {
+            role: fetched.atspi_role,
+            interfaces: fetched.interfaces,
+        };
     }
 }
 
-/// What one round fetches of one node.
-#[derive(Debug)]
 pub struct Fetched {
     atspi_role: AtspiRole,
     name: String,
@@ -385,7 +259,7 @@ pub async fn fetch(
         Some(node) => from_cache(conn, deadline, dest, path, expand, include, node).await?,
         None => fetch_basics(conn, deadline, dest, path, expand, include).await?,
     };
-    if include.needs_interfaces() {
+    if needs_interfaces(include) {
         fetch_parts(conn, deadline, dest, path, include, &mut fetched).await?;
     }
     Ok(fetched)
@@ -505,7 +379,7 @@ async fn fetch_basics(
         }
     };
     let interfaces = async {
-        if include.needs_interfaces() {
+        if needs_interfaces(include) {
             bus::call::<_, Vec<String>>(
                 conn,
                 deadline,
@@ -535,7 +409,7 @@ async fn fetch_basics(
         name: string_of(&props, "Name"),
         description: string_of(&props, "Description"),
         id: string_of(&props, "AccessibleId"),
-        states: cache::state_set(&state?),
+        states: state_set(&state?),
         child_count: props
             .get("ChildCount")
             .and_then(|v| i32::try_from(v).ok())
@@ -674,69 +548,4 @@ pub async fn text_of(
         &(0i32, limit.unwrap_or(-1)),
     )
     .await
-}
-
-/// Short numeric refs for (bus name, path) pairs, stable for as long as the daemon runs.
-#[derive(Debug, Default)]
-pub struct Refs {
-    inner: Mutex<RefsInner>,
-}
-
-#[derive(Debug, Default)]
-struct RefsInner {
-    by_key: HashMap<(String, String), u32>,
-    entries: Vec<(String, String)>,
-}
-
-/// Past this many refs the table starts over; refs handed out before then stop resolving (and
-/// say so) rather than the table growing without bound.
-const MAX_REFS: usize = 1_000_000;
-
-impl Refs {
-    pub fn get(&self, bus: &str, path: &str) -> u32 {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (bus.to_string(), path.to_string());
-        if let Some(r) = inner.by_key.get(&key) {
-            return *r;
-        }
-        if inner.entries.len() >= MAX_REFS {
-            inner.by_key.clear();
-            inner.entries.clear();
-        }
-        inner.entries.push(key.clone());
-        let r = inner.entries.len() as u32;
-        inner.by_key.insert(key, r);
-        r
-    }
-
-    pub fn resolve(&self, r: u32) -> Option<(String, String)> {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.entries.get((r as usize).checked_sub(1)?).cloned()
-    }
-}
-
-impl Node {
-    /// What an outline line or JSON node shows of this node.
-    pub fn shown(&self) -> Shown<'_> {
-        Shown {
-            depth: self.depth,
-            role: self.role,
-            name: &self.name,
-            states: self.states,
-            value: self.value.as_deref(),
-            bounds: self.bounds,
-            actions: &self.actions,
-            child_count: i64::from(self.child_count),
-        }
-    }
-}
-
-/// One outline line (without indentation): `[12] button "Save" (focusable)`.
-pub fn line(node: &Node, r: u32, include: Include, max_depth: u32) -> String {
-    call::line(&node.shown(), r, include, max_depth)
-}
-
-/// A node as JSON for programs.
-pub fn json_node(node: &Node, r: u32, include: Include) -> Value {
-    call::json_node(&node.shown(), r, include)
 }

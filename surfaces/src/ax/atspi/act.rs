@@ -1,0 +1,360 @@
+//! Actions on AT-SPI elements: the toolkit's own actions (`DoAction`) chosen by name, focus and
+//! scrolling through `Component`, selection through the parent's `Selection`, text and values
+//! set through `EditableText` and `Value`, and a short wait for the effect to show in the states.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::bus::{self, ACCESSIBLE, BusError};
+use super::roles::state_set;
+use super::walk::text_of;
+use super::{Accessible, AtspiNode};
+use crate::ax::backend::{Acted, Failure, said};
+use crate::ax::call::ActName;
+use crate::ax::roles::{State, StateSet};
+
+/// How long an action's effect may take to show in the element's states.
+const SETTLE_LIMIT: Duration = Duration::from_millis(500);
+
+/// Carries out `action` on `node` (read just before); `described` is its outline line.
+pub async fn act(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    node: &AtspiNode,
+    action: ActName,
+    value: Option<Value>,
+    described: &str,
+) -> Result<Acted, Failure> {
+    let at = &node.element;
+    let (dest, path) = (&at.bus, &at.path);
+    let no_way = |what: &str| {
+        said(format!(
+            "{described} cannot {what}: its actions are [{}] and its interfaces [{}]",
+            node.actions.join(", "),
+            node.native
+                .interfaces
+                .iter()
+                .map(|i| i.trim_start_matches("org.a11y.atspi."))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    };
+    let do_action = |index: i32| async move {
+        bus::call::<_, bool>(
+            conn,
+            deadline,
+            dest,
+            path,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            &(index,),
+        )
+        .await
+    };
+    let mut via = None;
+    let mut read_back = None;
+    let done: bool = match action {
+        ActName::Press | ActName::Activate | ActName::Toggle => {
+            let wanted: &[&str] = match action {
+                ActName::Press => &["click", "press", "activate", "jump", "open"],
+                ActName::Activate => &["activate", "click", "press", "jump", "open"],
+                _ => &["toggle", "click", "press", "activate"],
+            };
+            let index = pick_action(&node.actions, wanted)
+                .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
+            do_action(index).await?
+        }
+        ActName::Expand | ActName::Collapse => {
+            let want = action == ActName::Expand;
+            let expandable = node.states.contains(State::Expandable);
+            let specific =
+                pick_action(&node.actions, &["expand", "collapse", "expand or contract"]);
+            // GTK3 combo boxes open their list on "press" without saying they expand.
+            let combo = matches!(
+                node.role,
+                accesskit::Role::ComboBox | accesskit::Role::EditableComboBox
+            );
+            if !expandable && specific.is_none() && !combo {
+                return Err(no_way(&format!(
+                    "{} (it is not expandable)",
+                    format!("{action:?}").to_lowercase()
+                )));
+            }
+            if node.states.contains(State::Expanded) == want {
+                via = Some("already");
+                true
+            } else {
+                // The specific actions first; expanders (GTK's GtkExpander) only "activate".
+                let wanted: &[&str] = if want {
+                    &[
+                        "expand",
+                        "expand or contract",
+                        "open",
+                        "activate",
+                        "toggle",
+                        "press",
+                        "click",
+                    ]
+                } else {
+                    &[
+                        "collapse",
+                        "expand or contract",
+                        "close",
+                        "activate",
+                        "toggle",
+                        "press",
+                        "click",
+                    ]
+                };
+                let index = pick_action(&node.actions, wanted)
+                    .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
+                do_action(index).await?
+                    && (!expandable
+                        || settles(conn, deadline, at, |s| s.contains(State::Expanded) == want)
+                            .await)
+            }
+        }
+        ActName::Focus => {
+            if !node.native.has_interface("Component") {
+                return Err(no_way("take focus"));
+            }
+            bus::call::<_, bool>(
+                conn,
+                deadline,
+                dest,
+                path,
+                "org.a11y.atspi.Component",
+                "GrabFocus",
+                &(),
+            )
+            .await?
+        }
+        ActName::ScrollIntoView => {
+            if !node.native.has_interface("Component") {
+                return Err(no_way("scroll into view"));
+            }
+            // ATSPI_SCROLL_ANYWHERE. GTK3 does not implement ScrollTo (it answers false); its
+            // scrolled windows follow the focus, so a focusable element is focused instead.
+            let scrolled = bus::call::<_, bool>(
+                conn,
+                deadline,
+                dest,
+                path,
+                "org.a11y.atspi.Component",
+                "ScrollTo",
+                &(6u32,),
+            )
+            .await
+            .or_else(|err| match err {
+                BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
+                _ => Ok(false),
+            })?;
+            if scrolled {
+                via = Some("scroll_to");
+                true
+            } else if node.states.contains(State::Focusable) {
+                via = Some("focus");
+                bus::call::<_, bool>(
+                    conn,
+                    deadline,
+                    dest,
+                    path,
+                    "org.a11y.atspi.Component",
+                    "GrabFocus",
+                    &(),
+                )
+                .await?
+                    && settles(conn, deadline, at, |s| s.contains(State::Showing)).await
+            } else {
+                return Err(said(format!(
+                    "{described} cannot be scrolled into view: the app does not implement ScrollTo and the element cannot take focus; scroll its container instead (gui scroll)"
+                )));
+            }
+        }
+        ActName::Select => {
+            if node.states.contains(State::Selected) {
+                via = Some("already");
+                true
+            } else {
+                select(conn, deadline, at, node)
+                    .await?
+                    .ok_or_else(|| no_way("be selected"))?
+                    && (!node.states.contains(State::Selectable)
+                        || settles(conn, deadline, at, |s| s.contains(State::Selected)).await)
+            }
+        }
+        ActName::SetValue => {
+            let value = value.unwrap_or(Value::Null);
+            let number = match &value {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => None,
+            };
+            // A spin button is both text and value: a number set as text would only show,
+            // not change the value until the field loses focus.
+            let as_value = node.native.has_interface("Value")
+                && (number.is_some() || !node.native.has_interface("EditableText"));
+            if !as_value && node.native.has_interface("EditableText") {
+                let text = match &value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let ok = bus::call::<_, bool>(
+                    conn,
+                    deadline,
+                    dest,
+                    path,
+                    "org.a11y.atspi.EditableText",
+                    "SetTextContents",
+                    &(text.as_str(),),
+                )
+                .await?;
+                let now = text_of(conn, deadline, dest, path, Some(4096)).await?;
+                read_back = Some(json!(now));
+                ok && now == text
+            } else if as_value {
+                let number = number.ok_or_else(|| {
+                    said(format!(
+                        "{described} takes a number; `value` {value} is not one"
+                    ))
+                })?;
+                let _: () = bus::call(
+                    conn,
+                    deadline,
+                    dest,
+                    path,
+                    "org.freedesktop.DBus.Properties",
+                    "Set",
+                    &(
+                        "org.a11y.atspi.Value",
+                        "CurrentValue",
+                        zbus::zvariant::Value::from(number),
+                    ),
+                )
+                .await?;
+                let now: f64 = bus::property(
+                    conn,
+                    deadline,
+                    dest,
+                    path,
+                    "org.a11y.atspi.Value",
+                    "CurrentValue",
+                )
+                .await?;
+                read_back = Some(json!(now));
+                (now - number).abs() < 1e-9
+            } else {
+                return Err(no_way(
+                    "take a value (it is neither editable text nor a value)",
+                ));
+            }
+        }
+    };
+    Ok(Acted {
+        done,
+        via,
+        value: read_back,
+    })
+}
+
+/// Selects a node through its parent's Selection interface, else its own select/click action.
+async fn select(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    at: &Accessible,
+    node: &AtspiNode,
+) -> Result<Option<bool>, BusError> {
+    let parent: (String, zbus::zvariant::OwnedObjectPath) =
+        bus::property(conn, deadline, &at.bus, &at.path, ACCESSIBLE, "Parent").await?;
+    let index: i32 = bus::call(
+        conn,
+        deadline,
+        &at.bus,
+        &at.path,
+        ACCESSIBLE,
+        "GetIndexInParent",
+        &(),
+    )
+    .await?;
+    let interfaces: Vec<String> = bus::call(
+        conn,
+        deadline,
+        &parent.0,
+        parent.1.as_str(),
+        ACCESSIBLE,
+        "GetInterfaces",
+        &(),
+    )
+    .await
+    .unwrap_or_default();
+    if interfaces.iter().any(|i| i == "org.a11y.atspi.Selection") && index >= 0 {
+        let ok: bool = bus::call(
+            conn,
+            deadline,
+            &parent.0,
+            parent.1.as_str(),
+            "org.a11y.atspi.Selection",
+            "SelectChild",
+            &(index,),
+        )
+        .await?;
+        return Ok(Some(ok));
+    }
+    match pick_action(&node.actions, &["select", "click", "activate", "press"]) {
+        Some(i) => Ok(Some(
+            bus::call(
+                conn,
+                deadline,
+                &at.bus,
+                &at.path,
+                "org.a11y.atspi.Action",
+                "DoAction",
+                &(i,),
+            )
+            .await?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The first of `wanted` (case-insensitive) among an object's action names.
+fn pick_action(actions: &[String], wanted: &[&str]) -> Option<i32> {
+    wanted.iter().find_map(|w| {
+        actions
+            .iter()
+            .position(|a| a.eq_ignore_ascii_case(w))
+            .map(|p| p as i32)
+    })
+}
+
+/// Whether the element's states come to satisfy `holds` soon after an action: toolkits apply
+/// most changes before answering the action, some (AccessKit) on their next frame.
+async fn settles(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    at: &Accessible,
+    holds: impl Fn(StateSet) -> bool,
+) -> bool {
+    let give_up = (Instant::now() + SETTLE_LIMIT).min(deadline);
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let states = bus::call::<_, Vec<u32>>(
+            conn,
+            deadline,
+            &at.bus,
+            &at.path,
+            ACCESSIBLE,
+            "GetState",
+            &(),
+        )
+        .await;
+        match states {
+            Ok(words) if holds(state_set(&words)) => return true,
+            Ok(_) if Instant::now() + pause < give_up => {}
+            _ => return false,
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,450 @@
+//! The ax backend on Linux: AT-SPI over D-Bus with zbus. Apps come from the registry, walks are
+//! seeded from the apps' own caches and fetched concurrently, and every call runs under a
+//! per-call limit inside the call's deadline.
+//!
+//! # Layout
+//! - this file: the [`Backend`] implementation.
+//! - `bus`: the lazily opened, self-healing a11y bus connection and deadline-bound calls.
+//! - `cache`: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
+//! - `walk`: concurrent, page-bounded tree walks and the reads of a node's optional parts.
+//! - `act`: actions, selection, values and the wait for their effect.
+//! - `roles`: AT-SPI roles mapped onto accesskit's `Role`; AT-SPI state words.
+
+mod act;
+mod bus;
+mod cache;
+mod roles;
+mod walk;
+
+use std::time::{Duration, Instant};
+
+use ::atspi::Role as AtspiRole;
+use async_trait::async_trait;
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+use crate::Availability;
+use crate::ax::backend::{
+    Acted, AppInfo, AxError, Backend, Contents, Failure, Forest, NativeFacts, Node, WalkPlan,
+    Window,
+};
+use crate::ax::call::{ActName, Dialect, Include};
+use crate::ax::roles::{State, accesskit_role_names};
+
+use bus::{ACCESSIBLE, Bus, BusError, REGISTRY, ROOT_PATH};
+use walk::Walker;
+
+/// Up to this many nodes a page is filled faster by walking than by first completing the app
+/// cache's missing child lists.
+const SMALL_PAGE: usize = 100;
+
+/// An accessible object: the app's unique bus name and the object's path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Accessible {
+    pub bus: String,
+    pub path: String,
+}
+
+/// What AT-SPI adds to a node: its own role and the interfaces it implements.
+#[derive(Debug, Clone)]
+pub struct AtspiNative {
+    pub role: AtspiRole,
+    pub interfaces: Vec<String>,
+}
+
+impl Default for AtspiNative {
+    fn default() -> Self {
+        AtspiNative {
+            role: AtspiRole::Unknown,
+            interfaces: Vec::new(),
+        }
+    }
+}
+
+impl AtspiNative {
+    pub fn has_interface(&self, short: &str) -> bool {
+        let full = format!("org.a11y.atspi.{short}");
+        self.interfaces.contains(&full)
+    }
+}
+
+impl NativeFacts for AtspiNative {
+    fn native_role(&self) -> &str {
+        self.role.name()
+    }
+}
+
+pub type AtspiForest = Forest<Accessible, AtspiNative>;
+pub type AtspiNode = Node<Accessible, AtspiNative>;
+
+impl From<BusError> for AxError {
+    fn from(err: BusError) -> Self {
+        match err {
+            BusError::Connect(why) => AxError::Unavailable(format!(
+                "the accessibility bus is unreachable ({why}); check that at-spi2-core runs in this session"
+            )),
+            BusError::Timeout { bus, after } => AxError::Timeout { app: bus, after },
+            BusError::Gone => AxError::Gone,
+            BusError::Other(why) => AxError::Other(why),
+        }
+    }
+}
+
+impl From<BusError> for Failure {
+    fn from(err: BusError) -> Self {
+        Failure::Ax(err.into())
+    }
+}
+
+/// AT-SPI over the accessibility bus.
+pub struct Atspi {
+    bus: Bus,
+}
+
+impl Atspi {
+    /// The backend as the environment configures it: `COMPUTER_AX_APP_CACHE=off` walks every
+    /// tree node by node (the benchmark compares both).
+    pub fn from_env() -> Atspi {
+        let use_app_caches = std::env::var("COMPUTER_AX_APP_CACHE").map_or(true, |v| v != "off");
+        tracing::info!(
+            backend = "AT-SPI over D-Bus (zbus, accesskit roles)",
+            use_app_caches,
+            "ax backend chosen; the accessibility bus is opened on first use"
+        );
+        Atspi {
+            bus: Bus::new(use_app_caches),
+        }
+    }
+
+    async fn conn(&self, deadline: Instant) -> Result<zbus::Connection, BusError> {
+        self.bus.connection(deadline).await
+    }
+
+    /// Walks `roots` as `plan` asks, seeded from the apps' caches.
+    async fn walked(
+        &self,
+        conn: &zbus::Connection,
+        roots: &[Accessible],
+        deadline: Instant,
+        plan: &WalkPlan,
+    ) -> Result<AtspiForest, BusError> {
+        let mut walker = Walker::new(roots);
+        walker
+            .seed(&self.bus, conn, deadline, plan.whole(SMALL_PAGE))
+            .await;
+        walker.walk(conn, deadline, plan).await?;
+        Ok(walker.forest)
+    }
+
+    /// Every application registered on the accessibility bus. An app that does not answer is
+    /// listed as such after at most one call limit instead of failing the listing.
+    async fn list_apps(
+        &self,
+        conn: &zbus::Connection,
+        deadline: Instant,
+    ) -> Result<Vec<AppInfo<Accessible>>, BusError> {
+        let apps = bus::children(conn, deadline, REGISTRY, ROOT_PATH).await?;
+        let infos = apps.into_iter().map(|(app_bus, path)| async move {
+            let app_deadline = deadline.min(Instant::now() + self.bus.listing_limit(&app_bus));
+            let pid = bus::pid_of(conn, app_deadline, &app_bus);
+            let about = async {
+                let name = bus::property::<String>(
+                    conn,
+                    app_deadline,
+                    &app_bus,
+                    &path,
+                    ACCESSIBLE,
+                    "Name",
+                );
+                let windows = bus::children(conn, app_deadline, &app_bus, &path);
+                let (name, windows) = futures::join!(name, windows);
+                let windows = windows?;
+                let details = join_all(windows.into_iter().map(|(wbus, wpath)| async move {
+                    let name = bus::property::<String>(
+                        conn,
+                        app_deadline,
+                        &wbus,
+                        &wpath,
+                        ACCESSIBLE,
+                        "Name",
+                    );
+                    let state = bus::call::<_, Vec<u32>>(
+                        conn,
+                        app_deadline,
+                        &wbus,
+                        &wpath,
+                        ACCESSIBLE,
+                        "GetState",
+                        &(),
+                    );
+                    let (name, state) = futures::join!(name, state);
+                    let active = state
+                        .map(|s| roles::state_set(&s).contains(State::Active))
+                        .unwrap_or(false);
+                    Window {
+                        element: Accessible {
+                            bus: wbus,
+                            path: wpath,
+                        },
+                        name: name.unwrap_or_default(),
+                        active,
+                    }
+                }))
+                .await;
+                Ok::<_, BusError>((name?, details))
+            };
+            let (pid, about) = futures::join!(pid, about);
+            let element = Accessible {
+                bus: app_bus.clone(),
+                path,
+            };
+            match about {
+                Ok((name, windows)) => {
+                    self.bus.remember_app(&app_bus, &name, pid);
+                    self.bus.mark_stuck(&app_bus, false);
+                    Some(AppInfo {
+                        element,
+                        key: app_bus.clone(),
+                        name,
+                        pid,
+                        address: Some(app_bus),
+                        windows,
+                        unresponsive: None,
+                    })
+                }
+                // It left the bus while being listed.
+                Err(BusError::Gone) => None,
+                Err(err) => {
+                    let wait = match err {
+                        BusError::Timeout { after, .. } => {
+                            self.bus.mark_stuck(&app_bus, true);
+                            Some(after)
+                        }
+                        _ => None,
+                    };
+                    self.bus.remember_pid(&app_bus, pid);
+                    Some(AppInfo {
+                        element,
+                        key: app_bus.clone(),
+                        name: self.bus.describe_app(&app_bus),
+                        pid,
+                        address: Some(app_bus),
+                        windows: Vec::new(),
+                        unresponsive: wait.or(Some(Duration::ZERO)),
+                    })
+                }
+            }
+        });
+        Ok(join_all(infos).await.into_iter().flatten().collect())
+    }
+}
+
+/// Whether a (folded) role name is an accesskit or an AT-SPI one.
+fn knows_role(folded: &str) -> bool {
+    accesskit_role_names().iter().any(|known| known == folded)
+        || roles::native_role_names()
+            .iter()
+            .any(|known| known == folded)
+}
+
+#[async_trait]
+impl Backend for Atspi {
+    type Element = Accessible;
+    type Native = AtspiNative;
+
+    const NAME: &'static str = "AT-SPI over D-Bus";
+    const DIALECT: Dialect = Dialect {
+        tree_fields: &[
+            "tree",
+            "revision",
+            "nodes",
+            "cursor",
+            "truncated",
+            "unchanged",
+            "skipped",
+        ],
+        find_fields: &[
+            "matches",
+            "revision",
+            "nodes",
+            "total",
+            "cursor",
+            "truncated",
+            "unchanged",
+            "skipped",
+        ],
+        act_fields: &["ref", "action", "done", "via", "node", "value", "states"],
+        knows_role,
+        other_role_names: "",
+        until_examples: &[
+            "appears",
+            "disappears",
+            "focused",
+            "checked",
+            "!checked",
+            "enabled",
+            "showing",
+        ],
+    };
+
+    fn probe(&self) -> Availability {
+        let has_bus = std::env::var_os("AT_SPI_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
+            || std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
+            || std::env::var_os("XDG_RUNTIME_DIR")
+                .is_some_and(|dir| std::path::Path::new(&dir).join("bus").exists());
+        if !has_bus {
+            return Availability::Unavailable {
+                reason: "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset".into(),
+                fix: "run the daemon inside the desktop session (systemd --user unit, or export DBUS_SESSION_BUS_ADDRESS and DISPLAY before `computer serve`)".into(),
+            };
+        }
+        if let Some(why) = self.bus.recent_failure() {
+            return Availability::Unavailable {
+                reason: format!("the accessibility bus is unreachable: {why}"),
+                fix: "install at-spi2-core (at-spi-bus-launcher) and enable accessibility (gsettings set org.gnome.desktop.interface toolkit-accessibility true); the daemon retries after 5 s".into(),
+            };
+        }
+        Availability::Ready
+    }
+
+    async fn ready(&self, deadline: Instant) -> Result<(), AxError> {
+        // A clone of the shared connection; dropping it leaves the connection open.
+        let _connected = self.conn(deadline).await?;
+        Ok(())
+    }
+
+    async fn reset(&self) {
+        self.bus.reset().await;
+    }
+
+    async fn apps(
+        &self,
+        deadline: Instant,
+        _windows: bool,
+    ) -> Result<Vec<AppInfo<Accessible>>, AxError> {
+        // The windows come in the same round trips as the names: always listed.
+        let conn = self.conn(deadline).await?;
+        Ok(self.list_apps(&conn, deadline).await?)
+    }
+
+    async fn walk(
+        &self,
+        roots: &[Accessible],
+        deadline: Instant,
+        plan: &WalkPlan,
+    ) -> Result<AtspiForest, AxError> {
+        let conn = self.conn(deadline).await?;
+        Ok(self.walked(&conn, roots, deadline, plan).await?)
+    }
+
+    async fn read(
+        &self,
+        element: &Accessible,
+        deadline: Instant,
+    ) -> Result<Option<AtspiNode>, AxError> {
+        let conn = self.conn(deadline).await?;
+        let mut walker = Walker::new(std::slice::from_ref(element));
+        let plan = WalkPlan {
+            max_depth: 0,
+            include: Include {
+                states: true,
+                bounds: true,
+                actions: true,
+                value: true,
+                attributes: true,
+            },
+            ..WalkPlan::default()
+        };
+        walker.walk(&conn, deadline, &plan).await?;
+        let mut forest = walker.forest;
+        if let Some((bus, after)) = forest.unresponsive.iter().next() {
+            return Err(AxError::Timeout {
+                app: bus.clone(),
+                after: *after,
+            });
+        }
+        let node = forest.nodes.swap_remove(0);
+        Ok((!node.gone).then_some(node))
+    }
+
+    async fn contents(&self, node: &AtspiNode, deadline: Instant) -> Result<Contents, AxError> {
+        let conn = self.conn(deadline).await?;
+        let at = &node.element;
+        let mut contents = Contents::default();
+        if node.native.has_interface("Text") {
+            contents.text =
+                Some(walk::text_of(&conn, deadline, &at.bus, &at.path, Some(1 << 20)).await?);
+        }
+        if node.native.has_interface("Value") {
+            let value = bus::property::<f64>(
+                &conn,
+                deadline,
+                &at.bus,
+                &at.path,
+                "org.a11y.atspi.Value",
+                "CurrentValue",
+            )
+            .await
+            .ok();
+            contents.value = value.map(|v| json!(v));
+        }
+        Ok(contents)
+    }
+
+    async fn focused(
+        &self,
+        window: &Accessible,
+        deadline: Instant,
+    ) -> Result<Option<(AtspiForest, usize)>, AxError> {
+        let conn = self.conn(deadline).await?;
+        // AT-SPI has no "focused element" query that every toolkit answers: the window is walked
+        // and the last focused node in document order is the one.
+        let plan = WalkPlan {
+            max_depth: crate::ax::backend::UNLIMITED_DEPTH,
+            ..WalkPlan::default()
+        };
+        let forest = self
+            .walked(&conn, std::slice::from_ref(window), deadline, &plan)
+            .await?;
+        if let Some((bus, after)) = forest.unresponsive.iter().next() {
+            return Err(AxError::Timeout {
+                app: bus.clone(),
+                after: *after,
+            });
+        }
+        let focused = forest
+            .preorder(u32::MAX)
+            .into_iter()
+            .rfind(|&i| forest.nodes[i].states.contains(State::Focused));
+        Ok(focused.map(|i| (forest, i)))
+    }
+
+    async fn pid(&self, element: &Accessible, deadline: Instant) -> Option<u32> {
+        let conn = self.conn(deadline).await.ok()?;
+        bus::pid_of(&conn, deadline, &element.bus).await
+    }
+
+    async fn act(
+        &self,
+        node: &AtspiNode,
+        action: ActName,
+        value: Option<Value>,
+        described: &str,
+        deadline: Instant,
+    ) -> Result<Acted, Failure> {
+        let conn = self.conn(deadline).await?;
+        act::act(&conn, deadline, node, action, value, described).await
+    }
+
+    fn known_apps(&self) -> Vec<(String, String, Option<u32>)> {
+        self.bus.known_apps()
+    }
+
+    fn app_key_of(&self, element: &Accessible) -> Option<String> {
+        Some(element.bus.clone())
+    }
+
+    fn describe_app(&self, key: &str) -> String {
+        self.bus.describe_app(key)
+    }
+}
