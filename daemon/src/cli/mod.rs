@@ -99,6 +99,9 @@ enum ConfigCommand {
 }
 
 pub fn main() -> ExitCode {
+    // Before anything else (no thread, no argument parsing): this binary also serves as the
+    // containment zygote that the daemon starts for its runs.
+    computer_surfaces::contain::serve_if_zygote();
     let cli = Cli::parse();
     // The daemon reports its own lifecycle; client commands stay quiet unless something is wrong.
     init_logging(match cli.command {
