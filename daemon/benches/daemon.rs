@@ -266,13 +266,23 @@ async fn run() {
         // after a reply (the next run's sandbox prepared, the last one's namespaces torn down)
         // then lands on its own next calls, not on the other daemon's.
         let block = 25;
+        let pause = std::env::var("COMPUTER_BENCH_PAUSE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis);
         for _ in 0..rows / block {
             for _ in 0..block {
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
                 let started = Instant::now();
                 raw_call(&mut on, &shell_true());
                 contained.push(started.elapsed());
             }
             for _ in 0..block {
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
                 let started = Instant::now();
                 raw_call(&mut off, &shell_true());
                 uncontained.push(started.elapsed());

@@ -511,7 +511,8 @@ fn runs_at_the_same_time_each_see_only_their_own_processes() {
 }
 
 /// The zygote that starts every run is the daemon's child, holds nothing of the daemon's
-/// environment, ends with the daemon, and serves nobody who starts it by hand.
+/// environment, is started again when killed, ends with the daemon, and serves nobody who
+/// starts it by hand.
 #[test]
 fn the_zygote_holds_no_secret_of_the_daemon_and_ends_with_it() {
     let mut daemon = Daemon::start_with(ALLOW_SHELL, &[("SECRET_TOKEN", "hunter2".into())]);
@@ -521,20 +522,28 @@ fn the_zygote_holds_no_secret_of_the_daemon_and_ends_with_it() {
     assert_eq!(zygote.len(), 1, "zygotes: {zygote:?}");
     let zygote = zygote[0];
     let environ = std::fs::read(format!("/proc/{zygote}/environ")).unwrap_or_default();
-    assert!(
-        environ.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&environ)
-    );
+    assert!(environ.is_empty(), "{}", String::from_utf8_lossy(&environ));
     // The daemon's environment does hold the secret: the check above could have failed.
     let daemon_environ = std::fs::read(format!("/proc/{}/environ", daemon.pid())).unwrap();
     assert!(String::from_utf8_lossy(&daemon_environ).contains("hunter2"));
 
-    daemon.stop_with(libc::SIGKILL);
+    // Killed from outside (no run can see it), it is started again for the next run.
+    // SAFETY: kill only sends a signal.
+    unsafe { libc::kill(zygote, libc::SIGKILL) };
     wait_for("the zygote to end", Duration::from_secs(20), || {
-        let cmdline = std::fs::read(format!("/proc/{zygote}/cmdline")).unwrap_or_default();
-        (!cmdline.starts_with(b"computer-contain-zygote")).then_some(())
+        (!is_zygote(zygote)).then_some(())
     });
+    let again = run(&daemon, "echo again", json!({}));
+    assert_eq!(stdout(&again), "again\n", "{again}");
+    let zygote = zygotes_of(daemon.pid());
+    assert_eq!(zygote.len(), 1, "zygotes: {zygote:?}");
+
+    daemon.stop_with(libc::SIGKILL);
+    wait_for(
+        "the zygote to end with the daemon",
+        Duration::from_secs(20),
+        || (!is_zygote(zygote[0])).then_some(()),
+    );
 
     use std::os::unix::process::CommandExt;
     let by_hand = std::process::Command::new(computer_tests::computer_bin())
@@ -549,6 +558,12 @@ fn the_zygote_holds_no_secret_of_the_daemon_and_ends_with_it() {
     );
 }
 
+/// Whether `pid` is a live containment zygote (a dead one's command line reads empty).
+fn is_zygote(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline.starts_with(b"computer-contain-zygote")
+}
+
 /// Live children of `parent` that run as the containment zygote.
 fn zygotes_of(parent: i32) -> Vec<i32> {
     let mut found = Vec::new();
@@ -559,9 +574,11 @@ fn zygotes_of(parent: i32) -> Vec<i32> {
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         // The parent pid is the second field after the command name, which may hold spaces.
         let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        let ppid = after_name.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok());
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if ppid == Some(parent) && cmdline.starts_with(b"computer-contain-zygote") {
+        let ppid = after_name
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(parent) && is_zygote(pid) {
             found.push(pid);
         }
     }

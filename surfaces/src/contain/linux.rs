@@ -262,7 +262,8 @@ impl Launcher {
         cwd: &Path,
         with_stdin: bool,
     ) -> Result<Started, ContainError> {
-        let setup = |stage: &'static str| move |source: io::Error| ContainError::Setup { stage, source };
+        let setup =
+            |stage: &'static str| move |source: io::Error| ContainError::Setup { stage, source };
         let request = Request {
             no_network: limits.no_network,
             writable: match &limits.writable {
@@ -312,11 +313,28 @@ impl Launcher {
             report_w.as_raw_fd(),
             stop_r.as_raw_fd(),
         ];
-        self.zygote
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .launch(&fds)
-            .map_err(setup("handing the run to the containment zygote"))?;
+        {
+            let mut zygote = self
+                .zygote
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Err(err) = zygote.launch(&fds) {
+                // A zygote that is gone (killed from outside the runs: none can see it) is
+                // started again once; if that fails too, the run is refused.
+                if !matches!(
+                    err.raw_os_error(),
+                    Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
+                ) {
+                    return Err(setup("handing the run to the containment zygote")(err));
+                }
+                tracing::warn!(error = %err, "the containment zygote is gone; starting another");
+                *zygote = Zygote::start(&self.plan)
+                    .map_err(setup("starting the containment zygote again"))?;
+                zygote
+                    .launch(&fds)
+                    .map_err(setup("handing the run to the containment zygote"))?;
+            }
+        }
         // Only the run holds the other ends now: reads end when its processes are gone.
         drop((memfd, stdin_r, stdout_w, stderr_w, report_w, stop_r));
         Ok(Started {

@@ -209,9 +209,7 @@ impl Containment {
                 source,
             };
             return Ok(StartedRun {
-                handle: RunHandle {
-                    inner: started.run,
-                },
+                handle: RunHandle { inner: started.run },
                 stdin: started
                     .stdin
                     .map(tokio::net::unix::pipe::Sender::from_owned_fd)

@@ -128,12 +128,14 @@ impl Writer {
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        self.0
+            .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         self.0.extend_from_slice(bytes);
     }
 
     fn list(&mut self, items: &[CString]) {
-        self.0.extend_from_slice(&(items.len() as u32).to_le_bytes());
+        self.0
+            .extend_from_slice(&(items.len() as u32).to_le_bytes());
         for item in items {
             self.bytes(item.as_bytes());
         }
@@ -216,11 +218,7 @@ pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
         (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
-        std::ptr::copy_nonoverlapping(
-            fds.as_ptr().cast::<u8>(),
-            libc::CMSG_DATA(header),
-            payload,
-        );
+        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(header), payload);
         loop {
             if libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) == 1 {
                 return Ok(());
@@ -269,8 +267,7 @@ pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
         let mut fds = Vec::new();
         let mut header = libc::CMSG_FIRSTHDR(&message);
         while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS
-            {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(header);
                 let len = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 for i in 0..len / std::mem::size_of::<RawFd>() {
