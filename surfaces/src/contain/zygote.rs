@@ -459,3 +459,82 @@ fn serve() -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(text: &str) -> CString {
+        CString::new(text).unwrap()
+    }
+
+    #[test]
+    fn a_request_round_trips_and_anything_else_is_refused() {
+        let request = Request {
+            no_network: true,
+            writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
+            program: c("/bin/sh"),
+            cwd: c("/home/p"),
+            argv: vec![c("sh"), c("-c"), c("echo é; true")],
+            env: vec![c("PATH=/usr/bin:/bin"), c("EMPTY=")],
+        };
+        let bytes = request.encode();
+        let back = Request::decode(&bytes).expect("decodes");
+        assert_eq!(back.encode(), bytes);
+        assert_eq!(back.writable, request.writable);
+        assert_eq!(back.argv, request.argv);
+        assert_eq!(back.env, request.env);
+        assert!(!back.uses_default_limits());
+
+        let plain = Request {
+            program: c("/bin/true"),
+            cwd: c("/"),
+            ..Request::default()
+        };
+        let back = Request::decode(&plain.encode()).expect("decodes");
+        assert!(back.writable.is_none() && back.uses_default_limits());
+
+        // Cut short anywhere, padded, a flag other than 0 or 1, a count beyond the bytes, a NUL
+        // inside a string: each is refused, never read past its end.
+        for cut in 0..bytes.len() {
+            assert!(Request::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut padded = bytes.clone();
+        padded.push(0);
+        assert!(Request::decode(&padded).is_none());
+        let mut bad_flag = bytes.clone();
+        bad_flag[0] = 2;
+        assert!(Request::decode(&bad_flag).is_none());
+        let mut huge_count = bytes.clone();
+        huge_count[2..6].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Request::decode(&huge_count).is_none());
+        let mut with_nul = Writer::default();
+        with_nul.flag(false);
+        with_nul.flag(false);
+        with_nul.0.extend_from_slice(&0u32.to_le_bytes());
+        with_nul.bytes(b"/bin/t\0rue");
+        assert!(Request::decode(&with_nul.0).is_none());
+    }
+
+    #[test]
+    fn a_request_travels_in_a_memfd_and_descriptors_over_a_socket() {
+        let request = Request {
+            program: c("/bin/true"),
+            cwd: c("/"),
+            argv: vec![c("true")],
+            ..Request::default()
+        };
+        let memfd = memfd_with(&request.encode()).unwrap();
+        let (ours, theirs) = seqpacket_pair().unwrap();
+        send_fds(ours.as_raw_fd(), &[memfd.as_raw_fd()]).unwrap();
+        let received = recv_fds(theirs.as_raw_fd()).unwrap().expect("a message");
+        assert_eq!(received.len(), 1);
+        let back = Request::read_from(&received[0]).expect("the request");
+        assert_eq!(back.encode(), request.encode());
+        drop(ours);
+        assert!(
+            recv_fds(theirs.as_raw_fd()).unwrap().is_none(),
+            "end of socket"
+        );
+    }
+}
