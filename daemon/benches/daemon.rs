@@ -97,6 +97,17 @@ struct Stats {
     mean: Duration,
 }
 
+fn print_containment(contained: &Stats, uncontained: &Stats) {
+    println!(
+        "| `shell run true`, receipted, contained (namespaces), p50 / p99 | {} / {} | the same with `[containment] mode = \"off\"`: {} / {} | {:.2}× | ≤ 1.2× |",
+        ms(contained.p50),
+        ms(contained.p99),
+        ms(uncontained.p50),
+        ms(uncontained.p99),
+        contained.p50.as_secs_f64() / uncontained.p50.as_secs_f64()
+    );
+}
+
 fn stats(mut samples: Vec<Duration>) -> Stats {
     samples.sort();
     let pick = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
@@ -202,13 +213,19 @@ async fn run() {
     let (mut daemon, socket) = start_daemon(tmp.path());
     let idle_rss = rss_kib(daemon.id(), "VmRSS");
     let client = Client::connect(&socket).await.unwrap();
+    // `COMPUTER_BENCH_CONTAINMENT_ONLY=1` measures the price of containment alone.
+    let rows_here = if std::env::var_os("COMPUTER_BENCH_CONTAINMENT_ONLY").is_some() {
+        1
+    } else {
+        rows
+    };
     for _ in 0..50 {
         client.call_raw(shell_true()).await.unwrap();
     }
     let (mut direct, mut captured, mut receipted, mut receipted_rmcp) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut raw = raw_connection(&socket);
-    for _ in 0..rows {
+    for _ in 0..rows_here {
         let started = Instant::now();
         let status = tokio::process::Command::new("true").status().await.unwrap();
         direct.push(started.elapsed());
@@ -238,7 +255,7 @@ async fn run() {
     );
 
     // 2. The price of containment: the same receipted `shell run true` on a second daemon with
-    // containment off, interleaved call by call with the contained one.
+    // containment off, in alternating blocks with the contained one.
     let uncontained_root = tmp.path().join("uncontained");
     std::fs::create_dir_all(&uncontained_root).unwrap();
     let (mut uncontained_daemon, uncontained_socket) =
@@ -251,19 +268,44 @@ async fn run() {
             raw_call(&mut on, &shell_true());
             raw_call(&mut off, &shell_true());
         }
-        for _ in 0..rows {
-            let started = Instant::now();
-            raw_call(&mut on, &shell_true());
-            contained.push(started.elapsed());
-            let started = Instant::now();
-            raw_call(&mut off, &shell_true());
-            uncontained.push(started.elapsed());
+        // In alternating blocks rather than call by call: what a daemon does in the background
+        // after a reply (the next run's sandbox prepared, the last one's namespaces torn down)
+        // then lands on its own next calls, not on the other daemon's.
+        let block = 25;
+        let pause = std::env::var("COMPUTER_BENCH_PAUSE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis);
+        for _ in 0..rows / block {
+            for _ in 0..block {
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
+                let started = Instant::now();
+                raw_call(&mut on, &shell_true());
+                contained.push(started.elapsed());
+            }
+            for _ in 0..block {
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
+                let started = Instant::now();
+                raw_call(&mut off, &shell_true());
+                uncontained.push(started.elapsed());
+            }
         }
     }
     // SAFETY: kill only sends a signal to our own child.
     unsafe { libc::kill(uncontained_daemon.id() as i32, libc::SIGTERM) };
     let _ = uncontained_daemon.wait();
     let (contained, uncontained) = (stats(contained), stats(uncontained));
+    if std::env::var_os("COMPUTER_BENCH_CONTAINMENT_ONLY").is_some() {
+        print_containment(&contained, &uncontained);
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+        let _ = daemon.wait();
+        return;
+    }
 
     // 3. Throughput of receipted shell runs, and RSS under that load.
     let shell_rates: Vec<(usize, f64)> = {
@@ -401,14 +443,7 @@ async fn run() {
         ms(captured.p50),
         receipted.p50.as_secs_f64() / captured.p50.as_secs_f64()
     );
-    println!(
-        "| `shell run true`, receipted, contained (namespaces), p50 / p99 | {} / {} | the same with `[containment] mode = \"off\"`: {} / {} | {:.2}× | ≤ 1.2× |",
-        ms(contained.p50),
-        ms(contained.p99),
-        ms(uncontained.p50),
-        ms(uncontained.p99),
-        contained.p50.as_secs_f64() / uncontained.p50.as_secs_f64()
-    );
+    print_containment(&contained, &uncontained);
     println!(
         "| the same through the Rust client (`computer_ipc::Client`, rmcp), p50 | {} | direct spawn of `true`: {} | {:.2}× | — |",
         ms(receipted_rmcp.p50),

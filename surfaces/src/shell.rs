@@ -520,151 +520,25 @@ impl PreparedAction for ShellRun {
             env: env.into_iter().collect(),
             ..exec
         };
-        let mut command = tokio::process::Command::new(&exec.program);
-        if let Some((arg0, args)) = exec.argv.split_first() {
-            command.arg0(arg0).args(args);
-        }
-        command
-            .env_clear()
-            .envs(exec.env.iter().map(|(k, v)| (k, v)));
-        let mut contained = self
-            .containment
-            .prepare(command.as_std_mut(), &self.sandbox, &exec)
-            .map_err(|err| SurfaceError::Failed {
-                message: err.to_string(),
-            })?;
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        match self.cwd.as_ref().or(home.as_ref()) {
-            Some(dir) => command.current_dir(dir),
-            None => command.current_dir("/"),
+        let cwd = match self.cwd.as_ref().or(home.as_ref()) {
+            Some(dir) => dir.clone(),
+            None => PathBuf::from("/"),
         };
-        command
-            .stdin(if self.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-
-        // Registered under the same lock as the spawn, so a reaper never sees this child
-        // unregistered.
-        let (mut child, own) = {
-            let mut own = own_children();
-            let child = command
-                .spawn()
-                .map_err(|err| spawn_error(&self.program, err))?;
-            let registration = child.id().map(|pid| {
-                own.insert(pid);
-                OwnChild(pid)
-            });
-            (child, registration)
-        };
-        let pgid = child.id().map(|pid| pid as i32);
-        if let Some(run) = contained.as_mut()
-            && let Err(err) = run.started()
-        {
-            if let Some(pgid) = pgid {
-                kill_group(pgid);
-            }
-            let _ = child.wait().await;
-            return Err(SurfaceError::Failed {
-                message: format!("the run could not be contained, so it did not start: {err}"),
-            });
-        }
-
         let stop_reading = CancellationToken::new();
-        let stdout = tokio::spawn(read_stream(
-            child.stdout.take(),
-            StreamCapture::new("stdout", self.capture, &ctx),
-            stop_reading.clone(),
-        ));
-        let stderr = tokio::spawn(read_stream(
-            child.stderr.take(),
-            StreamCapture::new("stderr", self.capture, &ctx),
-            stop_reading.clone(),
-        ));
-        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), self.stdin) {
-            // A child that never reads its stdin must not stall the run, so the write happens on
-            // its own task and ends when the pipe closes.
-            tokio::spawn(async move {
-                let _ = pipe.write_all(input.as_bytes()).await;
-            });
-        }
-
-        let (exit_code, signal, killed, timed_out) = match contained {
-            Some(mut run) => {
-                // Contained, the run's init reports when the program has ended and everything
-                // else of the run was counted and killed; the supervisor is reaped on its own
-                // task, so the namespaces' teardown is not on the reply's path.
-                let ending = tokio::select! {
-                    end = run.done() => Ok(end),
-                    _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
-                    _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
-                };
-                let (end, timed_out) = match ending {
-                    Ok(end) => (end, false),
-                    Err(why) => {
-                        run.stop();
-                        let end = match tokio::time::timeout(STOP_GRACE, run.done()).await {
-                            Ok(end) => end,
-                            Err(_) => Err(ContainError::Lost),
-                        };
-                        (end, matches!(why, Ending::TimedOut))
-                    }
-                };
-                let end = match end {
-                    Ok(end) => end,
-                    Err(err) => {
-                        if let Some(pgid) = pgid {
-                            kill_group(pgid);
-                        }
-                        let _ = child.wait().await;
-                        return Err(SurfaceError::Failed {
-                            message: format!("the run's containment failed: {err}"),
-                        });
-                    }
-                };
-                tokio::spawn(async move {
-                    let _ = child.wait().await;
-                    drop(own);
-                });
-                match end.status {
-                    Some(raw) => {
-                        let status = std::process::ExitStatus::from_raw(raw);
-                        (status.code(), status.signal(), end.killed, timed_out)
-                    }
-                    // Stopped at the deadline or cancelled: the program was among the killed.
-                    None => (None, Some(libc::SIGKILL), end.killed, timed_out),
-                }
-            }
-            None => {
-                let ending = tokio::select! {
-                    status = child.wait() => Ok(status),
-                    _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
-                    _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
-                };
-                let timed_out = matches!(ending, Err(Ending::TimedOut));
-                if ending.is_err()
-                    && let Some(pgid) = pgid
-                {
-                    kill_group(pgid);
-                }
-                let status = match ending {
-                    Ok(status) => status,
-                    Err(_) => child.wait().await,
-                }
-                .map_err(|err| SurfaceError::io("waiting for the child", err))?;
-                // The run is over either way: whatever it left in its process group
-                // (background jobs, grandchildren) dies with it.
-                if let Some(pgid) = pgid {
-                    kill_group(pgid);
-                }
-                (status.code(), status.signal(), 0, timed_out)
-            }
+        let ran = if self.containment.starts_runs() {
+            self.run_contained(&ctx, &exec, &cwd, &stop_reading).await?
+        } else {
+            self.run_command(&ctx, &exec, &cwd, &stop_reading).await?
         };
+        let Ran {
+            exit_code,
+            signal,
+            killed,
+            timed_out,
+            stdout,
+            stderr,
+        } = ran;
 
         let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
         let stopper = stop_reading.clone();
@@ -707,6 +581,196 @@ impl PreparedAction for ShellRun {
             artifacts,
             inline_image: None,
             receipt,
+        })
+    }
+}
+
+/// How a run ended, and the readers of its output.
+struct Ran {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    killed: u32,
+    timed_out: bool,
+    stdout: tokio::task::JoinHandle<std::io::Result<CapturedText>>,
+    stderr: tokio::task::JoinHandle<std::io::Result<CapturedText>>,
+}
+
+impl ShellRun {
+    /// A run started by containment (Linux namespaces): the run's init reports when the
+    /// program has ended and everything else of the run was counted and killed.
+    async fn run_contained(
+        &self,
+        ctx: &CallContext,
+        exec: &ExecSpec,
+        cwd: &Path,
+        stop_reading: &CancellationToken,
+    ) -> Result<Ran, SurfaceError> {
+        let started = self
+            .containment
+            .start(&self.sandbox, exec, cwd, self.stdin.is_some())
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("the run could not be contained, so it did not start: {err}"),
+            })?;
+        let mut run = started.handle;
+        let stdout = tokio::spawn(read_stream(
+            Some(started.stdout),
+            StreamCapture::new("stdout", self.capture, ctx),
+            stop_reading.clone(),
+        ));
+        let stderr = tokio::spawn(read_stream(
+            Some(started.stderr),
+            StreamCapture::new("stderr", self.capture, ctx),
+            stop_reading.clone(),
+        ));
+        if let (Some(mut pipe), Some(input)) = (started.stdin, self.stdin.clone()) {
+            // A child that never reads its stdin must not stall the run, so the write happens on
+            // its own task and ends when the pipe closes.
+            tokio::spawn(async move {
+                let _ = pipe.write_all(input.as_bytes()).await;
+            });
+        }
+        let ending = tokio::select! {
+            end = run.done() => Ok(end),
+            _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
+            _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+        };
+        let (end, timed_out) = match ending {
+            Ok(end) => (end, false),
+            Err(why) => {
+                run.stop();
+                let end = match tokio::time::timeout(STOP_GRACE, run.done()).await {
+                    Ok(end) => end,
+                    Err(_) => Err(ContainError::Lost),
+                };
+                (end, matches!(why, Ending::TimedOut))
+            }
+        };
+        let end = match end {
+            Ok(end) => end,
+            Err(err @ ContainError::Setup { .. }) => {
+                stop_reading.cancel();
+                return Err(SurfaceError::Failed {
+                    message: format!("the run could not be contained, so it did not start: {err}"),
+                });
+            }
+            Err(err) => {
+                stop_reading.cancel();
+                return Err(SurfaceError::Failed {
+                    message: format!("the run's containment failed: {err}"),
+                });
+            }
+        };
+        let (exit_code, signal) = match end.status {
+            Some(raw) => {
+                let status = std::process::ExitStatus::from_raw(raw);
+                (status.code(), status.signal())
+            }
+            // Stopped at the deadline or cancelled: the program was among the killed.
+            None => (None, Some(libc::SIGKILL)),
+        };
+        Ok(Ran {
+            exit_code,
+            signal,
+            killed: end.killed,
+            timed_out,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// A run started as a command of its own: uncontained (containment off by config), or
+    /// wrapped by containment (macOS).
+    async fn run_command(
+        &self,
+        ctx: &CallContext,
+        exec: &ExecSpec,
+        cwd: &Path,
+        stop_reading: &CancellationToken,
+    ) -> Result<Ran, SurfaceError> {
+        let mut command = tokio::process::Command::new(&exec.program);
+        if let Some((arg0, args)) = exec.argv.split_first() {
+            command.arg0(arg0).args(args);
+        }
+        command
+            .env_clear()
+            .envs(exec.env.iter().map(|(k, v)| (k, v)));
+        self.containment
+            .prepare(command.as_std_mut(), &self.sandbox, exec)
+            .map_err(|err| SurfaceError::Failed {
+                message: err.to_string(),
+            })?;
+        command.current_dir(cwd);
+        command
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+
+        // Registered under the same lock as the spawn, so a reaper never sees this child
+        // unregistered; unregistered when this returns, after the child was waited for.
+        let (mut child, _own) = {
+            let mut own = own_children();
+            let child = command
+                .spawn()
+                .map_err(|err| spawn_error(&self.program, err))?;
+            let registration = child.id().map(|pid| {
+                own.insert(pid);
+                OwnChild(pid)
+            });
+            (child, registration)
+        };
+        let pgid = child.id().map(|pid| pid as i32);
+        let stdout = tokio::spawn(read_stream(
+            child.stdout.take(),
+            StreamCapture::new("stdout", self.capture, ctx),
+            stop_reading.clone(),
+        ));
+        let stderr = tokio::spawn(read_stream(
+            child.stderr.take(),
+            StreamCapture::new("stderr", self.capture, ctx),
+            stop_reading.clone(),
+        ));
+        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), self.stdin.clone()) {
+            // A child that never reads its stdin must not stall the run, so the write happens on
+            // its own task and ends when the pipe closes.
+            tokio::spawn(async move {
+                let _ = pipe.write_all(input.as_bytes()).await;
+            });
+        }
+
+        let ending = tokio::select! {
+            status = child.wait() => Ok(status),
+            _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
+            _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+        };
+        let timed_out = matches!(ending, Err(Ending::TimedOut));
+        if ending.is_err()
+            && let Some(pgid) = pgid
+        {
+            kill_group(pgid);
+        }
+        let status = match ending {
+            Ok(status) => status,
+            Err(_) => child.wait().await,
+        }
+        .map_err(|err| SurfaceError::io("waiting for the child", err))?;
+        // The run is over either way: whatever it left in its process group
+        // (background jobs, grandchildren) dies with it.
+        if let Some(pgid) = pgid {
+            kill_group(pgid);
+        }
+        Ok(Ran {
+            exit_code: status.code(),
+            signal: status.signal(),
+            killed: 0,
+            timed_out,
+            stdout,
+            stderr,
         })
     }
 }

@@ -453,3 +453,134 @@ fn without_user_namespaces_runs_are_refused_unless_containment_is_turned_off() {
         }
     }
 }
+
+/// A run whose working directory lies above the daemon's state dir (the default, `$HOME`, holds
+/// `~/.local/state/computer`) cannot step down into it by a relative path: the run's directory
+/// is entered only once the masks are in place, never held open from before them.
+#[test]
+fn a_run_started_above_the_state_dir_cannot_reach_it_by_a_relative_path() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let (script, env) = hidden_from_policy(
+        r#"head -c 15 "$S/receipts.sqlite" 2>/dev/null; ls -A "$S"; cat "$C" 2>/dev/null;
+           echo note > notes.txt && cat notes.txt"#,
+        json!({"S": "state", "C": "config.toml"}),
+    );
+    let reply = daemon.shell_run_json(
+        &json!({ "script": script }),
+        &json!({ "env": env, "cwd": daemon.root }),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    // No ledger header, no state listing, no config: only the ordinary work.
+    assert_eq!(stdout(&reply), "note\n", "{reply}");
+    assert_eq!(
+        std::fs::read_to_string(daemon.root.join("notes.txt")).unwrap(),
+        "note\n"
+    );
+}
+
+/// Runs served at once (one from the prepared slot, the others from slots made for them) each
+/// get namespaces of their own: all four are alive together, and each sees only itself.
+#[test]
+fn runs_at_the_same_time_each_see_only_their_own_processes() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let meeting = tempfile::tempdir().unwrap();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4)
+            .map(|i| {
+                let daemon = &daemon;
+                let meeting = meeting.path();
+                scope.spawn(move || {
+                    // The runs meet through files (bounded, 10 s) so that they overlap.
+                    let script = format!(
+                        "# marker-{i}\n\
+                         touch \"$D/{i}\"; n=0;\n\
+                         while [ \"$(ls \"$D\" | wc -l)\" -lt 4 ] && [ $n -lt 200 ]; do\n\
+                           sleep 0.05; n=$((n+1)); done\n\
+                         ls \"$D\" | wc -l; ps -e -o args= | grep -o 'marker-[0-9]' | sort -u"
+                    );
+                    run(daemon, &script, json!({ "D": meeting }))
+                })
+            })
+            .collect();
+        for (i, handle) in runs.into_iter().enumerate() {
+            let reply = handle.join().unwrap();
+            assert_eq!(reply["ok"], true, "{reply}");
+            assert_eq!(stdout(&reply), format!("4\nmarker-{i}\n"), "{reply}");
+        }
+    });
+}
+
+/// The zygote that starts every run is the daemon's child, holds nothing of the daemon's
+/// environment, is started again when killed, ends with the daemon, and serves nobody who
+/// starts it by hand.
+#[test]
+fn the_zygote_holds_no_secret_of_the_daemon_and_ends_with_it() {
+    let mut daemon = Daemon::start_with(ALLOW_SHELL, &[("SECRET_TOKEN", "hunter2".into())]);
+    let ordinary = run(&daemon, "echo ran", json!({}));
+    assert_eq!(stdout(&ordinary), "ran\n", "{ordinary}");
+    let zygote = zygotes_of(daemon.pid());
+    assert_eq!(zygote.len(), 1, "zygotes: {zygote:?}");
+    let zygote = zygote[0];
+    let environ = std::fs::read(format!("/proc/{zygote}/environ")).unwrap_or_default();
+    assert!(environ.is_empty(), "{}", String::from_utf8_lossy(&environ));
+    // The daemon's environment does hold the secret: the check above could have failed.
+    let daemon_environ = std::fs::read(format!("/proc/{}/environ", daemon.pid())).unwrap();
+    assert!(String::from_utf8_lossy(&daemon_environ).contains("hunter2"));
+
+    // Killed from outside (no run can see it), it is started again for the next run.
+    // SAFETY: kill only sends a signal.
+    unsafe { libc::kill(zygote, libc::SIGKILL) };
+    wait_for("the zygote to end", Duration::from_secs(20), || {
+        (!is_zygote(zygote)).then_some(())
+    });
+    let again = run(&daemon, "echo again", json!({}));
+    assert_eq!(stdout(&again), "again\n", "{again}");
+    let zygote = zygotes_of(daemon.pid());
+    assert_eq!(zygote.len(), 1, "zygotes: {zygote:?}");
+
+    daemon.stop_with(libc::SIGKILL);
+    wait_for(
+        "the zygote to end with the daemon",
+        Duration::from_secs(20),
+        || (!is_zygote(zygote[0])).then_some(()),
+    );
+
+    use std::os::unix::process::CommandExt;
+    let by_hand = std::process::Command::new(computer_tests::computer_bin())
+        .arg0("computer-contain-zygote")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(by_hand.status.code(), Some(2), "{by_hand:?}");
+    assert!(
+        String::from_utf8_lossy(&by_hand.stderr).contains("started by `computer serve`"),
+        "{by_hand:?}"
+    );
+}
+
+/// Whether `pid` is a live containment zygote (a dead one's command line reads empty).
+fn is_zygote(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline.starts_with(b"computer-contain-zygote")
+}
+
+/// Live children of `parent` that run as the containment zygote.
+fn zygotes_of(parent: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The parent pid is the second field after the command name, which may hold spaces.
+        let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        let ppid = after_name
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(parent) && is_zygote(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}

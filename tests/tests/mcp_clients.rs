@@ -881,7 +881,7 @@ fn a_daemon_the_relay_starts_gets_the_sessions_bus_and_none_of_the_hosts_secrets
         doctor.contains("gui") && doctor.contains("DISPLAY"),
         "{doctor}"
     );
-    assert!(doctor.contains("systemd user unit"), "{doctor}");
+    assert!(doctor.contains("computer service install"), "{doctor}");
 }
 
 #[test]

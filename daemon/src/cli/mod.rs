@@ -198,6 +198,9 @@ fn command_with_examples() -> clap::Command {
 }
 
 pub fn main() -> ExitCode {
+    // Before anything else (no thread, no argument parsing): this binary also serves as the
+    // containment zygote that the daemon starts for its runs.
+    computer_surfaces::contain::serve_if_zygote();
     let cli = match Cli::from_arg_matches(&command_with_examples().get_matches()) {
         Ok(cli) => cli,
         Err(err) => err.exit(),
@@ -211,6 +214,7 @@ pub fn main() -> ExitCode {
     ) {
         end_quietly_on_closed_pipe();
     }
+    // The daemon reports its own lifecycle; client commands stay quiet unless something is wrong.
     init_logging(match cli.command {
         Command::Serve => "warn,computer_daemon=info,computer_surfaces=info",
         _ => "error",

@@ -1,31 +1,36 @@
 //! Linux containment: each run gets new user (unless the daemon is root), mount and PID
-//! namespaces, set up in the forked child before the program is executed.
+//! namespaces, set up ahead of the run by processes that hold nothing of the daemon's.
 //!
-//! Three processes make a run:
-//! - the *supervisor* (the daemon's forked child, in the daemon's PID namespace) unshares the
-//!   namespaces, starts the init, reports the init's pid, and waits for it;
+//! The processes of a run:
+//! - the *zygote* (`zygote.rs`), started from the daemon's binary at start-up, forks each run's
+//!   supervisor; it keeps one forked ahead, a *slot*, so the next run's sandbox is ready before
+//!   the run is asked for;
+//! - the *supervisor* (in the daemon's PID namespace) unshares the namespaces, forks the init
+//!   and waits for it;
 //! - the *init* (pid 1 of the run's PID namespace) masks the daemon's paths, mounts a `/proc`
-//!   that shows only the run, starts the program, and when the program ends (or the daemon asks
-//!   with SIGTERM) counts what is left, kills it all and reports;
-//! - the *program*, which drops what it must not keep and executes what the run asked for.
-//!
-//! Only the supervisor is a fork of the daemon. The init and the program are `clone(CLONE_VM)`
-//! children on stacks of their own: they share the supervisor's memory rather than copy it
-//! again (the program only until its exec, as posix_spawn's child does).
+//!   that shows only the run, and then waits for its run: the request (program, argv, env, cwd)
+//!   and the run's descriptors, handed on by the zygote. It changes to the run's directory
+//!   (after the masks, so that no directory opened before them leads around them), starts the
+//!   program, and when the program ends (or the daemon closes the run's stop pipe) counts what
+//!   is left, kills it all and reports;
+//! - the *program*, a `clone(CLONE_VM | CLONE_VFORK)` child of the init (as posix_spawn's), which
+//!   drops what it must not keep and executes what the run asked for.
 //!
 //! When the init dies the kernel kills every process of its namespace, so nothing a run starts
-//! outlives it: not `setsid`, not a double fork. The init dies with the supervisor
-//! (`PR_SET_PDEATHSIG`), and the supervisor with the daemon.
+//! outlives it: not `setsid`, not a double fork. The init dies with the supervisor, the
+//! supervisor with the zygote, the zygote with the daemon (`PR_SET_PDEATHSIG` each).
 //!
-//! Everything between fork and exec is async-signal-safe: raw system calls on data prepared
-//! before the fork, no allocation.
+//! A setup step that fails is reported to the run the slot is handed, so a run is refused with
+//! the stage that failed rather than started uncontained.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use super::zygote::{self, Request, Zygote};
 use super::{ContainError, ExecSpec, RunEnd, RunLimits};
 
 /// Capabilities a root daemon's runs lose: those that would undo the masks (mount, setns),
@@ -44,7 +49,6 @@ const ROOT_DROPPED_CAPS: &[u32] = &[
 /// A record on the report pipe: a tag and three numbers, written in one `write` (atomic, as it
 /// is shorter than PIPE_BUF).
 const RECORD: usize = 13;
-const TAG_INIT: u8 = b'G';
 const TAG_DONE: u8 = b'D';
 const TAG_ERROR: u8 = b'E';
 
@@ -64,6 +68,10 @@ const STAGES: &[&str] = &[
     "making mounts read-only",
     "making a path writable",
     "exec of the program",
+    "reading the run's request",
+    "fork of the supervisor",
+    "changing to the working directory",
+    "watching for the program's end",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -79,54 +87,38 @@ const STAGE_FORK_PROGRAM: i32 = 10;
 const STAGE_READ_ONLY: i32 = 11;
 const STAGE_WRITABLE: i32 = 12;
 const STAGE_EXEC: i32 = 13;
+pub(super) const STAGE_REQUEST: i32 = 14;
+pub(super) const STAGE_SUPERVISOR: i32 = 15;
+const STAGE_CWD: i32 = 16;
+const STAGE_SIGNALS: i32 = 17;
 
-/// The exit code of a supervisor whose sandbox could not be set up.
+/// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
 
-/// Everything a run's setup needs, prepared once so the forked child only makes system calls.
+/// How long the daemon waits, at start, for the probe run.
+const PROBE_LIMIT_MS: i32 = 10_000;
+
+/// Everything a run's setup needs, prepared once by the daemon and handed to the zygote.
 #[derive(Debug, Clone)]
 pub(super) struct Plan {
-    rootless: bool,
-    uid_map: CString,
-    gid_map: CString,
+    pub(super) rootless: bool,
+    pub(super) uid_map: CString,
+    pub(super) gid_map: CString,
     /// Directories bind-mounted onto themselves, so that no run can rename them (and with them
     /// a masked path) away and put a directory of its own in their place.
-    pins: Vec<CString>,
+    pub(super) pins: Vec<CString>,
     /// Directories covered by an empty read-only tmpfs.
-    masked_dirs: Vec<CString>,
+    pub(super) masked_dirs: Vec<CString>,
     /// Files (and sockets) covered by a read-only bind of /dev/null.
-    masked_files: Vec<CString>,
+    pub(super) masked_files: Vec<CString>,
     /// This run gets an empty network namespace.
-    no_network: bool,
+    pub(super) no_network: bool,
     /// When set, every mount is read-only except these paths.
-    writable: Option<Vec<CString>>,
-    described: String,
+    pub(super) writable: Option<Vec<CString>>,
+    pub(super) described: String,
 }
 
-/// What the program's exec needs, as C data prepared before the fork, and the stacks the init
-/// and the program start on. The init and the program are `clone(CLONE_VM)` children of the
-/// supervisor: they share its memory (no second copy of the daemon's), and only make system
-/// calls.
-struct Launch {
-    plan: Plan,
-    report: RawFd,
-    path: CString,
-    _argv: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    _envp: Vec<CString>,
-    envp: Vec<*const libc::c_char>,
-    init_stack: Vec<u8>,
-    program_stack: Vec<u8>,
-}
-
-// SAFETY: the raw pointers point into the `CString`s the Launch owns; it is only read, by the
-// forked supervisor and its clones.
-unsafe impl Send for Launch {}
-// SAFETY: as above: shared read-only.
-unsafe impl Sync for Launch {}
-
-/// Stack sizes of the init (its loop, a 4 KiB directory buffer) and the program (until exec).
-const INIT_STACK: usize = 128 * 1024;
+/// Stack size of the program until its exec.
 const PROGRAM_STACK: usize = 64 * 1024;
 
 fn c_string(bytes: &[u8]) -> Result<CString, ContainError> {
@@ -134,45 +126,6 @@ fn c_string(bytes: &[u8]) -> Result<CString, ContainError> {
         stage: "program and arguments",
         source: io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"),
     })
-}
-
-impl Launch {
-    fn new(plan: &Plan, report: RawFd, exec: &ExecSpec) -> Result<Launch, ContainError> {
-        let path = c_string(exec.program.as_os_str().as_bytes())?;
-        let argv_strings = exec
-            .argv
-            .iter()
-            .map(|a| c_string(a.as_bytes()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let env_strings = exec
-            .env
-            .iter()
-            .map(|(k, v)| {
-                let mut pair = k.as_bytes().to_vec();
-                pair.push(b'=');
-                pair.extend_from_slice(v.as_bytes());
-                c_string(&pair)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let pointers = |strings: &[CString]| {
-            strings
-                .iter()
-                .map(|s| s.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect::<Vec<_>>()
-        };
-        Ok(Launch {
-            plan: plan.clone(),
-            report,
-            path,
-            argv: pointers(&argv_strings),
-            _argv: argv_strings,
-            envp: pointers(&env_strings),
-            _envp: env_strings,
-            init_stack: vec![0; INIT_STACK],
-            program_stack: vec![0; PROGRAM_STACK],
-        })
-    }
 }
 
 impl Plan {
@@ -235,136 +188,233 @@ impl Plan {
         })
     }
 
-    /// This plan tightened by one run's limits.
-    pub(super) fn with_limits(&self, limits: &RunLimits) -> Result<Plan, ContainError> {
-        let mut plan = self.clone();
-        plan.no_network = limits.no_network;
-        if let Some(paths) = &limits.writable {
-            let mut writable = Vec::new();
-            for path in paths {
-                writable.push(CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-                    ContainError::Setup {
-                        stage: "writable paths",
-                        source: io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"),
-                    }
-                })?);
-            }
-            plan.writable = Some(writable);
+    /// This plan tightened by one run's limits (in the zygote, for a slot made for that run).
+    pub(super) fn with_request_limits(&self, request: &Request) -> Plan {
+        Plan {
+            no_network: request.no_network,
+            writable: request.writable.clone(),
+            ..self.clone()
         }
-        Ok(plan)
     }
 
     pub(super) fn describe(&self) -> String {
         self.described.clone()
     }
+}
 
-    /// Runs `true` contained, to prove at start that this machine allows what runs will need.
-    pub(super) fn probe(&self) -> io::Result<()> {
-        let mut command = std::process::Command::new("/bin/true");
-        command
-            .env_clear()
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
+/// The daemon's side of Linux containment: the plan and the zygote that starts runs under it.
+#[derive(Debug)]
+pub(super) struct Launcher {
+    plan: Plan,
+    zygote: Mutex<Zygote>,
+}
+
+/// A run handed to the zygote, with the daemon's ends of its pipes.
+pub(super) struct Started {
+    pub run: Run,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+impl Launcher {
+    /// Starts the zygote for `plan` and proves, by running one contained process, that this
+    /// machine allows what runs will need.
+    pub(super) fn new(plan: Plan) -> io::Result<Launcher> {
+        let zygote = Zygote::start(&plan)?;
+        let launcher = Launcher {
+            plan,
+            zygote: Mutex::new(zygote),
+        };
+        launcher.probe()?;
+        Ok(launcher)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        self.plan.describe()
+    }
+
+    fn probe(&self) -> io::Result<()> {
         let exec = ExecSpec {
             program: PathBuf::from("/bin/true"),
             argv: vec!["true".into()],
             env: Vec::new(),
         };
-        let mut run = self.prepare(&mut command, &exec).map_err(into_io)?;
-        let mut child = command.spawn()?;
-        let started = run.started();
-        let status = child.wait()?;
-        started.map_err(into_io)?;
-        // The supervisor is gone, so the init's last word is in the pipe (or never comes).
-        let end = match run.done {
-            Some(end) => end,
-            None => match read_record(&run.report) {
-                Some((TAG_DONE, status, killed, stopped)) => run_end(status, killed, stopped),
-                Some((TAG_ERROR, stage, errno, _)) => {
-                    return Err(into_io(setup_error(stage, errno)));
-                }
-                _ => return Err(into_io(ContainError::Lost)),
-            },
-        };
-        run.done = Some(end);
+        let started = self
+            .start(&RunLimits::default(), &exec, Path::new("/"), false)
+            .map_err(into_io)?;
+        let mut run = started.run;
+        let end = run.wait_blocking(PROBE_LIMIT_MS).map_err(into_io)?;
         match end.status {
             Some(0) => Ok(()),
             other => Err(io::Error::other(format!(
-                "a contained /bin/true did not exit 0 (wait status {other:?}, supervisor {status})"
+                "a contained /bin/true did not exit 0 (wait status {other:?})"
             ))),
         }
     }
 
-    /// Makes `command`'s child the supervisor of a contained run of `exec` (the command's own
-    /// program is never executed; its stdio and working directory are the run's).
-    pub(super) fn prepare(
+    /// Starts `exec` contained, in `cwd`, with `limits`. The run's end (or a setup step that
+    /// failed) comes through [`Run::done`].
+    pub(super) fn start(
         &self,
-        command: &mut std::process::Command,
+        limits: &RunLimits,
         exec: &ExecSpec,
-    ) -> Result<Run, ContainError> {
-        use std::os::unix::process::CommandExt;
-        let (read, write) = report_pipe().map_err(|source| ContainError::Setup {
-            stage: "report pipe",
-            source,
-        })?;
-        let launch = Box::new(Launch::new(self, write.as_raw_fd(), exec)?);
-        // SAFETY: the closure runs in the forked child and only makes async-signal-safe system
-        // calls on memory prepared before the fork (see `supervise`).
-        unsafe {
-            command.pre_exec(move || supervise(&launch));
+        cwd: &Path,
+        with_stdin: bool,
+    ) -> Result<Started, ContainError> {
+        let setup =
+            |stage: &'static str| move |source: io::Error| ContainError::Setup { stage, source };
+        let request = Request {
+            no_network: limits.no_network,
+            writable: match &limits.writable {
+                Some(paths) => Some(
+                    paths
+                        .iter()
+                        .map(|p| c_string(p.as_os_str().as_bytes()))
+                        .collect::<Result<_, _>>()?,
+                ),
+                None => None,
+            },
+            program: c_string(exec.program.as_os_str().as_bytes())?,
+            cwd: c_string(cwd.as_os_str().as_bytes())?,
+            argv: exec
+                .argv
+                .iter()
+                .map(|a| c_string(a.as_bytes()))
+                .collect::<Result<_, _>>()?,
+            env: exec
+                .env
+                .iter()
+                .map(|(k, v)| {
+                    let mut pair = k.as_bytes().to_vec();
+                    pair.push(b'=');
+                    pair.extend_from_slice(v.as_bytes());
+                    c_string(&pair)
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
+        let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
+        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
+        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
+        let (stdin, stdin_r) = if with_stdin {
+            let (read, write) = pipe(0, libc::O_NONBLOCK).map_err(setup("input pipe"))?;
+            (Some(write), read)
+        } else {
+            let null = std::fs::File::open("/dev/null").map_err(setup("input pipe"))?;
+            (None, OwnedFd::from(null))
+        };
+        let fds = [
+            memfd.as_raw_fd(),
+            stdin_r.as_raw_fd(),
+            stdout_w.as_raw_fd(),
+            stderr_w.as_raw_fd(),
+            report_w.as_raw_fd(),
+            stop_r.as_raw_fd(),
+        ];
+        {
+            let mut zygote = self
+                .zygote
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Err(err) = zygote.launch(&fds) {
+                // A zygote that is gone (killed from outside the runs: none can see it) is
+                // started again once; if that fails too, the run is refused.
+                if !matches!(
+                    err.raw_os_error(),
+                    Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
+                ) {
+                    return Err(setup("handing the run to the containment zygote")(err));
+                }
+                tracing::warn!(error = %err, "the containment zygote is gone; starting another");
+                *zygote = Zygote::start(&self.plan)
+                    .map_err(setup("starting the containment zygote again"))?;
+                zygote
+                    .launch(&fds)
+                    .map_err(setup("handing the run to the containment zygote"))?;
+            }
         }
-        Ok(Run {
-            report: read,
-            report_write: Some(write),
-            init_pid: None,
-            done: None,
+        // Only the run holds the other ends now: reads end when its processes are gone.
+        drop((memfd, stdin_r, stdout_w, stderr_w, report_w, stop_r));
+        Ok(Started {
+            run: Run {
+                report,
+                stop: Some(stop),
+                done: None,
+            },
+            stdin,
+            stdout,
+            stderr,
         })
     }
+}
+
+/// A pipe, close-on-exec, with `read_flags` and `write_flags` (O_NONBLOCK) on its two ends.
+fn pipe(read_flags: i32, write_flags: i32) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    for (fd, flags) in [(&read, read_flags), (&write, write_flags)] {
+        // SAFETY: fcntl on a descriptor we own.
+        if flags != 0 && unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((read, write))
 }
 
 /// A contained run as the daemon follows it.
 #[derive(Debug)]
 pub(super) struct Run {
     report: OwnedFd,
-    /// The pipe's write end, held until the child is spawned (the child inherits it), then
-    /// closed so that reads end once the run's processes are gone.
-    report_write: Option<OwnedFd>,
-    init_pid: Option<i32>,
+    /// The write end of the run's stop pipe: a byte, or its closing, tells the init to end the
+    /// run (no pid is ever signalled, so none can be reused in between).
+    stop: Option<OwnedFd>,
     done: Option<RunEnd>,
 }
 
 impl Run {
-    pub(super) fn started(&mut self) -> Result<(), ContainError> {
-        self.report_write = None;
-        // The supervisor writes the init's pid before it lets spawn() return, so the record is
-        // in the pipe already (or an error record, or nothing when the supervisor died). A run
-        // quick enough can have ended before its supervisor was scheduled again: then the
-        // init's final record comes first.
-        while let Some(record) = read_record(&self.report) {
-            match record {
-                (TAG_INIT, pid, _, _) => {
-                    self.init_pid = Some(pid);
-                    return Ok(());
-                }
-                (TAG_DONE, status, killed, stopped) => {
-                    self.done = Some(run_end(status, killed, stopped))
-                }
-                (TAG_ERROR, stage, errno, _) => return Err(setup_error(stage, errno)),
-                _ => break,
+    pub(super) fn stop(&self) {
+        if let Some(stop) = &self.stop {
+            // SAFETY: writes one byte of ours to a descriptor we own; a full pipe (the run was
+            // told already) or a gone reader is fine.
+            unsafe {
+                libc::write(stop.as_raw_fd(), b"x".as_ptr().cast(), 1);
             }
         }
-        Err(ContainError::Lost)
     }
 
-    pub(super) fn stop(&self) {
-        if let Some(pid) = self.init_pid {
-            // SIGTERM is the init's cue to count, kill and report; it waits for it with the
-            // signal blocked, so the kernel delivers it even to a namespace's init.
-            // SAFETY: kill only sends a signal.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
+    /// Waits, blocking, for the run's end (used only at start, outside any run).
+    fn wait_blocking(&mut self, limit_ms: i32) -> Result<RunEnd, ContainError> {
+        let mut poll = libc::pollfd {
+            fd: self.report.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: poll reads and writes the one pollfd we own.
+            let ready = unsafe { libc::poll(&mut poll, 1, limit_ms) };
+            if ready < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
             }
+            if ready <= 0 {
+                return Err(ContainError::Lost);
+            }
+            return match next_record(&self.report) {
+                Next::Record((TAG_DONE, status, killed, stopped)) => {
+                    let end = run_end(status, killed, stopped);
+                    self.done = Some(end);
+                    Ok(end)
+                }
+                Next::Record((TAG_ERROR, stage, errno, _)) => Err(setup_error(stage, errno)),
+                Next::Record(_) | Next::End => Err(ContainError::Lost),
+                Next::Empty => continue,
+            };
         }
     }
 
@@ -372,7 +422,6 @@ impl Run {
         if let Some(done) = self.done {
             return Ok(done);
         }
-        self.report_write = None;
         let lost = |source: io::Error| ContainError::Setup {
             stage: "report pipe",
             source,
@@ -393,18 +442,12 @@ impl Run {
                     return Ok(end);
                 }
                 Next::Record((TAG_ERROR, stage, errno, _)) => {
-                    // The init is gone (or going): its pid must not be signalled again.
-                    self.init_pid = None;
                     return Err(setup_error(stage, errno));
                 }
                 Next::Record(_) => continue,
                 Next::Empty => guard.clear_ready(),
-                // Every writer is gone without a last word: the init was killed, and its pid
-                // may belong to another process by now.
-                Next::End => {
-                    self.init_pid = None;
-                    return Err(ContainError::Lost);
-                }
+                // Every writer is gone without a last word: the init was killed.
+                Next::End => return Err(ContainError::Lost),
             }
         }
     }
@@ -419,7 +462,8 @@ fn run_end(status: i32, killed: i32, stopped: i32) -> RunEnd {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        // A run dropped before it finished (its call went away): end it.
+        // A run dropped before it finished (its call went away): end it. Closing the stop pipe
+        // says the same once this returns.
         if self.done.is_none() {
             self.stop();
         }
@@ -439,16 +483,6 @@ fn setup_error(stage: i32, errno: i32) -> ContainError {
             .unwrap_or("setup"),
         source: io::Error::from_raw_os_error(errno),
     }
-}
-
-fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// What the report pipe holds next.
@@ -475,14 +509,7 @@ fn next_record(fd: &OwnedFd) -> Next {
     Next::Record((buf[0], number(1), number(5), number(9)))
 }
 
-fn read_record(fd: &OwnedFd) -> Option<(u8, i32, i32, i32)> {
-    match next_record(fd) {
-        Next::Record(record) => Some(record),
-        Next::Empty | Next::End => None,
-    }
-}
-
-// ---- Between fork and exec: system calls only. ----
+// ---- Records and system-call helpers, used on both sides. ----
 
 fn write_record(fd: RawFd, tag: u8, a: i32, b: i32, c: i32) {
     let mut buf = [0u8; RECORD];
@@ -498,13 +525,6 @@ fn write_record(fd: RawFd, tag: u8, a: i32, b: i32, c: i32) {
 
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-/// Reports a failed stage and ends this process.
-fn fail(report: RawFd, stage: i32) -> ! {
-    write_record(report, TAG_ERROR, stage, errno(), 0);
-    // SAFETY: _exit ends the process without running anything of the parent's.
-    unsafe { libc::_exit(SETUP_FAILED) }
 }
 
 fn write_file(path: &[u8], text: &[u8]) -> bool {
@@ -530,59 +550,113 @@ fn close_from(first: u32, last: u32, flags: u32) {
     }
 }
 
-/// The supervisor: runs in the daemon's forked child, and never returns.
-fn supervise(launch: &Launch) -> io::Result<()> {
-    let (plan, report) = (&launch.plan, launch.report);
-    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
-    if plan.rootless {
-        flags |= libc::CLONE_NEWUSER;
+// ---- The zygote's side: a slot's supervisor, its init and the program. ----
+
+/// Reports a setup stage that failed on `report`: the run that meets it is refused.
+pub(super) fn report_setup_error(report: RawFd, stage: i32, errno: i32) {
+    write_record(report, TAG_ERROR, stage, errno, 0);
+}
+
+/// Forks a slot for `plan` (in the zygote): a supervisor that prepares a run's sandbox and
+/// whose init then waits for the run on the returned socket.
+pub(super) fn spawn_slot(plan: &Plan) -> io::Result<OwnedFd> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two new descriptors into the array we own.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
     }
-    if plan.no_network {
-        flags |= libc::CLONE_NEWNET;
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: getpid cannot fail.
+    let zygote = unsafe { libc::getpid() };
+    // SAFETY: the zygote is single-threaded, so its child may do anything it could.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            let slot = theirs.as_raw_fd();
+            std::mem::forget(theirs);
+            supervise(plan, slot, zygote)
+        }
+        _ => Ok(ours),
     }
-    // SAFETY: system calls on data prepared before the fork; see the module comment.
+}
+
+/// Waits for the run this slot was meant for, reports `stage` (with the errno it failed with)
+/// to it, and ends this process.
+fn fail_later(slot: RawFd, stage: i32) -> ! {
+    let errno = errno();
+    if let Ok(Some(fds)) = zygote::recv_fds(slot)
+        && let Some(report) = fds.get(zygote::FD_REPORT)
+    {
+        report_setup_error(report.as_raw_fd(), stage, errno);
+    }
+    // SAFETY: _exit ends the process at once.
+    unsafe { libc::_exit(SETUP_FAILED) }
+}
+
+/// The supervisor: a fork of the zygote. Never returns.
+fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {
+    // SAFETY: system calls of this single-threaded process on its own data.
     unsafe {
-        // The supervisor dies with the daemon; its init with it, and with the init the run.
+        // The supervisor dies with the zygote; its init with it, and with the init the run.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != zygote {
+            libc::_exit(SETUP_FAILED);
+        }
+        // The zygote ignores these (SIGPIPE as every Rust program does): runs get the defaults.
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        // Nothing of the zygote's stays open: stdio is /dev/null until the run brings its own.
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        for fd in 0..3 {
+            if null != fd {
+                libc::dup2(null, fd);
+            }
+        }
+        let slot_fd = slot as u32;
+        close_from(3, slot_fd.saturating_sub(1), 0);
+        close_from(slot_fd + 1, u32::MAX, 0);
+
+        let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+        if plan.rootless {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        if plan.no_network {
+            flags |= libc::CLONE_NEWNET;
+        }
         if libc::unshare(flags) != 0 {
-            fail(report, STAGE_UNSHARE);
+            fail_later(slot, STAGE_UNSHARE);
         }
         if plan.rootless {
-            // The daemon is not dumpable, which makes its /proc/self files root's: this child
+            // The zygote is not dumpable, which makes its /proc/self files root's: this child
             // may write its own maps only while dumpable, and is made undumpable again below.
             libc::prctl(libc::PR_SET_DUMPABLE, 1);
             if !write_file(b"/proc/self/setgroups\0", b"deny") {
-                fail(report, STAGE_SETGROUPS);
+                fail_later(slot, STAGE_SETGROUPS);
             }
             if !write_file(b"/proc/self/uid_map\0", plan.uid_map.as_bytes()) {
-                fail(report, STAGE_UID_MAP);
+                fail_later(slot, STAGE_UID_MAP);
             }
             if !write_file(b"/proc/self/gid_map\0", plan.gid_map.as_bytes()) {
-                fail(report, STAGE_GID_MAP);
+                fail_later(slot, STAGE_GID_MAP);
             }
         }
-        // The supervisor and the init hold a copy of the daemon's memory: it must stay
-        // unreadable to the run, and the daemon's environment is wiped from it besides (a root
-        // run reads a non-dumpable root process's /proc/PID/environ all the same).
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
-        wipe_environment();
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        // The init shares this process's memory (no second copy of the daemon's) and runs on
-        // its own stack; it is pid 1 of the new PID namespace.
-        let init = libc::clone(
-            init_main,
-            stack_top(&launch.init_stack),
-            libc::CLONE_VM | libc::SIGCHLD,
-            launch as *const Launch as *mut libc::c_void,
-        );
+        let init = libc::fork();
         if init < 0 {
-            fail(report, STAGE_FORK_INIT);
+            fail_later(slot, STAGE_FORK_INIT);
         }
-        write_record(report, TAG_INIT, init, 0, 0);
-        // Nothing of the daemon's stays open here: not the run's pipes, not the standard
-        // library's exec-error pipe (spawn() returns once every copy of it is closed).
+        if init == 0 {
+            run_init(plan, slot);
+        }
         close_from(0, u32::MAX, 0);
         let mut status = 0;
         loop {
@@ -600,15 +674,27 @@ fn supervise(launch: &Launch) -> io::Result<()> {
     }
 }
 
+/// What the program's clone needs: C data made before it, read until the exec.
+struct Launch<'a> {
+    plan: &'a Plan,
+    report: RawFd,
+    path: &'a CString,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
 /// The highest 16-byte-aligned address of `stack` (stacks grow down on every Linux target).
 fn stack_top(stack: &[u8]) -> *mut libc::c_void {
     let end = stack.as_ptr() as usize + stack.len();
     (end & !15) as *mut libc::c_void
-}
-
-extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the Launch the supervisor passed, alive in the shared memory.
-    unsafe { run_init(&*(arg as *const Launch)) }
 }
 
 extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
@@ -616,7 +702,7 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     // (CLONE_VFORK).
     unsafe {
         let launch = &*(arg as *const Launch);
-        prepare_program(&launch.plan);
+        prepare_program(launch.plan);
         libc::execve(
             launch.path.as_ptr(),
             launch.argv.as_ptr(),
@@ -627,39 +713,17 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
-/// Overwrites this process's copy of the environment strings with zeros. The program is not
-/// affected: the standard library hands it the environment the surface built, from its own
-/// memory, and `prepare` requires that environment to be explicit.
-unsafe fn wipe_environment() {
-    unsafe extern "C" {
-        static mut environ: *const *mut libc::c_char;
-    }
-    // SAFETY: `environ` is a NULL-terminated array of NUL-terminated strings; this process is a
-    // single-threaded fork that only overwrites its own copy of them.
-    unsafe {
-        let mut entry = environ;
-        if entry.is_null() {
-            return;
-        }
-        while !(*entry).is_null() {
-            let text = *entry;
-            let len = libc::strlen(text);
-            std::ptr::write_bytes(text, 0, len);
-            entry = entry.add(1);
-        }
-    }
-}
-
-/// The init: pid 1 of the run. Never returns.
-///
-/// # Safety
-/// Called between fork and exec only.
-unsafe fn run_init(launch: &Launch) -> ! {
-    let (plan, report) = (&launch.plan, launch.report);
-    // SAFETY: system calls on data prepared before the fork.
+/// The init: pid 1 of the run, a fork of the supervisor. Prepares the sandbox, waits for its
+/// run, runs it. Never returns.
+fn run_init(plan: &Plan, slot: RawFd) -> ! {
+    // SAFETY: system calls of this single-threaded process on its own data.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         libc::prctl(libc::PR_SET_NAME, c"computer-init".as_ptr());
+        // `kill(-1)` below must only ever reach this namespace.
+        if libc::getpid() != 1 {
+            libc::_exit(SETUP_FAILED);
+        }
         let none = std::ptr::null::<libc::c_char>();
         // Mounts made here must never propagate back to the daemon's namespace.
         if libc::mount(
@@ -670,7 +734,7 @@ unsafe fn run_init(launch: &Launch) -> ! {
             std::ptr::null(),
         ) != 0
         {
-            fail(report, STAGE_PROPAGATION);
+            fail_later(slot, STAGE_PROPAGATION);
         }
         for pin in &plan.pins {
             if libc::mount(
@@ -681,7 +745,7 @@ unsafe fn run_init(launch: &Launch) -> ! {
                 std::ptr::null(),
             ) != 0
             {
-                fail(report, STAGE_PIN);
+                fail_later(slot, STAGE_PIN);
             }
         }
         for dir in &plan.masked_dirs {
@@ -694,7 +758,7 @@ unsafe fn run_init(launch: &Launch) -> ! {
                 options.as_ptr().cast(),
             ) != 0
             {
-                fail(report, STAGE_MASK_DIR);
+                fail_later(slot, STAGE_MASK_DIR);
             }
         }
         for file in &plan.masked_files {
@@ -713,13 +777,13 @@ unsafe fn run_init(launch: &Launch) -> ! {
                     std::ptr::null(),
                 ) != 0
             {
-                fail(report, STAGE_MASK_FILE);
+                fail_later(slot, STAGE_MASK_FILE);
             }
         }
         if let Some(writable) = &plan.writable {
             // Everything read-only, then each writable path a fresh bind with the flag cleared.
             if set_read_only(c"/", true) != 0 {
-                fail(report, STAGE_READ_ONLY);
+                fail_later(slot, STAGE_READ_ONLY);
             }
             for path in writable {
                 if libc::mount(
@@ -731,7 +795,7 @@ unsafe fn run_init(launch: &Launch) -> ! {
                 ) != 0
                     || set_read_only(path, false) != 0
                 {
-                    fail(report, STAGE_WRITABLE);
+                    fail_later(slot, STAGE_WRITABLE);
                 }
             }
         }
@@ -743,36 +807,100 @@ unsafe fn run_init(launch: &Launch) -> ! {
             std::ptr::null(),
         ) != 0
         {
-            fail(report, STAGE_PROC);
+            fail_later(slot, STAGE_PROC);
         }
+        // The sandbox is ready: wait for the run.
+        let fds = match zygote::recv_fds(slot) {
+            Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
+            _ => libc::_exit(0),
+        };
+        libc::close(slot);
+        let report = fds[zygote::FD_REPORT].as_raw_fd();
+        let Some(request) = Request::read_from(&fds[zygote::FD_REQUEST]) else {
+            report_setup_error(report, STAGE_REQUEST, libc::EINVAL);
+            libc::_exit(SETUP_FAILED);
+        };
+        // Resolved only now, below the masks: a directory held open from before them would
+        // lead around them.
+        if libc::chdir(request.cwd.as_ptr()) != 0 {
+            report_setup_error(report, STAGE_CWD, errno());
+            libc::_exit(SETUP_FAILED);
+        }
+        for (from, to) in [
+            (zygote::FD_STDIN, 0),
+            (zygote::FD_STDOUT, 1),
+            (zygote::FD_STDERR, 2),
+        ] {
+            libc::dup2(fds[from].as_raw_fd(), to);
+        }
+        let mut wanted: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
+        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if children < 0 {
+            report_setup_error(report, STAGE_SIGNALS, errno());
+            libc::_exit(SETUP_FAILED);
+        }
+        let launch = Launch {
+            plan,
+            report,
+            path: &request.program,
+            argv: pointers(&request.argv),
+            envp: pointers(&request.env),
+        };
+        let stack = vec![0u8; PROGRAM_STACK];
         // The program shares the init's memory until its exec (as posix_spawn's child does);
         // the init is suspended until that exec.
         let program = libc::clone(
             program_main,
-            stack_top(&launch.program_stack),
+            stack_top(&stack),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            launch as *const Launch as *mut libc::c_void,
+            &launch as *const Launch as *mut libc::c_void,
         );
         if program < 0 {
-            fail(report, STAGE_FORK_PROGRAM);
+            report_setup_error(report, STAGE_FORK_PROGRAM, errno());
+            libc::_exit(SETUP_FAILED);
         }
-        // The init keeps only the report pipe: the run's output pipes close when the run's
-        // processes do.
-        let report_fd = report as u32;
-        close_from(0, report_fd.saturating_sub(1), 0);
-        close_from(report_fd + 1, u32::MAX, 0);
+        // The init keeps only its report and stop pipes and the signalfd: the run's stdio
+        // closes when the run's processes do.
+        let stop = fds[zygote::FD_STOP].as_raw_fd();
+        let mut keep = [report, stop, children];
+        keep.sort_unstable();
+        let mut next = 0u32;
+        for fd in keep {
+            close_from(next, (fd as u32).saturating_sub(1), 0);
+            next = fd as u32 + 1;
+        }
+        close_from(next, u32::MAX, 0);
+        std::mem::forget(fds);
 
-        let mut wanted: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut wanted);
-        libc::sigaddset(&mut wanted, libc::SIGCHLD);
-        libc::sigaddset(&mut wanted, libc::SIGTERM);
         let mut program_status: Option<i32> = None;
         let mut stopped = false;
+        let mut watched = [
+            libc::pollfd {
+                fd: children,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        reap(program, &mut program_status);
         while program_status.is_none() && !stopped {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let signal = libc::sigwaitinfo(&wanted, &mut info);
-            if signal == libc::SIGTERM {
+            if libc::poll(watched.as_mut_ptr(), 2, -1) < 0 {
+                continue;
+            }
+            if watched[1].revents != 0 {
+                // A byte, or the daemon's end closed: the run ends now.
                 stopped = true;
+            }
+            if watched[0].revents != 0 {
+                let mut info = [0u8; 128];
+                while libc::read(children, info.as_mut_ptr().cast(), info.len()) > 0 {}
             }
             reap(program, &mut program_status);
         }

@@ -3,8 +3,10 @@
 //! signal or trace the daemon or an approver, and leaves nothing behind when it ends.
 //!
 //! # Layout
-//! - `linux.rs`: a user (unless the daemon is root), mount and PID namespace per run, set up
-//!   between fork and exec; the daemon's paths are masked, `/proc` shows only the run.
+//! - `linux.rs`: a user (unless the daemon is root), mount and PID namespace per run; the
+//!   daemon's paths are masked, `/proc` shows only the run.
+//! - `zygote.rs`: the small process, started from the daemon's binary, that forks each run's
+//!   supervisor and keeps the next run's sandbox prepared.
 //! - `macos.rs`: a Seatbelt profile (`sandbox-exec`) denying the same paths and signals.
 //!
 //! Every run's receipt names the containment it ran under ([`Containment::status`]). Where
@@ -14,6 +16,16 @@
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(target_os = "linux")]
+mod zygote;
+
+#[cfg(target_os = "linux")]
+pub use zygote::serve_if_zygote;
+
+/// Serves as the containment zygote when this process was started as one; returns otherwise.
+/// (Only Linux has a zygote.)
+#[cfg(not(target_os = "linux"))]
+pub fn serve_if_zygote() {}
 
 use std::path::{Path, PathBuf};
 
@@ -74,7 +86,7 @@ impl ContainmentStatus {
 pub struct Containment {
     status: ContainmentStatus,
     #[cfg(target_os = "linux")]
-    plan: Option<linux::Plan>,
+    launcher: Option<linux::Launcher>,
     #[cfg(target_os = "macos")]
     profile: Option<String>,
 }
@@ -88,7 +100,7 @@ impl Default for Containment {
                 detail: "containment was not set up for this surface".into(),
             },
             #[cfg(target_os = "linux")]
-            plan: None,
+            launcher: None,
             #[cfg(target_os = "macos")]
             profile: None,
         }
@@ -107,7 +119,7 @@ impl Containment {
                         .into(),
                 },
                 #[cfg(target_os = "linux")]
-                plan: None,
+                launcher: None,
                 #[cfg(target_os = "macos")]
                 profile: None,
             };
@@ -115,13 +127,13 @@ impl Containment {
         let hidden = existing_forms(&config.hidden);
         #[cfg(target_os = "linux")]
         {
-            match linux::Plan::new(&hidden).and_then(|plan| plan.probe().map(|()| plan)) {
-                Ok(plan) => Containment {
+            match linux::Plan::new(&hidden).and_then(linux::Launcher::new) {
+                Ok(launcher) => Containment {
                     status: ContainmentStatus {
                         mechanism: "namespaces",
-                        detail: plan.describe(),
+                        detail: launcher.describe(),
                     },
-                    plan: Some(plan),
+                    launcher: Some(launcher),
                 },
                 Err(err) => Containment::unavailable(&format!(
                     "cannot set up namespaces for runs: {err}; fix: allow unprivileged user \
@@ -159,7 +171,7 @@ impl Containment {
                 detail: why.to_string(),
             },
             #[cfg(target_os = "linux")]
-            plan: None,
+            launcher: None,
             #[cfg(target_os = "macos")]
             profile: None,
         }
@@ -169,28 +181,72 @@ impl Containment {
         &self.status
     }
 
-    /// Prepares `command` to start contained. The returned handle follows the run: it knows
-    /// how to end it and reports how it ended. `None` when containment is off.
+    /// Whether runs start through [`Containment::start`] (Linux namespaces) rather than as a
+    /// command made ready by [`Containment::prepare`] (macOS, or containment off).
+    pub fn starts_runs(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.launcher.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// Starts `exec` contained, in `cwd`, under `limits`, with a pipe for its stdin when
+    /// `with_stdin`. Setup failures of the run's sandbox come through [`RunHandle::done`].
+    pub fn start(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        with_stdin: bool,
+    ) -> Result<StartedRun, ContainError> {
+        #[cfg(target_os = "linux")]
+        if let Some(launcher) = &self.launcher {
+            let started = launcher.start(limits, exec, cwd, with_stdin)?;
+            let wrap = |source: std::io::Error| ContainError::Setup {
+                stage: "the run's pipes",
+                source,
+            };
+            return Ok(StartedRun {
+                handle: RunHandle { inner: started.run },
+                stdin: started
+                    .stdin
+                    .map(tokio::net::unix::pipe::Sender::from_owned_fd)
+                    .transpose()
+                    .map_err(wrap)?,
+                stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stdout)
+                    .map_err(wrap)?,
+                stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stderr)
+                    .map_err(wrap)?,
+            });
+        }
+        let _ = (limits, exec, cwd, with_stdin);
+        Err(ContainError::Unavailable(self.status.detail.clone()))
+    }
+
+    /// Prepares `command` to start under containment that wraps a command (macOS), or as it is
+    /// when containment is off; the command's own child is the run.
     pub fn prepare(
         &self,
         command: &mut std::process::Command,
         limits: &RunLimits,
         exec: &ExecSpec,
-    ) -> Result<Option<RunHandle>, ContainError> {
+    ) -> Result<(), ContainError> {
         if !self.status.allows_runs() {
             return Err(ContainError::Unavailable(self.status.detail.clone()));
         }
         #[cfg(target_os = "linux")]
-        if let Some(plan) = &self.plan {
-            return plan
-                .with_limits(limits)?
-                .prepare(command, exec)
-                .map(|inner| Some(RunHandle { inner }));
+        if self.launcher.is_some() {
+            // Contained runs start through `start`; a command prepared here would run bare.
+            return Err(ContainError::Unavailable(
+                "contained runs start through Containment::start, not a prepared command".into(),
+            ));
         }
         #[cfg(target_os = "macos")]
         if let Some(profile) = &self.profile {
             macos::wrap(command, &macos::with_limits(profile, limits));
-            return Ok(None);
+            return Ok(());
         }
         if !limits.is_default() {
             return Err(ContainError::Unavailable(
@@ -198,8 +254,17 @@ impl Containment {
             ));
         }
         let _ = (command, exec);
-        Ok(None)
+        Ok(())
     }
+}
+
+/// A run that containment started itself, with the daemon's ends of its pipes.
+#[derive(Debug)]
+pub struct StartedRun {
+    pub handle: RunHandle,
+    pub stdin: Option<tokio::net::unix::pipe::Sender>,
+    pub stdout: tokio::net::unix::pipe::Receiver,
+    pub stderr: tokio::net::unix::pipe::Receiver,
 }
 
 /// A contained run in progress.
@@ -220,16 +285,6 @@ pub struct RunEnd {
 }
 
 impl RunHandle {
-    /// Checks that the run's sandbox came up; call right after spawn.
-    pub fn started(&mut self) -> Result<(), ContainError> {
-        #[cfg(target_os = "linux")]
-        {
-            self.inner.started()
-        }
-        #[cfg(not(target_os = "linux"))]
-        Ok(())
-    }
-
     /// Ends the run now: every process in it is killed (counted in [`RunHandle::done`]).
     pub fn stop(&self) {
         #[cfg(target_os = "linux")]
@@ -237,8 +292,8 @@ impl RunHandle {
     }
 
     /// Waits until the run's init reports its end: the program has ended (or was stopped) and
-    /// everything else in the run has been counted and killed. The namespaces' teardown that
-    /// follows is not waited for.
+    /// everything else in the run has been counted and killed; or until a setup step of its
+    /// sandbox reports its failure. The namespaces' teardown that follows is not waited for.
     pub async fn done(&mut self) -> Result<RunEnd, ContainError> {
         #[cfg(target_os = "linux")]
         {

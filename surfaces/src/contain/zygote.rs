@@ -1,0 +1,540 @@
+//! The containment zygote: a small process started from the daemon's own binary at start-up,
+//! before any run, that forks every run's supervisor. Forking it costs a fraction of forking the
+//! daemon (one thread, a few MiB, none of the daemon's memory), and it keeps the next run's
+//! sandbox prepared ahead (a *slot*), so that a run's namespaces and mounts are not on its path.
+//!
+//! The zygote takes input only from the socket the daemon handed it as its stdin; it is not
+//! dumpable, has an empty environment, and dies with the daemon (`PR_SET_PDEATHSIG`, and the end
+//! of that socket). What crosses the socket: one message per run carrying descriptors only (a
+//! memfd with the request, the run's stdin, stdout, stderr, its report pipe and its stop pipe),
+//! handed on unchanged to a slot.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::CommandExt;
+
+use super::linux::{self, Plan};
+
+/// The argv\[0\] the daemon's binary is started with to serve as the zygote.
+pub(super) const ZYGOTE_NAME: &str = "computer-contain-zygote";
+
+/// Descriptors of one run, in the order they travel.
+pub(super) const RUN_FDS: usize = 6;
+pub(super) const FD_REQUEST: usize = 0;
+pub(super) const FD_STDIN: usize = 1;
+pub(super) const FD_STDOUT: usize = 2;
+pub(super) const FD_STDERR: usize = 3;
+pub(super) const FD_REPORT: usize = 4;
+pub(super) const FD_STOP: usize = 5;
+
+/// What one run asks for, as it crosses to the zygote and on to a slot's init.
+#[derive(Debug, Default)]
+pub(super) struct Request {
+    pub no_network: bool,
+    pub writable: Option<Vec<CString>>,
+    pub program: CString,
+    pub cwd: CString,
+    pub argv: Vec<CString>,
+    /// `NAME=value` pairs.
+    pub env: Vec<CString>,
+}
+
+impl Request {
+    pub fn uses_default_limits(&self) -> bool {
+        !self.no_network && self.writable.is_none()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Writer::default();
+        out.flag(self.no_network);
+        out.flag(self.writable.is_some());
+        out.list(self.writable.as_deref().unwrap_or_default());
+        out.bytes(self.program.as_bytes());
+        out.bytes(self.cwd.as_bytes());
+        out.list(&self.argv);
+        out.list(&self.env);
+        out.0
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Request> {
+        let mut input = Reader(bytes);
+        let no_network = input.flag()?;
+        let has_writable = input.flag()?;
+        let writable = input.list()?;
+        let request = Request {
+            no_network,
+            writable: has_writable.then_some(writable),
+            program: input.c_string()?,
+            cwd: input.c_string()?,
+            argv: input.list()?,
+            env: input.list()?,
+        };
+        input.0.is_empty().then_some(request)
+    }
+
+    /// Reads a request from the memfd it travels in (from its start: the zygote and the init
+    /// share the memfd's offset).
+    pub fn read_from(memfd: &OwnedFd) -> Option<Request> {
+        let file = std::fs::File::from(memfd.try_clone().ok()?);
+        let len = file.metadata().ok()?.len();
+        // Bounded by what the daemon accepts in one request line.
+        if len > 16 * 1024 * 1024 {
+            return None;
+        }
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(&mut bytes, 0).ok()?;
+        Request::decode(&bytes)
+    }
+}
+
+impl Plan {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Writer::default();
+        out.flag(self.rootless);
+        out.bytes(self.uid_map.as_bytes());
+        out.bytes(self.gid_map.as_bytes());
+        out.list(&self.pins);
+        out.list(&self.masked_dirs);
+        out.list(&self.masked_files);
+        out.0
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Plan> {
+        let mut input = Reader(bytes);
+        let plan = Plan {
+            rootless: input.flag()?,
+            uid_map: input.c_string()?,
+            gid_map: input.c_string()?,
+            pins: input.list()?,
+            masked_dirs: input.list()?,
+            masked_files: input.list()?,
+            no_network: false,
+            writable: None,
+            described: String::new(),
+        };
+        input.0.is_empty().then_some(plan)
+    }
+}
+
+/// Length-prefixed fields, little-endian.
+#[derive(Default)]
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn flag(&mut self, value: bool) {
+        self.0.push(u8::from(value));
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.0
+            .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn list(&mut self, items: &[CString]) {
+        self.0
+            .extend_from_slice(&(items.len() as u32).to_le_bytes());
+        for item in items {
+            self.bytes(item.as_bytes());
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn number(&mut self) -> Option<usize> {
+        let raw = self.take(4)?;
+        Some(u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize)
+    }
+
+    fn flag(&mut self) -> Option<bool> {
+        match self.take(1)? {
+            [0] => Some(false),
+            [1] => Some(true),
+            _ => None,
+        }
+    }
+
+    fn c_string(&mut self) -> Option<CString> {
+        let len = self.number()?;
+        CString::new(self.take(len)?).ok()
+    }
+
+    fn list(&mut self) -> Option<Vec<CString>> {
+        let count = self.number()?;
+        // Every item takes at least its 4-byte length: a count beyond that is malformed.
+        if count > self.0.len() / 4 {
+            return None;
+        }
+        (0..count).map(|_| self.c_string()).collect()
+    }
+}
+
+/// Writes `bytes` into a new memfd, to travel as a descriptor.
+pub(super) fn memfd_with(bytes: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: memfd_create takes a NUL-terminated name and returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(c"computer-run".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just created and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    std::fs::File::from(fd.try_clone()?).write_all_at(bytes, 0)?;
+    Ok(fd)
+}
+
+/// Sends `fds` over a SOCK_SEQPACKET socket, in one message.
+pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
+    let mut byte = [b'R'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let payload = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: msghdr is plain data; every pointer set below points into buffers alive for the
+    // sendmsg call, and the control buffer is as large as CMSG_SPACE asks.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = space as _;
+        let header = libc::CMSG_FIRSTHDR(&message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(header), payload);
+        loop {
+            if libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) == 1 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+}
+
+/// Receives one message of descriptors (close-on-exec) from a SOCK_SEQPACKET socket; `None`
+/// when the peer has closed it.
+pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let payload = RUN_FDS * std::mem::size_of::<RawFd>();
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: as in send_fds; the descriptors the kernel installed are taken into OwnedFds
+    // exactly once each.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = space as _;
+        let n = loop {
+            let n = libc::recvmsg(socket, &mut message, libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 {
+                break n;
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut fds = Vec::new();
+        let mut header = libc::CMSG_FIRSTHDR(&message);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(header);
+                let len = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    let mut fd: RawFd = 0;
+                    std::ptr::copy_nonoverlapping(
+                        data.add(i * std::mem::size_of::<RawFd>()),
+                        (&mut fd as *mut RawFd).cast::<u8>(),
+                        std::mem::size_of::<RawFd>(),
+                    );
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&message, header);
+        }
+        Ok(Some(fds))
+    }
+}
+
+fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two new descriptors into the array we own.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The daemon's handle on its zygote.
+#[derive(Debug)]
+pub(super) struct Zygote {
+    socket: OwnedFd,
+    process: std::process::Child,
+}
+
+impl Zygote {
+    /// Starts the zygote from this process's own binary and hands it `plan`. Call from the
+    /// thread that lives as long as the daemon (the zygote dies when that thread ends).
+    pub fn start(plan: &Plan) -> io::Result<Zygote> {
+        let (ours, theirs) = seqpacket_pair()?;
+        // SAFETY: getpid cannot fail.
+        let daemon = unsafe { libc::getpid() };
+        let mut command = std::process::Command::new("/proc/self/exe");
+        command
+            .arg0(ZYGOTE_NAME)
+            .env_clear()
+            .current_dir("/")
+            .stdin(std::process::Stdio::from(theirs))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit());
+        // SAFETY: prctl and getppid are async-signal-safe and touch no memory of ours.
+        unsafe {
+            command.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != daemon {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let process = command.spawn()?;
+        let zygote = Zygote {
+            socket: ours,
+            process,
+        };
+        let plan = memfd_with(&plan.encode())?;
+        send_fds(zygote.socket.as_raw_fd(), &[plan.as_raw_fd()])?;
+        Ok(zygote)
+    }
+
+    /// Hands one run's descriptors to the zygote.
+    pub fn launch(&self, fds: &[RawFd; RUN_FDS]) -> io::Result<()> {
+        send_fds(self.socket.as_raw_fd(), fds)
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        // Its slots and their inits die with it (PR_SET_PDEATHSIG).
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// Serves as the zygote when this process was started as one; returns otherwise. Call first
+/// thing in `main`, before any thread is started.
+pub fn serve_if_zygote() {
+    if std::env::args_os().next().as_deref() != Some(OsStr::new(ZYGOTE_NAME)) {
+        return;
+    }
+    std::process::exit(serve());
+}
+
+fn serve() -> i32 {
+    // SAFETY: process-wide settings of this single-threaded process.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+        // Out of the daemon's session: no terminal, no signal meant for its process group.
+        libc::setsid();
+        // Slots end on their own; the kernel reaps them.
+        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+    }
+    let daemon: RawFd = 0;
+    let mut kind: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes an int into the variable we own.
+    let is_socket = unsafe {
+        libc::getsockopt(
+            daemon,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut kind as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    } == 0;
+    if !is_socket || kind != libc::SOCK_SEQPACKET {
+        eprintln!("error: the containment zygote is started by `computer serve`, not by hand");
+        return 2;
+    }
+    let plan = match recv_fds(daemon) {
+        Ok(Some(fds)) if fds.len() == 1 => {
+            let file = std::fs::File::from(fds.into_iter().next().expect("one descriptor"));
+            let mut bytes = Vec::new();
+            let read = file
+                .metadata()
+                .and_then(|meta| {
+                    bytes.resize(meta.len() as usize, 0);
+                    file.read_exact_at(&mut bytes, 0)
+                })
+                .is_ok();
+            match read.then(|| Plan::decode(&bytes)).flatten() {
+                Some(plan) => plan,
+                None => return 2,
+            }
+        }
+        _ => return 2,
+    };
+    let mut ready: Option<OwnedFd> = linux::spawn_slot(&plan).ok();
+    loop {
+        let fds = match recv_fds(daemon) {
+            Ok(Some(fds)) => fds,
+            // The daemon is gone: so is every reason to exist.
+            Ok(None) | Err(_) => return 0,
+        };
+        if fds.len() != RUN_FDS {
+            continue;
+        }
+        let Some(request) = Request::read_from(&fds[FD_REQUEST]) else {
+            linux::report_setup_error(
+                fds[FD_REPORT].as_raw_fd(),
+                linux::STAGE_REQUEST,
+                libc::EINVAL,
+            );
+            continue;
+        };
+        let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+        let handed = if request.uses_default_limits() {
+            // The prepared slot if there is one and it takes the run; else a fresh one.
+            let warm = ready
+                .take()
+                .and_then(|slot| send_fds(slot.as_raw_fd(), &raw).ok());
+            match warm {
+                Some(()) => Ok(()),
+                None => linux::spawn_slot(&plan).and_then(|slot| send_fds(slot.as_raw_fd(), &raw)),
+            }
+        } else {
+            // Stricter limits: a slot made for this run alone.
+            linux::spawn_slot(&plan.with_request_limits(&request))
+                .and_then(|slot| send_fds(slot.as_raw_fd(), &raw))
+        };
+        if let Err(err) = handed {
+            linux::report_setup_error(
+                fds[FD_REPORT].as_raw_fd(),
+                linux::STAGE_SUPERVISOR,
+                err.raw_os_error().unwrap_or(libc::EIO),
+            );
+        }
+        drop(fds);
+        if ready.is_none() {
+            ready = linux::spawn_slot(&plan).ok();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(text: &str) -> CString {
+        CString::new(text).unwrap()
+    }
+
+    #[test]
+    fn a_request_round_trips_and_anything_else_is_refused() {
+        let request = Request {
+            no_network: true,
+            writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
+            program: c("/bin/sh"),
+            cwd: c("/home/p"),
+            argv: vec![c("sh"), c("-c"), c("echo é; true")],
+            env: vec![c("PATH=/usr/bin:/bin"), c("EMPTY=")],
+        };
+        let bytes = request.encode();
+        let back = Request::decode(&bytes).expect("decodes");
+        assert_eq!(back.encode(), bytes);
+        assert_eq!(back.writable, request.writable);
+        assert_eq!(back.argv, request.argv);
+        assert_eq!(back.env, request.env);
+        assert!(!back.uses_default_limits());
+
+        let plain = Request {
+            program: c("/bin/true"),
+            cwd: c("/"),
+            ..Request::default()
+        };
+        let back = Request::decode(&plain.encode()).expect("decodes");
+        assert!(back.writable.is_none() && back.uses_default_limits());
+
+        // Cut short anywhere, padded, a flag other than 0 or 1, a count beyond the bytes, a NUL
+        // inside a string: each is refused, never read past its end.
+        for cut in 0..bytes.len() {
+            assert!(Request::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut padded = bytes.clone();
+        padded.push(0);
+        assert!(Request::decode(&padded).is_none());
+        let mut bad_flag = bytes.clone();
+        bad_flag[0] = 2;
+        assert!(Request::decode(&bad_flag).is_none());
+        let mut huge_count = bytes.clone();
+        huge_count[2..6].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Request::decode(&huge_count).is_none());
+        let mut with_nul = Writer::default();
+        with_nul.flag(false);
+        with_nul.flag(false);
+        with_nul.0.extend_from_slice(&0u32.to_le_bytes());
+        with_nul.bytes(b"/bin/t\0rue");
+        assert!(Request::decode(&with_nul.0).is_none());
+    }
+
+    #[test]
+    fn a_request_travels_in_a_memfd_and_descriptors_over_a_socket() {
+        let request = Request {
+            program: c("/bin/true"),
+            cwd: c("/"),
+            argv: vec![c("true")],
+            ..Request::default()
+        };
+        let memfd = memfd_with(&request.encode()).unwrap();
+        let (ours, theirs) = seqpacket_pair().unwrap();
+        send_fds(ours.as_raw_fd(), &[memfd.as_raw_fd()]).unwrap();
+        let received = recv_fds(theirs.as_raw_fd()).unwrap().expect("a message");
+        assert_eq!(received.len(), 1);
+        let back = Request::read_from(&received[0]).expect("the request");
+        assert_eq!(back.encode(), request.encode());
+        drop(ours);
+        assert!(
+            recv_fds(theirs.as_raw_fd()).unwrap().is_none(),
+            "end of socket"
+        );
+    }
+}
