@@ -42,7 +42,7 @@ for path in /usr/bin/computer /usr/bin/computer-approval-window \
     /etc/apparmor.d/computer /usr/share/doc/computer/README.md; do
   [ -e "$path" ] || fail "$path is not installed"
 done
-file /usr/bin/computer | grep -q "not stripped" && fail "/usr/bin/computer is not stripped"
+readelf --section-headers /usr/bin/computer | grep -q "\.debug_info" && fail "/usr/bin/computer is not stripped"
 /usr/bin/computer --version | grep -q "^computer " || fail "the installed program does not run"
 mkdir -m 700 "$work/runtime"
 XDG_RUNTIME_DIR="$work/runtime" systemd-analyze verify --user \
