@@ -10,8 +10,20 @@ use std::time::Duration;
 use computer_tests::desktop::Desktop;
 use computer_tests::{Daemon, wait_for};
 
+/// The two tests share one desktop, and each needs its own window to hold the keyboard focus:
+/// run side by side, one's keys could land in the other's dialog.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn desktop_to_ourselves() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed while holding it leaves nothing to repair.
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
+    let _desktop = desktop_to_ourselves();
     // Acts are allowed by the harness's default rules: only the approver protection can refuse.
     let daemon = Daemon::start_on_desktop("");
     let desktop = Desktop::shared();
@@ -96,6 +108,7 @@ fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
 
 #[test]
 fn the_terminal_hosting_an_approver_is_protected_too() {
+    let _desktop = desktop_to_ourselves();
     let daemon = Daemon::start_on_desktop("");
     let desktop = Desktop::shared();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/as_approver.py");

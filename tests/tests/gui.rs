@@ -372,8 +372,19 @@ async fn drags_move_a_window_by_its_title_bar_and_reach_an_app_as_held_motion() 
     // manager's edge resistance cannot nudge it, and it is not red (the screenshot test looks
     // for the one red window).
     let app = TestApp::launch("track", "gui-test-drag-window", 1200, 120);
-    // Once framed, the window manager has placed it: only then are its bounds final.
+    // Once framed, the window manager has placed it: only then are its bounds final. And only
+    // once the frame is mapped (the window viewable) does a press on the title bar reach the
+    // window manager rather than what lies beneath: under load the two are far apart.
     let (_, _, top, _) = frame_extents(app.window);
+    wait_for(
+        "the framed window to be shown",
+        Duration::from_secs(10),
+        || {
+            xtool("xwininfo", &["-id", &app.window.to_string()])
+                .contains("Map State: IsViewable")
+                .then_some(())
+        },
+    );
     let (x, y, w, _) = xwininfo_bounds(app.window);
     assert!(top >= 8, "openbox draws a title bar: frame top is {top}");
     let from = (x + w / 2, y - top / 2);
