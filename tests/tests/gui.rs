@@ -385,6 +385,12 @@ async fn drags_move_a_window_by_its_title_bar_and_reach_an_app_as_held_motion() 
                 .then_some(())
         },
     );
+    // Activated through the window manager and waited for: it has finished mapping and
+    // placing the window, so the press below meets its frame's title bar.
+    xtool(
+        "xdotool",
+        &["windowactivate", "--sync", &app.window.to_string()],
+    );
     let (x, y, w, _) = xwininfo_bounds(app.window);
     assert!(top >= 8, "openbox draws a title bar: frame top is {top}");
     let from = (x + w / 2, y - top / 2);
@@ -419,10 +425,28 @@ async fn drags_move_a_window_by_its_title_bar_and_reach_an_app_as_held_motion() 
     pointer_reaches(to);
     // The window manager applies the move after the release reached it: wait until it has.
     let expected = (x + 150, y + 230);
-    try_wait_for(Duration::from_secs(10), || {
-        let (nx, ny, _, _) = xwininfo_bounds(app.window);
-        ((nx, ny) == expected).then_some(())
-    });
+    let moved = || {
+        try_wait_for(Duration::from_secs(10), || {
+            let (nx, ny, _, _) = xwininfo_bounds(app.window);
+            ((nx, ny) == expected).then_some(())
+        })
+    };
+    if moved().is_none() && xwininfo_bounds(app.window).0 == x {
+        // Seen only in full-suite runs on a loaded machine: openbox took the press on a window
+        // it had just mapped as a click (focus and raise) and did not start a move. Our events
+        // all arrived (the pointer is at the drop point); the same drag again must move it.
+        eprintln!("the window manager ignored the first drag; dragging again");
+        let out = gui(
+            &daemon,
+            "drag",
+            json!({"from_x": from.0, "from_y": from.1, "to_x": to.0, "to_y": to.1}),
+            json!({}),
+        )
+        .await;
+        assert_eq!(out["ok"], true, "{out}");
+        pointer_reaches(to);
+        moved();
+    }
     let (nx, ny, nw, _) = xwininfo_bounds(app.window);
     assert_eq!((nx, ny), expected, "the window moved with the title bar");
     assert_eq!(nw, w, "a move, not a resize");
