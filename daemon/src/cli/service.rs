@@ -197,6 +197,18 @@ fn manager(program: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+impl Plan {
+    /// Writes the unit (or plist) unless it already holds this text; says which.
+    fn write(&self) -> Result<String, String> {
+        let wrote = write_if_changed(&self.file, &self.text)?;
+        Ok(format!(
+            "{} {}",
+            if wrote { "wrote" } else { "unchanged" },
+            self.file.display()
+        ))
+    }
+}
+
 /// Writes `text` to `path` unless it already holds it; says whether it wrote.
 fn write_if_changed(path: &Path, text: &str) -> Result<bool, String> {
     if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
@@ -226,13 +238,7 @@ impl Plan {
     }
 
     fn install(&self, start: bool) -> Result<Vec<String>, String> {
-        let mut said = Vec::new();
-        let wrote = write_if_changed(&self.file, &self.text)?;
-        said.push(format!(
-            "{} {}",
-            if wrote { "wrote" } else { "unchanged" },
-            self.file.display()
-        ));
+        let mut said = vec![self.write()?];
         // What `systemctl --user enable` does, done here so that it works without a manager.
         if !self.is_enabled() {
             let dir = self.wants_link.parent().unwrap_or(Path::new("."));
@@ -372,13 +378,7 @@ impl Plan {
     }
 
     fn install(&self, start: bool) -> Result<Vec<String>, String> {
-        let mut said = Vec::new();
-        let wrote = write_if_changed(&self.file, &self.text)?;
-        said.push(format!(
-            "{} {}",
-            if wrote { "wrote" } else { "unchanged" },
-            self.file.display()
-        ));
+        let mut said = vec![self.write()?];
         if !start {
             said.push("loaded at the next login (--no-start)".into());
             return Ok(said);

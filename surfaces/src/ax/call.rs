@@ -53,12 +53,30 @@ const DEFAULT_MAX_NODES: usize = 500;
 const MAX_MAX_NODES: usize = 5000;
 const DEFAULT_MAX_BYTES: usize = 4000;
 
-/// What one backend adds to the shared commands: the fields its listings and actions report,
-/// and which roles and states it understands.
+const TREE_FIELDS: &[&str] = &[
+    "tree",
+    "revision",
+    "nodes",
+    "cursor",
+    "truncated",
+    "unchanged",
+    "skipped",
+];
+const FIND_FIELDS: &[&str] = &[
+    "matches",
+    "revision",
+    "nodes",
+    "total",
+    "cursor",
+    "truncated",
+    "unchanged",
+    "skipped",
+];
+const ACT_FIELDS: &[&str] = &["ref", "action", "done", "via", "node", "value", "states"];
+
+/// What one backend adds to the shared commands: which roles it understands and the `until`
+/// values it offers.
 pub struct Dialect {
-    pub tree_fields: &'static [&'static str],
-    pub find_fields: &'static [&'static str],
-    pub act_fields: &'static [&'static str],
     /// Whether selectors and `tree`'s `roles` may name this (folded) role.
     pub knows_role: fn(&str) -> bool,
     /// Ends the "unknown role" message, after the accesskit names (e.g. " or an AXRole").
@@ -72,11 +90,11 @@ impl Dialect {
     pub fn result_fields(&self, command: &str) -> &'static [&'static str] {
         match command {
             "apps" => APPS_FIELDS,
-            "tree" => self.tree_fields,
-            "find" => self.find_fields,
+            "tree" => TREE_FIELDS,
+            "find" => FIND_FIELDS,
             "read" => READ_FIELDS,
             "focused" => FOCUSED_FIELDS,
-            "act" => self.act_fields,
+            "act" => ACT_FIELDS,
             "wait" => WAIT_FIELDS,
             _ => &[],
         }

@@ -6,160 +6,79 @@ use std::sync::OnceLock;
 
 use accesskit::Role;
 
-/// One state an element may be in. The order is AT-SPI's (`AtspiStateType`), so the AT-SPI
-/// backend takes a state set's two 32-bit words as they come off the bus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum State {
-    Invalid,
-    Active,
-    Armed,
-    Busy,
-    Checked,
-    Collapsed,
-    Defunct,
-    Editable,
-    Enabled,
-    Expandable,
-    Expanded,
-    Focusable,
-    Focused,
-    HasTooltip,
-    Horizontal,
-    Iconified,
-    Modal,
-    MultiLine,
-    Multiselectable,
-    Opaque,
-    Pressed,
-    Resizable,
-    Selectable,
-    Selected,
-    Sensitive,
-    Showing,
-    SingleLine,
-    Stale,
-    Transient,
-    Vertical,
-    Visible,
-    ManagesDescendants,
-    Indeterminate,
-    Required,
-    Truncated,
-    Animated,
-    InvalidEntry,
-    SupportsAutocompletion,
-    SelectableText,
-    IsDefault,
-    Visited,
-    Checkable,
-    HasPopup,
-    ReadOnly,
+/// Declares the states once, in bit order: the enum, the list of all of them and their names.
+macro_rules! states {
+    ($($state:ident => $name:literal,)*) => {
+        /// One state an element may be in. The order is AT-SPI's (`AtspiStateType`), so the
+        /// AT-SPI backend takes a state set's two 32-bit words as they come off the bus.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum State {
+            $($state,)*
+        }
+
+        /// Every state, in bit order.
+        const ALL_STATES: &[State] = &[$(State::$state,)*];
+
+        impl State {
+            /// The state's name in outlines, selectors and `until` (AT-SPI's spelling).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(State::$state => $name,)*
+                }
+            }
+        }
+    };
 }
 
-/// Every state, in bit order.
-const ALL_STATES: [State; 44] = {
-    use State::*;
-    [
-        Invalid,
-        Active,
-        Armed,
-        Busy,
-        Checked,
-        Collapsed,
-        Defunct,
-        Editable,
-        Enabled,
-        Expandable,
-        Expanded,
-        Focusable,
-        Focused,
-        HasTooltip,
-        Horizontal,
-        Iconified,
-        Modal,
-        MultiLine,
-        Multiselectable,
-        Opaque,
-        Pressed,
-        Resizable,
-        Selectable,
-        Selected,
-        Sensitive,
-        Showing,
-        SingleLine,
-        Stale,
-        Transient,
-        Vertical,
-        Visible,
-        ManagesDescendants,
-        Indeterminate,
-        Required,
-        Truncated,
-        Animated,
-        InvalidEntry,
-        SupportsAutocompletion,
-        SelectableText,
-        IsDefault,
-        Visited,
-        Checkable,
-        HasPopup,
-        ReadOnly,
-    ]
-};
+states! {
+    Invalid => "invalid",
+    Active => "active",
+    Armed => "armed",
+    Busy => "busy",
+    Checked => "checked",
+    Collapsed => "collapsed",
+    Defunct => "defunct",
+    Editable => "editable",
+    Enabled => "enabled",
+    Expandable => "expandable",
+    Expanded => "expanded",
+    Focusable => "focusable",
+    Focused => "focused",
+    HasTooltip => "has-tooltip",
+    Horizontal => "horizontal",
+    Iconified => "iconified",
+    Modal => "modal",
+    MultiLine => "multi-line",
+    Multiselectable => "multiselectable",
+    Opaque => "opaque",
+    Pressed => "pressed",
+    Resizable => "resizable",
+    Selectable => "selectable",
+    Selected => "selected",
+    Sensitive => "sensitive",
+    Showing => "showing",
+    SingleLine => "single-line",
+    Stale => "stale",
+    Transient => "transient",
+    Vertical => "vertical",
+    Visible => "visible",
+    ManagesDescendants => "manages-descendants",
+    Indeterminate => "indeterminate",
+    Required => "required",
+    Truncated => "truncated",
+    Animated => "animated",
+    InvalidEntry => "invalid-entry",
+    SupportsAutocompletion => "supports-autocompletion",
+    SelectableText => "selectable-text",
+    IsDefault => "is-default",
+    Visited => "visited",
+    Checkable => "checkable",
+    HasPopup => "has-popup",
+    ReadOnly => "read-only",
+}
 
 impl State {
-    /// The state's name in outlines, selectors and `until` (AT-SPI's spelling).
-    pub fn name(self) -> &'static str {
-        use State::*;
-        match self {
-            Invalid => "invalid",
-            Active => "active",
-            Armed => "armed",
-            Busy => "busy",
-            Checked => "checked",
-            Collapsed => "collapsed",
-            Defunct => "defunct",
-            Editable => "editable",
-            Enabled => "enabled",
-            Expandable => "expandable",
-            Expanded => "expanded",
-            Focusable => "focusable",
-            Focused => "focused",
-            HasTooltip => "has-tooltip",
-            Horizontal => "horizontal",
-            Iconified => "iconified",
-            Modal => "modal",
-            MultiLine => "multi-line",
-            Multiselectable => "multiselectable",
-            Opaque => "opaque",
-            Pressed => "pressed",
-            Resizable => "resizable",
-            Selectable => "selectable",
-            Selected => "selected",
-            Sensitive => "sensitive",
-            Showing => "showing",
-            SingleLine => "single-line",
-            Stale => "stale",
-            Transient => "transient",
-            Vertical => "vertical",
-            Visible => "visible",
-            ManagesDescendants => "manages-descendants",
-            Indeterminate => "indeterminate",
-            Required => "required",
-            Truncated => "truncated",
-            Animated => "animated",
-            InvalidEntry => "invalid-entry",
-            SupportsAutocompletion => "supports-autocompletion",
-            SelectableText => "selectable-text",
-            IsDefault => "is-default",
-            Visited => "visited",
-            Checkable => "checkable",
-            HasPopup => "has-popup",
-            ReadOnly => "read-only",
-        }
-    }
-
     fn from_name(name: &str) -> Option<State> {
         ALL_STATES.iter().copied().find(|s| s.name() == name)
     }
@@ -194,7 +113,10 @@ impl StateSet {
 
     /// The states in the set, in bit order.
     pub fn iter(self) -> impl Iterator<Item = State> {
-        ALL_STATES.into_iter().filter(move |s| self.contains(*s))
+        ALL_STATES
+            .iter()
+            .copied()
+            .filter(move |s| self.contains(*s))
     }
 }
 

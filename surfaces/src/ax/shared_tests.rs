@@ -80,9 +80,6 @@ impl Backend for Fake {
 
     const NAME: &'static str = "scripted";
     const DIALECT: Dialect = Dialect {
-        tree_fields: &[],
-        find_fields: &[],
-        act_fields: &[],
         knows_role: |folded| accesskit_role_names().iter().any(|n| n == folded),
         other_role_names: "",
         until_examples: &[],

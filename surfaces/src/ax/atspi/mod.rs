@@ -254,26 +254,6 @@ impl Backend for Atspi {
 
     const NAME: &'static str = "AT-SPI over D-Bus";
     const DIALECT: Dialect = Dialect {
-        tree_fields: &[
-            "tree",
-            "revision",
-            "nodes",
-            "cursor",
-            "truncated",
-            "unchanged",
-            "skipped",
-        ],
-        find_fields: &[
-            "matches",
-            "revision",
-            "nodes",
-            "total",
-            "cursor",
-            "truncated",
-            "unchanged",
-            "skipped",
-        ],
-        act_fields: &["ref", "action", "done", "via", "node", "value", "states"],
         knows_role,
         other_role_names: "",
         until_examples: &[

@@ -464,26 +464,6 @@ impl Backend for MacAx {
 
     const NAME: &'static str = "AXUIElement (macOS accessibility)";
     const DIALECT: Dialect = Dialect {
-        tree_fields: &[
-            "tree",
-            "revision",
-            "nodes",
-            "cursor",
-            "truncated",
-            "unchanged",
-            "skipped",
-        ],
-        find_fields: &[
-            "matches",
-            "revision",
-            "nodes",
-            "total",
-            "cursor",
-            "truncated",
-            "unchanged",
-            "skipped",
-        ],
-        act_fields: &["ref", "action", "done", "via", "node", "value", "states"],
         knows_role,
         other_role_names: " or an AXRole",
         until_examples: &[
