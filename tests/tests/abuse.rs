@@ -104,11 +104,15 @@ async fn a_connection_that_never_sends_a_request_is_closed() {
 /// Connects and initializes; `None` when the daemon refuses the connection instead.
 fn try_initialize(daemon: &Daemon) -> Option<RawConnection> {
     let mut raw = RawConnection::connect(&daemon.socket);
-    raw.send(&json!({
+    let initialize = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": "abuse", "version": "0"}}
-    }));
+    });
+    // A refused connection may be closed before the request is written: that is a refusal too.
+    let mut line = serde_json::to_vec(&initialize).expect("json");
+    line.push(b'\n');
+    raw.send_bytes(&line).ok()?;
     let reply = raw.recv()?;
     if reply["id"] != 0 {
         return None;
