@@ -15,7 +15,7 @@ use computer_daemon::receipts::Ledger;
 use computer_ipc::{Client, Complications, SurfaceName, ToolError};
 use computer_surfaces::{
     ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Registry,
-    Risk, Surface, SurfaceError, args_schema,
+    Risk, Surface, SurfaceError,
 };
 use computer_tests::RawConnection;
 use serde_json::{Map, Value, json};
@@ -54,11 +54,8 @@ impl Surface for Noop {
         "none (benchmark)"
     }
     fn commands(&self) -> &'static [CommandSpec] {
-        &[CommandSpec {
-            name: "run",
-            args: args_schema::<NoArgs>,
-            risk: Risk::Observe,
-        }]
+        const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<NoArgs>("run", Risk::Observe)];
+        COMMANDS
     }
     fn probe(&self) -> Availability {
         Availability::Ready
