@@ -72,6 +72,7 @@ const STAGES: &[&str] = &[
     "fork of the supervisor",
     "changing to the working directory",
     "watching for the program's end",
+    "taking the terminal as the session's controlling terminal",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -91,6 +92,7 @@ pub(super) const STAGE_REQUEST: i32 = 14;
 pub(super) const STAGE_SUPERVISOR: i32 = 15;
 const STAGE_CWD: i32 = 16;
 const STAGE_SIGNALS: i32 = 17;
+const STAGE_TERMINAL: i32 = 18;
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -262,42 +264,9 @@ impl Launcher {
         cwd: &Path,
         with_stdin: bool,
     ) -> Result<Started, ContainError> {
-        let setup =
-            |stage: &'static str| move |source: io::Error| ContainError::Setup { stage, source };
-        let request = Request {
-            no_network: limits.no_network,
-            writable: match &limits.writable {
-                Some(paths) => Some(
-                    paths
-                        .iter()
-                        .map(|p| c_string(p.as_os_str().as_bytes()))
-                        .collect::<Result<_, _>>()?,
-                ),
-                None => None,
-            },
-            program: c_string(exec.program.as_os_str().as_bytes())?,
-            cwd: c_string(cwd.as_os_str().as_bytes())?,
-            argv: exec
-                .argv
-                .iter()
-                .map(|a| c_string(a.as_bytes()))
-                .collect::<Result<_, _>>()?,
-            env: exec
-                .env
-                .iter()
-                .map(|(k, v)| {
-                    let mut pair = k.as_bytes().to_vec();
-                    pair.push(b'=');
-                    pair.extend_from_slice(v.as_bytes());
-                    c_string(&pair)
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let request = request_for(limits, exec, cwd, false)?;
         let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
-        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
-        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
         let (stdin, stdin_r) = if with_stdin {
             let (read, write) = pipe(0, libc::O_NONBLOCK).map_err(setup("input pipe"))?;
             (Some(write), read)
@@ -305,11 +274,38 @@ impl Launcher {
             let null = std::fs::File::open("/dev/null").map_err(setup("input pipe"))?;
             (None, OwnedFd::from(null))
         };
+        let run = self.hand_over(&request, [&stdin_r, &stdout_w, &stderr_w])?;
+        Ok(Started {
+            run,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Starts `exec` contained on `terminal` (a pty's slave side): its stdin, stdout and
+    /// stderr, and the controlling terminal of the new session the program leads.
+    pub(super) fn start_terminal(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        terminal: OwnedFd,
+    ) -> Result<Run, ContainError> {
+        let request = request_for(limits, exec, cwd, true)?;
+        self.hand_over(&request, [&terminal, &terminal, &terminal])
+    }
+
+    /// Hands `request` and the run's stdio to the zygote; returns the daemon's side of it.
+    fn hand_over(&self, request: &Request, stdio: [&OwnedFd; 3]) -> Result<Run, ContainError> {
+        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
+        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
         let fds = [
             memfd.as_raw_fd(),
-            stdin_r.as_raw_fd(),
-            stdout_w.as_raw_fd(),
-            stderr_w.as_raw_fd(),
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
             report_w.as_raw_fd(),
             stop_r.as_raw_fd(),
         ];
@@ -335,19 +331,59 @@ impl Launcher {
                     .map_err(setup("handing the run to the containment zygote"))?;
             }
         }
-        // Only the run holds the other ends now: reads end when its processes are gone.
-        drop((memfd, stdin_r, stdout_w, stderr_w, report_w, stop_r));
-        Ok(Started {
-            run: Run {
-                report,
-                stop: Some(stop),
-                done: None,
-            },
-            stdin,
-            stdout,
-            stderr,
+        // Only the run holds the other ends now (the caller drops its stdio ends): reads end
+        // when its processes are gone.
+        drop((memfd, report_w, stop_r));
+        Ok(Run {
+            report,
+            stop: Some(stop),
+            done: None,
         })
     }
+}
+
+/// A setup failure at `stage`, from an io error.
+fn setup(stage: &'static str) -> impl Fn(io::Error) -> ContainError {
+    move |source: io::Error| ContainError::Setup { stage, source }
+}
+
+/// The request for one run, as it travels to its slot.
+fn request_for(
+    limits: &RunLimits,
+    exec: &ExecSpec,
+    cwd: &Path,
+    terminal: bool,
+) -> Result<Request, ContainError> {
+    Ok(Request {
+        no_network: limits.no_network,
+        writable: match &limits.writable {
+            Some(paths) => Some(
+                paths
+                    .iter()
+                    .map(|p| c_string(p.as_os_str().as_bytes()))
+                    .collect::<Result<_, _>>()?,
+            ),
+            None => None,
+        },
+        terminal,
+        program: c_string(exec.program.as_os_str().as_bytes())?,
+        cwd: c_string(cwd.as_os_str().as_bytes())?,
+        argv: exec
+            .argv
+            .iter()
+            .map(|a| c_string(a.as_bytes()))
+            .collect::<Result<_, _>>()?,
+        env: exec
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut pair = k.as_bytes().to_vec();
+                pair.push(b'=');
+                pair.extend_from_slice(v.as_bytes());
+                c_string(&pair)
+            })
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 /// A pipe, close-on-exec, with `read_flags` and `write_flags` (O_NONBLOCK) on its two ends.
@@ -677,6 +713,7 @@ fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {
 /// What the program's clone needs: C data made before it, read until the exec.
 struct Launch<'a> {
     plan: &'a Plan,
+    terminal: bool,
     report: RawFd,
     path: &'a CString,
     argv: Vec<*const libc::c_char>,
@@ -703,6 +740,10 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let launch = &*(arg as *const Launch);
         prepare_program(launch.plan);
+        if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
+            write_record(launch.report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
+            libc::_exit(127);
+        }
         libc::execve(
             launch.path.as_ptr(),
             launch.argv.as_ptr(),
@@ -844,6 +885,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         }
         let launch = Launch {
             plan,
+            terminal: request.terminal,
             report,
             path: &request.program,
             argv: pointers(&request.argv),

@@ -34,6 +34,9 @@ pub(super) const FD_STOP: usize = 5;
 pub(super) struct Request {
     pub no_network: bool,
     pub writable: Option<Vec<CString>>,
+    /// The program leads a session of its own whose controlling terminal is its stdin (a
+    /// pty's slave side), as a terminal session's shell must.
+    pub terminal: bool,
     pub program: CString,
     pub cwd: CString,
     pub argv: Vec<CString>,
@@ -51,6 +54,7 @@ impl Request {
         out.flag(self.no_network);
         out.flag(self.writable.is_some());
         out.list(self.writable.as_deref().unwrap_or_default());
+        out.flag(self.terminal);
         out.bytes(self.program.as_bytes());
         out.bytes(self.cwd.as_bytes());
         out.list(&self.argv);
@@ -66,6 +70,7 @@ impl Request {
         let request = Request {
             no_network,
             writable: has_writable.then_some(writable),
+            terminal: input.flag()?,
             program: input.c_string()?,
             cwd: input.c_string()?,
             argv: input.list()?,
@@ -473,6 +478,7 @@ mod tests {
         let request = Request {
             no_network: true,
             writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
+            terminal: true,
             program: c("/bin/sh"),
             cwd: c("/home/p"),
             argv: vec![c("sh"), c("-c"), c("echo é; true")],
@@ -484,6 +490,7 @@ mod tests {
         assert_eq!(back.writable, request.writable);
         assert_eq!(back.argv, request.argv);
         assert_eq!(back.env, request.env);
+        assert!(back.terminal);
         assert!(!back.uses_default_limits());
 
         let plain = Request {
