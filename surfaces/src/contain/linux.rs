@@ -28,7 +28,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::zygote::{self, Request, Zygote};
 use super::{ContainError, ExecSpec, RunEnd, RunLimits};
@@ -208,7 +208,7 @@ impl Plan {
 #[derive(Debug)]
 pub(super) struct Launcher {
     plan: Plan,
-    zygote: Mutex<Zygote>,
+    zygote: Arc<Mutex<Zygote>>,
 }
 
 /// A run handed to the zygote, with the daemon's ends of its pipes.
@@ -226,7 +226,7 @@ impl Launcher {
         let zygote = Zygote::start(&plan)?;
         let launcher = Launcher {
             plan,
-            zygote: Mutex::new(zygote),
+            zygote: Arc::new(Mutex::new(zygote)),
         };
         launcher.probe()?;
         Ok(launcher)
@@ -314,7 +314,8 @@ impl Launcher {
                 .zygote
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Err(err) = zygote.launch(&fds) {
+            let default_limits = request.uses_default_limits();
+            if let Err(err) = zygote.launch(&fds, default_limits) {
                 // A zygote that is gone (killed from outside the runs: none can see it) is
                 // started again once; if that fails too, the run is refused.
                 if !matches!(
@@ -327,7 +328,7 @@ impl Launcher {
                 *zygote = Zygote::start(&self.plan)
                     .map_err(setup("starting the containment zygote again"))?;
                 zygote
-                    .launch(&fds)
+                    .launch(&fds, default_limits)
                     .map_err(setup("handing the run to the containment zygote"))?;
             }
         }
@@ -338,6 +339,7 @@ impl Launcher {
             report,
             stop: Some(stop),
             done: None,
+            zygote: Some(self.zygote.clone()),
         })
     }
 }
@@ -412,9 +414,22 @@ pub(super) struct Run {
     /// run (no pid is ever signalled, so none can be reused in between).
     stop: Option<OwnedFd>,
     done: Option<RunEnd>,
+    /// Told once the run has ended, to prepare the slot that replaces the one it took.
+    zygote: Option<Arc<Mutex<Zygote>>>,
 }
 
 impl Run {
+    /// Asks for the slot that replaces this run's, once: the run has ended, or was given up.
+    fn replace_slot(&mut self) {
+        if let Some(zygote) = self.zygote.take() {
+            // A zygote that is gone is started again by the next run that needs it.
+            let _ = zygote
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .ask_for_slots();
+        }
+    }
+
     pub(super) fn stop(&self) {
         if let Some(stop) = &self.stop {
             // SAFETY: writes one byte of ours to a descriptor we own; a full pipe (the run was
@@ -441,6 +456,7 @@ impl Run {
             if ready <= 0 {
                 return Err(ContainError::Lost);
             }
+            self.replace_slot();
             return match next_record(&self.report) {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
@@ -471,7 +487,11 @@ impl Run {
         .map_err(|err| lost(err.into()))?;
         loop {
             let mut guard = readable.readable().await.map_err(lost)?;
-            match next_record(&self.report) {
+            let next = next_record(&self.report);
+            if !matches!(next, Next::Empty) {
+                self.replace_slot();
+            }
+            match next {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
                     self.done = Some(end);
@@ -503,6 +523,7 @@ impl Drop for Run {
         if self.done.is_none() {
             self.stop();
         }
+        self.replace_slot();
     }
 }
 
@@ -850,6 +871,18 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         {
             fail_later(slot, STAGE_PROC);
         }
+        // What the run will need, made while nothing waits on it: the watch on the program's
+        // end, and the stack its clone starts on (touched now, so its pages are not faulted in
+        // on the run's path).
+        let mut wanted: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
+        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if children < 0 {
+            fail_later(slot, STAGE_SIGNALS);
+        }
+        let stack = vec![1u8; PROGRAM_STACK];
         // The sandbox is ready: wait for the run.
         let fds = match zygote::recv_fds(slot) {
             Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
@@ -874,15 +907,6 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         ] {
             libc::dup2(fds[from].as_raw_fd(), to);
         }
-        let mut wanted: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut wanted);
-        libc::sigaddset(&mut wanted, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
-        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        if children < 0 {
-            report_setup_error(report, STAGE_SIGNALS, errno());
-            libc::_exit(SETUP_FAILED);
-        }
         let launch = Launch {
             plan,
             terminal: request.terminal,
@@ -891,7 +915,6 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
             argv: pointers(&request.argv),
             envp: pointers(&request.env),
         };
-        let stack = vec![0u8; PROGRAM_STACK];
         // The program shares the init's memory until its exec (as posix_spawn's child does);
         // the init is suspended until that exec.
         let program = libc::clone(
@@ -947,10 +970,17 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
             reap(program, &mut program_status);
         }
         // What is left now was started by the run and outlived its program (or the program
-        // itself, when the run was stopped): count it, then end it all.
-        let left = count_processes();
-        libc::kill(-1, libc::SIGKILL);
-        reap(program, &mut program_status);
+        // itself, when the run was stopped): count it, then end it all. Every process of the
+        // namespace descends from the init (orphans are re-parented to it), so an init without
+        // children has nothing left to count or kill: the common case skips both.
+        let left = if reap(program, &mut program_status) {
+            let left = count_processes();
+            libc::kill(-1, libc::SIGKILL);
+            reap(program, &mut program_status);
+            left
+        } else {
+            0
+        };
         write_record(
             report,
             TAG_DONE,
@@ -992,14 +1022,18 @@ unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long 
     }
 }
 
-/// Reaps every exited child; records the program's status when it is among them.
-unsafe fn reap(program: i32, program_status: &mut Option<i32>) {
+/// Reaps every exited child; records the program's status when it is among them. Returns
+/// whether any child is left (alive, or not yet reapable).
+unsafe fn reap(program: i32, program_status: &mut Option<i32>) -> bool {
     loop {
         let mut status = 0;
         // SAFETY: waitpid writes into our status.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            break;
+        if pid < 0 {
+            return errno() != libc::ECHILD;
+        }
+        if pid == 0 {
+            return true;
         }
         if pid == program && program_status.is_none() {
             *program_status = Some(status);
