@@ -507,10 +507,13 @@ fn serve() -> i32 {
             Ok(None) | Err(_) => return 0,
         };
         if kind == MESSAGE_WANT_SLOT {
-            // A slot for the daemon to keep at hand; the zygote keeps no copy of its socket.
-            if let Ok(slot) = linux::spawn_slot(&plan) {
-                let _ = send_message(daemon, MESSAGE_SLOT, &[slot.as_raw_fd()], 0);
-            }
+            // A slot for the daemon to keep at hand; the zygote keeps no copy of its socket. A
+            // slot that cannot be made is answered all the same, with no descriptor, so the
+            // daemon stops waiting for it (its runs then come here instead).
+            let _ = match linux::spawn_slot(&plan) {
+                Ok(slot) => send_message(daemon, MESSAGE_SLOT, &[slot.as_raw_fd()], 0),
+                Err(_) => send_message(daemon, MESSAGE_SLOT, &[], 0),
+            };
             continue;
         }
         if kind != MESSAGE_RUN || fds.len() != RUN_FDS {
