@@ -309,29 +309,32 @@ impl Launcher {
             report_w.as_raw_fd(),
             stop_r.as_raw_fd(),
         ];
-        {
+        let slot = {
             let mut zygote = self
                 .zygote
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let default_limits = request.uses_default_limits();
-            if let Err(err) = zygote.launch(&fds, default_limits) {
-                // A zygote that is gone (killed from outside the runs: none can see it) is
-                // started again once; if that fails too, the run is refused.
-                if !matches!(
-                    err.raw_os_error(),
-                    Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
-                ) {
-                    return Err(setup("handing the run to the containment zygote")(err));
+            match zygote.launch(&fds, default_limits) {
+                Ok(slot) => slot,
+                Err(err) => {
+                    // A zygote that is gone (killed from outside the runs: none can see it)
+                    // is started again once; if that fails too, the run is refused.
+                    if !matches!(
+                        err.raw_os_error(),
+                        Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
+                    ) {
+                        return Err(setup("handing the run to the containment zygote")(err));
+                    }
+                    tracing::warn!(error = %err, "the containment zygote is gone; starting another");
+                    *zygote = Zygote::start(&self.plan)
+                        .map_err(setup("starting the containment zygote again"))?;
+                    zygote
+                        .launch(&fds, default_limits)
+                        .map_err(setup("handing the run to the containment zygote"))?
                 }
-                tracing::warn!(error = %err, "the containment zygote is gone; starting another");
-                *zygote = Zygote::start(&self.plan)
-                    .map_err(setup("starting the containment zygote again"))?;
-                zygote
-                    .launch(&fds, default_limits)
-                    .map_err(setup("handing the run to the containment zygote"))?;
             }
-        }
+        };
         // Only the run holds the other ends now (the caller drops its stdio ends): reads end
         // when its processes are gone.
         drop((memfd, report_w, stop_r));
@@ -339,6 +342,7 @@ impl Launcher {
             report,
             stop: Some(stop),
             done: None,
+            slot,
             zygote: Some(self.zygote.clone()),
         })
     }
@@ -414,20 +418,29 @@ pub(super) struct Run {
     /// run (no pid is ever signalled, so none can be reused in between).
     stop: Option<OwnedFd>,
     done: Option<RunEnd>,
-    /// Told once the run has ended, to prepare the slot that replaces the one it took.
+    /// The slot the run was handed to directly, given back when the run ends cleanly.
+    slot: Option<OwnedFd>,
+    /// Told once the run has ended: its slot comes back, or a new one is asked for.
     zygote: Option<Arc<Mutex<Zygote>>>,
 }
 
 impl Run {
-    /// Asks for the slot that replaces this run's, once: the run has ended, or was given up.
-    fn replace_slot(&mut self) {
-        if let Some(zygote) = self.zygote.take() {
-            // A zygote that is gone is started again by the next run that needs it.
-            let _ = zygote
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .ask_for_slots();
+    /// Once the run has ended (`clean`: its init reported its end) or was given up: its slot
+    /// goes back to those at hand, or is let go and another asked for.
+    fn release_slot(&mut self, clean: bool) {
+        let Some(zygote) = self.zygote.take() else {
+            return;
+        };
+        let mut zygote = zygote
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match self.slot.take() {
+            Some(slot) if clean => zygote.give_back(slot),
+            // Its init ends when it finds the socket closed.
+            _ => {}
         }
+        // A zygote that is gone is started again by the next run that needs it.
+        let _ = zygote.ask_for_slots();
     }
 
     pub(super) fn stop(&self) {
@@ -456,11 +469,11 @@ impl Run {
             if ready <= 0 {
                 return Err(ContainError::Lost);
             }
-            self.replace_slot();
             return match next_record(&self.report) {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
                     self.done = Some(end);
+                    self.release_slot(true);
                     Ok(end)
                 }
                 Next::Record((TAG_ERROR, stage, errno, _)) => Err(setup_error(stage, errno)),
@@ -487,14 +500,11 @@ impl Run {
         .map_err(|err| lost(err.into()))?;
         loop {
             let mut guard = readable.readable().await.map_err(lost)?;
-            let next = next_record(&self.report);
-            if !matches!(next, Next::Empty) {
-                self.replace_slot();
-            }
-            match next {
+            match next_record(&self.report) {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
                     self.done = Some(end);
+                    self.release_slot(true);
                     return Ok(end);
                 }
                 Next::Record((TAG_ERROR, stage, errno, _)) => {
@@ -523,7 +533,7 @@ impl Drop for Run {
         if self.done.is_none() {
             self.stop();
         }
-        self.replace_slot();
+        self.release_slot(false);
     }
 }
 
@@ -883,22 +893,42 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
             fail_later(slot, STAGE_SIGNALS);
         }
         let stack = vec![1u8; PROGRAM_STACK];
-        // The sandbox is ready: wait for the run.
-        let fds = match zygote::recv_fds(slot) {
-            Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
-            _ => libc::_exit(0),
-        };
-        libc::close(slot);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        // The sandbox is ready: serve runs, one at a time, until the slot's socket closes. A
+        // run is handed here only once everything of the one before it is gone.
+        loop {
+            let fds = match zygote::recv_fds(slot) {
+                Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
+                Ok(Some(_)) => continue,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                _ => libc::_exit(0),
+            };
+            serve_run(plan, fds, children, null, &stack);
+        }
+    }
+}
+
+/// Runs one request in the init, reports its end, and returns once every process of it is
+/// gone (the next run must find nothing of this one).
+unsafe fn serve_run(
+    plan: &Plan,
+    mut fds: Vec<OwnedFd>,
+    children: RawFd,
+    null: RawFd,
+    stack: &[u8],
+) {
+    // SAFETY: system calls of this single-threaded process on descriptors it owns.
+    unsafe {
         let report = fds[zygote::FD_REPORT].as_raw_fd();
         let Some(request) = Request::read_from(&fds[zygote::FD_REQUEST]) else {
             report_setup_error(report, STAGE_REQUEST, libc::EINVAL);
-            libc::_exit(SETUP_FAILED);
+            return;
         };
         // Resolved only now, below the masks: a directory held open from before them would
         // lead around them.
         if libc::chdir(request.cwd.as_ptr()) != 0 {
             report_setup_error(report, STAGE_CWD, errno());
-            libc::_exit(SETUP_FAILED);
+            return;
         }
         for (from, to) in [
             (zygote::FD_STDIN, 0),
@@ -919,26 +949,22 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         // the init is suspended until that exec.
         let program = libc::clone(
             program_main,
-            stack_top(&stack),
+            stack_top(stack),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             &launch as *const Launch as *mut libc::c_void,
         );
+        // The init keeps only the run's report and stop pipes: the run's stdio closes when
+        // the run's processes do.
+        for fd in 0..3 {
+            libc::dup2(null, fd);
+        }
+        let stop = fds.remove(zygote::FD_STOP);
+        let report = fds.remove(zygote::FD_REPORT);
+        drop(fds);
         if program < 0 {
-            report_setup_error(report, STAGE_FORK_PROGRAM, errno());
-            libc::_exit(SETUP_FAILED);
+            report_setup_error(report.as_raw_fd(), STAGE_FORK_PROGRAM, errno());
+            return;
         }
-        // The init keeps only its report and stop pipes and the signalfd: the run's stdio
-        // closes when the run's processes do.
-        let stop = fds[zygote::FD_STOP].as_raw_fd();
-        let mut keep = [report, stop, children];
-        keep.sort_unstable();
-        let mut next = 0u32;
-        for fd in keep {
-            close_from(next, (fd as u32).saturating_sub(1), 0);
-            next = fd as u32 + 1;
-        }
-        close_from(next, u32::MAX, 0);
-        std::mem::forget(fds);
 
         let mut program_status: Option<i32> = None;
         let mut stopped = false;
@@ -949,7 +975,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 revents: 0,
             },
             libc::pollfd {
-                fd: stop,
+                fd: stop.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -964,8 +990,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 stopped = true;
             }
             if watched[0].revents != 0 {
-                let mut info = [0u8; 128];
-                while libc::read(children, info.as_mut_ptr().cast(), info.len()) > 0 {}
+                drain(children);
             }
             reap(program, &mut program_status);
         }
@@ -973,23 +998,46 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         // itself, when the run was stopped): count it, then end it all. Every process of the
         // namespace descends from the init (orphans are re-parented to it), so an init without
         // children has nothing left to count or kill: the common case skips both.
-        let left = if reap(program, &mut program_status) {
+        let remaining = reap(program, &mut program_status);
+        let left = if remaining {
             let left = count_processes();
             libc::kill(-1, libc::SIGKILL);
-            reap(program, &mut program_status);
             left
         } else {
             0
         };
         write_record(
-            report,
+            report.as_raw_fd(),
             TAG_DONE,
             program_status.unwrap_or(libc::SIGKILL),
             left,
             i32::from(stopped),
         );
-        libc::_exit(0);
+        drop((report, stop));
+        // Reported; now wait until all of it is really gone (SIGKILL is not instant), killing
+        // again whatever a fork in flight may have added.
+        if remaining {
+            loop {
+                let mut status = 0;
+                let pid = libc::waitpid(-1, &mut status, 0);
+                if pid < 0 {
+                    if errno() == libc::ECHILD {
+                        break;
+                    }
+                    continue;
+                }
+                libc::kill(-1, libc::SIGKILL);
+            }
+        }
+        drain(children);
     }
+}
+
+/// Reads a non-blocking signalfd empty.
+unsafe fn drain(signals: RawFd) {
+    let mut info = [0u8; 128];
+    // SAFETY: reads into our buffer.
+    while unsafe { libc::read(signals, info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
 /// Sets or clears the read-only flag on the mount at `path` and every mount beneath it.

@@ -27,9 +27,12 @@ pub(super) const MESSAGE_WANT_SLOT: u8 = b'W';
 /// Zygote to daemon: a prepared slot's socket.
 pub(super) const MESSAGE_SLOT: u8 = b'S';
 
-/// How many prepared slots the daemon keeps at hand: one for the next run, one for the run
-/// after it while the first one's replacement is still being prepared.
+/// How many prepared slots the daemon asks for ahead: one for the next run, one for a run
+/// beside it.
 const READY_SLOTS: usize = 2;
+
+/// How many idle slots the daemon keeps after a burst of runs side by side; more are let go.
+const MAX_IDLE_SLOTS: usize = 4;
 
 /// Descriptors of one run, in the order they travel.
 pub(super) const RUN_FDS: usize = 6;
@@ -388,27 +391,40 @@ impl Zygote {
         Ok(zygote)
     }
 
-    /// Hands one run's descriptors to a prepared slot, or (stricter limits, or no slot at
-    /// hand) to the zygote, which prepares one for it.
+    /// Hands one run's descriptors to a slot at hand, returning that slot (to be given back
+    /// once the run has ended cleanly); or, for stricter limits or with no slot at hand, to the
+    /// zygote, which prepares one for this run alone.
     ///
-    /// The slot a run took is replaced when that run ends ([`Zygote::ask_for_slots`]), not
-    /// now: preparing a sandbox then overlaps the daemon's writing of the receipt rather than
-    /// the run. Only when the run took the last slot at hand is the next one asked for at once.
-    pub fn launch(&mut self, fds: &[RawFd; RUN_FDS], default_limits: bool) -> io::Result<()> {
+    /// A run that takes the last slot at hand asks for another at once, so that a run beside
+    /// it finds one ready.
+    pub fn launch(
+        &mut self,
+        fds: &[RawFd; RUN_FDS],
+        default_limits: bool,
+    ) -> io::Result<Option<OwnedFd>> {
         if default_limits {
             self.take_sent_slots()?;
             while let Some(slot) = self.ready.pop_front() {
-                // A slot whose supervisor is gone (its zygote was killed) refuses: try the next.
+                // A slot whose init is gone (its zygote was killed) refuses: try the next.
                 if send_fds(slot.as_raw_fd(), fds).is_ok() {
                     if self.ready.is_empty() && self.asked == 0 {
                         send_message(self.socket.as_raw_fd(), MESSAGE_WANT_SLOT, &[], 0)?;
                         self.asked += 1;
                     }
-                    return Ok(());
+                    return Ok(Some(slot));
                 }
             }
         }
-        send_fds(self.socket.as_raw_fd(), fds)
+        send_fds(self.socket.as_raw_fd(), fds)?;
+        Ok(None)
+    }
+
+    /// Takes back the slot of a run that ended cleanly (its init reported, and serves the
+    /// next run only once everything of this one is gone), unless enough are at hand.
+    pub fn give_back(&mut self, slot: OwnedFd) {
+        if self.ready.len() < MAX_IDLE_SLOTS {
+            self.ready.push_back(slot);
+        }
     }
 
     /// Takes the slots the zygote has sent since the last run, without waiting.
