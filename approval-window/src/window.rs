@@ -251,6 +251,7 @@ mod tests {
             rule: "defaults.act".into(),
             asked_at_ms: 0,
             expires_in_ms: 60_000,
+            steps: Vec::new(),
         }
     }
 

@@ -36,4 +36,5 @@ pub mod reaper;
 pub mod receipts;
 pub mod schema;
 pub mod server;
+pub mod steps;
 pub mod transport;

@@ -18,7 +18,8 @@ pub mod reply;
 pub mod shown;
 
 pub use call::{
-    Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, SurfaceName,
+    Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, StepsCall,
+    StepsReturn, SurfaceName, WaitStep,
 };
 pub use client::{Client, ClientError};
 pub use reply::{ErrorCode, ToolError};
