@@ -169,8 +169,10 @@ impl Gateway {
                 .await;
         }
         if raw.get("steps").is_some() {
-            return crate::steps::handle(self, caller, &call_id, &raw, &cancel, &cancelled, progress)
-                .await;
+            return crate::steps::handle(
+                self, caller, &call_id, &raw, &cancel, &cancelled, progress,
+            )
+            .await;
         }
         let call = match self.decode(&raw) {
             Ok(call) => call,

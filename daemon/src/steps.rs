@@ -109,7 +109,11 @@ pub(crate) async fn handle(
         Err(error) => return gw.refuse(call_id, caller, parent, error, Value::Null).await,
     };
     // A call of N steps is N calls to the rate limit (the gateway admitted the first).
-    for _ in 1..plans.iter().filter(|p| matches!(p, Plan::Call { .. })).count() {
+    for _ in 1..plans
+        .iter()
+        .filter(|p| matches!(p, Plan::Call { .. }))
+        .count()
+    {
         if let Err(retry_after) = gw.limiter.admit(&caller.agent) {
             let error = ToolError::new(
                 ErrorCode::RateLimited,
@@ -146,8 +150,18 @@ pub(crate) async fn handle(
                 if let Decision::Deny { reason, .. } = &step.decision {
                     let error = step_error(index, call, ErrorCode::Denied, reason);
                     let context = json!({"policy": step.decision});
-                    refuse_step(gw, caller, call_id, index, &ids[n], call, Some(&step.stated), &error, context)
-                        .await;
+                    refuse_step(
+                        gw,
+                        caller,
+                        call_id,
+                        index,
+                        &ids[n],
+                        call,
+                        Some(&step.stated),
+                        &error,
+                        context,
+                    )
+                    .await;
                     if stop_on_error {
                         let error = nothing_ran(error);
                         return gw.refuse(call_id, caller, parent, error, Value::Null).await;
@@ -160,8 +174,18 @@ pub(crate) async fn handle(
             }
             Err(error) => {
                 let error = prefixed(index, call, error);
-                refuse_step(gw, caller, call_id, index, &ids[n], call, None, &error, Value::Null)
-                    .await;
+                refuse_step(
+                    gw,
+                    caller,
+                    call_id,
+                    index,
+                    &ids[n],
+                    call,
+                    None,
+                    &error,
+                    Value::Null,
+                )
+                .await;
                 if stop_on_error {
                     let error = nothing_ran(error);
                     return gw.refuse(call_id, caller, parent, error, Value::Null).await;
@@ -206,8 +230,18 @@ pub(crate) async fn handle(
                 if let (Some(step), Plan::Call { call, .. }) = (&decided[*n], &plans[*n]) {
                     let context = json!({"policy": step.decision, "approval": recorded});
                     let error = step_error(n + 1, call, ErrorCode::Denied, &error.message);
-                    refuse_step(gw, caller, call_id, n + 1, &ids[*n], call, Some(&step.stated), &error, context)
-                        .await;
+                    refuse_step(
+                        gw,
+                        caller,
+                        call_id,
+                        n + 1,
+                        &ids[*n],
+                        call,
+                        Some(&step.stated),
+                        &error,
+                        context,
+                    )
+                    .await;
                 }
             }
             let context = json!({"approval": recorded});
@@ -283,8 +317,18 @@ pub(crate) async fn handle(
         let end = if steps_cancel.is_cancelled() {
             let error = halted(index, plan, cancel, started, deadline);
             if let Plan::Call { call, .. } = plan {
-                refuse_step(gw, caller, call_id, index, &ids[n], call, None, &error, Value::Null)
-                    .await;
+                refuse_step(
+                    gw,
+                    caller,
+                    call_id,
+                    index,
+                    &ids[n],
+                    call,
+                    None,
+                    &error,
+                    Value::Null,
+                )
+                .await;
             }
             StepEnd {
                 ok: false,
@@ -305,15 +349,36 @@ pub(crate) async fn handle(
                     let step = match decided[n].take() {
                         Some(step) => Ok((step, approval_now)),
                         None if *refs => {
-                            resolve_and_decide(gw, caller, call_id, index, &ids[n], call, &results, progress, &steps_cancel)
-                                .await
+                            resolve_and_decide(
+                                gw,
+                                caller,
+                                call_id,
+                                index,
+                                &ids[n],
+                                call,
+                                &results,
+                                progress,
+                                &steps_cancel,
+                            )
+                            .await
                         }
                         None => unreachable!("a step without refs is decided or skipped up front"),
                     };
                     match step {
                         Ok((step, approval)) => {
-                            run_step(gw, caller, call_id, index, &ids[n], call, step, approval, cancel, &steps_cancel)
-                                .await
+                            run_step(
+                                gw,
+                                caller,
+                                call_id,
+                                index,
+                                &ids[n],
+                                call,
+                                step,
+                                approval,
+                                cancel,
+                                &steps_cancel,
+                            )
+                            .await
                         }
                         Err(error) => StepEnd {
                             ok: false,
@@ -399,18 +464,21 @@ fn decode(raw: &Value, limits: &StepLimits) -> Result<(StepsCall, Vec<Plan>), To
         let value = Value::Object(step.clone());
         if let Some(wait) = step.get("wait") {
             if step.len() > 1 {
-                let other = step.keys().find(|k| *k != "wait").cloned().unwrap_or_default();
+                let other = step
+                    .keys()
+                    .find(|k| *k != "wait")
+                    .cloned()
+                    .unwrap_or_default();
                 return Err(ToolError::invalid(format!(
                     "step {}: a wait step has only `wait`, not `{other}`",
                     n + 1
                 ))
                 .at(format!("{at}.{other}")));
             }
-            let wait: WaitStep =
-                serde_path_to_error::deserialize(wait.clone()).map_err(|err| {
-                    let path = format!("{at}.wait{}", dotted(&err.path().to_string()));
-                    ToolError::from_serde(err.into_inner().to_string(), &path)
-                })?;
+            let wait: WaitStep = serde_path_to_error::deserialize(wait.clone()).map_err(|err| {
+                let path = format!("{at}.wait{}", dotted(&err.path().to_string()));
+                ToolError::from_serde(err.into_inner().to_string(), &path)
+            })?;
             if wait.ms > MAX_WAIT_MS {
                 return Err(ToolError::invalid(format!(
                     "step {}: a wait of {} ms is longer than the {MAX_WAIT_MS} ms a wait step may pause",
@@ -470,9 +538,8 @@ fn decode(raw: &Value, limits: &StepLimits) -> Result<(StepsCall, Vec<Plan>), To
     }
     if let Some(select) = &call.return_select {
         for (k, text) in select.select.iter().enumerate() {
-            let parsed = RefPath::parse(text).map_err(|why| {
-                ToolError::invalid(why).at(format!("return.select[{k}]"))
-            })?;
+            let parsed = RefPath::parse(text)
+                .map_err(|why| ToolError::invalid(why).at(format!("return.select[{k}]")))?;
             if parsed.step == 0 || parsed.step > plans.len() {
                 return Err(ToolError::invalid(format!(
                     "`{text}` names step {}, but the call has steps $1 to ${}",
@@ -511,7 +578,10 @@ async fn decide(
     if !caller.may_use(call.surface) {
         return Err(ToolError::new(
             ErrorCode::Denied,
-            format!("agent `{}` may not use the {} surface", caller.agent, call.surface),
+            format!(
+                "agent `{}` may not use the {} surface",
+                caller.agent, call.surface
+            ),
         )
         .at(format!("{at}.surface")));
     }
@@ -604,8 +674,18 @@ async fn resolve_and_decide(
         Ok(Value::Object(args)) => args,
         Ok(_) => unreachable!("resolving an object's values keeps it an object"),
         Err(error) => {
-            refuse_step(gw, caller, parent_id, index, step_id, call, None, &error, Value::Null)
-                .await;
+            refuse_step(
+                gw,
+                caller,
+                parent_id,
+                index,
+                step_id,
+                call,
+                None,
+                &error,
+                Value::Null,
+            )
+            .await;
             return Err(error);
         }
     };
@@ -615,8 +695,18 @@ async fn resolve_and_decide(
         Ok(step) => step,
         Err(error) => {
             let error = prefixed(index, call, error);
-            refuse_step(gw, caller, parent_id, index, step_id, &resolved, None, &error, Value::Null)
-                .await;
+            refuse_step(
+                gw,
+                caller,
+                parent_id,
+                index,
+                step_id,
+                &resolved,
+                None,
+                &error,
+                Value::Null,
+            )
+            .await;
             return Err(error);
         }
     };
@@ -630,8 +720,18 @@ async fn resolve_and_decide(
                 &format!("{reason} (decided on its args as resolved from earlier steps)"),
             );
             let context = json!({"policy": step.decision});
-            refuse_step(gw, caller, parent_id, index, step_id, &resolved, Some(&step.stated), &error, context)
-                .await;
+            refuse_step(
+                gw,
+                caller,
+                parent_id,
+                index,
+                step_id,
+                &resolved,
+                Some(&step.stated),
+                &error,
+                context,
+            )
+            .await;
             Err(error)
         }
         Decision::Ask { rule } => {
@@ -655,8 +755,18 @@ async fn resolve_and_decide(
                     &format!("not approved: {reason}"),
                 );
                 let context = json!({"policy": step.decision, "approval": recorded});
-                refuse_step(gw, caller, parent_id, index, step_id, &resolved, Some(&step.stated), &error, context)
-                    .await;
+                refuse_step(
+                    gw,
+                    caller,
+                    parent_id,
+                    index,
+                    step_id,
+                    &resolved,
+                    Some(&step.stated),
+                    &error,
+                    context,
+                )
+                .await;
                 return Err(error);
             }
             Ok((step, recorded))
@@ -702,7 +812,11 @@ fn approval_request(
             Plan::Call { call, .. } => (call.surface.to_string(), call.command.clone()),
         };
         let (decision, action, will_run) = match (plan, &decided[n]) {
-            (Plan::Wait(wait), _) => ("wait".to_string(), format!("wait {} ms", wait.ms), Default::default()),
+            (Plan::Wait(wait), _) => (
+                "wait".to_string(),
+                format!("wait {} ms", wait.ms),
+                Default::default(),
+            ),
             (_, Some(step)) => {
                 let decision = match &step.decision {
                     Decision::Ask { rule } => {
@@ -935,7 +1049,10 @@ async fn run_wait(
     } else {
         let error = ToolError::new(
             ErrorCode::Cancelled,
-            format!("step {index} (wait): stopped after {waited_ms} of {} ms: the call was cancelled or its deadline passed", wait.ms),
+            format!(
+                "step {index} (wait): stopped after {waited_ms} of {} ms: the call was cancelled or its deadline passed",
+                wait.ms
+            ),
         );
         json!({"ok": false, "waited_ms": waited_ms, "error": error})
     };
@@ -1064,7 +1181,10 @@ fn plan_name(plan: &Plan) -> String {
 fn step_error(index: usize, call: &ComputerCall, code: ErrorCode, message: &str) -> ToolError {
     ToolError::new(
         code,
-        format!("step {index} ({}.{}): {message}", call.surface, call.command),
+        format!(
+            "step {index} ({}.{}): {message}",
+            call.surface, call.command
+        ),
     )
 }
 
@@ -1204,7 +1324,9 @@ fn ref_text(map: &Map<String, Value>) -> Option<&str> {
     if map.len() != 1 {
         return None;
     }
-    map.get("ref")?.as_str().filter(|text| text.starts_with('$'))
+    map.get("ref")?
+        .as_str()
+        .filter(|text| text.starts_with('$'))
 }
 
 /// `value` with every ref replaced by the value it names.
@@ -1287,7 +1409,9 @@ impl RefPath {
                 parts.push(Part::Index(index));
                 rest = &after[end + 1..];
             } else {
-                return Err(bad("text after the step number that is not `.field` or `[index]`"));
+                return Err(bad(
+                    "text after the step number that is not `.field` or `[index]`",
+                ));
             }
         }
         Ok(RefPath {
@@ -1375,7 +1499,10 @@ mod tests {
         assert_eq!(path.step, 1);
         assert_eq!(path.lookup(&results()).unwrap(), json!(12));
         assert_eq!(
-            RefPath::parse("$1.stdout").unwrap().lookup(&results()).unwrap(),
+            RefPath::parse("$1.stdout")
+                .unwrap()
+                .lookup(&results())
+                .unwrap(),
             json!("rm\n")
         );
     }
@@ -1388,9 +1515,18 @@ mod tests {
                 .unwrap_err();
             assert!(why.contains(expect), "{text}: {why}");
         };
-        check("$1.match", "has no field `match`; it has: matches, ok, stdout");
-        check("$1.matches[3]", "`$1.matches` has 1 item, so [3] is past its end");
-        check("$1.stdout.x", "`$1.stdout` is a string, which has no field `x`");
+        check(
+            "$1.match",
+            "has no field `match`; it has: matches, ok, stdout",
+        );
+        check(
+            "$1.matches[3]",
+            "`$1.matches` has 1 item, so [3] is past its end",
+        );
+        check(
+            "$1.stdout.x",
+            "`$1.stdout` is a string, which has no field `x`",
+        );
         check("$2.stdout", "step 2 has no result");
         check("1.stdout", "does not start with `$`");
         check("$x", "no step number");
@@ -1406,8 +1542,12 @@ mod tests {
         // An ax ref written as a plain value is not a step ref.
         let ax = json!({"ref": 12});
         assert_eq!(resolve(&ax, "a", &results()).unwrap(), ax);
-        let err = resolve(&json!({"argv": [{"ref": "$1.nope"}]}), "steps[1].args", &results())
-            .unwrap_err();
+        let err = resolve(
+            &json!({"argv": [{"ref": "$1.nope"}]}),
+            "steps[1].args",
+            &results(),
+        )
+        .unwrap_err();
         assert_eq!(err.path.as_deref(), Some("steps[1].args.argv[0]"));
     }
 
@@ -1416,7 +1556,10 @@ mod tests {
         let limits = StepLimits::default();
         let err = |value: Value| decode(&value, &limits).err().expect("refused");
         let mixed = err(json!({"steps": [], "surface": "shell"}));
-        assert!(mixed.message.contains("either `steps` or `surface`"), "{mixed:?}");
+        assert!(
+            mixed.message.contains("either `steps` or `surface`"),
+            "{mixed:?}"
+        );
         assert_eq!(mixed.valid, ["steps", "surface"]);
         let nested = err(json!({"steps": [{"steps": []}]}));
         assert_eq!(nested.path.as_deref(), Some("steps[0].steps"));
@@ -1424,7 +1567,10 @@ mod tests {
             {"surface": "shell", "command": "run", "args": {"argv": [{"ref": "$2.stdout"}]}},
             {"wait": {"ms": 1}}]}));
         assert_eq!(forward.path.as_deref(), Some("steps[0].args.argv[0]"));
-        assert!(forward.message.contains("does not run before it"), "{forward:?}");
+        assert!(
+            forward.message.contains("does not run before it"),
+            "{forward:?}"
+        );
         let many = json!({"steps": vec![json!({"wait": {"ms": 1}}); 33]});
         assert!(err(many).message.contains("more than the 32"));
         let long = err(json!({"steps": [{"wait": {"ms": MAX_WAIT_MS + 1}}]}));

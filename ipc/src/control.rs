@@ -472,4 +472,58 @@ mod tests {
         }
         assert!(!text.contains("WARNING"), "{text}");
     }
+
+    fn multi_step() -> PendingRequest {
+        let step = |index: usize, decision: &str, argv: &[&str]| StepRow {
+            index,
+            surface: "shell".into(),
+            command: "run".into(),
+            decision: decision.into(),
+            action: format!("run {argv:?}"),
+            will_run: WillRun {
+                description: format!("run {argv:?}"),
+                argv: Some(argv.iter().map(|a| a.to_string()).collect()),
+                ..WillRun::default()
+            },
+        };
+        PendingRequest {
+            surface: "steps".into(),
+            command: "call".into(),
+            action: "2 steps in one call; this answer decides step 2".into(),
+            will_run: WillRun::default(),
+            steps: vec![
+                step(1, "allow", &["ls"]),
+                step(2, "ask", &["echo", "invoice\u{202e}fdp.exe"]),
+            ],
+            ..request()
+        }
+    }
+
+    #[test]
+    fn a_multi_step_request_shows_every_step_escaped_and_round_trips() {
+        let request = multi_step();
+        let line = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            serde_json::from_str::<PendingRequest>(&line).unwrap(),
+            request
+        );
+        let text = describe(&request);
+        for want in [
+            "step 1     | shell.run (allow)",
+            "  argv[0]  | ls",
+            "step 2     | shell.run (ask)",
+            "  argv[1]  | invoice\\u{202e}fdp.exe",
+            "WARNING step 2 argv[1]",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+        assert!(!text.contains('\u{202e}'), "{text}");
+        // A single call's request carries no steps on the wire (older approvers read it as before).
+        assert!(
+            serde_json::to_value(request())
+                .unwrap()
+                .get("steps")
+                .is_none()
+        );
+    }
 }
