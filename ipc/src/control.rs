@@ -501,13 +501,13 @@ mod tests {
 
     #[test]
     fn a_multi_step_request_shows_every_step_escaped_and_round_trips() {
-        let request = multi_step();
-        let line = serde_json::to_string(&request).unwrap();
+        let multi = multi_step();
+        let line = serde_json::to_string(&multi).unwrap();
         assert_eq!(
             serde_json::from_str::<PendingRequest>(&line).unwrap(),
-            request
+            multi
         );
-        let text = describe(&request);
+        let text = describe(&multi);
         for want in [
             "step 1     | shell.run (allow)",
             "  argv[0]  | ls",
