@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use computer_tests::Daemon;
 use computer_tests::desktop::Desktop;
-use rmcp::model::{CallToolResult, RawContent};
+use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
 /// What the model receives of one reply: every content block's text (or image data) and the
@@ -23,9 +23,9 @@ fn visible_bytes(result: &CallToolResult) -> usize {
     let content: usize = result
         .content
         .iter()
-        .map(|block| match &block.raw {
-            RawContent::Text(text) => text.text.len(),
-            RawContent::Image(image) => image.data.len(),
+        .map(|block| match block {
+            ContentBlock::Text(text) => text.text.len(),
+            ContentBlock::Image(image) => image.data.len(),
             other => serde_json::to_string(other).map(|s| s.len()).unwrap_or(0),
         })
         .sum();

@@ -1576,8 +1576,8 @@ mod tests {
         let long = err(json!({"steps": [{"wait": {"ms": MAX_WAIT_MS + 1}}]}));
         assert_eq!(long.path.as_deref(), Some("steps[0].wait.ms"));
         let typo = err(json!({"steps": [{"surface": "shell", "command": "run", "argz": {}}]}));
-        assert_eq!(typo.path.as_deref(), Some("steps[0]"), "{typo:?}");
-        assert!(typo.message.contains("`wait`"), "{typo:?}");
+        assert_eq!(typo.path.as_deref(), Some("steps[0].argz"), "{typo:?}");
+        assert!(typo.valid.contains(&"wait".to_string()), "{typo:?}");
         let select = err(json!({"steps": [{"wait": {"ms": 1}}], "return": {"select": ["$2.x"]}}));
         assert_eq!(select.path.as_deref(), Some("return.select[0]"));
     }
