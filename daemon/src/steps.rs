@@ -56,7 +56,7 @@ const PARENT_COMMAND: &str = "call";
 enum Plan {
     Wait(WaitStep),
     Call {
-        call: ComputerCall,
+        call: Box<ComputerCall>,
         /// Whether its args take values from earlier steps' results.
         refs: bool,
     },
@@ -87,7 +87,8 @@ struct StepEnd {
 }
 
 /// Handles a call carrying `steps`. Always answers with a tool result and always leaves
-/// receipts: the parent's, and every decided step's.
+/// receipts: the parent's, and every decided step's. Each stage before the steps run ends the
+/// call with a [`Refusal`], receipted in one place.
 pub(crate) async fn handle(
     gw: &Gateway,
     caller: &Caller,
@@ -108,186 +109,42 @@ pub(crate) async fn handle(
         Ok(decoded) => decoded,
         Err(error) => return gw.refuse(call_id, caller, parent, error, Value::Null).await,
     };
-    // A call of N steps is N calls to the rate limit (the gateway admitted the first).
-    for _ in 1..plans
-        .iter()
-        .filter(|p| matches!(p, Plan::Call { .. }))
-        .count()
-    {
-        if let Err(retry_after) = gw.limiter.admit(&caller.agent) {
-            let error = ToolError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "agent `{}` is over its rate limit (a call of {} steps counts as {} calls); retry in {} ms",
-                    caller.agent,
-                    plans.len(),
-                    plans.len(),
-                    retry_after.as_millis()
-                ),
-            );
-            return gw.refuse(call_id, caller, parent, error, Value::Null).await;
-        }
-    }
-    let stop_on_error = call.stop_on_error.unwrap_or(true);
-    let ids: Vec<String> = plans
-        .iter()
-        .map(|_| uuid::Uuid::now_v7().to_string())
-        .collect();
-
-    // Every step whose args are known is validated and decided before anything runs, so the
-    // person sees them all at once and a refusal up front leaves nothing half done.
-    let mut decided: Vec<Option<Decided>> = Vec::with_capacity(plans.len());
-    let mut skipped: Vec<Option<ToolError>> = vec![None; plans.len()];
-    for (n, plan) in plans.iter().enumerate() {
-        let index = n + 1;
-        let Plan::Call { call, refs: false } = plan else {
-            decided.push(None);
-            continue;
-        };
-        let step_raw = Value::Object(call.to_arguments());
-        match decide(gw, caller, call, &step_raw, &format!("steps[{n}]")).await {
-            Ok(step) => {
-                if let Decision::Deny { reason, .. } = &step.decision {
-                    let error = step_error(index, call, ErrorCode::Denied, reason);
-                    let context = json!({"policy": step.decision});
-                    refuse_step(
-                        gw,
-                        caller,
-                        call_id,
-                        index,
-                        &ids[n],
-                        call,
-                        Some(&step.stated),
-                        &error,
-                        context,
-                    )
-                    .await;
-                    if stop_on_error {
-                        let error = nothing_ran(error);
-                        return gw.refuse(call_id, caller, parent, error, Value::Null).await;
-                    }
-                    skipped[n] = Some(error);
-                    decided.push(None);
-                    continue;
-                }
-                decided.push(Some(step));
-            }
-            Err(error) => {
-                let error = prefixed(index, call, error);
-                refuse_step(
-                    gw,
-                    caller,
-                    call_id,
-                    index,
-                    &ids[n],
-                    call,
-                    None,
-                    &error,
-                    Value::Null,
-                )
-                .await;
-                if stop_on_error {
-                    let error = nothing_ran(error);
-                    return gw.refuse(call_id, caller, parent, error, Value::Null).await;
-                }
-                skipped[n] = Some(error);
-                decided.push(None);
-            }
-        }
-    }
-
-    // One request for every step that asks, showing all the steps.
-    let asking: Vec<usize> = decided
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| matches!(d, Some(d) if matches!(d.decision, Decision::Ask { .. })))
-        .map(|(n, _)| n)
-        .collect();
-    let mut approval = Value::Null;
-    if !asking.is_empty() {
-        let request = approval_request(call_id, caller, &plans, &decided, &skipped);
-        let keys: Vec<&str> = asking
+    let run = Steps {
+        gw,
+        caller,
+        call_id,
+        ids: plans
             .iter()
-            .filter_map(|n| decided[*n].as_ref().map(|d| d.grant_key.as_str()))
-            .collect();
-        let grant_key = gateway::digest(&json!(keys));
-        let resolution = gw
-            .approvals
-            .ask(request, &grant_key, cancelled.clone(), progress)
-            .await;
-        let recorded = serde_json::to_value(&resolution).unwrap_or_default();
-        if let Resolution::Denied { reason, .. } = &resolution {
-            let steps: Vec<usize> = asking.iter().map(|n| n + 1).collect();
-            let error = ToolError::new(
-                ErrorCode::Denied,
-                format!(
-                    "not approved: {reason} (the request asked for step{} {}); nothing ran",
-                    if steps.len() == 1 { "" } else { "s" },
-                    join_numbers(&steps)
-                ),
-            );
-            for n in &asking {
-                if let (Some(step), Plan::Call { call, .. }) = (&decided[*n], &plans[*n]) {
-                    let context = json!({"policy": step.decision, "approval": recorded});
-                    let error = step_error(n + 1, call, ErrorCode::Denied, &error.message);
-                    refuse_step(
-                        gw,
-                        caller,
-                        call_id,
-                        n + 1,
-                        &ids[*n],
-                        call,
-                        Some(&step.stated),
-                        &error,
-                        context,
-                    )
-                    .await;
-                }
-            }
-            let context = json!({"approval": recorded});
+            .map(|_| uuid::Uuid::now_v7().to_string())
+            .collect(),
+        stop_on_error: call.stop_on_error.unwrap_or(true),
+        cancel,
+        progress,
+    };
+    let decided = match run.admit(&plans).await {
+        Ok(()) => run.decide_up_front(&plans).await,
+        Err(refusal) => Err(refusal),
+    };
+    let mut upfront = match decided {
+        Ok(upfront) => upfront,
+        Err(Refusal { error, context }) => {
             return gw.refuse(call_id, caller, parent, error, context).await;
         }
-        approval = recorded;
-    }
-
-    let parent_intent = NewRow {
-        call_id: call_id.to_string(),
-        kind: RowKind::Intent,
-        surface: PARENT_SURFACE.into(),
-        command: PARENT_COMMAND.into(),
-        body: json!({
-            "caller": caller,
-            "args": receipt_value(raw),
-            "args_sha256": gateway::digest(raw),
-            "steps": plans.iter().enumerate().map(|(n, plan)| json!({
-                "step": n + 1,
-                "receipt": ids[n],
-                "call": plan_name(plan),
-                "decision": match (&decided[n], plan) {
-                    (Some(step), _) => json!(step.decision),
-                    (None, Plan::Wait(_)) => json!("wait"),
-                    (None, _) if skipped[n].is_some() => json!("skipped"),
-                    (None, _) => json!("later"),
-                },
-            })).collect::<Vec<_>>(),
-            "approval": approval,
-        }),
     };
-    if let Err(err) = gw.ledger.append(vec![parent_intent]).await {
-        tracing::error!(%call_id, error = %err, "intent receipt failed; steps refused");
-        return gateway::unreceipted_error(&ToolError::new(
-            ErrorCode::ReceiptFailed,
-            format!("the steps were refused because their receipt could not be written: {err}"),
-        ));
+    if let Err(Refusal { error, context }) = run.approve(&plans, &mut upfront, cancelled).await {
+        return gw.refuse(call_id, caller, parent, error, context).await;
+    }
+    let summary = run.summary(&plans, &upfront);
+    if let Err(reply) = run.parent_intent(raw, summary, &upfront.approval).await {
+        return reply;
     }
 
-    // The deadline covers the steps from here; it fires the same token surfaces watch, so a
-    // running step ends the way a cancelled call does.
+    // The deadline covers the steps from here; it fires a child of the token surfaces watch, so
+    // a step running at the deadline ends the way a cancelled call does.
     let deadline = call
         .timeout_ms
         .map(Duration::from_millis)
         .map_or(limits.deadline, |asked| asked.min(limits.deadline));
-    let started = Instant::now();
     let steps_cancel = cancelled.child_token();
     let _deadline_guard = {
         let token = steps_cancel.clone();
@@ -301,119 +158,358 @@ pub(crate) async fn handle(
         });
         guard.drop_guard()
     };
+    let ran = run
+        .run_all(&plans, upfront, &steps_cancel, Instant::now(), deadline)
+        .await;
 
-    let mut results: Vec<Option<Value>> = vec![None; plans.len()];
-    let mut report: Vec<Value> = Vec::new();
-    let mut failed: Vec<usize> = Vec::new();
-    let mut stopped_at: Option<usize> = None;
-    for (n, plan) in plans.iter().enumerate() {
-        let index = n + 1;
-        if let Some(error) = &skipped[n] {
-            failed.push(index);
-            results[n] = Some(json!({"ok": false, "error": error}));
-            report.push(json!({"step": index, "receipt": ids[n], "ok": false, "skipped": true}));
-            continue;
-        }
-        let end = if steps_cancel.is_cancelled() {
-            let error = halted(index, plan, cancel, started, deadline);
-            if let Plan::Call { call, .. } = plan {
-                refuse_step(
-                    gw,
-                    caller,
-                    call_id,
-                    index,
-                    &ids[n],
-                    call,
-                    None,
-                    &error,
-                    Value::Null,
-                )
-                .await;
-            }
-            StepEnd {
-                ok: false,
-                visible: json!({"ok": false, "error": error}),
-                receipt: json!({"error": error}),
-            }
-        } else {
-            match plan {
-                Plan::Wait(wait) => {
-                    run_wait(gw, caller, call_id, index, &ids[n], *wait, &steps_cancel).await
-                }
-                Plan::Call { call, refs } => {
-                    let approval_now = if asking.contains(&n) {
-                        approval.clone()
-                    } else {
-                        Value::Null
-                    };
-                    let step = match decided[n].take() {
-                        Some(step) => Ok((step, approval_now)),
-                        None if *refs => {
-                            resolve_and_decide(
-                                gw,
-                                caller,
-                                call_id,
-                                index,
-                                &ids[n],
-                                call,
-                                &results,
-                                progress,
-                                &steps_cancel,
-                            )
-                            .await
-                        }
-                        None => unreachable!("a step without refs is decided or skipped up front"),
-                    };
-                    match step {
-                        Ok((step, approval)) => {
-                            run_step(
-                                gw,
-                                caller,
-                                call_id,
-                                index,
-                                &ids[n],
-                                call,
-                                step,
-                                approval,
-                                cancel,
-                                &steps_cancel,
-                            )
-                            .await
-                        }
-                        Err(error) => StepEnd {
-                            ok: false,
-                            visible: json!({"ok": false, "error": error}),
-                            receipt: json!({"error": error}),
-                        },
-                    }
-                }
-            }
-        };
-        let mut line = json!({"step": index, "receipt": ids[n], "ok": end.ok});
-        if let Value::Object(extra) = end.receipt {
-            line.as_object_mut().unwrap().extend(extra);
-        }
-        report.push(line);
-        results[n] = Some(end.visible);
-        if !end.ok {
-            failed.push(index);
-            if stop_on_error {
-                stopped_at = Some(index);
-                break;
-            }
-        }
-    }
-
-    let reply = reply(call_id, &call, &plans, &results, &failed, stopped_at);
+    let reply = reply(
+        call_id,
+        &call,
+        &plans,
+        &ran.results,
+        &ran.failed,
+        ran.stopped_at,
+    );
     let mut body = json!({
-        "ok": failed.is_empty(),
-        "steps": report,
-        "not_run": (report.len() + 1..=plans.len()).collect::<Vec<_>>(),
+        "ok": ran.failed.is_empty(),
+        "steps": ran.report,
+        "not_run": (ran.report.len() + 1..=plans.len()).collect::<Vec<_>>(),
     });
     if let Some(by) = cancel.by() {
         body["cancelled"] = json!({"by": by});
     }
     gw.finish(call_id, &parent, body, reply).await
+}
+
+/// Why a multi-step call ends before its steps run: the error the agent gets, and the policy and
+/// approval context its parent's receipt records.
+struct Refusal {
+    error: ToolError,
+    context: Value,
+}
+
+impl From<ToolError> for Refusal {
+    fn from(error: ToolError) -> Self {
+        Refusal {
+            error,
+            context: Value::Null,
+        }
+    }
+}
+
+/// What was decided before anything ran.
+struct Upfront {
+    /// Per step: decided (steps without refs that policy did not deny), or not yet.
+    decided: Vec<Option<Decided>>,
+    /// Per step: refused up front and skipped (only with `stop_on_error: false`).
+    skipped: Vec<Option<ToolError>>,
+    /// The steps (from 0) the one approval request asked for.
+    asking: Vec<usize>,
+    /// That request's resolution, as receipts record it.
+    approval: Value,
+}
+
+/// How the steps went.
+struct Ran {
+    /// Per step: what the model would have seen of it (refs and `return.select` read these).
+    results: Vec<Option<Value>>,
+    /// Per step that ended: its receipt id and outcome, for the parent's result receipt.
+    report: Vec<Value>,
+    /// The steps (from 1) that failed, were denied or skipped.
+    failed: Vec<usize>,
+    /// The step (from 1) `stop_on_error` stopped at.
+    stopped_at: Option<usize>,
+}
+
+/// One multi-step call in progress: what every stage needs.
+struct Steps<'a> {
+    gw: &'a Gateway,
+    caller: &'a Caller,
+    call_id: &'a str,
+    /// Each step's own receipt id.
+    ids: Vec<String>,
+    stop_on_error: bool,
+    cancel: &'a CallCancel,
+    progress: &'a (dyn Fn(String) + Send + Sync),
+}
+
+impl Steps<'_> {
+    /// A call of N steps is N calls to the rate limit (the gateway admitted the first).
+    async fn admit(&self, plans: &[Plan]) -> Result<(), Refusal> {
+        let calls = plans
+            .iter()
+            .filter(|p| matches!(p, Plan::Call { .. }))
+            .count();
+        for _ in 1..calls {
+            if let Err(retry_after) = self.gw.limiter.admit(&self.caller.agent) {
+                return Err(ToolError::new(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "agent `{}` is over its rate limit (a call with {calls} call steps counts as {calls} calls); retry in {} ms",
+                        self.caller.agent,
+                        retry_after.as_millis()
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates and decides every step whose args are known, before anything runs, so the
+    /// person sees them all at once and a refusal up front leaves nothing half done. A step
+    /// refused here stops the call (`stop_on_error`), or is skipped.
+    async fn decide_up_front(&self, plans: &[Plan]) -> Result<Upfront, Refusal> {
+        let mut decided: Vec<Option<Decided>> = Vec::with_capacity(plans.len());
+        let mut skipped: Vec<Option<ToolError>> = vec![None; plans.len()];
+        for (n, plan) in plans.iter().enumerate() {
+            let index = n + 1;
+            let Plan::Call { call, refs: false } = plan else {
+                decided.push(None);
+                continue;
+            };
+            let step_raw = Value::Object(call.to_arguments());
+            let refused = match decide(
+                self.gw,
+                self.caller,
+                call,
+                &step_raw,
+                &format!("steps[{n}]"),
+            )
+            .await
+            {
+                Ok(step) => match &step.decision {
+                    Decision::Deny { reason, .. } => {
+                        let error = step_error(index, call, ErrorCode::Denied, reason);
+                        let context = json!({"policy": step.decision});
+                        self.refuse_step(index, call, Some(&step.stated), &error, context)
+                            .await;
+                        error
+                    }
+                    _ => {
+                        decided.push(Some(step));
+                        continue;
+                    }
+                },
+                Err(error) => {
+                    let error = prefixed(index, call, error);
+                    self.refuse_step(index, call, None, &error, Value::Null)
+                        .await;
+                    error
+                }
+            };
+            if self.stop_on_error {
+                return Err(nothing_ran(refused).into());
+            }
+            skipped[n] = Some(refused);
+            decided.push(None);
+        }
+        Ok(Upfront {
+            decided,
+            skipped,
+            asking: Vec::new(),
+            approval: Value::Null,
+        })
+    }
+
+    /// One request for every step that asks, showing all the steps. A denial stops the call
+    /// before anything runs, naming the steps it asked for.
+    async fn approve(
+        &self,
+        plans: &[Plan],
+        upfront: &mut Upfront,
+        cancelled: &CancellationToken,
+    ) -> Result<(), Refusal> {
+        upfront.asking = upfront
+            .decided
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| matches!(d, Some(d) if matches!(d.decision, Decision::Ask { .. })))
+            .map(|(n, _)| n)
+            .collect();
+        if upfront.asking.is_empty() {
+            return Ok(());
+        }
+        let request = approval_request(
+            self.call_id,
+            self.caller,
+            plans,
+            &upfront.decided,
+            &upfront.skipped,
+        );
+        let keys: Vec<&str> = upfront
+            .asking
+            .iter()
+            .filter_map(|n| upfront.decided[*n].as_ref().map(|d| d.grant_key.as_str()))
+            .collect();
+        let grant_key = gateway::digest(&json!(keys));
+        let resolution = self
+            .gw
+            .approvals
+            .ask(request, &grant_key, cancelled.clone(), self.progress)
+            .await;
+        let recorded = serde_json::to_value(&resolution).unwrap_or_default();
+        let Resolution::Denied { reason, .. } = &resolution else {
+            upfront.approval = recorded;
+            return Ok(());
+        };
+        let steps: Vec<usize> = upfront.asking.iter().map(|n| n + 1).collect();
+        let message = format!(
+            "not approved: {reason} (the request asked for step{} {}); nothing ran",
+            if steps.len() == 1 { "" } else { "s" },
+            join_numbers(&steps)
+        );
+        for n in &upfront.asking {
+            if let (Some(step), Plan::Call { call, .. }) = (&upfront.decided[*n], &plans[*n]) {
+                let context = json!({"policy": step.decision, "approval": recorded});
+                let error = step_error(n + 1, call, ErrorCode::Denied, &message);
+                self.refuse_step(n + 1, call, Some(&step.stated), &error, context)
+                    .await;
+            }
+        }
+        Err(Refusal {
+            error: ToolError::new(ErrorCode::Denied, message),
+            context: json!({"approval": recorded}),
+        })
+    }
+
+    /// Every step's receipt id and what was decided of it, for the parent's intent.
+    fn summary(&self, plans: &[Plan], upfront: &Upfront) -> Vec<Value> {
+        plans
+            .iter()
+            .enumerate()
+            .map(|(n, plan)| {
+                json!({
+                    "step": n + 1,
+                    "receipt": self.ids[n],
+                    "call": plan_name(plan),
+                    "decision": match (&upfront.decided[n], plan) {
+                        (Some(step), _) => json!(step.decision),
+                        (None, Plan::Wait(_)) => json!("wait"),
+                        (None, _) if upfront.skipped[n].is_some() => json!("skipped"),
+                        (None, _) => json!("later"),
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// The parent's intent: the request, its steps and the approval.
+    async fn parent_intent(
+        &self,
+        raw: &Value,
+        steps: Vec<Value>,
+        approval: &Value,
+    ) -> Result<(), CallToolResult> {
+        let intent = NewRow {
+            call_id: self.call_id.to_string(),
+            kind: RowKind::Intent,
+            surface: PARENT_SURFACE.into(),
+            command: PARENT_COMMAND.into(),
+            body: json!({
+                "caller": self.caller,
+                "args": receipt_value(raw),
+                "args_sha256": gateway::digest(raw),
+                "steps": steps,
+                "approval": approval,
+            }),
+        };
+        self.gw.ledger.append(vec![intent]).await.map(|_| ()).map_err(|err| {
+            tracing::error!(call_id = %self.call_id, error = %err, "intent receipt failed; steps refused");
+            gateway::unreceipted_error(&ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("the steps were refused because their receipt could not be written: {err}"),
+            ))
+        })
+    }
+
+    /// Runs the steps in order until the last, or the first failure under `stop_on_error`.
+    async fn run_all(
+        &self,
+        plans: &[Plan],
+        mut upfront: Upfront,
+        steps_cancel: &CancellationToken,
+        started: Instant,
+        deadline: Duration,
+    ) -> Ran {
+        let mut ran = Ran {
+            results: vec![None; plans.len()],
+            report: Vec::new(),
+            failed: Vec::new(),
+            stopped_at: None,
+        };
+        for (n, plan) in plans.iter().enumerate() {
+            let index = n + 1;
+            if let Some(error) = &upfront.skipped[n] {
+                ran.failed.push(index);
+                ran.results[n] = Some(json!({"ok": false, "error": error}));
+                ran.report.push(
+                    json!({"step": index, "receipt": self.ids[n], "ok": false, "skipped": true}),
+                );
+                continue;
+            }
+            let end = if steps_cancel.is_cancelled() {
+                let error = halted(index, plan, self.cancel, started, deadline);
+                if let Plan::Call { call, .. } = plan {
+                    self.refuse_step(index, call, None, &error, Value::Null)
+                        .await;
+                }
+                StepEnd::refused(error)
+            } else {
+                match plan {
+                    Plan::Wait(wait) => self.run_wait(index, *wait, steps_cancel).await,
+                    Plan::Call { call, refs } => {
+                        let approval = if upfront.asking.contains(&n) {
+                            upfront.approval.clone()
+                        } else {
+                            Value::Null
+                        };
+                        let step = match upfront.decided[n].take() {
+                            Some(step) => Ok((step, approval)),
+                            None if *refs => {
+                                self.resolve_and_decide(index, call, &ran.results, steps_cancel)
+                                    .await
+                            }
+                            None => {
+                                unreachable!("a step without refs is decided or skipped up front")
+                            }
+                        };
+                        match step {
+                            Ok((step, approval)) => {
+                                self.run_step(index, call, step, approval, steps_cancel)
+                                    .await
+                            }
+                            Err(error) => StepEnd::refused(error),
+                        }
+                    }
+                }
+            };
+            let mut line = json!({"step": index, "receipt": self.ids[n], "ok": end.ok});
+            if let Value::Object(extra) = end.receipt {
+                line.as_object_mut().unwrap().extend(extra);
+            }
+            ran.report.push(line);
+            ran.results[n] = Some(end.visible);
+            if !end.ok {
+                ran.failed.push(index);
+                if self.stop_on_error {
+                    ran.stopped_at = Some(index);
+                    break;
+                }
+            }
+        }
+        ran
+    }
+}
+
+impl StepEnd {
+    fn refused(error: ToolError) -> StepEnd {
+        StepEnd {
+            ok: false,
+            visible: json!({"ok": false, "error": error}),
+            receipt: json!({"error": error}),
+        }
+    }
 }
 
 /// The call's shape, checked whole before anything is decided: either `steps` or one call,
@@ -532,7 +628,7 @@ fn decode(raw: &Value, limits: &StepLimits) -> Result<(StepsCall, Vec<Plan>), To
             }
         }
         plans.push(Plan::Call {
-            call,
+            call: Box::new(call),
             refs: !refs.is_empty(),
         });
     }
@@ -647,129 +743,87 @@ async fn decide(
     })
 }
 
-/// A step whose args take earlier results: its refs resolved now, then validated and decided
-/// on the values it will really run with. A step that asks is asked for now, on its own: the
-/// person could not have seen these values when the call's steps were shown.
-#[allow(clippy::too_many_arguments)]
-async fn resolve_and_decide(
-    gw: &Gateway,
-    caller: &Caller,
-    parent_id: &str,
-    index: usize,
-    step_id: &str,
-    call: &ComputerCall,
-    results: &[Option<Value>],
-    progress: &(dyn Fn(String) + Send + Sync),
-    cancelled: &CancellationToken,
-) -> Result<(Decided, Value), ToolError> {
-    let at = format!("steps[{}]", index - 1);
-    let mut resolved = call.clone();
-    let args = resolve(
-        &Value::Object(call.args.clone()),
-        &format!("{at}.args"),
-        results,
-    )
-    .map_err(|error| prefixed(index, call, error));
-    let args = match args {
-        Ok(Value::Object(args)) => args,
-        Ok(_) => unreachable!("resolving an object's values keeps it an object"),
-        Err(error) => {
-            refuse_step(
-                gw,
-                caller,
-                parent_id,
-                index,
-                step_id,
-                call,
-                None,
-                &error,
-                Value::Null,
-            )
-            .await;
-            return Err(error);
-        }
-    };
-    resolved.args = args;
-    let step_raw = Value::Object(resolved.to_arguments());
-    let step = match decide(gw, caller, &resolved, &step_raw, &at).await {
-        Ok(step) => step,
-        Err(error) => {
-            let error = prefixed(index, call, error);
-            refuse_step(
-                gw,
-                caller,
-                parent_id,
-                index,
-                step_id,
-                &resolved,
-                None,
-                &error,
-                Value::Null,
-            )
-            .await;
-            return Err(error);
-        }
-    };
-    match step.decision.clone() {
-        Decision::Allow { .. } => Ok((step, Value::Null)),
-        Decision::Deny { reason, .. } => {
-            let error = step_error(
-                index,
-                call,
-                ErrorCode::Denied,
-                &format!("{reason} (decided on its args as resolved from earlier steps)"),
-            );
-            let context = json!({"policy": step.decision});
-            refuse_step(
-                gw,
-                caller,
-                parent_id,
-                index,
-                step_id,
-                &resolved,
-                Some(&step.stated),
-                &error,
-                context,
-            )
-            .await;
-            Err(error)
-        }
-        Decision::Ask { rule } => {
-            let mut request = base_request(parent_id, caller, &step, &rule);
-            request.surface = call.surface.to_string();
-            request.command = call.command.clone();
-            request.action = format!(
-                "step {index} of a multi-step call, with values from earlier steps: {}",
-                request.action
-            );
-            let resolution = gw
-                .approvals
-                .ask(request, &step.grant_key, cancelled.clone(), progress)
-                .await;
-            let recorded = serde_json::to_value(&resolution).unwrap_or_default();
-            if let Resolution::Denied { reason, .. } = &resolution {
+impl Steps<'_> {
+    /// A step whose args take earlier results: its refs resolved now, then validated and decided
+    /// on the values it will really run with. A step that asks is asked for now, on its own: the
+    /// person could not have seen these values when the call's steps were shown.
+    async fn resolve_and_decide(
+        &self,
+        index: usize,
+        call: &ComputerCall,
+        results: &[Option<Value>],
+        cancelled: &CancellationToken,
+    ) -> Result<(Decided, Value), ToolError> {
+        let (gw, caller, progress, parent_id) = (self.gw, self.caller, self.progress, self.call_id);
+        let at = format!("steps[{}]", index - 1);
+        let mut resolved = call.clone();
+        let args = resolve(
+            &Value::Object(call.args.clone()),
+            &format!("{at}.args"),
+            results,
+        )
+        .map_err(|error| prefixed(index, call, error));
+        let args = match args {
+            Ok(Value::Object(args)) => args,
+            Ok(_) => unreachable!("resolving an object's values keeps it an object"),
+            Err(error) => {
+                self.refuse_step(index, call, None, &error, Value::Null)
+                    .await;
+                return Err(error);
+            }
+        };
+        resolved.args = args;
+        let step_raw = Value::Object(resolved.to_arguments());
+        let step = match decide(gw, caller, &resolved, &step_raw, &at).await {
+            Ok(step) => step,
+            Err(error) => {
+                let error = prefixed(index, call, error);
+                self.refuse_step(index, &resolved, None, &error, Value::Null)
+                    .await;
+                return Err(error);
+            }
+        };
+        match step.decision.clone() {
+            Decision::Allow { .. } => Ok((step, Value::Null)),
+            Decision::Deny { reason, .. } => {
                 let error = step_error(
                     index,
                     call,
                     ErrorCode::Denied,
-                    &format!("not approved: {reason}"),
+                    &format!("{reason} (decided on its args as resolved from earlier steps)"),
                 );
-                let context = json!({"policy": step.decision, "approval": recorded});
-                refuse_step(
-                    gw,
-                    caller,
-                    parent_id,
-                    index,
-                    step_id,
-                    &resolved,
-                    Some(&step.stated),
-                    &error,
-                    context,
-                )
-                .await;
-                return Err(error);
+                let context = json!({"policy": step.decision});
+                self.refuse_step(index, &resolved, Some(&step.stated), &error, context)
+                    .await;
+                Err(error)
             }
-            Ok((step, recorded))
+            Decision::Ask { rule } => {
+                let mut request = base_request(parent_id, caller, &step, &rule);
+                request.surface = call.surface.to_string();
+                request.command = call.command.clone();
+                request.action = format!(
+                    "step {index} of a multi-step call, with values from earlier steps: {}",
+                    request.action
+                );
+                let resolution = gw
+                    .approvals
+                    .ask(request, &step.grant_key, cancelled.clone(), progress)
+                    .await;
+                let recorded = serde_json::to_value(&resolution).unwrap_or_default();
+                if let Resolution::Denied { reason, .. } = &resolution {
+                    let error = step_error(
+                        index,
+                        call,
+                        ErrorCode::Denied,
+                        &format!("not approved: {reason}"),
+                    );
+                    let context = json!({"policy": step.decision, "approval": recorded});
+                    self.refuse_step(index, &resolved, Some(&step.stated), &error, context)
+                        .await;
+                    return Err(error);
+                }
+                Ok((step, recorded))
+            }
         }
     }
 }
@@ -903,246 +957,246 @@ fn risk_name(risk: Risk) -> String {
         .unwrap_or_default()
 }
 
-/// Runs a decided step: intent receipt, the action (with evidence when asked), result receipt.
-#[allow(clippy::too_many_arguments)]
-async fn run_step(
-    gw: &Gateway,
-    caller: &Caller,
-    parent_id: &str,
-    index: usize,
-    step_id: &str,
-    call: &ComputerCall,
-    step: Decided,
-    approval: Value,
-    cancel: &CallCancel,
-    cancelled: &CancellationToken,
-) -> StepEnd {
-    let (args, facts) = step.stated.clone();
-    let intent = NewRow {
-        call_id: step_id.to_string(),
-        kind: RowKind::Intent,
-        surface: call.surface.to_string(),
-        command: call.command.clone(),
-        body: json!({
+impl Steps<'_> {
+    /// Runs a decided step: intent receipt, the action (with evidence when asked), result receipt.
+    async fn run_step(
+        &self,
+        index: usize,
+        call: &ComputerCall,
+        step: Decided,
+        approval: Value,
+        cancelled: &CancellationToken,
+    ) -> StepEnd {
+        let (gw, caller, parent_id, cancel) = (self.gw, self.caller, self.call_id, self.cancel);
+        let step_id = self.ids[index - 1].as_str();
+        let (args, facts) = step.stated.clone();
+        let intent = NewRow {
+            call_id: step_id.to_string(),
+            kind: RowKind::Intent,
+            surface: call.surface.to_string(),
+            command: call.command.clone(),
+            body: json!({
+                "caller": caller,
+                "parent": parent_id,
+                "step": index,
+                "args": args,
+                "args_sha256": step.args_sha256,
+                "facts": facts,
+                "action": step.described,
+                "risk": step.action.risk(),
+                "policy": step.decision,
+                "approval": approval,
+            }),
+        };
+        if let Err(err) = gw.ledger.append(vec![intent]).await {
+            tracing::error!(%step_id, error = %err, "step intent receipt failed; step refused");
+            let error = step_error(
+                index,
+                call,
+                ErrorCode::ReceiptFailed,
+                &format!("refused because its receipt could not be written: {err}"),
+            );
+            return StepEnd {
+                ok: false,
+                visible: json!({"ok": false, "error": error}),
+                receipt: json!({"error": error}),
+            };
+        }
+        let ctx = CallContext {
+            call_id: step_id.to_string(),
+            artifact_dir: gw.artifact_dir.clone(),
+            protected: gw.approvals.approvers().clone(),
+            cancel: cancelled.clone(),
+            artifact_quota: gw.registry.artifact_quota().clone(),
+        };
+        let evidence = call.complications.evidence.unwrap_or(Evidence::None);
+        let before = match evidence {
+            Evidence::Full => Some(gw.capture_evidence(&ctx, "before", false).await),
+            _ => None,
+        };
+        let outcome = gateway::run_until_cancelled(step.action, ctx.clone(), cancelled).await;
+        let after = match evidence {
+            Evidence::None => None,
+            _ if cancelled.is_cancelled() => None,
+            _ => Some(gw.capture_evidence(&ctx, "after", true).await),
+        };
+        let (visible, mut body, ok) = match outcome {
+            Ok(mut outcome) => {
+                let shots = [("before", before), ("after", after)];
+                let evidence = gateway::evidence_report(&shots, &mut outcome);
+                let (mut reply, mut body) = gw.success_reply(step_id, &step.budget, outcome);
+                if let Some(report) = evidence {
+                    gateway::attach_field(&mut reply, "evidence", report.clone());
+                    body["evidence"] = report;
+                }
+                let visible = reply.structured_content.unwrap_or(Value::Null);
+                let ok = visible["ok"] == json!(true);
+                (visible, body, ok)
+            }
+            Err(SurfaceError::Refused { message }) => {
+                tracing::warn!(%step_id, %message, "step refused: it targets an approver");
+                let error = step_error(index, call, ErrorCode::Denied, &message);
+                let body = json!({"ok": false, "error": error, "refused": "targets_approver"});
+                (json!({"ok": false, "error": error}), body, false)
+            }
+            Err(err) => {
+                let error = step_error(index, call, ErrorCode::ActionFailed, &err.to_string());
+                let body = json!({"ok": false, "error": error});
+                (json!({"ok": false, "error": error}), body, false)
+            }
+        };
+        if let Some(by) = cancel.by() {
+            body["ok"] = json!(false);
+            body["cancelled"] = json!({"by": by});
+        }
+        body["parent"] = json!(parent_id);
+        body["step"] = json!(index);
+        let row = NewRow {
+            call_id: step_id.to_string(),
+            kind: RowKind::Result,
+            surface: call.surface.to_string(),
+            command: call.command.clone(),
+            body,
+        };
+        if let Err(err) = gw.ledger.append(vec![row]).await {
+            tracing::error!(%step_id, error = %err, "step result receipt failed after it ran");
+            let error = step_error(
+                index,
+                call,
+                ErrorCode::ReceiptFailed,
+                &format!("it ran, but its result receipt could not be written: {err}"),
+            );
+            return StepEnd {
+                ok: false,
+                visible: json!({"ok": false, "error": error}),
+                receipt: json!({"error": error}),
+            };
+        }
+        StepEnd {
+            ok,
+            visible,
+            receipt: Value::Null,
+        }
+    }
+}
+
+impl Steps<'_> {
+    /// A wait step: a bounded pause that ends early only when the call is cancelled or its deadline
+    /// passes. Receipted like any step.
+    async fn run_wait(
+        &self,
+        index: usize,
+        wait: WaitStep,
+        cancelled: &CancellationToken,
+    ) -> StepEnd {
+        let (gw, caller, parent_id) = (self.gw, self.caller, self.call_id);
+        let step_id = self.ids[index - 1].as_str();
+        let started = Instant::now();
+        let finished = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(wait.ms)) => true,
+            _ = cancelled.cancelled() => false,
+        };
+        let waited_ms = started.elapsed().as_millis() as u64;
+        let visible = if finished {
+            json!({"ok": true, "waited_ms": waited_ms})
+        } else {
+            let error = ToolError::new(
+                ErrorCode::Cancelled,
+                format!(
+                    "step {index} (wait): stopped after {waited_ms} of {} ms: the call was cancelled or its deadline passed",
+                    wait.ms
+                ),
+            );
+            json!({"ok": false, "waited_ms": waited_ms, "error": error})
+        };
+        let rows = vec![
+            NewRow {
+                call_id: step_id.to_string(),
+                kind: RowKind::Intent,
+                surface: PARENT_SURFACE.into(),
+                command: "wait".into(),
+                body: json!({"caller": caller, "parent": parent_id, "step": index, "args": {"wait": wait}}),
+            },
+            NewRow {
+                call_id: step_id.to_string(),
+                kind: RowKind::Result,
+                surface: PARENT_SURFACE.into(),
+                command: "wait".into(),
+                body: {
+                    let mut body = visible.clone();
+                    body["parent"] = json!(parent_id);
+                    body["step"] = json!(index);
+                    body
+                },
+            },
+        ];
+        if let Err(err) = gw.ledger.append(rows).await {
+            tracing::error!(%step_id, error = %err, "wait step receipt failed");
+            let error = ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("step {index} (wait): its receipt could not be written: {err}"),
+            );
+            return StepEnd {
+                ok: false,
+                visible: json!({"ok": false, "error": error}),
+                receipt: json!({"error": error}),
+            };
+        }
+        StepEnd {
+            ok: finished,
+            receipt: Value::Null,
+            visible,
+        }
+    }
+}
+
+impl Steps<'_> {
+    /// Receipts a step that will not run (invalid, denied, not approved, a ref that does not
+    /// resolve): intent and result together, naming the parent and the step.
+    async fn refuse_step(
+        &self,
+        index: usize,
+        call: &ComputerCall,
+        stated: Option<&(Value, Value)>,
+        error: &ToolError,
+        context: Value,
+    ) {
+        let (gw, caller, parent_id) = (self.gw, self.caller, self.call_id);
+        let step_id = self.ids[index - 1].as_str();
+        let raw = Value::Object(call.to_arguments());
+        let mut intent = json!({
             "caller": caller,
             "parent": parent_id,
             "step": index,
-            "args": args,
-            "args_sha256": step.args_sha256,
-            "facts": facts,
-            "action": step.described,
-            "risk": step.action.risk(),
-            "policy": step.decision,
-            "approval": approval,
-        }),
-    };
-    if let Err(err) = gw.ledger.append(vec![intent]).await {
-        tracing::error!(%step_id, error = %err, "step intent receipt failed; step refused");
-        let error = step_error(
-            index,
-            call,
-            ErrorCode::ReceiptFailed,
-            &format!("refused because its receipt could not be written: {err}"),
-        );
-        return StepEnd {
-            ok: false,
-            visible: json!({"ok": false, "error": error}),
-            receipt: json!({"error": error}),
-        };
-    }
-    let ctx = CallContext {
-        call_id: step_id.to_string(),
-        artifact_dir: gw.artifact_dir.clone(),
-        protected: gw.approvals.approvers().clone(),
-        cancel: cancelled.clone(),
-        artifact_quota: gw.registry.artifact_quota().clone(),
-    };
-    let evidence = call.complications.evidence.unwrap_or(Evidence::None);
-    let before = match evidence {
-        Evidence::Full => Some(gw.capture_evidence(&ctx, "before", false).await),
-        _ => None,
-    };
-    let outcome = gateway::run_until_cancelled(step.action, ctx.clone(), cancelled).await;
-    let after = match evidence {
-        Evidence::None => None,
-        _ if cancelled.is_cancelled() => None,
-        _ => Some(gw.capture_evidence(&ctx, "after", true).await),
-    };
-    let (visible, mut body, ok) = match outcome {
-        Ok(mut outcome) => {
-            let shots = [("before", before), ("after", after)];
-            let evidence = gateway::evidence_report(&shots, &mut outcome);
-            let (mut reply, mut body) = gw.success_reply(step_id, &step.budget, outcome);
-            if let Some(report) = evidence {
-                gateway::attach_field(&mut reply, "evidence", report.clone());
-                body["evidence"] = report;
-            }
-            let visible = reply.structured_content.unwrap_or(Value::Null);
-            let ok = visible["ok"] == json!(true);
-            (visible, body, ok)
+            "args": receipt_value(&raw),
+            "args_sha256": gateway::digest(&raw),
+            "policy": context.get("policy"),
+            "approval": context.get("approval"),
+        });
+        if let Some((args, facts)) = stated {
+            intent["args"] = args.clone();
+            intent["facts"] = facts.clone();
         }
-        Err(SurfaceError::Refused { message }) => {
-            tracing::warn!(%step_id, %message, "step refused: it targets an approver");
-            let error = step_error(index, call, ErrorCode::Denied, &message);
-            let body = json!({"ok": false, "error": error, "refused": "targets_approver"});
-            (json!({"ok": false, "error": error}), body, false)
-        }
-        Err(err) => {
-            let error = step_error(index, call, ErrorCode::ActionFailed, &err.to_string());
-            let body = json!({"ok": false, "error": error});
-            (json!({"ok": false, "error": error}), body, false)
-        }
-    };
-    if let Some(by) = cancel.by() {
-        body["ok"] = json!(false);
-        body["cancelled"] = json!({"by": by});
-    }
-    body["parent"] = json!(parent_id);
-    body["step"] = json!(index);
-    let row = NewRow {
-        call_id: step_id.to_string(),
-        kind: RowKind::Result,
-        surface: call.surface.to_string(),
-        command: call.command.clone(),
-        body,
-    };
-    if let Err(err) = gw.ledger.append(vec![row]).await {
-        tracing::error!(%step_id, error = %err, "step result receipt failed after it ran");
-        let error = step_error(
-            index,
-            call,
-            ErrorCode::ReceiptFailed,
-            &format!("it ran, but its result receipt could not be written: {err}"),
-        );
-        return StepEnd {
-            ok: false,
-            visible: json!({"ok": false, "error": error}),
-            receipt: json!({"error": error}),
-        };
-    }
-    StepEnd {
-        ok,
-        visible,
-        receipt: Value::Null,
-    }
-}
-
-/// A wait step: a bounded pause that ends early only when the call is cancelled or its deadline
-/// passes. Receipted like any step.
-async fn run_wait(
-    gw: &Gateway,
-    caller: &Caller,
-    parent_id: &str,
-    index: usize,
-    step_id: &str,
-    wait: WaitStep,
-    cancelled: &CancellationToken,
-) -> StepEnd {
-    let started = Instant::now();
-    let finished = tokio::select! {
-        _ = tokio::time::sleep(Duration::from_millis(wait.ms)) => true,
-        _ = cancelled.cancelled() => false,
-    };
-    let waited_ms = started.elapsed().as_millis() as u64;
-    let visible = if finished {
-        json!({"ok": true, "waited_ms": waited_ms})
-    } else {
-        let error = ToolError::new(
-            ErrorCode::Cancelled,
-            format!(
-                "step {index} (wait): stopped after {waited_ms} of {} ms: the call was cancelled or its deadline passed",
-                wait.ms
-            ),
-        );
-        json!({"ok": false, "waited_ms": waited_ms, "error": error})
-    };
-    let rows = vec![
-        NewRow {
-            call_id: step_id.to_string(),
-            kind: RowKind::Intent,
-            surface: PARENT_SURFACE.into(),
-            command: "wait".into(),
-            body: json!({"caller": caller, "parent": parent_id, "step": index, "args": {"wait": wait}}),
-        },
-        NewRow {
-            call_id: step_id.to_string(),
-            kind: RowKind::Result,
-            surface: PARENT_SURFACE.into(),
-            command: "wait".into(),
-            body: {
-                let mut body = visible.clone();
-                body["parent"] = json!(parent_id);
-                body["step"] = json!(index);
-                body
+        let rows = vec![
+            NewRow {
+                call_id: step_id.to_string(),
+                kind: RowKind::Intent,
+                surface: call.surface.to_string(),
+                command: call.command.clone(),
+                body: intent,
             },
-        },
-    ];
-    if let Err(err) = gw.ledger.append(rows).await {
-        tracing::error!(%step_id, error = %err, "wait step receipt failed");
-        let error = ToolError::new(
-            ErrorCode::ReceiptFailed,
-            format!("step {index} (wait): its receipt could not be written: {err}"),
-        );
-        return StepEnd {
-            ok: false,
-            visible: json!({"ok": false, "error": error}),
-            receipt: json!({"error": error}),
-        };
-    }
-    StepEnd {
-        ok: finished,
-        receipt: Value::Null,
-        visible,
-    }
-}
-
-/// Receipts a step that will not run (invalid, denied, not approved, a ref that does not
-/// resolve): intent and result together, naming the parent and the step.
-#[allow(clippy::too_many_arguments)]
-async fn refuse_step(
-    gw: &Gateway,
-    caller: &Caller,
-    parent_id: &str,
-    index: usize,
-    step_id: &str,
-    call: &ComputerCall,
-    stated: Option<&(Value, Value)>,
-    error: &ToolError,
-    context: Value,
-) {
-    let raw = Value::Object(call.to_arguments());
-    let mut intent = json!({
-        "caller": caller,
-        "parent": parent_id,
-        "step": index,
-        "args": receipt_value(&raw),
-        "args_sha256": gateway::digest(&raw),
-        "policy": context.get("policy"),
-        "approval": context.get("approval"),
-    });
-    if let Some((args, facts)) = stated {
-        intent["args"] = args.clone();
-        intent["facts"] = facts.clone();
-    }
-    let rows = vec![
-        NewRow {
-            call_id: step_id.to_string(),
-            kind: RowKind::Intent,
-            surface: call.surface.to_string(),
-            command: call.command.clone(),
-            body: intent,
-        },
-        NewRow {
-            call_id: step_id.to_string(),
-            kind: RowKind::Result,
-            surface: call.surface.to_string(),
-            command: call.command.clone(),
-            body: json!({"ok": false, "error": error, "parent": parent_id, "step": index}),
-        },
-    ];
-    if let Err(err) = gw.ledger.append(rows).await {
-        // The step does not run either way; the parent's own receipt still records the error.
-        tracing::error!(%step_id, error = %err, "receipt for a refused step failed");
+            NewRow {
+                call_id: step_id.to_string(),
+                kind: RowKind::Result,
+                surface: call.surface.to_string(),
+                command: call.command.clone(),
+                body: json!({"ok": false, "error": error, "parent": parent_id, "step": index}),
+            },
+        ];
+        if let Err(err) = gw.ledger.append(rows).await {
+            // The step does not run either way; the parent's own receipt still records the error.
+            tracing::error!(%step_id, error = %err, "receipt for a refused step failed");
+        }
     }
 }
 
