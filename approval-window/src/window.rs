@@ -321,8 +321,6 @@ mod tests {
             steps: vec![step(1, &["touch", "a"]), step(2, &["rm", "b\u{202e}c"])],
             ..request()
         };
-        let ctx = egui::Context::default();
-        let _ = ctx.run_ui(egui::RawInput::default(), |_| {});
         let (body, mono) = (
             egui::FontId::proportional(14.0),
             egui::FontId::monospace(14.0),
