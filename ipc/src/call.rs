@@ -49,7 +49,7 @@ impl ComputerCall {
 #[serde(deny_unknown_fields)]
 pub struct StepsCall {
     /// In order, each {surface,command,args,complications} or {wait:{ms}};
-    /// {"ref":"$1.matches[0].ref"} in args is that value of step 1's result.
+    /// `{"ref":"$1.matches[0].ref"}` in args is that value of step 1's result.
     pub steps: Vec<Map<String, Value>>,
     /// Default true: stop at the first failed or denied step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,7 @@ impl StepsCall {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepsReturn {
-    /// e.g. ["$1.exit_code","$3.stdout"]
+    /// e.g. `["$1.exit_code","$3.stdout"]`
     pub select: Vec<String>,
 }
 
