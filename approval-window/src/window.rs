@@ -251,6 +251,7 @@ mod tests {
             rule: "defaults.act".into(),
             asked_at_ms: 0,
             expires_in_ms: 60_000,
+            steps: Vec::new(),
         }
     }
 
@@ -294,5 +295,51 @@ mod tests {
         assert!(dash > 0.0 && dash == m && m == w, "{dash} {m} {w}");
         let proportional_dash = ctx.fonts_mut(|fonts| fonts.glyph_width(&body, '-'));
         assert!(proportional_dash < ctx.fonts_mut(|fonts| fonts.glyph_width(&body, 'm')));
+    }
+
+    /// A multi-step call's request draws every step: its name and decision in the interface
+    /// font, each value of what it will run in the monospace font, escaped.
+    #[test]
+    fn every_step_of_a_multi_step_call_is_drawn() {
+        use computer_ipc::control::StepRow;
+        let step = |index: usize, argv: &[&str]| StepRow {
+            index,
+            surface: "shell".into(),
+            command: "run".into(),
+            decision: "ask".into(),
+            action: String::new(),
+            will_run: WillRun {
+                argv: Some(argv.iter().map(|a| a.to_string()).collect()),
+                ..WillRun::default()
+            },
+        };
+        let request = PendingRequest {
+            surface: "steps".into(),
+            command: "call".into(),
+            will_run: WillRun::default(),
+            action: "2 steps in one call".into(),
+            steps: vec![step(1, &["touch", "a"]), step(2, &["rm", "b\u{202e}c"])],
+            ..request()
+        };
+        let (body, mono) = (
+            egui::FontId::proportional(14.0),
+            egui::FontId::monospace(14.0),
+        );
+        let color = egui::Color32::WHITE;
+        let job = request_layout(&request, &body, &mono, color, color, color);
+        let values: Vec<&str> = job
+            .sections
+            .iter()
+            .filter(|s| s.format.font_id.family == egui::FontFamily::Monospace)
+            .map(|s| &job.text[s.byte_range.start.0..s.byte_range.end.0])
+            .collect();
+        assert!(
+            values.contains(&"touch") && values.contains(&"rm"),
+            "{values:?}"
+        );
+        assert!(values.contains(&"b\\u{202e}c"), "{values:?}");
+        assert!(job.text.contains("step 2: "), "{}", job.text);
+        assert!(job.text.contains("WARNING step 2 argv[1]"), "{}", job.text);
+        assert!(!job.text.contains('\u{202e}'), "{}", job.text);
     }
 }

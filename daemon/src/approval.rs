@@ -319,7 +319,7 @@ impl Approvals {
         request.id = id;
         request.asked_at_ms = now_ms();
         request.expires_in_ms = self.timeout.as_millis() as u64;
-        request.warnings = request.will_run.warnings();
+        request.warnings = request.all_warnings();
         let (answer_tx, answer_rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(
             id,
@@ -441,6 +441,7 @@ mod tests {
             rule: "defaults.act".into(),
             asked_at_ms: 0,
             expires_in_ms: 0,
+            steps: Vec::new(),
         }
     }
 

@@ -162,19 +162,34 @@ pub enum ContainmentMode {
     Off,
 }
 
-/// Per-agent rate limit: at most `calls` in any sliding `window` (0 calls = no limit).
+/// Per-agent rate limit: at most `calls` in any sliding `window` (0 calls = no limit); and the
+/// bounds of a multi-step call: `max_steps` steps, all done within `steps_timeout`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     pub calls: u32,
     pub window: DurationText,
+    pub max_steps: usize,
+    pub steps_timeout: DurationText,
+}
+
+impl LimitsConfig {
+    pub fn steps(&self) -> crate::steps::StepLimits {
+        crate::steps::StepLimits {
+            max_steps: self.max_steps,
+            deadline: self.steps_timeout.0,
+        }
+    }
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
+        let steps = crate::steps::StepLimits::default();
         LimitsConfig {
             calls: 0,
             window: DurationText(Duration::from_secs(60)),
+            max_steps: steps.max_steps,
+            steps_timeout: DurationText(steps.deadline),
         }
     }
 }
@@ -268,6 +283,9 @@ impl Config {
         }
         if self.limits.calls > 0 && self.limits.window.0.is_zero() {
             return Err("limits.window must be longer than 0 when limits.calls is set".into());
+        }
+        if self.limits.max_steps == 0 || self.limits.steps_timeout.0.is_zero() {
+            return Err("limits.max_steps and limits.steps_timeout must be more than 0".into());
         }
         if self.server.max_request_bytes < 1024 {
             return Err("server.max_request_bytes must be at least 1024".into());

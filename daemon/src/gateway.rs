@@ -22,27 +22,28 @@ use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, NewRow, RowKind};
 
 pub struct Gateway {
-    registry: Registry,
-    policy: RwLock<Arc<dyn Policy>>,
-    approvals: Arc<Approvals>,
-    limiter: RateLimiter,
-    ledger: Ledger,
-    artifact_dir: PathBuf,
+    pub(crate) registry: Registry,
+    pub(crate) policy: RwLock<Arc<dyn Policy>>,
+    pub(crate) approvals: Arc<Approvals>,
+    pub(crate) limiter: RateLimiter,
+    pub(crate) ledger: Ledger,
+    pub(crate) artifact_dir: PathBuf,
     agents_path: PathBuf,
     tool: Tool,
     closing: AtomicBool,
+    step_limits: RwLock<crate::steps::StepLimits>,
 }
 
 /// Where a call stands when it ends early: what is known of it for its receipts.
-struct Early {
-    surface: String,
-    command: String,
+pub(crate) struct Early {
+    pub(crate) surface: String,
+    pub(crate) command: String,
     /// The request as received: its digest is receipted, and, cut, the request itself until a
     /// surface has stated its args.
-    args: Value,
+    pub(crate) args: Value,
     /// Once the surface prepared the action: the request with the args as the surface redacts
     /// them, and the facts policy decides on.
-    stated: Option<(Value, Value)>,
+    pub(crate) stated: Option<(Value, Value)>,
 }
 
 impl Gateway {
@@ -67,6 +68,7 @@ impl Gateway {
             agents_path,
             tool,
             closing: AtomicBool::new(false),
+            step_limits: RwLock::new(Default::default()),
         })
     }
 
@@ -106,6 +108,15 @@ impl Gateway {
     pub fn set_policy(&self, policy: Arc<dyn Policy>, limiter: RateLimiter) {
         *self.policy.write().unwrap() = policy;
         self.limiter.replace(limiter);
+    }
+
+    /// Bounds on multi-step calls (from `[limits]`; calls already running keep theirs).
+    pub fn set_step_limits(&self, limits: crate::steps::StepLimits) {
+        *self.step_limits.write().unwrap() = limits;
+    }
+
+    pub(crate) fn step_limits(&self) -> crate::steps::StepLimits {
+        *self.step_limits.read().unwrap()
     }
 
     /// Refuses new calls from now on (calls already running finish).
@@ -156,6 +167,12 @@ impl Gateway {
             return self
                 .refuse(&call_id, caller, early_from_raw(&raw), error, Value::Null)
                 .await;
+        }
+        if raw.get("steps").is_some() {
+            return crate::steps::handle(
+                self, caller, &call_id, &raw, &cancel, &cancelled, progress,
+            )
+            .await;
         }
         let call = match self.decode(&raw) {
             Ok(call) => call,
@@ -279,6 +296,7 @@ impl Gateway {
                     rule: rule.clone(),
                     asked_at_ms: 0,
                     expires_in_ms: 0,
+                    steps: Vec::new(),
                 };
                 // A session grant covers exactly this action, in this place, for this agent; the
                 // facts too, as the same args may run another line (a Return in a terminal).
@@ -395,7 +413,7 @@ impl Gateway {
 
     /// Writes a call's result receipt, then hands back its reply (or, when the receipt cannot
     /// be written, an error saying so).
-    async fn finish(
+    pub(crate) async fn finish(
         &self,
         call_id: &str,
         early: &Early,
@@ -419,7 +437,7 @@ impl Gateway {
         reply
     }
 
-    async fn capture_evidence(
+    pub(crate) async fn capture_evidence(
         &self,
         ctx: &CallContext,
         label: &str,
@@ -455,7 +473,7 @@ impl Gateway {
             .collect()
     }
 
-    fn surface_error(&self, name: SurfaceName) -> ToolError {
+    pub(crate) fn surface_error(&self, name: SurfaceName) -> ToolError {
         let why = match Registry::why_absent(name) {
             Availability::Unavailable { reason, fix } => format!("{reason}; {fix}"),
             Availability::Ready => String::new(),
@@ -468,7 +486,7 @@ impl Gateway {
         .valid(self.ready_surfaces())
     }
 
-    fn success_reply(
+    pub(crate) fn success_reply(
         &self,
         call_id: &str,
         budget: &Budget,
@@ -516,7 +534,7 @@ impl Gateway {
     }
 
     /// Ends a call that will not run: writes its intent and result together, then answers.
-    async fn refuse(
+    pub(crate) async fn refuse(
         &self,
         call_id: &str,
         caller: &Caller,
@@ -567,7 +585,7 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Runs `action` to its end, or, once `cancelled` fires, for at most [`CANCEL_GRACE`] more:
 /// surfaces that watch the token end cleanly; the others are dropped at their next await.
-async fn run_until_cancelled(
+pub(crate) async fn run_until_cancelled(
     action: Box<dyn computer_surfaces::PreparedAction>,
     ctx: CallContext,
     cancelled: &tokio_util::sync::CancellationToken,
@@ -601,7 +619,7 @@ fn early_from_raw(raw: &Value) -> Early {
 }
 
 impl Gateway {
-    fn unsupported_complications(
+    pub(crate) fn unsupported_complications(
         &self,
         call: &ComputerCall,
         surface: &dyn Surface,
@@ -656,7 +674,7 @@ fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
 
 /// The evidence part of a result: a compact reference to each shot (or why it failed). The shots'
 /// files join the outcome's artifacts so the receipt records their hashes.
-fn evidence_report(
+pub(crate) fn evidence_report(
     shots: &[(&str, Option<Result<EvidenceShot, String>>)],
     outcome: &mut Outcome,
 ) -> Option<Value> {
@@ -684,7 +702,7 @@ fn evidence_report(
 }
 
 /// Adds a field to a result's structured content and keeps its text rendering in step.
-fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
+pub(crate) fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
     if let Some(Value::Object(map)) = result.structured_content.as_mut() {
         map.insert(key.to_string(), value);
         let text = Value::Object(map.clone()).to_string();
@@ -696,7 +714,7 @@ fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
 
 /// An error whose receipt could not be written: no receipt id is handed out for rows that do
 /// not exist.
-fn unreceipted_error(error: &ToolError) -> CallToolResult {
+pub(crate) fn unreceipted_error(error: &ToolError) -> CallToolResult {
     CallToolResult::structured_error(json!({
         "ok": false,
         "receipt": null,
@@ -712,6 +730,6 @@ fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
     }))
 }
 
-fn digest(value: &Value) -> String {
+pub(crate) fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
 }

@@ -5,6 +5,8 @@
 //! - [`transport`]: newline-delimited JSON-RPC with a request size cap.
 //! - [`mcp`]: the MCP handler of a connection.
 //! - [`gateway`]: decode → validate → policy → intent receipt → surface → budget → result receipt.
+//! - [`steps`]: multi-step calls: every step decided, approved (one request) and receipted on its
+//!   own, refs between steps, waits, `stop_on_error`, `return.select`.
 //! - [`policy`]: rules over defaults by risk, protected paths, and the caller's identity.
 //! - [`agents`]: agent profiles, tokens (stored as digests) and scopes.
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
@@ -36,4 +38,5 @@ pub mod reaper;
 pub mod receipts;
 pub mod schema;
 pub mod server;
+pub mod steps;
 pub mod transport;

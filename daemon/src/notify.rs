@@ -257,6 +257,7 @@ mod tests {
             rule: "defaults.act".into(),
             asked_at_ms: 0,
             expires_in_ms: 120_000,
+            steps: Vec::new(),
         };
         let (summary, body) = message(&request);
         assert_eq!(summary, "computer: agent `ci-bot` asks for shell run: curl");

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use computer_ipc::{ComputerCall, SurfaceName, TOOL_NAME};
+use computer_ipc::{ComputerCall, StepsCall, SurfaceName, TOOL_NAME};
 use computer_surfaces::{Registry, Risk, Surface};
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
@@ -72,6 +72,8 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
          return {max_bytes=4000, mode=head|tail|head_tail, select=[fields]}.\n\
          Result: JSON with ok, receipt and the fields; long output is cut to max_bytes and `cut` \
          gives the full size and an artifact path holding all of it.\n\
+         Or {steps:[...]}: several calls in one round, each decided and receipted on its own; \
+         the reply is the last step's result.\n\
          A call awaiting a person's approval sends progress; a host timeout that progress does not \
          reset (often 60 s) cuts the wait short: answer sooner, raise it, or add a rule.",
     );
@@ -106,6 +108,7 @@ fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String
         .into_root_schema_for::<ComputerCall>();
     let mut schema = schema.to_value();
     strip(&mut schema);
+    add_steps(&mut schema);
 
     let surfaces: Vec<Value> = listed.iter().map(|s| json!(s.name().as_str())).collect();
     let mut commands: Vec<&str> = listed
@@ -140,6 +143,40 @@ fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String
     match schema {
         Value::Object(map) => map,
         _ => Map::new(),
+    }
+}
+
+/// The multi-step form beside the single call: `steps` and its options join the properties, and
+/// neither `surface` nor `steps` is required on its own (the description says one of them is;
+/// several hosts refuse a top-level `oneOf`). A step's own shape is the single call's, said in
+/// the item's description rather than repeated.
+fn add_steps(schema: &mut Value) {
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    let mut steps = settings
+        .into_generator()
+        .into_root_schema_for::<StepsCall>()
+        .to_value();
+    strip(&mut steps);
+    if let (Some(properties), Some(more)) = (
+        schema["properties"].as_object_mut(),
+        steps["properties"].as_object_mut(),
+    ) {
+        if let Some(list) = more.get_mut("steps") {
+            list["items"] = json!({"type": "object"});
+        }
+        for (name, property) in std::mem::take(more) {
+            properties.insert(name, property);
+        }
+    }
+    if let Some(map) = schema.as_object_mut() {
+        map.remove("required");
+        map.insert(
+            "description".into(),
+            json!("One call: surface+command(+args, complications), or steps."),
+        );
     }
 }
 

@@ -43,6 +43,61 @@ impl ComputerCall {
     }
 }
 
+/// Several calls in one round: each step is decided by policy, approved where asked and
+/// receipted on its own; one approval shows every step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepsCall {
+    /// In order, each {surface,command,args,complications} or {wait:{ms}};
+    /// `{"ref":"$1.matches[0].ref"}` in args is that value of step 1's result.
+    pub steps: Vec<Map<String, Value>>,
+    /// Default true: stop at the first failed or denied step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_on_error: Option<bool>,
+    /// Default: the last step's result.
+    #[serde(default, rename = "return", skip_serializing_if = "Option::is_none")]
+    pub return_select: Option<StepsReturn>,
+    /// Deadline of all steps, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+impl StepsCall {
+    /// A multi-step call of `steps` with the defaults.
+    pub fn new(steps: Vec<Map<String, Value>>) -> Self {
+        Self {
+            steps,
+            stop_on_error: None,
+            return_select: None,
+            timeout_ms: None,
+        }
+    }
+
+    /// The call as the JSON object that goes into MCP `tools/call` arguments.
+    pub fn to_arguments(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            other => unreachable!("StepsCall serialised to {other:?}"),
+        }
+    }
+}
+
+/// What a multi-step call returns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepsReturn {
+    /// e.g. `["$1.exit_code","$3.stdout"]`
+    pub select: Vec<String>,
+}
+
+/// A step that only waits: `{"wait": {"ms": 500}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitStep {
+    /// How long to wait, in milliseconds.
+    pub ms: u64,
+}
+
 /// The structured backends the daemon knows. Which of them a caller may use here and now is
 /// what `tools/list` says.
 #[derive(
@@ -219,6 +274,35 @@ mod tests {
         .to_string();
         assert!(err.contains("unknown field `argz`"), "{err}");
         assert!(err.contains("`args`"), "{err}");
+    }
+
+    #[test]
+    fn steps_call_round_trips_with_its_wire_names() {
+        let value = json!({
+            "steps": [
+                {"surface": "shell", "command": "run", "args": {"argv": ["ls"]}},
+                {"wait": {"ms": 5}},
+                {"surface": "shell", "command": "run", "args": {"argv": [{"ref": "$1.stdout"}]}},
+            ],
+            "stop_on_error": false,
+            "return": {"select": ["$3.stdout"]},
+            "timeout_ms": 9,
+        });
+        let call: StepsCall = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(call.steps.len(), 3);
+        assert_eq!(call.stop_on_error, Some(false));
+        assert_eq!(serde_json::to_value(&call).unwrap(), value);
+        assert_eq!(Value::Object(call.to_arguments()), value);
+        let wait: WaitStep = serde_json::from_value(json!({"ms": 5})).unwrap();
+        assert_eq!(serde_json::to_value(wait).unwrap(), json!({"ms": 5}));
+    }
+
+    #[test]
+    fn a_steps_call_with_a_surface_names_the_field() {
+        let err = serde_json::from_value::<StepsCall>(json!({"steps": [], "surface": "shell"}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `surface`"), "{err}");
     }
 
     #[test]

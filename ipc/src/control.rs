@@ -42,6 +42,28 @@ pub struct PendingRequest {
     pub asked_at_ms: u64,
     /// Time left before the request is denied, as of when this copy was made.
     pub expires_in_ms: u64,
+    /// A multi-step call's steps, every one of them, in order: one answer decides every step
+    /// that asked. Empty for a single call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepRow>,
+}
+
+/// One step of a multi-step call as approvers are shown it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepRow {
+    /// The step's place in its call, from 1 (as the agent's `$1` refs count).
+    pub index: usize,
+    pub surface: String,
+    pub command: String,
+    /// What policy said of this step: `ask` (this answer decides it), `allow`, `wait`, or
+    /// `later` (its args take values from earlier steps, so it is decided when they are known,
+    /// and asked again then if policy asks).
+    pub decision: String,
+    /// Plain words, escaped, as [`PendingRequest::action`].
+    pub action: String,
+    /// Every value of what the step will run.
+    #[serde(default)]
+    pub will_run: WillRun,
 }
 
 impl PendingRequest {
@@ -71,11 +93,47 @@ impl PendingRequest {
                 cut: None,
             });
         }
+        for step in &self.steps {
+            rows.push(Row {
+                label: format!("step {}", step.index),
+                value: format!(
+                    "{}.{} ({})",
+                    escape(&step.surface, Context::Line).text,
+                    escape(&step.command, Context::Line).text,
+                    escape(&step.decision, Context::Line).text,
+                ),
+                cut: None,
+            });
+            let mut step_rows = step.will_run.rows();
+            if step_rows.is_empty() {
+                step_rows.push(Row {
+                    label: "action".into(),
+                    value: escape(&step.action, Context::Line).text,
+                    cut: None,
+                });
+            }
+            rows.extend(step_rows.into_iter().map(|row| Row {
+                label: format!("  {}", row.label),
+                ..row
+            }));
+        }
         Shown {
             title,
             rows,
-            warnings: self.will_run.warnings(),
+            warnings: self.all_warnings(),
         }
+    }
+
+    /// The warnings of what will run, the steps' included (each field named with its step).
+    pub fn all_warnings(&self) -> Vec<Warning> {
+        let mut warnings = self.will_run.warnings();
+        for step in &self.steps {
+            warnings.extend(step.will_run.warnings().into_iter().map(|w| Warning {
+                field: format!("step {} {}", step.index, w.field),
+                ..w
+            }));
+        }
+        warnings
     }
 }
 
@@ -334,6 +392,7 @@ mod tests {
             rule: "defaults.act".into(),
             asked_at_ms: 1,
             expires_in_ms: 60_000,
+            steps: Vec::new(),
         }
     }
 
@@ -412,5 +471,59 @@ mod tests {
             assert!(text.contains(want), "{want:?} missing from\n{text}");
         }
         assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    fn multi_step() -> PendingRequest {
+        let step = |index: usize, decision: &str, argv: &[&str]| StepRow {
+            index,
+            surface: "shell".into(),
+            command: "run".into(),
+            decision: decision.into(),
+            action: format!("run {argv:?}"),
+            will_run: WillRun {
+                description: format!("run {argv:?}"),
+                argv: Some(argv.iter().map(|a| a.to_string()).collect()),
+                ..WillRun::default()
+            },
+        };
+        PendingRequest {
+            surface: "steps".into(),
+            command: "call".into(),
+            action: "2 steps in one call; this answer decides step 2".into(),
+            will_run: WillRun::default(),
+            steps: vec![
+                step(1, "allow", &["ls"]),
+                step(2, "ask", &["echo", "invoice\u{202e}fdp.exe"]),
+            ],
+            ..request()
+        }
+    }
+
+    #[test]
+    fn a_multi_step_request_shows_every_step_escaped_and_round_trips() {
+        let multi = multi_step();
+        let line = serde_json::to_string(&multi).unwrap();
+        assert_eq!(
+            serde_json::from_str::<PendingRequest>(&line).unwrap(),
+            multi
+        );
+        let text = describe(&multi);
+        for want in [
+            "step 1     | shell.run (allow)",
+            "  argv[0]  | ls",
+            "step 2     | shell.run (ask)",
+            "  argv[1]  | invoice\\u{202e}fdp.exe",
+            "WARNING step 2 argv[1]",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+        assert!(!text.contains('\u{202e}'), "{text}");
+        // A single call's request carries no steps on the wire (older approvers read it as before).
+        assert!(
+            serde_json::to_value(request())
+                .unwrap()
+                .get("steps")
+                .is_none()
+        );
     }
 }

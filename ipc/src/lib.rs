@@ -1,7 +1,8 @@
 //! Everything that crosses a process boundary between the computer daemon and its clients.
 //!
 //! # Layout
-//! - [`call`]: the one tool's call shape (`surface`, `command`, `args`, `complications`).
+//! - [`call`]: the one tool's call shape (`surface`, `command`, `args`, `complications`), and
+//!   the multi-step form (`steps`).
 //! - [`reply`]: the structured results and errors a call returns, and receipt references.
 //! - [`paths`]: where the socket, state and config live, and the checks that keep them private.
 //! - [`client`]: the Rust client, speaking MCP over the local socket like every other caller.
@@ -18,7 +19,8 @@ pub mod reply;
 pub mod shown;
 
 pub use call::{
-    Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, SurfaceName,
+    Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, StepsCall,
+    StepsReturn, SurfaceName, WaitStep,
 };
 pub use client::{Client, ClientError};
 pub use reply::{ErrorCode, ToolError};

@@ -93,6 +93,7 @@ async fn serve() -> anyhow::Result<()> {
         ledger,
         artifact_dir,
     );
+    gateway.set_step_limits(config.limits.steps());
     tokio::spawn(control.run(approvals));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
     match crate::reaper::become_subreaper() {
@@ -244,6 +245,7 @@ async fn reload_on_sighup(gateway: Arc<Gateway>, config_path: PathBuf, protected
                     Arc::new(rule_policy(&config, &protected)),
                     rate_limiter(&config),
                 );
+                gateway.set_step_limits(config.limits.steps());
                 tracing::info!(config = %config_path.display(), rules = config.rules.len(), "SIGHUP: config reloaded");
             }
             Err(err) => {
