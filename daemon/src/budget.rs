@@ -17,9 +17,9 @@ pub const MAX_MAX_BYTES: usize = 1 << 20;
 /// Flags that are news only when true: `false` is what every reply would say, so it is left out.
 const QUIET_WHEN_FALSE: &[&str] = &["timed_out", "truncated", "unchanged"];
 
-/// Fields that say a listing was cut or is incomplete: kept whatever `select` names, so that a
-/// selected part never passes for the whole.
-const CUT_SIGNS: &[&str] = &["truncated", "cursor", "skipped"];
+/// Fields that say a listing was cut, apps were skipped or a run was cut short: kept whatever
+/// `select` names, so that a selected part never passes for the whole.
+const CUT_SIGNS: &[&str] = &["truncated", "cursor", "skipped", "timed_out"];
 
 /// A result field's name as `select` takes it: without the `?` that marks it as present only
 /// when it applies.

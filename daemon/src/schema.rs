@@ -390,6 +390,7 @@ mod tests {
                     .unwrap_or_else(|| {
                         panic!("no line for {}.{}:\n{text}", surface.name(), spec.name)
                     });
+                let (args, results) = line.split_once(" → ").unwrap_or((line, ""));
                 let schema = (spec.args)().to_value();
                 for field in schema["properties"]
                     .as_object()
@@ -397,9 +398,17 @@ mod tests {
                     .flatten()
                     .map(|(k, _)| k)
                 {
-                    assert!(line.contains(field.as_str()), "{field} missing from {line}");
+                    assert!(args.contains(field.as_str()), "{field} missing from {line}");
                 }
-                assert_eq!(line.ends_with(" (act)"), spec.risk == Risk::Act, "{line}");
+                assert_eq!(args.ends_with(" (act)"), spec.risk == Risk::Act, "{line}");
+                let listed: Vec<&str> = results.split(", ").filter(|f| !f.is_empty()).collect();
+                assert_eq!(
+                    listed,
+                    surface.result_fields(spec.name),
+                    "result fields of {}.{}",
+                    surface.name(),
+                    spec.name
+                );
             }
         }
     }
