@@ -715,9 +715,8 @@ fn reply(receipt: Option<&str>, ok: bool, fields: Map<String, Value>) -> CallToo
     structured.insert("receipt".into(), json!(receipt));
     structured.extend(fields);
     let text = model_text(&structured);
-    let meta = receipt.map(|id| {
-        rmcp::model::MetaObject(Map::from_iter([("receipt".to_string(), json!(id))]))
-    });
+    let meta = receipt
+        .map(|id| rmcp::model::MetaObject(Map::from_iter([("receipt".to_string(), json!(id))])));
     let structured = Value::Object(structured);
     let mut result = if ok {
         CallToolResult::structured(structured)

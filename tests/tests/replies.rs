@@ -119,7 +119,10 @@ fn visible_text(result: &CallToolResult) -> String {
 
 /// The structured part (programs read it; `computer call --json` prints it).
 fn structured(result: &CallToolResult) -> Value {
-    result.structured_content.clone().expect("structured content")
+    result
+        .structured_content
+        .clone()
+        .expect("structured content")
 }
 
 /// The fields a reply shows, beside `ok` and `receipt`.
@@ -145,14 +148,17 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
 
-
 /// The result fields the tool description promises, by `surface.command`: the names after `→`
 /// on each command's line, `?` marking those present only when they apply.
 async fn promised_fields(daemon: &Daemon) -> BTreeMap<String, Vec<String>> {
     let client = daemon.client().await;
     let tools = client.list_tools().await.expect("tools/list");
     client.close().await;
-    let description = tools[0].description.clone().expect("description").to_string();
+    let description = tools[0]
+        .description
+        .clone()
+        .expect("description")
+        .to_string();
     let mut promised = BTreeMap::new();
     for line in description.lines() {
         let Some(rest) = line.strip_prefix("- ") else {
@@ -230,7 +236,13 @@ async fn window_of(daemon: &Daemon, title: &str) -> u64 {
 /// A point inside the app's status label, where pointer actions change nothing.
 async fn quiet_point(daemon: &Daemon, pid: u32) -> (i64, i64) {
     let read = structured(
-        &call(daemon, "ax", "read", json!({"app": pid, "selector": "label"})).await,
+        &call(
+            daemon,
+            "ax",
+            "read",
+            json!({"app": pid, "selector": "label"}),
+        )
+        .await,
     );
     let bounds = read["bounds"].as_array().expect("label bounds");
     let at = |i: usize| bounds[i].as_i64().unwrap();
@@ -259,17 +271,33 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
         ("gui", "move", json!({"x": x, "y": y})),
         ("gui", "cursor", json!({})),
         ("gui", "click", json!({"x": x, "y": y})),
-        ("gui", "drag", json!({"from_x": x, "from_y": y, "to_x": x + 2, "to_y": y})),
+        (
+            "gui",
+            "drag",
+            json!({"from_x": x, "from_y": y, "to_x": x + 2, "to_y": y}),
+        ),
         ("gui", "scroll", json!({"x": x, "y": y, "dy": 1})),
         ("ax", "apps", json!({})),
         ("ax", "tree", json!({"app": pid})),
         ("ax", "find", json!({"app": pid, "selector": "button"})),
-        ("ax", "act", json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"})),
-        ("ax", "wait", json!({"app": pid, "selector": "textInput \"Your name\"", "until": "focused"})),
+        (
+            "ax",
+            "act",
+            json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"}),
+        ),
+        (
+            "ax",
+            "wait",
+            json!({"app": pid, "selector": "textInput \"Your name\"", "until": "focused"}),
+        ),
         ("ax", "focused", json!({"app": pid})),
         ("gui", "type", json!({"text": "shape"})),
         ("gui", "key", json!({"combo": "End"})),
-        ("ax", "read", json!({"app": pid, "selector": "textInput \"Your name\""})),
+        (
+            "ax",
+            "read",
+            json!({"app": pid, "selector": "textInput \"Your name\""}),
+        ),
     ];
     let mut seen = Vec::new();
     for (surface, command, args) in calls {
@@ -294,7 +322,13 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
     );
     // The text reached the entry that had the focus: the reply's fields were about a real act.
     let read = structured(
-        &call(&daemon, "ax", "read", json!({"app": pid, "selector": "textInput \"Your name\""})).await,
+        &call(
+            &daemon,
+            "ax",
+            "read",
+            json!({"app": pid, "selector": "textInput \"Your name\""}),
+        )
+        .await,
     );
     assert_eq!(read["text"], "shape", "{read}");
 }
@@ -304,16 +338,76 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
 async fn typical_calls(daemon: &Daemon, app: &TestApp) -> Vec<(&'static str, CallToolResult)> {
     let pid = app.pid();
     vec![
-        ("shell run echo", call(daemon, "shell", "run", json!({"argv": ["echo", "hello"]})).await),
-        ("shell run ls", call(daemon, "shell", "run", json!({"argv": ["ls", "/usr"]})).await),
-        ("gui windows", call(daemon, "gui", "windows", json!({})).await),
-        ("ax find", call(daemon, "ax", "find", json!({"app": pid, "selector": "button \"Say Hello\""})).await),
-        ("ax act press", call(daemon, "ax", "act", json!({"app": pid, "selector": "button \"Say Hello\"", "action": "press"})).await),
-        ("ax act focus", call(daemon, "ax", "act", json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"})).await),
-        ("gui type", call(daemon, "gui", "type", json!({"text": "Ada"})).await),
-        ("ax read", call(daemon, "ax", "read", json!({"app": pid, "selector": "textInput \"Your name\""})).await),
-        ("+ ax tree", call(daemon, "ax", "tree", json!({"app": pid})).await),
-        ("+ ax wait", call(daemon, "ax", "wait", json!({"app": pid, "selector": "checkBox \"Dark mode\""})).await),
+        (
+            "shell run echo",
+            call(daemon, "shell", "run", json!({"argv": ["echo", "hello"]})).await,
+        ),
+        (
+            "shell run ls",
+            call(daemon, "shell", "run", json!({"argv": ["ls", "/usr"]})).await,
+        ),
+        (
+            "gui windows",
+            call(daemon, "gui", "windows", json!({})).await,
+        ),
+        (
+            "ax find",
+            call(
+                daemon,
+                "ax",
+                "find",
+                json!({"app": pid, "selector": "button \"Say Hello\""}),
+            )
+            .await,
+        ),
+        (
+            "ax act press",
+            call(
+                daemon,
+                "ax",
+                "act",
+                json!({"app": pid, "selector": "button \"Say Hello\"", "action": "press"}),
+            )
+            .await,
+        ),
+        (
+            "ax act focus",
+            call(
+                daemon,
+                "ax",
+                "act",
+                json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"}),
+            )
+            .await,
+        ),
+        (
+            "gui type",
+            call(daemon, "gui", "type", json!({"text": "Ada"})).await,
+        ),
+        (
+            "ax read",
+            call(
+                daemon,
+                "ax",
+                "read",
+                json!({"app": pid, "selector": "textInput \"Your name\""}),
+            )
+            .await,
+        ),
+        (
+            "+ ax tree",
+            call(daemon, "ax", "tree", json!({"app": pid})).await,
+        ),
+        (
+            "+ ax wait",
+            call(
+                daemon,
+                "ax",
+                "wait",
+                json!({"app": pid, "selector": "checkBox \"Dark mode\""}),
+            )
+            .await,
+        ),
     ]
 }
 
@@ -336,11 +430,16 @@ async fn typical_replies_show_the_model_only_what_informs() {
         }
         println!("{name:>14}: {:>5} bytes  {text}", text.len());
     }
-    println!("model-visible bytes: {core} (shell, gui windows/type, ax find/act/read), {all} with tree and wait");
+    println!(
+        "model-visible bytes: {core} (shell, gui windows/type, ax find/act/read), {all} with tree and wait"
+    );
     for (name, result) in &calls {
         let text = visible_text(result);
         let receipt = receipt_of(result);
-        assert!(!text.contains(&receipt), "{name}: receipt in the text: {text}");
+        assert!(
+            !text.contains(&receipt),
+            "{name}: receipt in the text: {text}"
+        );
         for flag in [":false", ":null", "\"receipt\"", "\"ok\""] {
             assert!(!text.contains(flag), "{name}: `{flag}` in the text: {text}");
         }
@@ -358,14 +457,25 @@ async fn a_miss_an_ambiguity_and_a_failure_have_distinct_codes() {
     wait_on_bus(&daemon, pid).await;
 
     let pressed = structured(
-        &call(&daemon, "ax", "act", json!({"app": pid, "selector": "button \"Say Hello\"", "action": "press"})).await,
+        &call(
+            &daemon,
+            "ax",
+            "act",
+            json!({"app": pid, "selector": "button \"Say Hello\"", "action": "press"}),
+        )
+        .await,
     );
     assert_eq!(pressed["ok"], true, "{pressed}");
     app.wait_line("clicked 1");
 
     // A typo, as a model makes them: no match, and the message shows the nearest name.
-    let missed =
-        call(&daemon, "ax", "act", json!({"app": pid, "selector": "button \"Say Helo\"", "action": "press"})).await;
+    let missed = call(
+        &daemon,
+        "ax",
+        "act",
+        json!({"app": pid, "selector": "button \"Say Helo\"", "action": "press"}),
+    )
+    .await;
     let error = &structured(&missed)["error"];
     assert_eq!(error["code"], "no_match", "{error}");
     assert!(
@@ -374,27 +484,53 @@ async fn a_miss_an_ambiguity_and_a_failure_have_distinct_codes() {
     );
     assert!(visible_text(&missed).contains("no_match"));
 
-    let several =
-        call(&daemon, "ax", "act", json!({"app": pid, "selector": "button \"Duplicate\"", "action": "press"})).await;
+    let several = call(
+        &daemon,
+        "ax",
+        "act",
+        json!({"app": pid, "selector": "button \"Duplicate\"", "action": "press"}),
+    )
+    .await;
     let error = &structured(&several)["error"];
     assert_eq!(error["code"], "ambiguous", "{error}");
     assert!(
-        error["message"].as_str().unwrap().contains("matches 2 elements"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("matches 2 elements"),
         "{error}"
     );
 
     // An app that is not there is a miss too; a ref the daemon never gave out as well.
-    let no_app = structured(&call(&daemon, "ax", "find", json!({"app": "no-such-app-x", "selector": "button"})).await);
+    let no_app = structured(
+        &call(
+            &daemon,
+            "ax",
+            "find",
+            json!({"app": "no-such-app-x", "selector": "button"}),
+        )
+        .await,
+    );
     assert_eq!(no_app["error"]["code"], "no_match", "{no_app}");
     let no_ref = structured(&call(&daemon, "ax", "read", json!({"ref": 999_999})).await);
     assert_eq!(no_ref["error"]["code"], "no_match", "{no_ref}");
 
     // A run that cannot start is a failed action, not a miss.
     let failed = structured(
-        &call(&daemon, "shell", "run", json!({"argv": ["/nonexistent/program"]})).await,
+        &call(
+            &daemon,
+            "shell",
+            "run",
+            json!({"argv": ["/nonexistent/program"]}),
+        )
+        .await,
     );
     assert_eq!(failed["error"]["code"], "action_failed", "{failed}");
-    assert_eq!(app.lines_starting("duplicate"), Vec::<String>::new(), "nothing ambiguous was pressed");
+    assert_eq!(
+        app.lines_starting("duplicate"),
+        Vec::<String>::new(),
+        "nothing ambiguous was pressed"
+    );
 }
 
 /// A wait that times out says what it found instead: the element in its other state, the
@@ -408,7 +544,13 @@ async fn a_wait_that_times_out_says_what_it_found() {
     wait_on_bus(&daemon, pid).await;
 
     let met = structured(
-        &call(&daemon, "ax", "wait", json!({"app": pid, "selector": "checkBox \"Dark mode\""})).await,
+        &call(
+            &daemon,
+            "ax",
+            "wait",
+            json!({"app": pid, "selector": "checkBox \"Dark mode\""}),
+        )
+        .await,
     );
     assert_eq!(met["met"], true, "{met}");
     assert!(met.get("found").is_none(), "{met}");
@@ -417,17 +559,41 @@ async fn a_wait_that_times_out_says_what_it_found() {
         &call(&daemon, "ax", "wait", json!({"app": pid, "selector": "checkBox \"Dark mode\"", "until": "checked", "timeout_ms": 300})).await,
     );
     assert_eq!(state["met"], false, "{state}");
-    assert!(state["found"].as_str().unwrap().contains("another state"), "{state}");
-    let states: Vec<&str> = state["states"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(states.contains(&"focusable") && !states.contains(&"checked"), "{state}");
-    assert!(state["node"].as_str().unwrap().contains("Dark mode"), "{state}");
+    assert!(
+        state["found"].as_str().unwrap().contains("another state"),
+        "{state}"
+    );
+    let states: Vec<&str> = state["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        states.contains(&"focusable") && !states.contains(&"checked"),
+        "{state}"
+    );
+    assert!(
+        state["node"].as_str().unwrap().contains("Dark mode"),
+        "{state}"
+    );
 
     let typo = structured(
-        &call(&daemon, "ax", "wait", json!({"app": pid, "selector": "button \"Open Dialgo\"", "timeout_ms": 300})).await,
+        &call(
+            &daemon,
+            "ax",
+            "wait",
+            json!({"app": pid, "selector": "button \"Open Dialgo\"", "timeout_ms": 300}),
+        )
+        .await,
     );
     assert_eq!(typo["met"], false, "{typo}");
     assert!(
-        typo["nearest"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("Open Dialog")),
+        typo["nearest"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("Open Dialog")),
         "{typo}"
     );
 
@@ -435,13 +601,25 @@ async fn a_wait_that_times_out_says_what_it_found() {
         &call(&daemon, "ax", "wait", json!({"app": pid, "selector": "button \"Duplicate\"", "until": "disappears", "timeout_ms": 300})).await,
     );
     assert_eq!(stays["met"], false, "{stays}");
-    assert!(stays["found"].as_str().unwrap().contains("still matches 2"), "{stays}");
+    assert!(
+        stays["found"].as_str().unwrap().contains("still matches 2"),
+        "{stays}"
+    );
 
     let no_app = structured(
-        &call(&daemon, "ax", "wait", json!({"app": "no-such-app-y", "selector": "button", "timeout_ms": 300})).await,
+        &call(
+            &daemon,
+            "ax",
+            "wait",
+            json!({"app": "no-such-app-y", "selector": "button", "timeout_ms": 300}),
+        )
+        .await,
     );
     assert_eq!(no_app["met"], false, "{no_app}");
-    assert!(no_app["found"].as_str().unwrap().contains("no-such-app-y"), "{no_app}");
+    assert!(
+        no_app["found"].as_str().unwrap().contains("no-such-app-y"),
+        "{no_app}"
+    );
 }
 
 /// A cut output names a file that holds all of it, even when the output fit in memory; an
@@ -461,9 +639,14 @@ async fn a_cut_output_names_an_artifact_holding_all_of_it() {
     let out = structured(&result);
     let cut = &out["cut"]["stdout"];
     assert_eq!(cut["bytes"], whole.len(), "{out}");
-    let path = cut["artifact"].as_str().unwrap_or_else(|| panic!("no artifact path: {out}"));
+    let path = cut["artifact"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no artifact path: {out}"));
     assert_eq!(std::fs::read_to_string(path).unwrap(), whole);
-    assert!(visible_text(&result).contains(path), "the model sees the path");
+    assert!(
+        visible_text(&result).contains(path),
+        "the model sees the path"
+    );
     // The receipt records the file by hash.
     let row = daemon.receipt_row(&json!(receipt_of(&result)), "result");
     let recorded = row["body"]["artifacts"]
@@ -472,11 +655,13 @@ async fn a_cut_output_names_an_artifact_holding_all_of_it() {
         .iter()
         .find(|a| a["path"] == path)
         .unwrap_or_else(|| panic!("the artifact is not in the receipt: {row}"));
-    assert_eq!(recorded["sha256"], hex::encode(Sha256::digest(whole.as_bytes())));
-
-    let short = structured(
-        &call(&daemon, "shell", "run", json!({"argv": ["echo", "short"]})).await,
+    assert_eq!(
+        recorded["sha256"],
+        hex::encode(Sha256::digest(whole.as_bytes()))
     );
+
+    let short =
+        structured(&call(&daemon, "shell", "run", json!({"argv": ["echo", "short"]})).await);
     assert!(short.get("cut").is_none(), "{short}");
     assert_eq!(short["stdout"], "short\n");
 }
@@ -491,15 +676,30 @@ async fn select_on_a_cut_listing_keeps_the_cut_visible() {
     wait_on_bus(&daemon, pid).await;
     let select = json!({"return": {"select": ["tree"]}});
 
-    let cut = call_with(&daemon, "ax", "tree", json!({"app": pid, "max_nodes": 3}), select.clone()).await;
+    let cut = call_with(
+        &daemon,
+        "ax",
+        "tree",
+        json!({"app": pid, "max_nodes": 3}),
+        select.clone(),
+    )
+    .await;
     let out = structured(&cut);
     assert_eq!(out["tree"].as_str().unwrap().lines().count(), 3, "{out}");
     assert_eq!(out["truncated"], true, "the cut is visible: {out}");
     assert!(out["cursor"].is_string(), "and can be continued: {out}");
-    assert!(out.get("revision").is_none(), "what was not selected is left out: {out}");
+    assert!(
+        out.get("revision").is_none(),
+        "what was not selected is left out: {out}"
+    );
 
     let whole = call_with(&daemon, "ax", "tree", json!({"app": pid}), select).await;
-    assert_eq!(reply_fields(&whole), vec!["tree"], "{:?}", whole.structured_content);
+    assert_eq!(
+        reply_fields(&whole),
+        vec!["tree"],
+        "{:?}",
+        whole.structured_content
+    );
 }
 
 /// `gui type` names the window the text went to, and it is the one that shows it.
@@ -514,7 +714,13 @@ async fn gui_type_names_the_window_that_received_the_text() {
     let focus = structured(&call(&daemon, "gui", "focus", json!({"window": window})).await);
     assert_eq!(focus["ok"], true, "{focus}");
     let entry = structured(
-        &call(&daemon, "ax", "act", json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"})).await,
+        &call(
+            &daemon,
+            "ax",
+            "act",
+            json!({"app": pid, "selector": "textInput \"Your name\"", "action": "focus"}),
+        )
+        .await,
     );
     assert_eq!(entry["ok"], true, "{entry}");
 
@@ -524,7 +730,13 @@ async fn gui_type_names_the_window_that_received_the_text() {
     assert_eq!(typed["window"]["id"], window, "{typed}");
     assert_eq!(typed["window"]["title"], "Typed Into", "{typed}");
     let read = structured(
-        &call(&daemon, "ax", "read", json!({"app": pid, "selector": "textInput \"Your name\""})).await,
+        &call(
+            &daemon,
+            "ax",
+            "read",
+            json!({"app": pid, "selector": "textInput \"Your name\""}),
+        )
+        .await,
     );
     assert_eq!(read["text"], "Grace", "{read}");
 }
@@ -544,10 +756,16 @@ async fn evidence_gives_the_size_of_each_shot() {
     let out = structured(&result);
     for label in ["before", "after"] {
         let shot = &out["evidence"][label];
-        let path = shot["path"].as_str().unwrap_or_else(|| panic!("no {label} shot: {out}"));
+        let path = shot["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {label} shot: {out}"));
         let bytes = std::fs::read(path).unwrap();
         assert_eq!(shot["bytes"], bytes.len(), "{label}: {shot}");
-        assert_eq!(shot["sha256"], hex::encode(Sha256::digest(&bytes)), "{label}");
+        assert_eq!(
+            shot["sha256"],
+            hex::encode(Sha256::digest(&bytes)),
+            "{label}"
+        );
     }
     assert!(out["evidence"]["after"]["settle_ms"].is_u64(), "{out}");
     assert!(visible_text(&result).contains("\"bytes\""));
@@ -562,27 +780,52 @@ async fn the_receipt_id_stays_reachable_by_the_client() {
     let ok = call(&daemon, "shell", "run", json!({"argv": ["echo", "hi"]})).await;
     let receipt = receipt_of(&ok);
     assert!(!visible_text(&ok).contains(&receipt));
-    assert_eq!(daemon.receipt_row(&json!(receipt), "result")["body"]["ok"], true);
+    assert_eq!(
+        daemon.receipt_row(&json!(receipt), "result")["body"]["ok"],
+        true
+    );
 
     let invalid = call(&daemon, "shell", "run", json!({"argz": []})).await;
     let receipt = receipt_of(&invalid);
     let text = visible_text(&invalid);
-    assert!(!text.contains(&receipt) && text.contains("invalid_call"), "{text}");
-    assert_eq!(daemon.receipt_row(&json!(receipt), "result")["body"]["ok"], false);
+    assert!(
+        !text.contains(&receipt) && text.contains("invalid_call"),
+        "{text}"
+    );
+    assert_eq!(
+        daemon.receipt_row(&json!(receipt), "result")["body"]["ok"],
+        false
+    );
 
     // Before 2025-06-18 there is no structured content: `_meta` carries the id.
     let mut raw = computer_tests::RawConnection::connect(&daemon.socket);
     raw.initialize("2025-03-26");
-    let (reply, _) = raw.call_tool(&computer_tests::shell_run(json!({"argv": ["true"]}), json!({})));
-    assert!(reply["result"].get("structuredContent").is_none(), "{reply}");
-    let receipt = reply["result"]["_meta"]["receipt"].as_str().unwrap_or_else(|| panic!("{reply}"));
-    assert!(!reply["result"]["content"][0]["text"].as_str().unwrap().contains(receipt));
+    let (reply, _) = raw.call_tool(&computer_tests::shell_run(
+        json!({"argv": ["true"]}),
+        json!({}),
+    ));
+    assert!(
+        reply["result"].get("structuredContent").is_none(),
+        "{reply}"
+    );
+    let receipt = reply["result"]["_meta"]["receipt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"));
+    assert!(
+        !reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(receipt)
+    );
     daemon.receipt_row(&json!(receipt), "intent");
 
     // `computer call` prints it from the structured part.
     let out = daemon.cli(&["call", "shell", "run", "--", "echo", "cli"]);
     assert!(out.status.success(), "{}", out.stderr);
     let shown = format!("{}{}", out.stdout, out.stderr);
-    let id = daemon.receipts().last().unwrap()["call_id"].as_str().unwrap().to_string();
+    let id = daemon.receipts().last().unwrap()["call_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(shown.contains(&id), "the CLI shows the receipt id: {shown}");
 }

@@ -344,7 +344,9 @@ async fn resolve_one<B: Backend>(
     let hits = evaluate::<B>(&forest, selector);
     match hits.as_slice() {
         [one] => Ok(forest.nodes[*one].element.clone()),
-        [] => Err(no_match(missing_message(ax, &forest, selector, app, &skipped))),
+        [] => Err(no_match(missing_message(
+            ax, &forest, selector, app, &skipped,
+        ))),
         many => Err(Failure::Coded(
             ErrorCode::Ambiguous,
             ambiguous_message(ax, &forest, selector, many),
@@ -430,7 +432,11 @@ fn missing_message<B: Backend>(
 
 /// Up to `limit` elements whose names are near what the selector's last step asks for (a part
 /// of it, or a typo away), in document order: what a miss shows instead.
-fn similar_nodes<B: Backend>(forest: &ForestOf<B>, selector: &Selector, limit: usize) -> Vec<usize> {
+fn similar_nodes<B: Backend>(
+    forest: &ForestOf<B>,
+    selector: &Selector,
+    limit: usize,
+) -> Vec<usize> {
     let last = selector.steps.last().cloned().unwrap_or_default();
     let wanted_name = match &last.name {
         Some(TextMatch::Exact(n)) | Some(TextMatch::Contains(n)) => Some(n.to_lowercase()),
@@ -1026,7 +1032,11 @@ fn wait_outcome<B: Backend>(
                         )
                     }
                     (Until::Disappears, Some(_)) => {
-                        format!("`{}` still matches {} element(s)", selector.source, hits.len())
+                        format!(
+                            "`{}` still matches {} element(s)",
+                            selector.source,
+                            hits.len()
+                        )
                     }
                     _ => {
                         let nearest: Vec<String> = similar_nodes::<B>(&forest, selector, 5)
