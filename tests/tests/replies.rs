@@ -828,4 +828,10 @@ async fn the_receipt_id_stays_reachable_by_the_client() {
         .unwrap()
         .to_string();
     assert!(shown.contains(&id), "the CLI shows the receipt id: {shown}");
+    assert_eq!(out.stdout, "cli\n", "the run's output, as it printed it");
+    // A quiet run (its empty outputs left out of the reply) prints nothing of its own.
+    let quiet = daemon.cli(&["call", "shell", "run", "--", "true"]);
+    assert!(quiet.status.success(), "{}", quiet.stderr);
+    assert_eq!(quiet.stdout, "", "{}", quiet.stderr);
+    assert!(quiet.stderr.contains("receipt "), "{}", quiet.stderr);
 }
