@@ -377,6 +377,65 @@ mod tests {
     }
 
     #[test]
+    fn what_says_nothing_is_left_out() {
+        let mut fields = Map::new();
+        fields.insert("exit_code".into(), json!(0));
+        fields.insert("signal".into(), Value::Null);
+        fields.insert("timed_out".into(), json!(false));
+        fields.insert("met".into(), json!(false));
+        let out = budget(100, ReturnMode::HeadTail)
+            .apply(&fields, &[text("stdout", "hi\n"), text("stderr", "")]);
+        // `met: false` is the answer, not a default: only the listed quiet flags go.
+        assert_eq!(
+            out.keys().collect::<Vec<_>>(),
+            vec!["exit_code", "met", "stdout"]
+        );
+        fields.insert("timed_out".into(), json!(true));
+        let out = budget(100, ReturnMode::HeadTail).apply(&fields, &[]);
+        assert_eq!(out["timed_out"], true);
+    }
+
+    #[test]
+    fn select_never_hides_a_cut() {
+        let b = Budget::from_request(
+            Some(&ReturnBudget {
+                select: Some(vec!["tree".into()]),
+                ..Default::default()
+            }),
+            &["tree?", "revision", "cursor?", "truncated?"],
+        )
+        .unwrap();
+        let mut fields = Map::new();
+        fields.insert("revision".into(), json!("abc"));
+        fields.insert("cursor".into(), json!("3.f00"));
+        fields.insert("truncated".into(), json!(true));
+        let out = b.apply(&fields, &[text("tree", "[1] window\n")]);
+        assert_eq!(
+            out.keys().collect::<Vec<_>>(),
+            vec!["cursor", "tree", "truncated"]
+        );
+        fields.insert("cursor".into(), Value::Null);
+        fields.insert("truncated".into(), json!(false));
+        let out = b.apply(&fields, &[text("tree", "[1] window\n")]);
+        assert_eq!(out.keys().collect::<Vec<_>>(), vec!["tree"]);
+    }
+
+    #[test]
+    fn a_cut_text_gets_a_file_holding_all_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let quota = ArtifactQuota::unlimited();
+        let long = "x".repeat(50);
+        let mut texts = vec![text("stdout", &long), text("stderr", "short")];
+        let b = budget(20, ReturnMode::Head);
+        let written = b.keep_whole_texts(&mut texts, dir.path(), "c1", &quota);
+        assert_eq!(written.len(), 1, "only the text that is cut: {written:?}");
+        assert_eq!(std::fs::read_to_string(&written[0].path).unwrap(), long);
+        let out = b.apply(&Map::new(), &texts);
+        assert_eq!(out["cut"]["stdout"]["artifact"], json!(written[0].path));
+        assert!(out["cut"].get("stderr").is_none());
+    }
+
+    #[test]
     fn select_keeps_only_named_fields() {
         let b = Budget::from_request(
             Some(&ReturnBudget {
