@@ -1,13 +1,31 @@
-//! The response budget: cuts text outputs to what the caller asked to see, says what was cut, and
-//! keeps only the selected fields. The model declares; this does the mechanics.
+//! The response budget: cuts text outputs to what the caller asked to see, says what was cut (and
+//! where all of it is), keeps only the selected fields, and leaves out what would tell the model
+//! nothing (absent values, flags at their usual `false`, empty outputs). The model declares; this
+//! does the mechanics.
+
+use std::path::Path;
 
 use computer_ipc::{ReturnBudget, ReturnMode, ToolError};
-use computer_surfaces::CapturedText;
+use computer_surfaces::{Artifact, ArtifactQuota, CapturedText};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 pub const DEFAULT_MAX_BYTES: usize = 4000;
 /// More than this would defeat the point of a budget; whole outputs live in artifacts.
 pub const MAX_MAX_BYTES: usize = 1 << 20;
+
+/// Flags that are news only when true: `false` is what every reply would say, so it is left out.
+const QUIET_WHEN_FALSE: &[&str] = &["timed_out", "truncated", "unchanged"];
+
+/// Fields that say a listing was cut, apps were skipped or a run was cut short: kept whatever
+/// `select` names, so that a selected part never passes for the whole.
+const CUT_SIGNS: &[&str] = &["truncated", "cursor", "skipped", "timed_out"];
+
+/// A result field's name as `select` takes it: without the `?` that marks it as present only
+/// when it applies.
+pub fn field_name(field: &str) -> &str {
+    field.strip_suffix('?').unwrap_or(field)
+}
 
 /// A checked budget.
 #[derive(Debug, Clone)]
@@ -33,11 +51,11 @@ impl Budget {
         }
         if let Some(select) = &request.select {
             for (index, field) in select.iter().enumerate() {
-                if !valid_fields.contains(&field.as_str()) {
+                if !valid_fields.iter().any(|valid| field_name(valid) == field) {
                     return Err(
                         ToolError::invalid(format!("unknown result field `{field}`"))
                             .at(format!("complications.return.select[{index}]"))
-                            .valid(valid_fields.iter().copied()),
+                            .valid(valid_fields.iter().map(|valid| field_name(valid))),
                     );
                 }
             }
@@ -55,22 +73,93 @@ impl Budget {
             .is_none_or(|select| select.iter().any(|s| s == field))
     }
 
+    /// What each selected text gets of `max_bytes`, by index into `texts`.
+    fn shares(&self, texts: &[CapturedText]) -> Vec<(usize, usize)> {
+        let shown: Vec<usize> = (0..texts.len())
+            .filter(|&i| self.selected(&texts[i].name))
+            .collect();
+        let sizes: Vec<u64> = shown.iter().map(|&i| texts[i].total_bytes).collect();
+        shown
+            .into_iter()
+            .zip(share_budget(&sizes, self.max_bytes))
+            .collect()
+    }
+
+    /// Writes the whole of each text this budget will cut that has no artifact yet (it fit in
+    /// memory), so that every `cut` names a file holding all of it. Returns the files written,
+    /// for the receipt. A text the artifacts quota has no room for keeps no file, and its `cut`
+    /// says so.
+    pub fn keep_whole_texts(
+        &self,
+        texts: &mut [CapturedText],
+        dir: &Path,
+        call_id: &str,
+        quota: &ArtifactQuota,
+    ) -> Vec<Artifact> {
+        let mut written = Vec::new();
+        for (i, share) in self.shares(texts) {
+            let text = &mut texts[i];
+            let cut = !(text.is_complete() && text.total_bytes as usize <= share);
+            if !cut || text.artifact.is_some() || !text.is_complete() {
+                continue;
+            }
+            let mut whole = text.head.clone();
+            whole.extend_from_slice(&text.tail);
+            let path = dir.join(format!("{call_id}.{}", text.name));
+            let artifact = match quota.reserve(whole.len() as u64) {
+                Ok(()) => match std::fs::write(&path, &whole) {
+                    Ok(()) => Artifact {
+                        name: text.name.clone(),
+                        path,
+                        sha256: hex::encode(Sha256::digest(&whole)),
+                        bytes: whole.len() as u64,
+                        truncated: false,
+                        cut: None,
+                    },
+                    Err(err) => {
+                        quota.release(whole.len() as u64);
+                        tracing::warn!(path = %path.display(), error = %err, "writing a cut output's artifact failed");
+                        continue;
+                    }
+                },
+                Err(full) => Artifact {
+                    name: text.name.clone(),
+                    path,
+                    sha256: String::new(),
+                    bytes: 0,
+                    truncated: true,
+                    cut: Some(computer_surfaces::capture::ArtifactCut {
+                        reason: "quota",
+                        message: format!("not written: {full}"),
+                    }),
+                },
+            };
+            if artifact.bytes > 0 {
+                written.push(artifact.clone());
+            }
+            text.artifact = Some(artifact);
+        }
+        written
+    }
+
     /// Builds the model-visible fields: `fields` and the texts cut to the budget, with a `cut`
-    /// entry for every text that was shortened.
+    /// entry for every text that was shortened. Left out: fields not selected (except the signs
+    /// of a cut listing), absent (`null`) values, quiet flags at `false`, and empty texts.
     pub fn apply(&self, fields: &Map<String, Value>, texts: &[CapturedText]) -> Map<String, Value> {
         let mut out = Map::new();
         for (key, value) in fields {
-            if self.selected(key) {
+            let quiet = value.is_null()
+                || (*value == Value::Bool(false) && QUIET_WHEN_FALSE.contains(&key.as_str()));
+            if !quiet && (self.selected(key) || CUT_SIGNS.contains(&key.as_str())) {
                 out.insert(key.clone(), value.clone());
             }
         }
-        let shown: Vec<&CapturedText> = texts.iter().filter(|t| self.selected(&t.name)).collect();
-        let shares = share_budget(
-            &shown.iter().map(|t| t.total_bytes).collect::<Vec<_>>(),
-            self.max_bytes,
-        );
         let mut cut = Map::new();
-        for (text, share) in shown.into_iter().zip(shares) {
+        for (i, share) in self.shares(texts) {
+            let text = &texts[i];
+            if text.total_bytes == 0 {
+                continue;
+            }
             let (rendered, was_cut) = render(text, share, self.mode);
             out.insert(text.name.clone(), Value::String(rendered.text));
             if was_cut {
@@ -80,7 +169,9 @@ impl Budget {
                     "mode": mode_name(self.mode),
                 });
                 if let Some(artifact) = &text.artifact {
-                    note["artifact"] = json!(artifact.path);
+                    if artifact.bytes > 0 {
+                        note["artifact"] = json!(artifact.path);
+                    }
                     if let Some(cut) = &artifact.cut {
                         note["artifact_cut"] = json!(cut);
                     }
@@ -283,6 +374,65 @@ mod tests {
         assert_eq!(share_budget(&[3, 100], 10), vec![3, 7]);
         assert_eq!(share_budget(&[100, 100], 10), vec![5, 5]);
         assert_eq!(share_budget(&[0, 0], 10), vec![0, 0]);
+    }
+
+    #[test]
+    fn what_says_nothing_is_left_out() {
+        let mut fields = Map::new();
+        fields.insert("exit_code".into(), json!(0));
+        fields.insert("signal".into(), Value::Null);
+        fields.insert("timed_out".into(), json!(false));
+        fields.insert("met".into(), json!(false));
+        let out = budget(100, ReturnMode::HeadTail)
+            .apply(&fields, &[text("stdout", "hi\n"), text("stderr", "")]);
+        // `met: false` is the answer, not a default: only the listed quiet flags go.
+        assert_eq!(
+            out.keys().collect::<Vec<_>>(),
+            vec!["exit_code", "met", "stdout"]
+        );
+        fields.insert("timed_out".into(), json!(true));
+        let out = budget(100, ReturnMode::HeadTail).apply(&fields, &[]);
+        assert_eq!(out["timed_out"], true);
+    }
+
+    #[test]
+    fn select_never_hides_a_cut() {
+        let b = Budget::from_request(
+            Some(&ReturnBudget {
+                select: Some(vec!["tree".into()]),
+                ..Default::default()
+            }),
+            &["tree?", "revision", "cursor?", "truncated?"],
+        )
+        .unwrap();
+        let mut fields = Map::new();
+        fields.insert("revision".into(), json!("abc"));
+        fields.insert("cursor".into(), json!("3.f00"));
+        fields.insert("truncated".into(), json!(true));
+        let out = b.apply(&fields, &[text("tree", "[1] window\n")]);
+        assert_eq!(
+            out.keys().collect::<Vec<_>>(),
+            vec!["cursor", "tree", "truncated"]
+        );
+        fields.insert("cursor".into(), Value::Null);
+        fields.insert("truncated".into(), json!(false));
+        let out = b.apply(&fields, &[text("tree", "[1] window\n")]);
+        assert_eq!(out.keys().collect::<Vec<_>>(), vec!["tree"]);
+    }
+
+    #[test]
+    fn a_cut_text_gets_a_file_holding_all_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let quota = ArtifactQuota::unlimited();
+        let long = "x".repeat(50);
+        let mut texts = vec![text("stdout", &long), text("stderr", "short")];
+        let b = budget(20, ReturnMode::Head);
+        let written = b.keep_whole_texts(&mut texts, dir.path(), "c1", &quota);
+        assert_eq!(written.len(), 1, "only the text that is cut: {written:?}");
+        assert_eq!(std::fs::read_to_string(&written[0].path).unwrap(), long);
+        let out = b.apply(&Map::new(), &texts);
+        assert_eq!(out["cut"]["stdout"]["artifact"], json!(written[0].path));
+        assert!(out["cut"].get("stderr").is_none());
     }
 
     #[test]

@@ -396,7 +396,10 @@ impl Gateway {
                 (error_result(&call_id, &error), body)
             }
             Err(err) => {
-                let error = ToolError::new(ErrorCode::ActionFailed, err.to_string());
+                let error = match err {
+                    SurfaceError::Tool(error) => error,
+                    err => ToolError::new(ErrorCode::ActionFailed, err.to_string()),
+                };
                 let body = json!({"ok": false, "error": error});
                 (error_result(&call_id, &error), body)
             }
@@ -490,12 +493,17 @@ impl Gateway {
         &self,
         call_id: &str,
         budget: &Budget,
-        outcome: Outcome,
+        mut outcome: Outcome,
     ) -> (CallToolResult, Value) {
-        let mut visible = Map::new();
-        visible.insert("ok".into(), json!(outcome.success));
-        visible.insert("receipt".into(), json!(call_id));
-        visible.extend(budget.apply(&outcome.fields, &outcome.texts));
+        // Every cut names a file that holds all of the output, as the tool description says.
+        let kept = budget.keep_whole_texts(
+            &mut outcome.texts,
+            &self.artifact_dir,
+            call_id,
+            self.registry.artifact_quota(),
+        );
+        outcome.artifacts.extend(kept);
+        let visible = budget.apply(&outcome.fields, &outcome.texts);
         let outputs: Vec<Value> = outcome
             .texts
             .iter()
@@ -517,12 +525,7 @@ impl Gateway {
         for (key, value) in &outcome.receipt {
             body[key] = value.clone();
         }
-        let value = Value::Object(visible);
-        let mut result = if outcome.success {
-            CallToolResult::structured(value)
-        } else {
-            CallToolResult::structured_error(value)
-        };
+        let mut result = reply(Some(call_id), outcome.success, visible);
         if let Some(image) = outcome.inline_image {
             use base64::Engine;
             let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
@@ -684,15 +687,23 @@ pub(crate) fn evidence_report(
         let entry = match shot {
             Ok(shot) => {
                 outcome.artifacts.push(shot.artifact.clone());
-                json!({
+                let mut entry = json!({
                     "path": shot.artifact.path,
                     "sha256": shot.artifact.sha256,
+                    "bytes": shot.artifact.bytes,
                     "width": shot.width,
                     "height": shot.height,
-                    "settle_ms": shot.settle_ms,
-                    "settle_bound_ms": shot.settle_bound_ms,
-                    "settled": shot.settled,
-                })
+                });
+                // How long the screen took to settle, for the shot taken after the action; that
+                // it did not settle within the bound is the news, not that it did.
+                if let Some(settle_ms) = shot.settle_ms {
+                    entry["settle_ms"] = json!(settle_ms);
+                }
+                if !shot.settled {
+                    entry["settled"] = json!(false);
+                    entry["settle_bound_ms"] = json!(shot.settle_bound_ms);
+                }
+                entry
             }
             Err(message) => json!({"error": message}),
         };
@@ -705,29 +716,57 @@ pub(crate) fn evidence_report(
 pub(crate) fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
     if let Some(Value::Object(map)) = result.structured_content.as_mut() {
         map.insert(key.to_string(), value);
-        let text = Value::Object(map.clone()).to_string();
+        let text = model_text(map);
         if let Some(first) = result.content.first_mut() {
             *first = ContentBlock::text(text);
         }
     }
 }
 
+/// A reply in its three parts. The text block, which is what the model reads, carries the
+/// fields alone (and `ok` only when it is false: `isError` and the fields say the rest). The
+/// structured content adds `ok` and the receipt id for programs (`computer call --json` prints
+/// it), and `_meta` holds the receipt id too, for revisions that predate structured content.
+fn reply(receipt: Option<&str>, ok: bool, fields: Map<String, Value>) -> CallToolResult {
+    let mut structured = Map::new();
+    structured.insert("ok".into(), json!(ok));
+    structured.insert("receipt".into(), json!(receipt));
+    structured.extend(fields);
+    let text = model_text(&structured);
+    let meta = receipt
+        .map(|id| rmcp::model::MetaObject(Map::from_iter([("receipt".to_string(), json!(id))])));
+    let structured = Value::Object(structured);
+    let mut result = if ok {
+        CallToolResult::structured(structured)
+    } else {
+        CallToolResult::structured_error(structured)
+    };
+    result.content = vec![ContentBlock::text(text)];
+    result.with_meta(meta)
+}
+
+/// The model's view of a structured reply: without the receipt id, and without `ok` when true.
+fn model_text(structured: &Map<String, Value>) -> String {
+    let mut shown = structured.clone();
+    shown.remove("receipt");
+    if shown.get("ok") == Some(&Value::Bool(true)) {
+        shown.remove("ok");
+    }
+    Value::Object(shown).to_string()
+}
+
 /// An error whose receipt could not be written: no receipt id is handed out for rows that do
 /// not exist.
 pub(crate) fn unreceipted_error(error: &ToolError) -> CallToolResult {
-    CallToolResult::structured_error(json!({
-        "ok": false,
-        "receipt": null,
-        "error": error,
-    }))
+    reply(None, false, error_fields(error))
 }
 
 fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
-    CallToolResult::structured_error(json!({
-        "ok": false,
-        "receipt": call_id,
-        "error": error,
-    }))
+    reply(Some(call_id), false, error_fields(error))
+}
+
+fn error_fields(error: &ToolError) -> Map<String, Value> {
+    Map::from_iter([("error".to_string(), json!(error))])
 }
 
 pub(crate) fn digest(value: &Value) -> String {

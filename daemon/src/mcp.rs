@@ -43,7 +43,8 @@ impl ServerHandler for Connection {
             .with_server_info(Implementation::new("computer", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "One tool, COMPUTER: act on this desktop through structured surfaces. \
-                 Every call leaves a receipt; its id comes back in `receipt`.",
+                 Every call leaves a receipt; its id comes back in the result's \
+                 `structuredContent.receipt` and `_meta.receipt`.",
             )
     }
 

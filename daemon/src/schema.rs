@@ -36,26 +36,35 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
          Call {surface, command, args, complications}.\nSurfaces:\n",
     );
     for surface in listed {
-        // Commands with the same args and risk share a line: `gui.windows|monitors {}`.
-        let mut lines: Vec<(Vec<&str>, String, Risk)> = Vec::new();
+        // Commands with the same args, risk and result fields share a line:
+        // `gui.cursor|move {} → x, y`.
+        let mut lines: Vec<(Vec<&str>, String, Risk, String)> = Vec::new();
         for spec in surface.commands() {
             let args = args_text(&(spec.args)().to_value());
+            let fields = surface.result_fields(spec.name).join(", ");
             match lines.last_mut() {
-                Some((names, last, risk)) if *last == args && *risk == spec.risk => {
+                Some((names, last, risk, last_fields))
+                    if *last == args && *risk == spec.risk && *last_fields == fields =>
+                {
                     names.push(spec.name)
                 }
-                _ => lines.push((vec![spec.name], args, spec.risk)),
+                _ => lines.push((vec![spec.name], args, spec.risk, fields)),
             }
         }
-        for (names, args, risk) in lines {
+        for (names, args, risk, fields) in lines {
             // Observing is the default; what acts or touches secrets says so.
             let risk = match risk {
                 Risk::Observe => "",
                 Risk::Act => " (act)",
                 Risk::Secret => " (secret)",
             };
+            let fields = if fields.is_empty() {
+                String::new()
+            } else {
+                format!(" → {fields}")
+            };
             text.push_str(&format!(
-                "- {}.{} {{{args}}}{risk}\n",
+                "- {}.{} {{{args}}}{risk}{fields}\n",
                 surface.name(),
                 names.join("|")
             ));
@@ -70,8 +79,12 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
     text.push_str(
         "complications: cwd (absolute), env {NAME:value}, timeout_ms (default 30000), \
          return {max_bytes=4000, mode=head|tail|head_tail, select=[fields]}.\n\
-         Result: JSON with ok, receipt and the fields; long output is cut to max_bytes and `cut` \
-         gives the full size and an artifact path holding all of it.\n\
+         Result: JSON of the fields after → (`?`: only when it applies; flags that are false and \
+         empty outputs are left out); on failure ok:false and error {code, message, path?, \
+         valid?}, code no_match (nothing matches: what is there instead) | ambiguous (the \
+         matches listed) | action_failed | denied | invalid_call | unavailable | ...; cut (when \
+         output was cut to max_bytes: its full size and the artifact file holding all of it); \
+         evidence (when asked). The receipt id is in structuredContent and _meta.\n\
          Or {steps:[...]}: several calls in one round, each decided and receipted on its own; \
          the reply is the last step's result.\n\
          A call awaiting a person's approval sends progress; a host timeout that progress does not \
@@ -414,6 +427,7 @@ mod tests {
                     .unwrap_or_else(|| {
                         panic!("no line for {}.{}:\n{text}", surface.name(), spec.name)
                     });
+                let (args, results) = line.split_once(" → ").unwrap_or((line, ""));
                 let schema = (spec.args)().to_value();
                 for field in schema["properties"]
                     .as_object()
@@ -421,9 +435,17 @@ mod tests {
                     .flatten()
                     .map(|(k, _)| k)
                 {
-                    assert!(line.contains(field.as_str()), "{field} missing from {line}");
+                    assert!(args.contains(field.as_str()), "{field} missing from {line}");
                 }
-                assert_eq!(line.ends_with(" (act)"), spec.risk == Risk::Act, "{line}");
+                assert_eq!(args.ends_with(" (act)"), spec.risk == Risk::Act, "{line}");
+                let listed: Vec<&str> = results.split(", ").filter(|f| !f.is_empty()).collect();
+                assert_eq!(
+                    listed,
+                    surface.result_fields(spec.name),
+                    "result fields of {}.{}",
+                    surface.name(),
+                    spec.name
+                );
             }
         }
     }

@@ -12,8 +12,15 @@ pub enum ErrorCode {
     Unavailable,
     /// Policy refused the call.
     Denied,
-    /// The action started but could not finish (spawn failure, I/O error).
+    /// The action started but could not finish (spawn failure, I/O error, an element that
+    /// refused the action).
     ActionFailed,
+    /// Nothing matches what the call names (a selector, an app, a ref that is gone): the
+    /// message shows what is there instead. Look again rather than retry.
+    NoMatch,
+    /// What the call names matches several things: the message lists them. Narrow it (a ref,
+    /// an ordinal, an ancestor).
+    Ambiguous,
     /// The receipt store could not record the call, so the action was refused.
     ReceiptFailed,
     /// The daemon is shutting down and takes no new calls.
@@ -31,6 +38,8 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Denied => "denied",
             ErrorCode::ActionFailed => "action_failed",
+            ErrorCode::NoMatch => "no_match",
+            ErrorCode::Ambiguous => "ambiguous",
             ErrorCode::ReceiptFailed => "receipt_failed",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::RateLimited => "rate_limited",
@@ -137,9 +146,12 @@ mod tests {
             ErrorCode::Unavailable,
             ErrorCode::Denied,
             ErrorCode::ActionFailed,
+            ErrorCode::NoMatch,
+            ErrorCode::Ambiguous,
             ErrorCode::ReceiptFailed,
             ErrorCode::ShuttingDown,
             ErrorCode::RateLimited,
+            ErrorCode::Cancelled,
         ] {
             let error = ToolError::new(code, "m").at("args.x").valid(["a", "b"]);
             let text = serde_json::to_string(&error).unwrap();

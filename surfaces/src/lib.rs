@@ -210,6 +210,10 @@ pub enum SurfaceError {
         context: String,
         source: std::io::Error,
     },
+    /// A failure with its own error code (`no_match`, `ambiguous`, ...), path and choices, for
+    /// the model to tell a miss from an action that failed.
+    #[error("{0}")]
+    Tool(ToolError),
 }
 
 impl SurfaceError {
@@ -475,7 +479,9 @@ pub trait Surface: Send + Sync {
             }),
         }
     }
-    /// Field names a command's result may carry, for `complications.return.select`.
+    /// The fields a command's result may carry, as the tool description lists them and
+    /// `complications.return.select` accepts them. A name ending in `?` is there only when it
+    /// applies (a signal, a cut listing, output that is not empty); the others always are.
     fn result_fields(&self, command: &str) -> &'static [&'static str];
     /// Checks and types a command's args and complications. Errors name the field and the valid
     /// choices.

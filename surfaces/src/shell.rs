@@ -26,14 +26,16 @@ use crate::{
 
 const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<RunArgs>("run", Risk::Act)];
 
+/// What a run's reply may carry; `?`: only when it applies (a signal, a timeout, processes
+/// left behind, output that is not empty).
 const RUN_FIELDS: &[&str] = &[
-    "exit_code",
-    "signal",
-    "timed_out",
-    "killed_processes",
+    "exit_code?",
+    "signal?",
+    "timed_out?",
+    "killed_processes?",
     "duration_ms",
-    "stdout",
-    "stderr",
+    "stdout?",
+    "stderr?",
 ];
 
 /// Variables passed through from the daemon's environment; everything else is dropped, so no

@@ -512,6 +512,22 @@ impl RawConnection {
     }
 }
 
+/// The receipt id of a tool result, where a client finds it: `_meta.receipt` (every revision),
+/// which must agree with `structuredContent.receipt`. Never in the text the model reads.
+pub fn receipt_of(result: &rmcp::model::CallToolResult) -> String {
+    let meta = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("receipt"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no _meta.receipt in {result:?}"))
+        .to_string();
+    if let Some(structured) = &result.structured_content {
+        assert_eq!(structured["receipt"], meta.as_str(), "{result:?}");
+    }
+    meta
+}
+
 /// Structured content of a tool result.
 pub fn structured(result: &rmcp::model::CallToolResult) -> Value {
     result

@@ -159,7 +159,10 @@ async fn tree_shows_known_widgets_with_accesskit_roles_and_stable_refs() {
     ] {
         assert!(tree.contains(want), "{want} missing from:\n{tree}");
     }
-    assert_eq!(out["truncated"], false);
+    assert!(
+        out.get("truncated").is_none(),
+        "a whole tree says nothing of a cut: {out}"
+    );
     assert!(out["cursor"].is_null());
     let hello = ref_of(tree, "\"Say Hello\"");
 
@@ -374,10 +377,10 @@ async fn select_expand_collapse_scroll_activate_and_numbers_have_real_effects() 
     let out = act(&daemon, pid, "button \"Details\"", "expand").await;
     assert_eq!(out["done"], true, "{out}");
     assert!(
-        out["states"]
+        out["changed"]
             .as_array()
             .unwrap()
-            .contains(&json!("expanded")),
+            .contains(&json!("+expanded")),
         "{out}"
     );
     app.wait_line("expanded=True");
@@ -620,7 +623,7 @@ async fn oversized_trees_are_cut_with_a_cursor_that_continues_exactly() {
     loop {
         attempts += 1;
         let before = wait_for_async(full_tree).await;
-        assert_eq!(before["truncated"], false, "{before}");
+        assert!(before.get("truncated").is_none(), "{before}");
         let pages = paged_tree(&daemon, &big).await;
         let after = wait_for_async(full_tree).await;
         if before["revision"] != after["revision"] {
@@ -729,7 +732,7 @@ async fn paged_tree(daemon: &Daemon, budget: &Value) -> String {
         count += 1;
         cursor = out["cursor"].clone();
         if cursor.is_null() {
-            assert_eq!(out["truncated"], false);
+            assert!(out.get("truncated").is_none(), "{out}");
             break;
         }
         assert_eq!(out["truncated"], true);

@@ -208,8 +208,13 @@ fn typescript_sdk_initializes_lists_calls_and_closes_the_relay_at_once() {
     let echo = &report["echo"];
     assert_eq!(echo["is_error"], false, "{echo}");
     assert_eq!(echo["structured"]["stdout"], "from typescript\n");
+    // The text carries the same JSON less what the model needs not read: `ok` when true and
+    // the receipt id (which structuredContent and `_meta` keep).
+    let mut lean = echo["structured"].clone();
+    lean.as_object_mut().unwrap().remove("ok");
+    lean.as_object_mut().unwrap().remove("receipt");
     assert_eq!(
-        echo["structured"], echo["text_json"],
+        lean, echo["text_json"],
         "text content carries the same JSON"
     );
 
@@ -283,10 +288,10 @@ fn an_sdk_that_knows_only_2024_11_05_connects_and_calls() {
         "no structuredContent before 2025-06-18"
     );
     assert_eq!(echo["text_json"]["stdout"], "from 2024-11-05\n", "{echo}");
-    assert_eq!(echo["text_json"]["ok"], true);
+    assert_eq!(echo["is_error"], false);
 
     // The same call on the same daemon under 2025-06-18 carries structuredContent equal to the
-    // text: the older revision loses nothing but the duplicate.
+    // text plus `ok` and the receipt id (which the older revision finds in `_meta`).
     let mut raw = RawConnection::connect(&daemon.socket);
     raw.initialize("2025-06-18");
     let (reply, _) = raw.call_tool(&computer_tests::shell_run(
@@ -295,7 +300,11 @@ fn an_sdk_that_knows_only_2024_11_05_connects_and_calls() {
     ));
     let text: Value =
         serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(reply["result"]["structuredContent"], text, "{reply}");
+    let mut lean = reply["result"]["structuredContent"].clone();
+    lean.as_object_mut().unwrap().remove("ok");
+    let receipt = lean.as_object_mut().unwrap().remove("receipt").unwrap();
+    assert_eq!(lean, text, "{reply}");
+    assert_eq!(reply["result"]["_meta"]["receipt"], receipt, "{reply}");
     let mut raw = RawConnection::connect(&daemon.socket);
     raw.initialize("2024-11-05");
     let (reply, _) = raw.call_tool(&computer_tests::shell_run(

@@ -123,7 +123,11 @@ fn print_readable(structured: &Value) {
             let names: Vec<&str> = valid.iter().filter_map(Value::as_str).collect();
             let _ = writeln!(stderr, "  valid: {}", names.join(", "));
         }
-    } else if structured.get("stdout").is_some() || structured.get("stderr").is_some() {
+    } else if ["stdout", "stderr", "exit_code", "signal"]
+        .iter()
+        .any(|field| structured.get(field).is_some())
+    {
+        // A run (empty outputs are left out of replies, so a quiet run has neither stream).
         let _ = stdout.write_all(structured["stdout"].as_str().unwrap_or("").as_bytes());
         let _ = stderr.write_all(structured["stderr"].as_str().unwrap_or("").as_bytes());
     } else {

@@ -42,14 +42,15 @@ const COMPILED_MAGIC: &[u8] = b"FasdUAS";
 
 const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<RunArgs>("run", Risk::Act)];
 
+/// The shell surface's run fields (`?`: only when it applies).
 const RUN_FIELDS: &[&str] = &[
-    "exit_code",
-    "signal",
-    "timed_out",
-    "killed_processes",
+    "exit_code?",
+    "signal?",
+    "timed_out?",
+    "killed_processes?",
     "duration_ms",
-    "stdout",
-    "stderr",
+    "stdout?",
+    "stderr?",
 ];
 
 /// The language of a script.

@@ -49,6 +49,9 @@ pub enum Failure {
     Said(String),
     /// The action would have acted on an approver's application: refused, not attempted.
     Refused(String),
+    /// Nothing matched what the call names (`NoMatch`) or several things did (`Ambiguous`): a
+    /// message for the model under its own error code, so a miss never reads as a failed action.
+    Coded(computer_ipc::ErrorCode, String),
 }
 
 impl From<AxError> for Failure {

@@ -24,21 +24,27 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<WaitArgs>("wait", Risk::Observe),
 ];
 
-const APPS_FIELDS: &[&str] = &["apps", "count"];
+// Result fields; `?`: only when it applies (see `Surface::result_fields`).
+const APPS_FIELDS: &[&str] = &["apps?", "count"];
 const READ_FIELDS: &[&str] = &[
-    "ref",
     "node",
-    "role",
-    "name",
-    "description",
+    "description?",
     "states",
-    "value",
-    "bounds",
-    "actions",
-    "text",
+    "value?",
+    "bounds?",
+    "actions?",
+    "text?",
 ];
 const FOCUSED_FIELDS: &[&str] = &["ref", "node", "path"];
-const WAIT_FIELDS: &[&str] = &["met", "waited_ms", "ref", "node"];
+const WAIT_FIELDS: &[&str] = &[
+    "met",
+    "waited_ms",
+    "node?",
+    "found?",
+    "states?",
+    "value?",
+    "nearest?",
+];
 
 /// The overall deadline of a call when `complications.timeout_ms` does not say.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,25 +56,25 @@ const MAX_MAX_NODES: usize = 5000;
 const DEFAULT_MAX_BYTES: usize = 4000;
 
 const TREE_FIELDS: &[&str] = &[
-    "tree",
+    "tree?",
     "revision",
     "nodes",
-    "cursor",
-    "truncated",
-    "unchanged",
-    "skipped",
+    "cursor?",
+    "truncated?",
+    "unchanged?",
+    "skipped?",
 ];
 const FIND_FIELDS: &[&str] = &[
-    "matches",
+    "matches?",
     "revision",
     "nodes",
     "total",
-    "cursor",
-    "truncated",
-    "unchanged",
-    "skipped",
+    "cursor?",
+    "truncated?",
+    "unchanged?",
+    "skipped?",
 ];
-const ACT_FIELDS: &[&str] = &["ref", "action", "done", "via", "node", "value", "states"];
+const ACT_FIELDS: &[&str] = &["done", "via?", "value?", "changed?", "node"];
 
 /// What one backend adds to the shared commands: which roles it understands and the `until`
 /// values it offers.
@@ -878,13 +884,11 @@ pub fn json_node(node: &Shown, r: u32, include: Include) -> Value {
     v
 }
 
-/// The first fields `read` reports of a node: which it is and its states (its value or text
-/// follow, read as each backend can).
-pub fn read_fields(node: &Shown, r: u32, description: &str) -> Map<String, Value> {
+/// The first fields `read` reports of a node: its description and all its states (its value or
+/// text follow, read as each backend can). Its ref, role and name are on its outline line
+/// (`node`), which [`read_outcome`] adds.
+pub fn read_fields(node: &Shown, description: &str) -> Map<String, Value> {
     let mut fields = Map::new();
-    fields.insert("ref".into(), json!(r));
-    fields.insert("role".into(), json!(role_name(node.role)));
-    fields.insert("name".into(), json!(node.name));
     if !description.is_empty() {
         fields.insert("description".into(), json!(description));
     }

@@ -13,9 +13,15 @@ use super::backend::{
     AppInfo, AxError, Backend, Failure, ForestOf, MAX_WALK, NodeOf, UNLIMITED_DEPTH, WalkPlan, said,
 };
 use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote};
-use super::roles::all_states;
+use super::roles::{StateSet, all_states};
 use super::selector::{NodeFacts, Selector, TextMatch};
 use crate::{CapturedText, Outcome, ProtectedProcesses, SurfaceError};
+use computer_ipc::{ErrorCode, ToolError};
+
+/// Nothing matches what the call names; `message` shows what is there instead.
+fn no_match(message: impl Into<String>) -> Failure {
+    Failure::Coded(ErrorCode::NoMatch, message.into())
+}
 
 /// State shared by every call: the backend and the ref table.
 pub struct Ax<B: Backend> {
@@ -76,6 +82,7 @@ impl Failure {
             Failure::Ax(err) => failure(ax, err),
             Failure::Said(message) => SurfaceError::Failed { message },
             Failure::Refused(message) => SurfaceError::Refused { message },
+            Failure::Coded(code, message) => SurfaceError::Tool(ToolError::new(code, message)),
         }
     }
 }
@@ -84,8 +91,12 @@ fn failure<B: Backend>(ax: &Ax<B>, err: AxError) -> SurfaceError {
     let message = match err {
         AxError::Unavailable(message) => message,
         AxError::Timeout { app, after } => unresponsive(ax, &app, after),
+        // Nothing is there any more to act on: a miss, not a failed action.
         AxError::Gone => {
-            "the element is gone (its window closed or its app quit); look it up again with `ax find` or `ax tree`".into()
+            return SurfaceError::Tool(ToolError::new(
+                ErrorCode::NoMatch,
+                "the element is gone (its window closed or its app quit); look it up again with `ax find` or `ax tree`",
+            ));
         }
         AxError::Other(why) => format!("the accessibility call failed: {why}"),
     };
@@ -184,7 +195,7 @@ fn pick_apps<B: Backend>(
                 None => a.name.clone(),
             })
             .collect();
-        return Err(said(format!(
+        return Err(no_match(format!(
             "no accessible app matches {which}; apps on the bus: {}",
             if names.is_empty() {
                 "none (is the app running on this desktop, with accessibility enabled?)".into()
@@ -333,8 +344,13 @@ async fn resolve_one<B: Backend>(
     let hits = evaluate::<B>(&forest, selector);
     match hits.as_slice() {
         [one] => Ok(forest.nodes[*one].element.clone()),
-        [] => Err(said(missing_message(ax, &forest, selector, app, &skipped))),
-        many => Err(said(ambiguous_message(ax, &forest, selector, many))),
+        [] => Err(no_match(missing_message(
+            ax, &forest, selector, app, &skipped,
+        ))),
+        many => Err(Failure::Coded(
+            ErrorCode::Ambiguous,
+            ambiguous_message(ax, &forest, selector, many),
+        )),
     }
 }
 
@@ -385,15 +401,50 @@ fn missing_message<B: Backend>(
             skipped.join(", ")
         ));
     }
+    let similar = similar_nodes::<B>(forest, selector, 8);
+    if !similar.is_empty() {
+        text.push_str("\nsimilar:");
+        for i in similar {
+            text.push('\n');
+            text.push_str(&node_line(ax, &forest.nodes[i], Include::default()));
+            text.push_str(&where_is::<B>(forest, i));
+        }
+    }
+    // The top of the first window shows what the scope holds.
+    let top: Vec<usize> = forest
+        .preorder(u32::MAX)
+        .iter()
+        .copied()
+        .filter(|&i| forest.nodes[i].depth >= 1)
+        .take(12)
+        .collect();
+    if !top.is_empty() {
+        text.push_str("\nthere is:");
+        for i in top {
+            let node = &forest.nodes[i];
+            text.push('\n');
+            text.push_str(&"  ".repeat(node.depth.saturating_sub(1) as usize));
+            text.push_str(&node_line(ax, node, Include::default()));
+        }
+    }
+    text
+}
+
+/// Up to `limit` elements whose names are near what the selector's last step asks for (a part
+/// of it, or a typo away), in document order: what a miss shows instead.
+fn similar_nodes<B: Backend>(
+    forest: &ForestOf<B>,
+    selector: &Selector,
+    limit: usize,
+) -> Vec<usize> {
     let last = selector.steps.last().cloned().unwrap_or_default();
     let wanted_name = match &last.name {
         Some(TextMatch::Exact(n)) | Some(TextMatch::Contains(n)) => Some(n.to_lowercase()),
         _ => None,
     };
-    let order = forest.preorder(u32::MAX);
-    let similar: Vec<usize> = order
-        .iter()
-        .copied()
+    forest
+        .preorder(u32::MAX)
+        .into_iter()
         .filter(|&i| {
             let node = &forest.nodes[i];
             let name = node.name.to_lowercase();
@@ -411,33 +462,8 @@ fn missing_message<B: Backend>(
                 None => role_ok && !name.is_empty(),
             }
         })
-        .take(8)
-        .collect();
-    if !similar.is_empty() {
-        text.push_str("\nsimilar:");
-        for i in similar {
-            text.push('\n');
-            text.push_str(&node_line(ax, &forest.nodes[i], Include::default()));
-            text.push_str(&where_is::<B>(forest, i));
-        }
-    }
-    // The top of the first window shows what the scope holds.
-    let top: Vec<usize> = order
-        .iter()
-        .copied()
-        .filter(|&i| forest.nodes[i].depth >= 1)
-        .take(12)
-        .collect();
-    if !top.is_empty() {
-        text.push_str("\nthere is:");
-        for i in top {
-            let node = &forest.nodes[i];
-            text.push('\n');
-            text.push_str(&"  ".repeat(node.depth.saturating_sub(1) as usize));
-            text.push_str(&node_line(ax, node, Include::default()));
-        }
-    }
-    text
+        .take(limit)
+        .collect()
 }
 
 /// Names within a small edit distance (typos, a changed letter).
@@ -467,7 +493,7 @@ async fn locate<B: Backend>(
 ) -> Result<B::Element, Failure> {
     match target {
         Target::Ref(r) => ax.refs.resolve(*r).ok_or_else(|| {
-            said(format!(
+            no_match(format!(
                 "ref [{r}] is unknown to this daemon; refs come from `ax tree`/`ax find` output"
             ))
         }),
@@ -502,7 +528,7 @@ async fn located<B: Backend>(
     let r = ax.refs.get(&element);
     match ax.backend.read(&element, deadline).await? {
         Some(node) => Ok((r, node)),
-        None => Err(said(match target {
+        None => Err(no_match(match target {
             Target::Ref(r) => format!(
                 "ref [{r}] is gone: the element no longer exists (its window closed or its app quit); find it again with `ax find`"
             ),
@@ -602,7 +628,7 @@ async fn active_window<B: Backend>(
     if let [w] = windows.as_slice() {
         return Ok(w.element.clone());
     }
-    Err(said(format!(
+    Err(no_match(format!(
         "no window is active; pass `app` (one of: {}) or `window`",
         apps.iter()
             .filter(|a| !a.windows.is_empty())
@@ -774,7 +800,7 @@ async fn read_command<B: Backend>(
     app: Option<AppArg>,
 ) -> Result<Outcome, Failure> {
     let (r, node) = located(ax, deadline, &target, &app, None).await?;
-    let mut fields = call::read_fields(&shown(&node), r, &node.description);
+    let mut fields = call::read_fields(&shown(&node), &node.description);
     let contents = ax.backend.contents(&node, deadline).await?;
     let mut texts = Vec::new();
     if let Some(text) = contents.text {
@@ -795,7 +821,7 @@ async fn focused_command<B: Backend>(
 ) -> Result<Outcome, Failure> {
     let window = active_window(ax, deadline, &app).await?;
     let Some((forest, i)) = ax.backend.focused(&window, deadline).await? else {
-        return Err(said(
+        return Err(no_match(
             "nothing in the active window has keyboard focus; `ax act` with action focus gives it",
         ));
     };
@@ -842,16 +868,16 @@ async fn act_command<B: Backend>(
         .backend
         .act(&node, action, value, &described, deadline)
         .await?;
+    // The reply says what happened and what changed; the ref and the action asked for are the
+    // caller's own words, and unchanged states would only repeat them.
     let mut fields = Map::new();
+    fields.insert("done".into(), json!(acted.done));
     if let Some(via) = acted.via {
         fields.insert("via".into(), json!(via));
     }
     if let Some(value) = acted.value {
         fields.insert("value".into(), value);
     }
-    fields.insert("ref".into(), json!(r));
-    fields.insert("action".into(), json!(format!("{action:?}")));
-    fields.insert("done".into(), json!(acted.done));
     // The element as it is now (it may be gone: a button that closes its window).
     let after = ax
         .backend
@@ -861,7 +887,10 @@ async fn act_command<B: Backend>(
         .flatten();
     match after {
         Some(after) => {
-            fields.insert("states".into(), json!(all_states(after.states)));
+            let changed = changed_states(node.states, after.states);
+            if !changed.is_empty() {
+                fields.insert("changed".into(), json!(changed));
+            }
             fields.insert(
                 "node".into(),
                 json!(line(&shown(&after), r, Include::default(), u32::MAX)),
@@ -879,6 +908,20 @@ async fn act_command<B: Backend>(
         fields,
         ..Outcome::default()
     })
+}
+
+/// The states an action changed: `+checked` for one it gained, `-focused` for one it lost.
+fn changed_states(before: StateSet, after: StateSet) -> Vec<String> {
+    let (before, after) = (all_states(before), all_states(after));
+    let gained = after
+        .iter()
+        .filter(|s| !before.contains(s))
+        .map(|s| format!("+{s}"));
+    let lost = before
+        .iter()
+        .filter(|s| !after.contains(s))
+        .map(|s| format!("-{s}"));
+    gained.chain(lost).collect()
 }
 
 async fn wait_command<B: Backend>(
@@ -901,13 +944,10 @@ async fn wait_command<B: Backend>(
         let poll_deadline = give_up
             .max(Instant::now() + Duration::from_millis(200))
             .min(deadline);
-        let (met, r, first) = match scope_roots(ax, poll_deadline, &app).await {
+        let seen = match scope_roots(ax, poll_deadline, &app).await {
             Ok((roots, _)) => {
                 let forest = walk_all(ax, poll_deadline, &roots, include, Some(&selector)).await?;
                 let hits = evaluate::<B>(&forest, &selector);
-                let first = hits
-                    .first()
-                    .map(|&i| node_line(ax, &forest.nodes[i], Include::default()));
                 let met = match until {
                     Until::Appears => !hits.is_empty(),
                     Until::Disappears => hits.is_empty(),
@@ -915,35 +955,122 @@ async fn wait_command<B: Backend>(
                         .first()
                         .is_some_and(|&i| query.holds(forest.nodes[i].states) != negated),
                 };
-                let r = hits.first().map(|&i| ax.refs.get(&forest.nodes[i].element));
-                (met, r, first)
+                Seen::Walked { met, forest, hits }
             }
             // An app that is not there yet is what `appears` waits for.
-            Err(Failure::Said(_)) if app.is_some() => {
-                (matches!(until, Until::Disappears), None, None)
+            Err(Failure::Said(why)) | Err(Failure::Coded(ErrorCode::NoMatch, why))
+                if app.is_some() =>
+            {
+                Seen::NoApp {
+                    met: matches!(until, Until::Disappears),
+                    why,
+                }
             }
             Err(err) => return Err(err),
         };
+        let met = match &seen {
+            Seen::Walked { met, .. } | Seen::NoApp { met, .. } => *met,
+        };
         if met || Instant::now() + pause >= give_up {
-            let mut fields = Map::new();
-            fields.insert("met".into(), json!(met));
-            fields.insert(
-                "waited_ms".into(),
-                json!(started.elapsed().as_millis() as u64),
-            );
-            if let Some(r) = r {
-                fields.insert("ref".into(), json!(r));
-            }
-            if let Some(first) = first {
-                fields.insert("node".into(), json!(first));
-            }
-            return Ok(Outcome {
-                success: met,
-                fields,
-                ..Outcome::default()
-            });
+            let waited_ms = started.elapsed().as_millis() as u64;
+            return Ok(wait_outcome(ax, &selector, until, seen, waited_ms));
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 3 / 2).min(Duration::from_millis(250));
+    }
+}
+
+/// What the last poll of a wait saw.
+enum Seen<B: Backend> {
+    Walked {
+        met: bool,
+        forest: ForestOf<B>,
+        hits: Vec<usize>,
+    },
+    /// The app named is not on the bus (or not answering): why, in words.
+    NoApp { met: bool, why: String },
+}
+
+/// A wait's reply. Met: the element, if there is one. Timed out: what was found instead, so the
+/// caller can tell a wrong selector from a slow app: the element as it is now (its states and
+/// value) when it is there in another state, how many still match when it did not go, the nearest
+/// names when nothing matches, or that the app is not there.
+fn wait_outcome<B: Backend>(
+    ax: &Ax<B>,
+    selector: &Selector,
+    until: Until,
+    seen: Seen<B>,
+    waited_ms: u64,
+) -> Outcome {
+    let mut fields = Map::new();
+    let met = match seen {
+        Seen::NoApp { met, why } => {
+            if !met {
+                fields.insert("found".into(), json!(why));
+            }
+            met
+        }
+        Seen::Walked { met, forest, hits } => {
+            let first = hits.first().map(|&i| &forest.nodes[i]);
+            if let Some(node) = first {
+                fields.insert(
+                    "node".into(),
+                    json!(node_line(ax, node, Include::default())),
+                );
+            }
+            if !met {
+                let found = match (until, first) {
+                    (Until::State { .. }, Some(node)) => {
+                        fields.insert("states".into(), json!(all_states(node.states)));
+                        if let Some(value) = &node.value {
+                            fields.insert("value".into(), json!(value));
+                        }
+                        format!(
+                            "`{}` is there, in another state ({})",
+                            selector.source,
+                            all_states(node.states).join(", ")
+                        )
+                    }
+                    (Until::Disappears, Some(_)) => {
+                        format!(
+                            "`{}` still matches {} element(s)",
+                            selector.source,
+                            hits.len()
+                        )
+                    }
+                    _ => {
+                        let nearest: Vec<String> = similar_nodes::<B>(&forest, selector, 5)
+                            .into_iter()
+                            .map(|i| {
+                                node_line(ax, &forest.nodes[i], Include::default())
+                                    + &where_is::<B>(&forest, i)
+                            })
+                            .collect();
+                        let found = if nearest.is_empty() {
+                            format!(
+                                "nothing matches `{}`, nor any similar name ({} elements searched)",
+                                selector.source,
+                                forest.nodes.len()
+                            )
+                        } else {
+                            format!("nothing matches `{}`; nearest names below", selector.source)
+                        };
+                        if !nearest.is_empty() {
+                            fields.insert("nearest".into(), json!(nearest));
+                        }
+                        found
+                    }
+                };
+                fields.insert("found".into(), json!(found));
+            }
+            met
+        }
+    };
+    fields.insert("met".into(), json!(met));
+    fields.insert("waited_ms".into(), json!(waited_ms));
+    Outcome {
+        success: met,
+        fields,
+        ..Outcome::default()
     }
 }

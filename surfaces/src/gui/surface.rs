@@ -39,14 +39,16 @@ const COMMANDS: &[CommandSpec] = &[
 const SCREENSHOT_FIELDS: &[&str] = &[
     "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
 ];
-const WINDOWS_FIELDS: &[&str] = &["windows", "count"];
-const MONITORS_FIELDS: &[&str] = &["monitors", "count"];
+// A list's length is its count: no separate field repeats it.
+const WINDOWS_FIELDS: &[&str] = &["windows"];
+const MONITORS_FIELDS: &[&str] = &["monitors"];
 const POINT_FIELDS: &[&str] = &["x", "y"];
 const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count"];
 const DRAG_FIELDS: &[&str] = &["from_x", "from_y", "to_x", "to_y", "button"];
 const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy"];
-const TYPE_FIELDS: &[&str] = &["chars"];
-const KEY_FIELDS: &[&str] = &["combo"];
+// `window?`: the window the keys reached, when it can be told.
+const TYPE_FIELDS: &[&str] = &["chars", "window?"];
+const KEY_FIELDS: &[&str] = &["combo", "window?"];
 const FOCUS_FIELDS: &[&str] = &["window", "focused"];
 
 /// The default long side of a screenshot: big enough to read, small enough for a model.
@@ -938,6 +940,15 @@ fn fields(value: Value) -> Map<String, Value> {
     }
 }
 
+/// The window keys were sent to (checked right before sending), by id, title and app, so the
+/// caller sees where its text went; None when it cannot be told.
+fn receiving_window<D: Desktop>(conn: &D, target: Option<u32>) -> Option<Value> {
+    let id = target?;
+    let windows = conn.windows().ok()?;
+    let window = windows.iter().find(|w| w.id == id)?;
+    Some(json!({"id": window.id, "title": window.title, "app": window.app}))
+}
+
 fn done(value: Value) -> Outcome {
     Outcome {
         success: true,
@@ -1115,7 +1126,7 @@ fn perform<D: Desktop>(
                     })
                 })
                 .collect();
-            done(json!({"count": list.len(), "windows": list}))
+            done(json!({"windows": list}))
         }
         Action::Monitors => {
             let monitors = conn.monitors()?;
@@ -1133,7 +1144,7 @@ fn perform<D: Desktop>(
                     })
                 })
                 .collect();
-            done(json!({"count": list.len(), "monitors": list}))
+            done(json!({"monitors": list}))
         }
         Action::Cursor => {
             let (x, y) = conn.cursor()?;
@@ -1164,7 +1175,11 @@ fn perform<D: Desktop>(
             // "\r\n" is one line break, not two.
             let text = text.replace("\r\n", "\n");
             send_keys(conn, &keys, terminals, |conn| conn.type_text(&text))?;
-            done(json!({"chars": text.chars().count()}))
+            let mut reply = json!({"chars": text.chars().count()});
+            if let Some(window) = receiving_window(conn, keys.target) {
+                reply["window"] = window;
+            }
+            done(reply)
         }
         Action::Key {
             combo,
@@ -1172,7 +1187,11 @@ fn perform<D: Desktop>(
             keys,
         } => {
             send_keys(conn, &keys, terminals, |conn| conn.press_combo(&parsed))?;
-            done(json!({"combo": combo}))
+            let mut reply = json!({"combo": combo});
+            if let Some(window) = receiving_window(conn, keys.target) {
+                reply["window"] = window;
+            }
+            done(reply)
         }
         Action::Focus { window } => {
             let focused = conn.focus(window)?;
