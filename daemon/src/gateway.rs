@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{
@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::approval::{Approvals, PendingRequest, Resolution};
 use crate::budget::Budget;
 use crate::cancel::CallCancel;
+use crate::jobs::Jobs;
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, NewRow, RowKind};
@@ -31,15 +32,19 @@ pub struct Gateway {
     agents_path: PathBuf,
     tool: Tool,
     closing: AtomicBool,
+    /// Detached calls and the `job` command (`jobs.rs`).
+    jobs: Jobs,
+    /// This gateway, for the tasks of detached jobs, which outlive the call that started them.
+    me: Weak<Gateway>,
 }
 
 /// Where a call stands when it ends early: what is known of it for its receipts.
-struct Early {
-    surface: String,
-    command: String,
+pub(crate) struct Early {
+    pub(crate) surface: String,
+    pub(crate) command: String,
     /// The request as received: its digest is receipted, and, cut, the request itself until a
     /// surface has stated its args.
-    args: Value,
+    pub(crate) args: Value,
     /// Once the surface prepared the action: the request with the args as the surface redacts
     /// them, and the facts policy decides on.
     stated: Option<(Value, Value)>,
@@ -57,7 +62,8 @@ impl Gateway {
         let tool = crate::schema::tool(&registry, None);
         let agents_path =
             crate::agents::store_path(artifact_dir.parent().unwrap_or(std::path::Path::new(".")));
-        Arc::new(Gateway {
+        let jobs = Jobs::new(ledger.path().to_path_buf());
+        Arc::new_cyclic(|me| Gateway {
             registry,
             policy: RwLock::new(policy),
             approvals,
@@ -67,7 +73,17 @@ impl Gateway {
             agents_path,
             tool,
             closing: AtomicBool::new(false),
+            jobs,
+            me: me.clone(),
         })
+    }
+
+    pub fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
+    pub(crate) fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     pub fn tool(&self) -> &Tool {
@@ -207,6 +223,17 @@ impl Gateway {
                 .refuse(&call_id, caller, early, error, Value::Null)
                 .await;
         }
+        if crate::jobs::is_job_call(&call) {
+            return self
+                .jobs
+                .command(self, &call_id, caller, early, &call, &cancelled, progress)
+                .await;
+        }
+        if let Err(error) = Jobs::check_detach(&call) {
+            return self
+                .refuse(&call_id, caller, early, error, Value::Null)
+                .await;
+        }
         if let Err(error) = self.unsupported_complications(&call, surface.as_ref()) {
             return self
                 .refuse(&call_id, caller, early, error, Value::Null)
@@ -338,7 +365,19 @@ impl Gateway {
             protected: self.approvals.approvers().clone(),
             cancel: cancelled.clone(),
             artifact_quota: self.registry.artifact_quota().clone(),
+            output_bytes: Arc::default(),
         };
+        if call.complications.detach {
+            let Some(gateway) = self.me.upgrade() else {
+                let error = ToolError::new(ErrorCode::ShuttingDown, "the daemon is shutting down");
+                return self
+                    .finish(&call_id, &early, json!({"ok": false, "error": error}), error_result(&call_id, &error))
+                    .await;
+            };
+            let fields = surface.result_fields(&call.command);
+            let asked = call.complications.return_budget.clone();
+            return self.jobs.start(gateway, caller, early, action, ctx, asked, fields);
+        }
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {
             let error = ToolError::new(
@@ -395,7 +434,7 @@ impl Gateway {
 
     /// Writes a call's result receipt, then hands back its reply (or, when the receipt cannot
     /// be written, an error saying so).
-    async fn finish(
+    pub(crate) async fn finish(
         &self,
         call_id: &str,
         early: &Early,
@@ -468,7 +507,7 @@ impl Gateway {
         .valid(self.ready_surfaces())
     }
 
-    fn success_reply(
+    pub(crate) fn success_reply(
         &self,
         call_id: &str,
         budget: &Budget,
@@ -516,7 +555,7 @@ impl Gateway {
     }
 
     /// Ends a call that will not run: writes its intent and result together, then answers.
-    async fn refuse(
+    pub(crate) async fn refuse(
         &self,
         call_id: &str,
         caller: &Caller,
@@ -567,7 +606,7 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Runs `action` to its end, or, once `cancelled` fires, for at most [`CANCEL_GRACE`] more:
 /// surfaces that watch the token end cleanly; the others are dropped at their next await.
-async fn run_until_cancelled(
+pub(crate) async fn run_until_cancelled(
     action: Box<dyn computer_surfaces::PreparedAction>,
     ctx: CallContext,
     cancelled: &tokio_util::sync::CancellationToken,
@@ -704,7 +743,7 @@ fn unreceipted_error(error: &ToolError) -> CallToolResult {
     }))
 }
 
-fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
+pub(crate) fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
     CallToolResult::structured_error(json!({
         "ok": false,
         "receipt": call_id,
@@ -712,6 +751,6 @@ fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
     }))
 }
 
-fn digest(value: &Value) -> String {
+pub(crate) fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
 }

@@ -93,6 +93,7 @@ async fn serve() -> anyhow::Result<()> {
         ledger,
         artifact_dir,
     );
+    gateway.jobs().set_retention(config.jobs.retention());
     tokio::spawn(control.run(approvals));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
     match crate::reaper::become_subreaper() {
