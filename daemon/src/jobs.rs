@@ -52,15 +52,15 @@ const CANCEL_WAIT: Duration = Duration::from_secs(10);
 /// The most job ids an error lists as valid choices.
 const LISTED_IDS: usize = 10;
 
-/// `job`'s args. Doc comments here are the tool description's text (`schema.rs`).
+// `job`'s args. Doc comments here are the tool description's text (`schema.rs`).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobArgs {
     op: JobOp,
-    /// the receipt of the detached call; not for list
+    /// the detached call's receipt; not for list
     #[serde(default)]
     id: Option<String>,
-    /// result: wait this long for the end (progress meanwhile)
+    /// result: wait for the end (progress meanwhile)
     #[serde(default)]
     wait_ms: Option<u64>,
 }
