@@ -371,12 +371,19 @@ impl Gateway {
             let Some(gateway) = self.me.upgrade() else {
                 let error = ToolError::new(ErrorCode::ShuttingDown, "the daemon is shutting down");
                 return self
-                    .finish(&call_id, &early, json!({"ok": false, "error": error}), error_result(&call_id, &error))
+                    .finish(
+                        &call_id,
+                        &early,
+                        json!({"ok": false, "error": error}),
+                        error_result(&call_id, &error),
+                    )
                     .await;
             };
             let fields = surface.result_fields(&call.command);
             let asked = call.complications.return_budget.clone();
-            return self.jobs.start(gateway, caller, early, action, ctx, asked, fields);
+            return self
+                .jobs
+                .start(gateway, caller, early, action, ctx, asked, fields);
         }
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {

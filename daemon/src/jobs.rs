@@ -18,7 +18,8 @@ use computer_surfaces::{
     CallContext, CommandSpec, Outcome, PreparedAction, Risk, SurfaceError, decode_args,
     receipt_value,
 };
-use rmcp::model::CallToolResult;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, CreateTaskResult, DetailedTask, Task, TaskPayload, TaskStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -175,7 +176,9 @@ struct Ended {
 
 impl Job {
     fn status(&self) -> JobStatus {
-        self.end.as_ref().map_or(JobStatus::Running, |end| end.status)
+        self.end
+            .as_ref()
+            .map_or(JobStatus::Running, |end| end.status)
     }
 
     fn view(&self, id: &str) -> Value {
@@ -385,7 +388,10 @@ impl Jobs {
             return;
         }
         tracing::info!(running, "stopping detached jobs");
-        if tokio::time::timeout(grace, self.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 left = self.tasks.len(),
                 "jobs did not end within the grace period (their receipts will read interrupted)"
@@ -407,7 +413,11 @@ impl Jobs {
     ) -> CallToolResult {
         let args: JobArgs = match decode_args(&call.args) {
             Ok(args) => args,
-            Err(error) => return gateway.refuse(call_id, caller, early, error, Value::Null).await,
+            Err(error) => {
+                return gateway
+                    .refuse(call_id, caller, early, error, Value::Null)
+                    .await;
+            }
         };
         if let Err(error) = check_job_call(call, &args) {
             return gateway
@@ -764,18 +774,12 @@ impl Jobs {
             Ok(outcome) => {
                 let success = outcome.success && status == JobStatus::Done;
                 let (mut reply, _) = gateway.success_reply(call_id, &budget, outcome);
-                add_fields(
-                    &mut reply,
-                    &[("job", json!(id)), ("status", json!(status))],
-                );
+                add_fields(&mut reply, &[("job", json!(id)), ("status", json!(status))]);
                 Ok((reply, body_of(success)))
             }
             Err(error) => {
                 let mut reply = error_result(call_id, &error);
-                add_fields(
-                    &mut reply,
-                    &[("job", json!(id)), ("status", json!(status))],
-                );
+                add_fields(&mut reply, &[("job", json!(id)), ("status", json!(status))]);
                 Ok((reply, body_of(false)))
             }
         }
@@ -859,6 +863,90 @@ fn add_fields(result: &mut CallToolResult, fields: &[(&str, Value)]) {
     }
 }
 
+/// Whether a call's arguments ask for `detach` (a tasks client then gets a task).
+pub fn asks_detach(arguments: Option<&serde_json::Map<String, Value>>) -> bool {
+    arguments.is_some_and(|args| {
+        args.get("complications").and_then(|c| c.get("detach")) == Some(&json!(true))
+    })
+}
+
+/// The arguments of a `job` call for a tasks request (`op` on job `id`).
+pub fn job_arguments(op: &str, id: &str) -> serde_json::Map<String, Value> {
+    let call = json!({
+        "surface": DETACHABLE[0].0,
+        "command": JOB_COMMAND,
+        "args": {"op": op, "id": id},
+    });
+    match call {
+        Value::Object(map) => map,
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// The task a started job is, for a client that declared the tasks extension; `None` when the
+/// call did not start a job (refused, denied...): that reply goes back as it is.
+pub fn task_created(result: &CallToolResult) -> Option<CreateTaskResult> {
+    let reply = result.structured_content.as_ref()?;
+    let id = reply.get("job")?.as_str()?;
+    (reply["status"] == json!(JobStatus::Running)).then(|| {
+        let now = rmcp::task_manager::current_timestamp();
+        let task = Task::new(id, TaskStatus::Working, now.clone(), now)
+            .with_poll_interval_ms(rmcp::task_manager::DEFAULT_POLL_INTERVAL_MS);
+        CreateTaskResult::new(task)
+    })
+}
+
+/// A `job result` (or `cancel`) reply as a task's state: running is working, done and failed are
+/// completed with the run's reply, cancelled is cancelled, an interrupted or expired job failed;
+/// a job the caller has not is an invalid-params error, as for any unknown task.
+pub fn task_state(id: &str, result: CallToolResult) -> Result<DetailedTask, ErrorData> {
+    let reply = result.structured_content.clone().unwrap_or_default();
+    let elapsed = chrono::Duration::milliseconds(reply["elapsed_ms"].as_i64().unwrap_or(0));
+    let created = (chrono::Utc::now() - elapsed).to_rfc3339();
+    let now = rmcp::task_manager::current_timestamp();
+    let task = Task::new(id, TaskStatus::Working, created, now)
+        .with_poll_interval_ms(rmcp::task_manager::DEFAULT_POLL_INTERVAL_MS);
+    let status = serde_json::from_value::<JobStatus>(reply["status"].clone()).ok();
+    let payload = match status {
+        Some(JobStatus::Running) => {
+            let message = format!(
+                "running: {} s, {} bytes of output",
+                reply["elapsed_ms"].as_u64().unwrap_or(0) / 1000,
+                reply["output_bytes"]
+            );
+            return Ok(DetailedTask::new(
+                task.with_status_message(message),
+                TaskPayload::Working,
+            ));
+        }
+        Some(JobStatus::Done | JobStatus::Failed) => match serde_json::to_value(&result) {
+            Ok(Value::Object(result)) => TaskPayload::Completed { result },
+            _ => {
+                return Err(ErrorData::internal_error(
+                    "the job's result would not serialise",
+                    None,
+                ));
+            }
+        },
+        Some(JobStatus::Cancelled) => TaskPayload::Cancelled,
+        Some(JobStatus::Interrupted) | None => {
+            let error = &reply["error"];
+            let message = error["message"].as_str().unwrap_or("the job has no result");
+            if error["code"] == json!(ErrorCode::InvalidCall) {
+                return Err(ErrorData::invalid_params(message.to_string(), None));
+            }
+            let mut failure = serde_json::Map::new();
+            failure.insert(
+                "code".into(),
+                json!(ErrorData::internal_error("", None).code),
+            );
+            failure.insert("message".into(), json!(message));
+            TaskPayload::Failed { error: failure }
+        }
+    };
+    Ok(DetailedTask::new(task, payload))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -903,7 +991,11 @@ mod tests {
         finished(&mut table, "c", Duration::from_secs(10));
         table.prune();
         let kept: Vec<&str> = table.jobs.keys().map(String::as_str).collect();
-        assert_eq!(kept, ["b", "c"], "past its time, then the oldest over the count");
+        assert_eq!(
+            kept,
+            ["b", "c"],
+            "past its time, then the oldest over the count"
+        );
     }
 
     #[test]

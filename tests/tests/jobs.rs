@@ -26,7 +26,10 @@ fn detach(daemon: &Daemon, script: &str) -> Value {
     let reply = daemon.shell_run_json(&json!({"script": script}), &json!({"detach": true}));
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(reply["status"], "running", "{reply}");
-    assert_eq!(reply["job"], reply["receipt"], "the job's id is its receipt: {reply}");
+    assert_eq!(
+        reply["job"], reply["receipt"],
+        "the job's id is its receipt: {reply}"
+    );
     reply
 }
 
@@ -94,7 +97,10 @@ fn a_detached_run_answers_at_once_and_outlives_its_client() {
     let status = wait_for_output(&daemon, &id, "started\n".len() as u64);
     assert_eq!(status["ok"], true, "{status}");
     assert_eq!(status["status"], "running", "{status}");
-    assert_eq!((&status["surface"], &status["command"]), (&json!("shell"), &json!("run")));
+    assert_eq!(
+        (&status["surface"], &status["command"]),
+        (&json!("shell"), &json!("run"))
+    );
     assert!(status["elapsed_ms"].is_u64(), "{status}");
     let listed = job(&daemon, json!({"op": "list"}));
     assert_eq!(listed["jobs"][0]["job"], id, "{listed}");
@@ -194,7 +200,11 @@ fn another_agent_can_neither_see_nor_cancel_a_job() {
             message.contains("no job") && message.contains("`intruder`"),
             "{op}: {reply}"
         );
-        assert_eq!(reply["error"]["valid"], json!(null), "nothing of theirs: {reply}");
+        assert_eq!(
+            reply["error"]["valid"],
+            json!(null),
+            "nothing of theirs: {reply}"
+        );
     }
     let listed = job_as(&daemon, token, &json!({"op": "list"}), &json!({}));
     assert_eq!(listed["jobs"], json!([]), "{listed}");
@@ -213,9 +223,11 @@ fn another_agent_can_neither_see_nor_cancel_a_job() {
     std::fs::write(&go, "").unwrap();
     let result = job(&daemon, json!({"op": "result", "id": id, "wait_ms": 30000}));
     assert_eq!(result["status"], "done", "{result}");
-    assert!(daemon.receipt_row(&id, "result")["body"]
-        .get("cancelled")
-        .is_none());
+    assert!(
+        daemon.receipt_row(&id, "result")["body"]
+            .get("cancelled")
+            .is_none()
+    );
 }
 
 #[test]
@@ -245,7 +257,10 @@ fn a_job_the_daemon_died_under_reads_interrupted_after_restart() {
     daemon.assert_chain_holds();
     // A new job after the restart runs as usual.
     let next = detach(&daemon, "echo again");
-    let again = job(&daemon, json!({"op": "result", "id": next["job"], "wait_ms": 30000}));
+    let again = job(
+        &daemon,
+        json!({"op": "result", "id": next["job"], "wait_ms": 30000}),
+    );
     assert_eq!(again["stdout"], "again\n", "{again}");
 }
 
@@ -257,7 +272,9 @@ fn shutdown_stops_running_jobs_with_their_receipts() {
     let status = daemon.stop_with(libc::SIGTERM);
     assert!(status.success(), "{status}\n{}", daemon.log_text());
     wait_for("the job's processes to go", Duration::from_secs(20), || {
-        processes_started_with("sleep 3431").is_empty().then_some(())
+        processes_started_with("sleep 3431")
+            .is_empty()
+            .then_some(())
     });
     let ended = daemon.receipt_row(&id, "result");
     assert_eq!(ended["body"]["cancelled"]["by"], "shutdown", "{ended}");
@@ -277,10 +294,12 @@ fn waiting_for_a_result_sends_progress_to_a_client_that_asked() {
     ));
     let id = started["result"]["structuredContent"]["job"].clone();
     assert!(id.is_string(), "{started}");
-    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "_meta": {"progressToken": "job"}, "name": "COMPUTER",
         "arguments": {"surface": "shell", "command": "job",
-                      "args": {"op": "result", "id": id, "wait_ms": 60000}}}}));
+                      "args": {"op": "result", "id": id, "wait_ms": 60000}}}}),
+    );
     let mut progress = Vec::new();
     let reply = loop {
         let message = raw.recv().expect("the connection stays open");
@@ -297,10 +316,10 @@ fn waiting_for_a_result_sends_progress_to_a_client_that_asked() {
     };
     assert!(progress.len() >= 2, "{progress:#?}");
     assert!(
-        progress
-            .iter()
-            .all(|m| m.starts_with(&format!("job {} running", id.as_str().unwrap()))
-                && m.contains("bytes of output")),
+        progress.iter().all(
+            |m| m.starts_with(&format!("job {} running", id.as_str().unwrap()))
+                && m.contains("bytes of output")
+        ),
         "{progress:#?}"
     );
     let result = &reply["result"]["structuredContent"];
@@ -310,7 +329,10 @@ fn waiting_for_a_result_sends_progress_to_a_client_that_asked() {
     // Without a progress token the same wait sends nothing but the reply.
     let (quiet, _) = raw.call_tool(&json!({"surface": "shell", "command": "job",
         "args": {"op": "result", "id": id, "wait_ms": 1000}}));
-    assert_eq!(quiet["result"]["structuredContent"]["status"], "done", "{quiet}");
+    assert_eq!(
+        quiet["result"]["structuredContent"]["status"], "done",
+        "{quiet}"
+    );
 }
 
 #[test]
@@ -333,13 +355,22 @@ fn bad_job_calls_get_errors_that_say_what_would_work() {
     assert_eq!(bad_op["error"]["code"], "invalid_call", "{bad_op}");
     assert_eq!(bad_op["error"]["path"], "args.op", "{bad_op}");
     assert!(
-        bad_op["error"]["message"].as_str().unwrap().contains("cancel"),
+        bad_op["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cancel"),
         "{bad_op}"
     );
 
     let wait_on_status = job(&daemon, json!({"op": "status", "id": id, "wait_ms": 5}));
-    assert_eq!(wait_on_status["error"]["path"], "args.wait_ms", "{wait_on_status}");
-    let too_long = job(&daemon, json!({"op": "result", "id": id, "wait_ms": 3_600_000}));
+    assert_eq!(
+        wait_on_status["error"]["path"], "args.wait_ms",
+        "{wait_on_status}"
+    );
+    let too_long = job(
+        &daemon,
+        json!({"op": "result", "id": id, "wait_ms": 3_600_000}),
+    );
     assert_eq!(too_long["error"]["path"], "args.wait_ms", "{too_long}");
     let detached_job = job_as(
         &daemon,
@@ -347,7 +378,10 @@ fn bad_job_calls_get_errors_that_say_what_would_work() {
         &json!({"op": "list"}),
         &json!({"detach": true}),
     );
-    assert_eq!(detached_job["error"]["path"], "complications", "{detached_job}");
+    assert_eq!(
+        detached_job["error"]["path"], "complications",
+        "{detached_job}"
+    );
 
     // Every refusal was receipted, and the daemon still serves the good call.
     let result = job(&daemon, json!({"op": "result", "id": id, "wait_ms": 30000}));
@@ -361,10 +395,16 @@ fn bad_job_calls_get_errors_that_say_what_would_work() {
 fn finished_results_expire_and_status_still_tells_the_end() {
     let daemon = Daemon::start_with_config("[jobs]\nkeep_finished = 1\n");
     let first = detach(&daemon, "echo one")["job"].clone();
-    let one = job(&daemon, json!({"op": "result", "id": first, "wait_ms": 30000}));
+    let one = job(
+        &daemon,
+        json!({"op": "result", "id": first, "wait_ms": 30000}),
+    );
     assert_eq!(one["stdout"], "one\n", "{one}");
     let second = detach(&daemon, "exit 3")["job"].clone();
-    let two = job(&daemon, json!({"op": "result", "id": second, "wait_ms": 30000}));
+    let two = job(
+        &daemon,
+        json!({"op": "result", "id": second, "wait_ms": 30000}),
+    );
     assert_eq!(two["status"], "failed", "{two}");
     assert_eq!(two["exit_code"], 3, "{two}");
     assert_eq!(two["ok"], false, "{two}");
@@ -420,7 +460,10 @@ fn detach_is_refused_clearly_where_it_is_not_honoured() {
         .json();
     assert_eq!(refused["ok"], false, "{refused}");
     assert_eq!(refused["error"]["code"], "unavailable", "{refused}");
-    assert_eq!(refused["error"]["path"], "complications.detach", "{refused}");
+    assert_eq!(
+        refused["error"]["path"], "complications.detach",
+        "{refused}"
+    );
     assert_eq!(refused["error"]["valid"], json!(["shell run"]), "{refused}");
     assert!(
         refused["error"]["message"]
@@ -448,4 +491,123 @@ fn detach_is_refused_clearly_where_it_is_not_honoured() {
     );
     let plain = detach(&daemon, "echo fine");
     assert_eq!(plain["status"], "running", "{plain}");
+}
+
+/// A raw connection whose client declares the MCP tasks extension.
+fn tasks_client(daemon: &Daemon) -> (RawConnection, Value) {
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.send(&json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25",
+                   "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                   "clientInfo": {"name": "tasks-test", "version": "0"}}
+    }));
+    let initialized = raw.recv_response(0);
+    raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    (raw, initialized)
+}
+
+fn tasks_request(raw: &mut RawConnection, id: i64, method: &str, task: &Value) -> Value {
+    raw.send(&json!({"jsonrpc": "2.0", "id": id, "method": method,
+                     "params": {"taskId": task}}));
+    raw.recv_response(id)
+}
+
+#[test]
+fn a_client_that_declares_tasks_gets_a_detached_call_as_a_task() {
+    let daemon = Daemon::start();
+    let work = tempfile::tempdir().unwrap();
+    let go = work.path().join("go");
+    let (mut raw, initialized) = tasks_client(&daemon);
+    assert!(
+        initialized["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{initialized}"
+    );
+    let (created, _) = raw.call_tool(&shell_run(
+        json!({"script": gated_script(&go)}),
+        json!({"detach": true}),
+    ));
+    let task = created["result"]["taskId"].clone();
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    assert_eq!(created["result"]["status"], "working", "{created}");
+    assert!(task.is_string(), "{created}");
+    // The task is the job: `job status` and `tasks/get` see the same thing.
+    let status = job(&daemon, json!({"op": "status", "id": task}));
+    assert_eq!(status["status"], "running", "{status}");
+
+    let working = wait_for("the task's output", Duration::from_secs(30), || {
+        let got = tasks_request(&mut raw, 10, "tasks/get", &task);
+        let message = got["result"]["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (!message.contains(" 0 bytes")).then_some(got)
+    });
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    assert!(
+        working["result"]["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("bytes of output"),
+        "{working}"
+    );
+    std::fs::write(&go, "").unwrap();
+    let mut n = 10;
+    let completed = wait_for("the task to complete", Duration::from_secs(30), || {
+        n += 1;
+        let got = tasks_request(&mut raw, n, "tasks/get", &task);
+        (got["result"]["status"] != "working").then_some(got)
+    });
+    assert_eq!(completed["result"]["status"], "completed", "{completed}");
+    let result = &completed["result"]["result"]["structuredContent"];
+    assert_eq!(result["stdout"], "started\nfinished\n", "{completed}");
+    assert_eq!(result["status"], "done", "{completed}");
+    // Each poll was a receipted `job result` call.
+    assert!(
+        daemon
+            .receipts()
+            .iter()
+            .any(|r| r["command"] == "job" && r["body"]["args"]["args"]["id"] == task),
+        "tasks/get leaves receipts"
+    );
+
+    // tasks/cancel stops a running one, with its processes.
+    let (second, _) = raw.call_tool(&shell_run(
+        json!({"script": "sleep 3441 & echo started; wait"}),
+        json!({"detach": true}),
+    ));
+    let second = second["result"]["taskId"].clone();
+    wait_for("the task's processes", Duration::from_secs(30), || {
+        (!processes_started_with("sleep 3441").is_empty()).then_some(())
+    });
+    let cancelled = tasks_request(&mut raw, 100, "tasks/cancel", &second);
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    wait_for(
+        "the task's processes to go",
+        Duration::from_secs(20),
+        || {
+            processes_started_with("sleep 3441")
+                .is_empty()
+                .then_some(())
+        },
+    );
+    let after = tasks_request(&mut raw, 101, "tasks/get", &second);
+    assert_eq!(after["result"]["status"], "cancelled", "{after}");
+
+    // An unknown task is an error naming it; a call without detach is answered as ever.
+    let unknown = tasks_request(&mut raw, 102, "tasks/get", &json!("no-such-task"));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no job `no-such-task`"),
+        "{unknown}"
+    );
+    let (plain, _) = raw.call_tool(&shell_run(json!({"argv": ["echo", "plain"]}), json!({})));
+    assert_eq!(
+        plain["result"]["structuredContent"]["stdout"], "plain\n",
+        "{plain}"
+    );
 }
