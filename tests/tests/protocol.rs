@@ -14,16 +14,17 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     assert_eq!(tool.name, "COMPUTER");
     let schema = Value::Object((*tool.input_schema).clone());
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
-    assert_eq!(schema["properties"]["command"]["enum"], json!(["run"]));
+    // `job` follows detached runs (tests/tests/jobs.rs).
+    assert_eq!(schema["properties"]["command"]["enum"], json!(["job", "run"]));
     assert_eq!(schema["required"], json!(["surface", "command"]));
     let complications = &schema["properties"]["complications"]["properties"];
-    for listed in ["cwd", "env", "timeout_ms", "return"] {
+    for listed in ["cwd", "env", "timeout_ms", "return", "detach"] {
         assert!(
             complications.get(listed).is_some(),
             "{listed} missing: {complications}"
         );
     }
-    for absent in ["evidence", "secrets", "detach"] {
+    for absent in ["evidence", "secrets"] {
         assert!(
             complications.get(absent).is_none(),
             "{absent} listed but not callable here"
