@@ -237,7 +237,15 @@ fn a_job_the_daemon_died_under_reads_interrupted_after_restart() {
     let go = work.path().join("go");
     let id = detach(&daemon, &gated_script(&go))["job"].clone();
     wait_for_output(&daemon, &id, 1);
+    let script = gated_script(&go);
+    assert!(!processes_started_with(&format!("sh -c {script}")).is_empty());
     daemon.stop_with(libc::SIGKILL);
+    // The job's processes did not outlive the daemon that ran them.
+    wait_for("the job's processes to go", Duration::from_secs(20), || {
+        processes_started_with(&format!("sh -c {script}"))
+            .is_empty()
+            .then_some(())
+    });
     daemon.restart();
 
     let status = job(&daemon, json!({"op": "status", "id": id}));

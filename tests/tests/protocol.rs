@@ -15,7 +15,10 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     let schema = Value::Object((*tool.input_schema).clone());
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
     // `job` follows detached runs (tests/tests/jobs.rs).
-    assert_eq!(schema["properties"]["command"]["enum"], json!(["job", "run"]));
+    assert_eq!(
+        schema["properties"]["command"]["enum"],
+        json!(["job", "run"])
+    );
     assert_eq!(schema["required"], json!(["surface", "command"]));
     let complications = &schema["properties"]["complications"]["properties"];
     for listed in ["cwd", "env", "timeout_ms", "return", "detach"] {
