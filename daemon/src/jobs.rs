@@ -38,10 +38,10 @@ pub const JOB_COMMAND: &str = "job";
 pub const DETACHABLE: &[(SurfaceName, &str)] = &[(SurfaceName::Shell, "run")];
 
 /// What the tool description says of jobs (when a listed surface honours `detach`).
-pub const DESCRIPTION: &str = "detach=true (shell run; deadline timeout_ms, default the daemon's \
-     maximum): answers {job} at once and runs on if you disconnect; then job {op, id}: status \
-     (running|done|failed|cancelled|interrupted, elapsed_ms, output_bytes), result (the run's \
-     reply; wait_ms waits, with progress), cancel (kills its processes), list (your jobs).";
+pub const DESCRIPTION: &str = "detach=true (shell run; default deadline: the daemon's maximum): \
+     answers {job} at once and runs on without you; follow it with job: status \
+     (running|done|failed|cancelled|interrupted, output_bytes), result (the run's reply), cancel \
+     (kills it), list";
 
 /// The longest `wait_ms` a `job result` may ask for; longer waits belong in several calls.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
