@@ -200,28 +200,32 @@ impl Default for ArtifactsConfig {
     }
 }
 
-/// `[jobs]`: how many finished detached jobs keep their results, and for how long; after that
-/// `job result` says the result expired (the receipts keep the outcome).
+/// `[jobs]`: how many detached jobs an agent may run at once (0 turns `detach` off), and how
+/// many finished ones keep their results, for how long; after that `job result` says the result
+/// expired (the receipts keep the outcome).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobsConfig {
+    pub max_running: usize,
     pub keep_finished: usize,
     pub keep_for: DurationText,
 }
 
 impl Default for JobsConfig {
     fn default() -> Self {
-        let retention = crate::jobs::Retention::default();
+        let limits = crate::jobs::JobLimits::default();
         JobsConfig {
-            keep_finished: retention.keep,
-            keep_for: DurationText(retention.keep_for),
+            max_running: limits.max_running,
+            keep_finished: limits.keep,
+            keep_for: DurationText(limits.keep_for),
         }
     }
 }
 
 impl JobsConfig {
-    pub fn retention(&self) -> crate::jobs::Retention {
-        crate::jobs::Retention {
+    pub fn limits(&self) -> crate::jobs::JobLimits {
+        crate::jobs::JobLimits {
+            max_running: self.max_running,
             keep: self.keep_finished,
             keep_for: self.keep_for.0,
         }

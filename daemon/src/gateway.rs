@@ -229,7 +229,7 @@ impl Gateway {
                 .command(self, &call_id, caller, early, &call, &cancelled, progress)
                 .await;
         }
-        if let Err(error) = Jobs::check_detach(&call) {
+        if let Err(error) = self.jobs.check_detach(&call, caller) {
             return self
                 .refuse(&call_id, caller, early, error, Value::Null)
                 .await;
@@ -383,7 +383,8 @@ impl Gateway {
             let asked = call.complications.return_budget.clone();
             return self
                 .jobs
-                .start(gateway, caller, early, action, ctx, asked, fields);
+                .start(gateway, caller, early, action, ctx, asked, fields)
+                .await;
         }
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {

@@ -117,19 +117,25 @@ pub enum JobStatus {
     Interrupted,
 }
 
-/// How long finished jobs' results are kept (`[jobs]` in the config).
+/// How many jobs an agent may run, and how long finished jobs' results are kept (`[jobs]` in
+/// the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
+pub struct JobLimits {
+    /// Jobs one agent may have running at once; a detached call past it is refused.
+    pub max_running: usize,
     /// At most this many finished jobs, the oldest dropped first.
     pub keep: usize,
     /// Each for at most this long after it ended.
     pub keep_for: Duration,
 }
 
-impl Default for Retention {
+impl Default for JobLimits {
     fn default() -> Self {
-        Retention {
-            keep: 100,
+        // A kept result holds its outputs' heads and tails in memory (up to 2 x `[shell]
+        // capture_memory_bytes`, 2 MiB by default): 32 of them stay within 64 MiB.
+        JobLimits {
+            max_running: 16,
+            keep: 32,
             keep_for: Duration::from_secs(3600),
         }
     }
@@ -147,7 +153,7 @@ pub struct Jobs {
 
 struct Table {
     jobs: BTreeMap<String, Job>,
-    retention: Retention,
+    limits: JobLimits,
 }
 
 struct Job {
@@ -209,7 +215,7 @@ impl Jobs {
         Jobs {
             table: Mutex::new(Table {
                 jobs: BTreeMap::new(),
-                retention: Retention::default(),
+                limits: JobLimits::default(),
             }),
             ledger_path,
             stopping: CancellationToken::new(),
@@ -217,9 +223,9 @@ impl Jobs {
         }
     }
 
-    pub fn set_retention(&self, retention: Retention) {
+    pub fn set_limits(&self, limits: JobLimits) {
         let mut table = self.lock();
-        table.retention = retention;
+        table.limits = limits;
         table.prune();
     }
 
@@ -231,7 +237,7 @@ impl Jobs {
     }
 
     /// Refuses `detach` where it is not honoured, saying where it is.
-    pub fn check_detach(call: &ComputerCall) -> Result<(), ToolError> {
+    pub fn check_detach(&self, call: &ComputerCall, caller: &Caller) -> Result<(), ToolError> {
         if !call.complications.detach {
             return Ok(());
         }
@@ -255,14 +261,16 @@ impl Jobs {
             )
             .at("complications.evidence"));
         }
-        Ok(())
+        let mut table = self.lock();
+        table.prune();
+        table.refuse_over_limit(&caller.agent)
     }
 
     /// Starts a detached action whose intent receipt is written, and answers at once with the
     /// job's id. The job gets its own cancellation (the call's is left behind) and its own
     /// output meter.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn start(
+    pub(crate) async fn start(
         &self,
         gateway: Arc<Gateway>,
         caller: &Caller,
@@ -278,25 +286,37 @@ impl Jobs {
         ctx.cancel = cancel.clone();
         ctx.output_bytes = meter.clone();
         let (ended_tx, ended) = watch::channel(false);
-        {
+        let refused = {
             let mut table = self.lock();
             table.prune();
-            table.jobs.insert(
-                id.clone(),
-                Job {
-                    agent: caller.agent.clone(),
-                    surface: early.surface.clone(),
-                    command: early.command.clone(),
-                    started: Instant::now(),
-                    cancel: cancel.clone(),
-                    cancelled_by: None,
-                    output_bytes: meter,
-                    budget,
-                    result_fields,
-                    end: None,
-                    ended,
-                },
-            );
+            // Checked again here, under the same lock as the insert: calls that passed
+            // `check_detach` together must not run past the limit together.
+            let over = table.refuse_over_limit(&caller.agent);
+            if over.is_ok() {
+                table.jobs.insert(
+                    id.clone(),
+                    Job {
+                        agent: caller.agent.clone(),
+                        surface: early.surface.clone(),
+                        command: early.command.clone(),
+                        started: Instant::now(),
+                        cancel: cancel.clone(),
+                        cancelled_by: None,
+                        output_bytes: meter,
+                        budget,
+                        result_fields,
+                        end: None,
+                        ended,
+                    },
+                );
+            }
+            over.err()
+        };
+        if let Some(error) = refused {
+            let body = json!({"ok": false, "error": error});
+            return gateway
+                .finish(&id, &early, body, error_result(&id, &error))
+                .await;
         }
         tracing::info!(job = %id, agent = %caller.agent, surface = %early.surface, command = %early.command, "job started");
         let job_id = id.clone();
@@ -602,13 +622,10 @@ impl Jobs {
             // An intent without a result belongs to a job still starting or ending right now.
             None => JobStatus::Running,
             Some(row) if row.body["outcome"] == "interrupted" => JobStatus::Interrupted,
-            Some(row) => serde_json::from_value(row.body["job"]["status"].clone()).unwrap_or(
-                if row.body["ok"] == true {
-                    JobStatus::Done
-                } else {
-                    JobStatus::Failed
-                },
-            ),
+            // A job's own result says how it ended; a result without it is a detached call
+            // refused before it started (over `max_running`), which never was a job.
+            Some(row) => serde_json::from_value(row.body["job"]["status"].clone())
+                .map_err(|_| self.not_found(id, agent))?,
         };
         Ok(Recorded {
             surface: intent.surface.clone(),
@@ -739,7 +756,7 @@ impl Jobs {
         };
         let Some((view, end, start_budget, fields)) = held else {
             let recorded = self.recorded(id, agent).await?;
-            let retention = self.lock().retention;
+            let limits = self.lock().limits;
             let why = match recorded.status {
                 JobStatus::Interrupted => {
                     "it was interrupted: the daemon stopped while it ran, so it has no result"
@@ -747,8 +764,8 @@ impl Jobs {
                 }
                 _ => format!(
                     "its result expired (finished results are kept {} s, the newest {}); its result receipt `{id}` still records its outcome",
-                    retention.keep_for.as_secs(),
-                    retention.keep
+                    limits.keep_for.as_secs(),
+                    limits.keep
                 ),
             };
             return Err(ToolError::new(
@@ -787,9 +804,31 @@ impl Jobs {
 }
 
 impl Table {
+    /// Refuses a new job of `agent` when it has `max_running` running already.
+    fn refuse_over_limit(&self, agent: &str) -> Result<(), ToolError> {
+        let running: Vec<&String> = self
+            .jobs
+            .iter()
+            .filter(|(_, job)| job.agent == agent && job.end.is_none())
+            .map(|(id, _)| id)
+            .collect();
+        if running.len() < self.limits.max_running {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "agent `{agent}` has {} detached jobs running, the most `[jobs] max_running` allows; wait for one to end or cancel one",
+                running.len()
+            ),
+        )
+        .at("complications.detach")
+        .valid(running.into_iter().rev().take(LISTED_IDS).cloned()))
+    }
+
     /// Drops finished jobs past their time, then the oldest past the count.
     fn prune(&mut self) {
-        let keep_for = self.retention.keep_for;
+        let keep_for = self.limits.keep_for;
         self.jobs.retain(|_, job| {
             job.end
                 .as_ref()
@@ -800,10 +839,10 @@ impl Table {
             .iter()
             .filter_map(|(id, job)| job.end.as_ref().map(|end| (end.at, id.clone())))
             .collect();
-        if finished.len() > self.retention.keep {
+        if finished.len() > self.limits.keep {
             let mut finished = finished;
             finished.sort();
-            let over = finished.len() - self.retention.keep;
+            let over = finished.len() - self.limits.keep;
             for (_, id) in finished.into_iter().take(over) {
                 self.jobs.remove(&id);
             }
@@ -980,7 +1019,8 @@ mod tests {
     fn finished_jobs_are_kept_for_a_time_and_a_count() {
         let mut table = Table {
             jobs: BTreeMap::new(),
-            retention: Retention {
+            limits: JobLimits {
+                max_running: 1,
                 keep: 2,
                 keep_for: Duration::from_secs(60),
             },
@@ -1002,11 +1042,18 @@ mod tests {
     fn detach_is_refused_where_it_is_not_honoured() {
         let mut call = ComputerCall::new(SurfaceName::Gui, "click");
         call.complications.detach = true;
-        let error = Jobs::check_detach(&call).unwrap_err();
+        let jobs = Jobs::new(PathBuf::from("/nonexistent"));
+        let caller = Caller {
+            uid: 0,
+            pid: None,
+            agent: "a".into(),
+            surfaces: None,
+        };
+        let error = jobs.check_detach(&call, &caller).unwrap_err();
         assert_eq!(error.path.as_deref(), Some("complications.detach"));
         assert_eq!(error.valid, ["shell run"]);
         let mut call = ComputerCall::new(SurfaceName::Shell, "run");
         call.complications.detach = true;
-        assert!(Jobs::check_detach(&call).is_ok());
+        assert!(jobs.check_detach(&call, &caller).is_ok());
     }
 }

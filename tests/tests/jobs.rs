@@ -619,3 +619,72 @@ fn a_client_that_declares_tasks_gets_a_detached_call_as_a_task() {
         "{plain}"
     );
 }
+
+#[test]
+fn an_agent_cannot_flood_the_daemon_with_jobs() {
+    let daemon = Daemon::start_with_config("[jobs]\nmax_running = 2\n");
+    let work = tempfile::tempdir().unwrap();
+    let go = work.path().join("go");
+    let script = gated_script(&go);
+    // Six detached calls at once, the way a hostile agent would fire them: two run.
+    let replies: Vec<Value> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    daemon.shell_run_json(&json!({"script": script}), &json!({"detach": true}))
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let started: Vec<&Value> = replies.iter().filter(|r| r["ok"] == true).collect();
+    assert_eq!(started.len(), 2, "{replies:#?}");
+    let refused = replies.iter().find(|r| r["ok"] == false).unwrap();
+    assert_eq!(refused["error"]["code"], "rate_limited", "{refused}");
+    assert_eq!(
+        refused["error"]["path"], "complications.detach",
+        "{refused}"
+    );
+    let mut running: Vec<Value> = started.iter().map(|r| r["job"].clone()).collect();
+    let mut named = refused["error"]["valid"].as_array().unwrap().clone();
+    running.sort_by_key(|v| v.to_string());
+    named.sort_by_key(|v| v.to_string());
+    assert_eq!(named, running, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_running"),
+        "{refused}"
+    );
+    // Refused before it started: no job of that id, and its receipts say refused.
+    let result = daemon.receipt_row(&refused["receipt"], "result");
+    assert_eq!(result["body"]["error"]["code"], "rate_limited", "{result}");
+    let no_job = job(&daemon, json!({"op": "status", "id": refused["receipt"]}));
+    assert_eq!(no_job["error"]["code"], "invalid_call", "{no_job}");
+
+    // Beside it: an attached run, and another agent's job, go through.
+    let plain = daemon.shell_run_json(&json!({"argv": ["echo", "attached"]}), &json!({}));
+    assert_eq!(plain["stdout"], "attached\n", "{plain}");
+    let other = add_agent(&daemon, "other");
+    let mut command = daemon.command();
+    let out = command
+        .env("COMPUTER_TOKEN", &other)
+        .args(computer_tests::shell_run_cli(
+            &json!({"script": "echo theirs"}),
+            &json!({"detach": true}),
+        ))
+        .output()
+        .unwrap();
+    let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(theirs["status"], "running", "{theirs}");
+
+    // Once the jobs end, the agent may start more.
+    std::fs::write(&go, "").unwrap();
+    for id in &running {
+        let done = job(&daemon, json!({"op": "result", "id": id, "wait_ms": 30000}));
+        assert_eq!(done["status"], "done", "{done}");
+    }
+    let again = detach(&daemon, "echo again");
+    assert_eq!(again["status"], "running", "{again}");
+}

@@ -93,7 +93,7 @@ async fn serve() -> anyhow::Result<()> {
         ledger,
         artifact_dir,
     );
-    gateway.jobs().set_retention(config.jobs.retention());
+    gateway.jobs().set_limits(config.jobs.limits());
     tokio::spawn(control.run(approvals));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
     match crate::reaper::become_subreaper() {
