@@ -21,6 +21,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub containment: ContainmentSection,
     pub artifacts: ArtifactsConfig,
+    /// How long finished detached jobs keep their results.
+    pub jobs: JobsConfig,
     /// What policy needs beyond rules and defaults (the loader variables).
     pub policy: PolicySection,
     pub rules: Vec<Rule>,
@@ -39,6 +41,7 @@ const DAEMON_SECTIONS: &[&str] = &[
     "limits",
     "containment",
     "artifacts",
+    "jobs",
     "policy",
     "rules",
 ];
@@ -66,6 +69,7 @@ impl<'de> Deserialize<'de> for Config {
                         "limits" => config.limits = map.next_value()?,
                         "containment" => config.containment = map.next_value()?,
                         "artifacts" => config.artifacts = map.next_value()?,
+                        "jobs" => config.jobs = map.next_value()?,
                         "policy" => config.policy = map.next_value()?,
                         "rules" => config.rules = map.next_value()?,
                         other => match SurfaceName::parse(other) {
@@ -207,6 +211,38 @@ impl Default for ArtifactsConfig {
     fn default() -> Self {
         ArtifactsConfig {
             quota_bytes: 1 << 30,
+        }
+    }
+}
+
+/// `[jobs]`: how many detached jobs an agent may run at once (0 turns `detach` off), and how
+/// many finished ones keep their results, for how long; after that `job result` says the result
+/// expired (the receipts keep the outcome).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    pub max_running: usize,
+    pub keep_finished: usize,
+    pub keep_for: DurationText,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        let limits = crate::jobs::JobLimits::default();
+        JobsConfig {
+            max_running: limits.max_running,
+            keep_finished: limits.keep,
+            keep_for: DurationText(limits.keep_for),
+        }
+    }
+}
+
+impl JobsConfig {
+    pub fn limits(&self) -> crate::jobs::JobLimits {
+        crate::jobs::JobLimits {
+            max_running: self.max_running,
+            keep: self.keep_finished,
+            keep_for: self.keep_for.0,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{
@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::approval::{Approvals, PendingRequest, Resolution};
 use crate::budget::Budget;
 use crate::cancel::CallCancel;
+use crate::jobs::Jobs;
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, NewRow, RowKind};
@@ -32,6 +33,10 @@ pub struct Gateway {
     tool: Tool,
     closing: AtomicBool,
     step_limits: RwLock<crate::steps::StepLimits>,
+    /// Detached calls and the `job` command (`jobs.rs`).
+    jobs: Jobs,
+    /// This gateway, for the tasks of detached jobs, which outlive the call that started them.
+    me: Weak<Gateway>,
 }
 
 /// Where a call stands when it ends early: what is known of it for its receipts.
@@ -58,7 +63,8 @@ impl Gateway {
         let tool = crate::schema::tool(&registry, None);
         let agents_path =
             crate::agents::store_path(artifact_dir.parent().unwrap_or(std::path::Path::new(".")));
-        Arc::new(Gateway {
+        let jobs = Jobs::new(ledger.path().to_path_buf());
+        Arc::new_cyclic(|me| Gateway {
             registry,
             policy: RwLock::new(policy),
             approvals,
@@ -69,7 +75,17 @@ impl Gateway {
             tool,
             closing: AtomicBool::new(false),
             step_limits: RwLock::new(Default::default()),
+            jobs,
+            me: me.clone(),
         })
+    }
+
+    pub fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
+    pub(crate) fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     pub fn tool(&self) -> &Tool {
@@ -224,6 +240,17 @@ impl Gateway {
                 .refuse(&call_id, caller, early, error, Value::Null)
                 .await;
         }
+        if crate::jobs::is_job_call(&call) {
+            return self
+                .jobs
+                .command(self, &call_id, caller, early, &call, &cancelled, progress)
+                .await;
+        }
+        if let Err(error) = self.jobs.check_detach(&call, caller) {
+            return self
+                .refuse(&call_id, caller, early, error, Value::Null)
+                .await;
+        }
         if let Err(error) = self.unsupported_complications(&call, surface.as_ref()) {
             return self
                 .refuse(&call_id, caller, early, error, Value::Null)
@@ -356,7 +383,27 @@ impl Gateway {
             protected: self.approvals.approvers().clone(),
             cancel: cancelled.clone(),
             artifact_quota: self.registry.artifact_quota().clone(),
+            output_bytes: Arc::default(),
         };
+        if call.complications.detach {
+            let Some(gateway) = self.me.upgrade() else {
+                let error = ToolError::new(ErrorCode::ShuttingDown, "the daemon is shutting down");
+                return self
+                    .finish(
+                        &call_id,
+                        &early,
+                        json!({"ok": false, "error": error}),
+                        error_result(&call_id, &error),
+                    )
+                    .await;
+            };
+            let fields = surface.result_fields(&call.command);
+            let asked = call.complications.return_budget.clone();
+            return self
+                .jobs
+                .start(gateway, caller, early, action, ctx, asked, fields)
+                .await;
+        }
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {
             let error = ToolError::new(
@@ -727,7 +774,7 @@ pub(crate) fn attach_field(result: &mut CallToolResult, key: &str, value: Value)
 /// fields alone (and `ok` only when it is false: `isError` and the fields say the rest). The
 /// structured content adds `ok` and the receipt id for programs (`computer call --json` prints
 /// it), and `_meta` holds the receipt id too, for revisions that predate structured content.
-fn reply(receipt: Option<&str>, ok: bool, fields: Map<String, Value>) -> CallToolResult {
+pub(crate) fn reply(receipt: Option<&str>, ok: bool, fields: Map<String, Value>) -> CallToolResult {
     let mut structured = Map::new();
     structured.insert("ok".into(), json!(ok));
     structured.insert("receipt".into(), json!(receipt));
@@ -761,13 +808,14 @@ pub(crate) fn unreceipted_error(error: &ToolError) -> CallToolResult {
     reply(None, false, error_fields(error))
 }
 
-fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
+pub(crate) fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
     reply(Some(call_id), false, error_fields(error))
 }
 
 fn error_fields(error: &ToolError) -> Map<String, Value> {
     Map::from_iter([("error".to_string(), json!(error))])
 }
+
 
 pub(crate) fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))

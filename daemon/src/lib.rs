@@ -9,6 +9,7 @@
 //!   own, refs between steps, waits, `stop_on_error`, `return.select`.
 //! - [`policy`]: rules over defaults by risk, protected paths, and the caller's identity.
 //! - [`agents`]: agent profiles, tokens (stored as digests) and scopes.
+//! - [`jobs`]: detached calls (`complications.detach`) and the `job` command that follows them.
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
 //! - [`ancestry`]: whether a peer process descends from this daemon (both sockets refuse those).
 //! - [`control`]: the control socket where people (never agents) answer approvals.
@@ -30,6 +31,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod gateway;
+pub mod jobs;
 pub mod mcp;
 pub mod notify;
 pub mod policy;

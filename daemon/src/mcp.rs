@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -38,14 +38,21 @@ pub struct Connection {
 
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-            .with_server_info(Implementation::new("computer", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "One tool, COMPUTER: act on this desktop through structured surfaces. \
-                 Every call leaves a receipt; its id comes back in the result's \
-                 `structuredContent.receipt` and `_meta.receipt`.",
-            )
+        // The tasks extension: a detached call from a client that declares it is answered as a
+        // task (`jobs.rs`), followed with `tasks/get` and `tasks/cancel`.
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_server_info(Implementation::new("computer", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "One tool, COMPUTER: act on this desktop through structured surfaces. \
+             Every call leaves a receipt; its id comes back in the result's \
+             `structuredContent.receipt` and `_meta.receipt`.",
+        )
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -89,6 +96,10 @@ impl ServerHandler for Connection {
                 let _ = peer.notify_progress(param).await;
             });
         };
+        let as_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+            && crate::jobs::asks_detach(request.arguments.as_ref());
         let result = self
             .gateway
             .handle(
@@ -102,7 +113,53 @@ impl ServerHandler for Connection {
                 &progress,
             )
             .await;
+        if as_task && let Some(task) = crate::jobs::task_created(&result) {
+            return Ok(CallToolResponse::Task(task));
+        }
         Ok(fit_result_to_revision(result, revision.as_ref()).into())
+    }
+
+    /// `tasks/get`: the job's `result` through the one path (so receipted), as a task's state.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let result = self.job_call("result", &request.task_id, &context).await;
+        crate::jobs::task_state(&request.task_id, result).map(GetTaskResult::new)
+    }
+
+    /// `tasks/cancel`: the job's `cancel` through the one path.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let result = self.job_call("cancel", &request.task_id, &context).await;
+        crate::jobs::task_state(&request.task_id, result).map(|_| ())
+    }
+}
+
+impl Connection {
+    /// A `job` call made on the client's behalf for a tasks request.
+    async fn job_call(
+        &self,
+        op: &str,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.gateway
+            .handle(
+                &self.caller,
+                computer_ipc::TOOL_NAME,
+                Some(crate::jobs::job_arguments(op, id)),
+                CallCancel {
+                    request: context.ct.clone(),
+                    connection: self.closed.clone(),
+                },
+                &|_| {},
+            )
+            .await
     }
 }
 

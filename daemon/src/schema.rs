@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use computer_ipc::{ComputerCall, StepsCall, SurfaceName, TOOL_NAME};
-use computer_surfaces::{Registry, Risk, Surface};
+use computer_surfaces::{CommandSpec, Registry, Risk, Surface};
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
@@ -39,7 +39,7 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
         // Commands with the same args, risk and result fields share a line:
         // `gui.cursor|move {} → x, y`.
         let mut lines: Vec<(Vec<&str>, String, Risk, String)> = Vec::new();
-        for spec in surface.commands() {
+        for spec in &commands_of(surface.as_ref()) {
             let args = args_text(&(spec.args)().to_value());
             let fields = surface.result_fields(spec.name).join(", ");
             match lines.last_mut() {
@@ -90,7 +90,21 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
          A call awaiting a person's approval sends progress; a host timeout that progress does not \
          reset (often 60 s) cuts the wait short: answer sooner, raise it, or add a rule.",
     );
+    if listed.iter().any(|s| crate::jobs::offered_on(s.name())) {
+        text.push('\n');
+        text.push_str(crate::jobs::DESCRIPTION);
+    }
     text
+}
+
+/// A surface's commands as the tool lists them: its own, and `job` where it honours `detach`
+/// (the daemon serves that one, see `jobs.rs`).
+fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
+    let mut commands = surface.commands().to_vec();
+    if crate::jobs::offered_on(surface.name()) {
+        commands.push(crate::jobs::command_spec());
+    }
+    commands
 }
 
 /// Surfaces of this platform that cannot work here now (in the caller's scope), each with why and
@@ -126,7 +140,7 @@ fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String
     let surfaces: Vec<Value> = listed.iter().map(|s| json!(s.name().as_str())).collect();
     let mut commands: Vec<&str> = listed
         .iter()
-        .flat_map(|s| s.commands().iter().map(|c| c.name))
+        .flat_map(|s| commands_of(s.as_ref()).into_iter().map(|c| c.name))
         .collect();
     commands.sort_unstable();
     commands.dedup();

@@ -206,6 +206,12 @@ pub async fn run(
     gateway.close();
     let _ = std::fs::remove_file(&socket.path);
     drop(socket.listener);
+    // Detached jobs end with the daemon (cancelled, their processes killed), each with its
+    // result receipt, before the ledger closes.
+    gateway
+        .jobs()
+        .stop_all(Duration::from_millis(config.shutdown_grace_ms))
+        .await;
     let pending = unanswered.get();
     if pending > 0 {
         tracing::info!(

@@ -1008,6 +1008,7 @@ impl Steps<'_> {
             protected: gw.approvals.approvers().clone(),
             cancel: cancelled.clone(),
             artifact_quota: gw.registry.artifact_quota().clone(),
+            output_bytes: Default::default(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let before = match evidence {
@@ -1278,8 +1279,6 @@ fn reply(
     stopped_at: Option<usize>,
 ) -> CallToolResult {
     let mut visible = Map::new();
-    visible.insert("ok".into(), json!(failed.is_empty()));
-    visible.insert("receipt".into(), json!(call_id));
     let without_envelope = |value: &Value| -> Map<String, Value> {
         let mut map = value.as_object().cloned().unwrap_or_default();
         map.remove("ok");
@@ -1343,12 +1342,7 @@ fn reply(
             }
         }
     }
-    let value = Value::Object(visible);
-    if failed.is_empty() {
-        CallToolResult::structured(value)
-    } else {
-        CallToolResult::structured_error(value)
-    }
+    crate::gateway::reply(Some(call_id), failed.is_empty(), visible)
 }
 
 /// Every `{"ref": "$…"}` inside `value`, with its JSON path.

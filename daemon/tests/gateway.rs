@@ -306,6 +306,31 @@ async fn every_exit_leaves_an_intent_and_a_result() {
             cancelled_request(),
             "cancelled",
         ),
+        // The `job` command (jobs.rs), served by the daemon: receipted like any call.
+        (
+            "job list",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shell", "command": "job", "args": {"op": "list"}}),
+            CallCancel::default(),
+            "",
+        ),
+        (
+            "job of an unknown id",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shell", "command": "job", "args": {"op": "status", "id": "nope"}}),
+            CallCancel::default(),
+            "invalid_call",
+        ),
+        (
+            "job with bad args",
+            anyone.clone(),
+            TOOL_NAME,
+            json!({"surface": "shell", "command": "job", "args": {"op": "peek"}}),
+            CallCancel::default(),
+            "invalid_call",
+        ),
     ];
     for (what, who, tool, args, cancel, code) in cases {
         let reply = call(&gateway, &who, tool, args, cancel).await;

@@ -243,6 +243,8 @@ pub struct StreamCapture {
     hasher: Sha256,
     spill: Option<Spill>,
     quota: Arc<ArtifactQuota>,
+    /// The call's running count of output bytes, shared by all its streams.
+    output_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 struct Spill {
@@ -267,6 +269,7 @@ impl StreamCapture {
             hasher: Sha256::new(),
             spill: None,
             quota: ctx.artifact_quota.clone(),
+            output_bytes: ctx.output_bytes.clone(),
         }
     }
 
@@ -281,6 +284,8 @@ impl StreamCapture {
     /// Takes the next chunk of the stream.
     pub async fn push(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.total += chunk.len() as u64;
+        self.output_bytes
+            .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
         self.hasher.update(chunk);
 
         let held = self.head.len() + self.tail.len();
@@ -413,6 +418,7 @@ mod tests {
             protected: Arc::default(),
             cancel: Default::default(),
             artifact_quota: quota,
+            output_bytes: Arc::default(),
         }
     }
 

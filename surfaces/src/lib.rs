@@ -134,6 +134,9 @@ pub struct CallContext {
     pub cancel: tokio_util::sync::CancellationToken,
     /// The room all artifacts share; every writer reserves before it writes.
     pub artifact_quota: Arc<ArtifactQuota>,
+    /// Bytes of output the action has produced so far, counted as they arrive: a detached job's
+    /// `status` reads it while the action runs.
+    pub output_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered
@@ -233,8 +236,9 @@ pub struct InlineImage {
     pub bytes: Vec<u8>,
 }
 
-/// The result of an action, before the runtime applies the response budget.
-#[derive(Debug, Default)]
+/// The result of an action, before the runtime applies the response budget. Clone: a detached
+/// job keeps it to answer each `result` under that call's own budget.
+#[derive(Debug, Default, Clone)]
 pub struct Outcome {
     /// An image for the model, when asked for.
     pub inline_image: Option<InlineImage>,

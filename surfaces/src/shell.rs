@@ -184,7 +184,15 @@ impl Surface for ShellSurface {
     }
 
     fn complications(&self) -> &'static [&'static str] {
-        &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox"]
+        &[
+            "cwd",
+            "env",
+            "timeout_ms",
+            "evidence",
+            "return",
+            "sandbox",
+            "detach",
+        ]
     }
 
     fn configure(&self, section: &toml::Table) -> Result<(), SectionError> {
@@ -318,6 +326,9 @@ impl Surface for ShellSurface {
                 .at("complications.timeout_ms"));
             }
             Some(ms) => Duration::from_millis(ms),
+            // A detached run is a long one by intent (a build, a test suite): nobody waits on
+            // the call, so it gets the longest deadline this daemon allows.
+            None if complications.detach => limits.max_timeout,
             None => limits.default_timeout,
         };
         Ok(Box::new(ShellRun {

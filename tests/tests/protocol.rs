@@ -14,19 +14,23 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     assert_eq!(tool.name, "COMPUTER");
     let schema = Value::Object((*tool.input_schema).clone());
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
-    assert_eq!(schema["properties"]["command"]["enum"], json!(["run"]));
+    // `job` follows detached runs (tests/tests/jobs.rs).
+    assert_eq!(
+        schema["properties"]["command"]["enum"],
+        json!(["job", "run"])
+    );
     // One call or `steps`: the schema requires neither form alone (the description and the
     // daemon's errors say one of them is).
     assert!(schema.get("required").is_none(), "{schema}");
     assert_eq!(schema["properties"]["steps"]["type"], "array", "{schema}");
     let complications = &schema["properties"]["complications"]["properties"];
-    for listed in ["cwd", "env", "timeout_ms", "return"] {
+    for listed in ["cwd", "env", "timeout_ms", "return", "detach"] {
         assert!(
             complications.get(listed).is_some(),
             "{listed} missing: {complications}"
         );
     }
-    for absent in ["evidence", "secrets", "detach"] {
+    for absent in ["evidence", "secrets"] {
         assert!(
             complications.get(absent).is_none(),
             "{absent} listed but not callable here"

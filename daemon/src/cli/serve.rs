@@ -94,6 +94,7 @@ async fn serve() -> anyhow::Result<()> {
         artifact_dir,
     );
     gateway.set_step_limits(config.limits.steps());
+    gateway.jobs().set_limits(config.jobs.limits());
     tokio::spawn(control.run(approvals));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
     match crate::reaper::become_subreaper() {
