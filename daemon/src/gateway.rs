@@ -816,7 +816,6 @@ fn error_fields(error: &ToolError) -> Map<String, Value> {
     Map::from_iter([("error".to_string(), json!(error))])
 }
 
-
 pub(crate) fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
 }

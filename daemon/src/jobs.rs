@@ -88,6 +88,19 @@ impl JobOp {
 
 /// The `job` command as the tool description lists it. Observe: it reads or stops what the agent
 /// already started under a decided, receipted call, and acts on nothing else.
+/// What a `job` reply may hold, for the tool description: a job's view (status, list, cancel);
+/// `result` adds the run's own fields once it has ended.
+pub const RESULT_FIELDS: &[&str] = &[
+    "job?",
+    "jobs?",
+    "surface?",
+    "command?",
+    "status?",
+    "elapsed_ms?",
+    "output_bytes?",
+    "killed_processes?",
+];
+
 pub fn command_spec() -> CommandSpec {
     CommandSpec::of::<JobArgs>(JOB_COMMAND, Risk::Observe)
 }

@@ -41,7 +41,7 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
         let mut lines: Vec<(Vec<&str>, String, Risk, String)> = Vec::new();
         for spec in &commands_of(surface.as_ref()) {
             let args = args_text(&(spec.args)().to_value());
-            let fields = surface.result_fields(spec.name).join(", ");
+            let fields = result_fields_of(surface.as_ref(), spec.name).join(", ");
             match lines.last_mut() {
                 Some((names, last, risk, last_fields))
                     if *last == args && *risk == spec.risk && *last_fields == fields =>
@@ -99,6 +99,15 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
 
 /// A surface's commands as the tool lists them: its own, and `job` where it honours `detach`
 /// (the daemon serves that one, see `jobs.rs`).
+/// The fields a command's reply may hold: the surface's own, or the daemon's for `job`.
+fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static [&'static str] {
+    if command == crate::jobs::JOB_COMMAND && crate::jobs::offered_on(surface.name()) {
+        crate::jobs::RESULT_FIELDS
+    } else {
+        surface.result_fields(command)
+    }
+}
+
 fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
     let mut commands = surface.commands().to_vec();
     if crate::jobs::offered_on(surface.name()) {

@@ -292,6 +292,7 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
         ),
         ("ax", "focused", json!({"app": pid})),
         ("gui", "type", json!({"text": "shape"})),
+        ("shell", "job", json!({"op": "list"})),
         ("gui", "key", json!({"combo": "End"})),
         (
             "ax",
