@@ -204,6 +204,38 @@ fn nothing_a_run_starts_outlives_it() {
     assert!(plain.get("killed_processes").is_none(), "{plain}");
 }
 
+/// Sandboxes serve run after run: a run finds nothing of the runs before it, however hard the
+/// one before tried to stay.
+#[test]
+fn a_run_finds_nothing_of_the_run_before_it() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let list = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done";
+    for round in 0..4 {
+        let left = run(
+            &daemon,
+            &format!("setsid -f sleep 304{round}; (sleep 305{round} &); {list}"),
+            json!({}),
+        );
+        assert_eq!(left["ok"], true, "{left}");
+        assert!(
+            stdout(&left).contains(&format!("sleep 304{round}")),
+            "a run sees its own processes (so the check below could fail): {left}"
+        );
+        for earlier in 0..round {
+            for name in [format!("sleep 304{earlier}"), format!("sleep 305{earlier}")] {
+                assert!(
+                    !stdout(&left).contains(&name),
+                    "round {round} saw `{name}` of an earlier run: {left}"
+                );
+            }
+        }
+        assert!(
+            left["killed_processes"].as_u64().unwrap_or(0) >= 2,
+            "{left}"
+        );
+    }
+}
+
 #[test]
 fn a_cancelled_run_stops_and_its_receipt_says_so() {
     let daemon = Daemon::start_with_config(ALLOW_SHELL);

@@ -1,18 +1,17 @@
-//! Linux containment: each run gets new user (unless the daemon is root), mount and PID
-//! namespaces, set up ahead of the run by processes that hold nothing of the daemon's.
+//! Linux containment: runs get user (unless the daemon is root), mount and PID namespaces,
+//! set up ahead of them by processes that hold nothing of the daemon's.
 //!
 //! The processes of a run:
-//! - the *zygote* (`zygote.rs`), started from the daemon's binary at start-up, forks each run's
-//!   supervisor; it keeps one forked ahead, a *slot*, so the next run's sandbox is ready before
-//!   the run is asked for;
+//! - the *zygote* (`zygote.rs`), started from the daemon's binary at start-up, forks *slots*
+//!   and sends them to the daemon, which keeps them at hand and hands runs straight to them;
 //! - the *supervisor* (in the daemon's PID namespace) unshares the namespaces, forks the init
 //!   and waits for it;
 //! - the *init* (pid 1 of the run's PID namespace) masks the daemon's paths, mounts a `/proc`
-//!   that shows only the run, and then waits for its run: the request (program, argv, env, cwd)
-//!   and the run's descriptors, handed on by the zygote. It changes to the run's directory
-//!   (after the masks, so that no directory opened before them leads around them), starts the
-//!   program, and when the program ends (or the daemon closes the run's stop pipe) counts what
-//!   is left, kills it all and reports;
+//!   that shows only its runs, and then serves runs one at a time: the request (program, argv,
+//!   env, cwd) and the run's descriptors. It changes to the run's directory (after the masks, so
+//!   that no directory opened before them leads around them), starts the program, and when the
+//!   program ends (or the daemon closes the run's stop pipe) counts what is left, kills it all,
+//!   reports, and takes the next run only once nothing of this one is left;
 //! - the *program*, a `clone(CLONE_VM | CLONE_VFORK)` child of the init (as posix_spawn's), which
 //!   drops what it must not keep and executes what the run asked for.
 //!

@@ -1,13 +1,15 @@
 //! The containment zygote: a small process started from the daemon's own binary at start-up,
-//! before any run, that forks every run's supervisor. Forking it costs a fraction of forking the
-//! daemon (one thread, a few MiB, none of the daemon's memory), and it keeps the next run's
-//! sandbox prepared ahead (a *slot*), so that a run's namespaces and mounts are not on its path.
+//! before any run, that forks the *slots* runs are served in (a supervisor and its init, with a
+//! run's namespaces and mounts prepared ahead). Forking it costs a fraction of forking the daemon
+//! (one thread, a few MiB, none of the daemon's memory).
 //!
 //! The zygote takes input only from the socket the daemon handed it as its stdin; it is not
 //! dumpable, has an empty environment, and dies with the daemon (`PR_SET_PDEATHSIG`, and the end
-//! of that socket). What crosses the socket: one message per run carrying descriptors only (a
-//! memfd with the request, the run's stdin, stdout, stderr, its report pipe and its stop pipe),
-//! handed on unchanged to a slot.
+//! of that socket). What crosses the socket, each message one byte and descriptors: the daemon
+//! asks for a slot and the zygote sends the slot's socket back (the daemon then hands runs to
+//! the slot itself); or, for a run with stricter limits or when no slot was at hand, the run
+//! itself (a memfd with the request, its stdin, stdout, stderr, report pipe and stop pipe),
+//! handed on unchanged to a slot made for it.
 
 use std::ffi::{CString, OsStr};
 use std::io;
