@@ -6,6 +6,7 @@
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: one-shot command runs in their own process group.
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
+//! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
@@ -16,6 +17,7 @@ pub mod ax;
 pub mod capture;
 pub mod contain;
 pub mod gui;
+pub mod mask;
 pub mod registry;
 pub mod script;
 pub mod shell;
