@@ -177,7 +177,7 @@ fn forms(value: &[u8]) -> Vec<Vec<u8>> {
     }
     if let Ok(text) = std::str::from_utf8(value) {
         let json = serde_json::to_string(text).unwrap_or_default();
-        add(json[1..json.len() - 1].as_bytes().to_vec());
+        add(json.as_bytes()[1..json.len() - 1].to_vec());
         add(json_ascii(text).into_bytes());
         add(xml_escaped(text, "&#39;").into_bytes());
         add(xml_escaped(text, "&apos;").into_bytes());
