@@ -109,7 +109,7 @@ fn sample_output(secrets: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut n: u64 = 0;
     while out.len() < SIZE {
         n += 1;
-        let line = if n % 2000 == 0 {
+        let line = if n.is_multiple_of(2000) {
             let (_, value) = &secrets[(n / 2000 % 10) as usize];
             match n / 2000 % 4 {
                 0 => format!("token={}\n", String::from_utf8_lossy(value)),
