@@ -117,30 +117,76 @@ pub struct StreamMask<'a> {
 impl StreamMask<'_> {
     /// Takes the next chunk; returns what can be let through now, masked.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(chunk.len() + self.pending.len());
+        self.push_with(chunk, |part| out.extend_from_slice(part));
+        out
+    }
+
+    /// Takes the next chunk and hands what can be let through now, masked, to `emit` in pieces,
+    /// without copying the chunk (what is held back, at most the longest form less one byte,
+    /// is).
+    pub fn push_with(&mut self, chunk: &[u8], mut emit: impl FnMut(&[u8])) {
         let Some(automaton) = &self.masker.automaton else {
-            return chunk.to_vec();
+            emit(chunk);
+            return;
         };
-        self.pending.extend_from_slice(chunk);
-        // A match starting before `safe` ends within what is here (no pattern is longer than
-        // `longest`), so it is known whole; one starting later may still grow.
-        let safe = self
-            .pending
-            .len()
-            .saturating_sub(self.masker.longest.saturating_sub(1));
-        let mut out = Vec::with_capacity(self.pending.len());
-        let mut at = 0;
-        for found in automaton.find_iter(&self.pending) {
+        let longest = self.masker.longest;
+        let replacement = |pattern: aho_corasick::PatternID| {
+            self.masker.replacements[pattern.as_usize()].as_slice()
+        };
+        if chunk.len() < longest {
+            // Short chunks: held back together, decided as the stream goes on.
+            self.pending.extend_from_slice(chunk);
+            let safe = self.pending.len().saturating_sub(longest - 1);
+            let mut at = 0;
+            for found in automaton.find_iter(&self.pending) {
+                if found.start() >= safe {
+                    break;
+                }
+                emit(&self.pending[at..found.start()]);
+                emit(replacement(found.pattern()));
+                at = found.end();
+            }
+            let keep_from = at.max(safe);
+            emit(&self.pending[at..keep_from]);
+            self.pending.drain(..keep_from);
+            return;
+        }
+        // Matches that start in what was held back end within it and the chunk's first
+        // `longest` bytes: decided on a small joined copy.
+        let held = self.pending.len();
+        let mut resume = 0;
+        if held > 0 {
+            let mut joined = std::mem::take(&mut self.pending);
+            joined.extend_from_slice(&chunk[..longest]);
+            let mut at = 0;
+            for found in automaton.find_iter(&joined) {
+                if found.start() >= held {
+                    break;
+                }
+                emit(&joined[at..found.start()]);
+                emit(replacement(found.pattern()));
+                at = found.end();
+            }
+            emit(&joined[at.min(held)..held]);
+            resume = at.max(held) - held;
+        }
+        // The chunk itself, in place: a match starting before `safe` is known whole.
+        let safe = chunk.len() - (longest - 1);
+        let mut at = resume;
+        let input = aho_corasick::Input::new(chunk).span(resume..chunk.len());
+        for found in automaton.find_iter(input) {
             if found.start() >= safe {
                 break;
             }
-            out.extend_from_slice(&self.pending[at..found.start()]);
-            out.extend_from_slice(&self.masker.replacements[found.pattern().as_usize()]);
+            emit(&chunk[at..found.start()]);
+            emit(replacement(found.pattern()));
             at = found.end();
         }
         let keep_from = at.max(safe);
-        out.extend_from_slice(&self.pending[at..keep_from]);
-        self.pending.drain(..keep_from);
-        out
+        emit(&chunk[at.min(keep_from)..keep_from]);
+        self.pending.clear();
+        self.pending.extend_from_slice(&chunk[keep_from..]);
     }
 
     /// The end of the stream: what was held back, masked.
