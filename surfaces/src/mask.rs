@@ -100,9 +100,15 @@ impl Masker {
 
     /// A masker for a stream whose chunks may split a secret anywhere.
     pub fn stream(&self) -> StreamMask<'_> {
+        self.resume(Vec::new())
+    }
+
+    /// A stream that goes on from what an earlier one held back ([`StreamMask::into_held`]):
+    /// for an owner that keeps the masker behind an `Arc` and cannot keep a borrow.
+    pub fn resume(&self, held: Vec<u8>) -> StreamMask<'_> {
         StreamMask {
             masker: self,
-            pending: Vec::new(),
+            pending: held,
         }
     }
 }
@@ -187,6 +193,11 @@ impl StreamMask<'_> {
         emit(&chunk[at.min(keep_from)..keep_from]);
         self.pending.clear();
         self.pending.extend_from_slice(&chunk[keep_from..]);
+    }
+
+    /// What is held back, to go on later with [`Masker::resume`].
+    pub fn into_held(self) -> Vec<u8> {
+        self.pending
     }
 
     /// The end of the stream: what was held back, masked.

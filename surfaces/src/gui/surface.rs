@@ -21,6 +21,7 @@ use crate::{
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
     TargetFacts, TerminalInput, decode_args, receipt_value,
 };
+use crate::secrets::{Reference, SecretDestination, SecretUse};
 
 const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<ScreenshotArgs>("screenshot", Risk::Observe),
@@ -45,7 +46,7 @@ const POINT_FIELDS: &[&str] = &["x", "y"];
 const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count"];
 const DRAG_FIELDS: &[&str] = &["from_x", "from_y", "to_x", "to_y", "button"];
 const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy"];
-const TYPE_FIELDS: &[&str] = &["chars"];
+const TYPE_FIELDS: &[&str] = &["chars", "secret"];
 const KEY_FIELDS: &[&str] = &["combo"];
 const FOCUS_FIELDS: &[&str] = &["window", "focused"];
 
@@ -105,6 +106,8 @@ impl Terminals {
 enum Keys<'a> {
     Text(&'a str),
     Combo(&'a Combo, &'a str),
+    /// A secret's value, not known until the call runs.
+    Secret,
 }
 
 impl Keys<'_> {
@@ -112,6 +115,19 @@ impl Keys<'_> {
         match self {
             Keys::Text(text) => terminal::type_text(line, text),
             Keys::Combo(combo, name) => terminal::press(line, combo, name),
+            // The value is resolved only at run time and must never land in facts or
+            // receipts: the line goes on, opaque. (A value with a line break is refused when
+            // typed, so the keys end no line.)
+            Keys::Secret => {
+                let mut after = line.clone();
+                after.opaque.get_or_insert_with(|| {
+                    "a secret was typed into it, and its characters are not followed".into()
+                });
+                Effect {
+                    completed: Vec::new(),
+                    after,
+                }
+            }
         }
     }
 }
@@ -288,9 +304,24 @@ struct ScrollArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TypeArgs {
-    /// (any unicode)
-    text: String,
+    /// any unicode, or {secret:"keychain://svc/acct"} to type a stored secret unseen
+    text: TypeText,
 }
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum TypeText {
+    Text(String),
+    Secret { secret: String },
+}
+
+/// What `type` types: text given, or a secret resolved when the call runs.
+#[derive(Debug)]
+enum Typed {
+    Text(String),
+    Secret(Reference),
+}
+
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -343,7 +374,7 @@ enum Action {
         dy: i32,
     },
     Type {
-        text: String,
+        text: Typed,
         keys: KeyPlan,
     },
     Key {
@@ -560,8 +591,21 @@ impl<B: Backend> GuiSurface<B> {
                 }
             }
             "type" => {
+                // Checked first for an error that says what a secret looks like.
+                if let Some(value) = args.get("text") {
+                    crate::secrets::secret_in_place(value, "args.text")?;
+                }
                 let a: TypeArgs = decode_args(args)?;
-                let chars = a.text.chars().count();
+                let text = match a.text {
+                    TypeText::Text(text) => text,
+                    TypeText::Secret { secret } => {
+                        return Ok(Action::Type {
+                            text: Typed::Secret(Reference::parse(&secret, "args.text.secret")?),
+                            keys: KeyPlan::default(),
+                        });
+                    }
+                };
+                let chars = text.chars().count();
                 if chars == 0 {
                     return Err(ToolError::invalid("text is empty").at("args.text"));
                 }
@@ -571,8 +615,7 @@ impl<B: Backend> GuiSurface<B> {
                     ))
                     .at("args.text"));
                 }
-                if let Some(c) = a
-                    .text
+                if let Some(c) = text
                     .chars()
                     .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r' | '\u{8}'))
                 {
@@ -583,7 +626,7 @@ impl<B: Backend> GuiSurface<B> {
                     .at("args.text"));
                 }
                 Action::Type {
-                    text: a.text,
+                    text: Typed::Text(text),
                     keys: KeyPlan::default(),
                 }
             }
@@ -694,9 +737,13 @@ impl<B: Backend> Surface for GuiSurface<B> {
         let mut action = self.validate(&conn, command, args, complications)?;
         match &mut action {
             Action::Type { text, keys } => {
-                *keys = self
-                    .plan_keys(&*conn, Keys::Text(&text.replace("\r\n", "\n")))
-                    .map_err(x_failed)?;
+                *keys = match text {
+                    Typed::Text(text) => {
+                        self.plan_keys(&*conn, Keys::Text(&text.replace("\r\n", "\n")))
+                    }
+                    Typed::Secret(_) => self.plan_keys(&*conn, Keys::Secret),
+                }
+                .map_err(x_failed)?;
             }
             Action::Key {
                 combo,
@@ -709,10 +756,16 @@ impl<B: Backend> Surface for GuiSurface<B> {
             }
             _ => {}
         }
-        let risk = COMMANDS
-            .iter()
-            .find(|c| c.name == command)
-            .map_or(Risk::Act, |c| c.risk);
+        let risk = match &action {
+            Action::Type {
+                text: Typed::Secret(_),
+                ..
+            } => Risk::Secret,
+            _ => COMMANDS
+                .iter()
+                .find(|c| c.name == command)
+                .map_or(Risk::Act, |c| c.risk),
+        };
         let window = args.get("window").and_then(Value::as_u64);
         let target = target_of(&*conn, &action, window).map_err(x_failed)?;
         Ok(Box::new(GuiRun {
@@ -862,13 +915,20 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             Action::Scroll { dx, dy, .. } => format!("scroll dx={dx} dy={dy}"),
             // The text may be private: say how much, not what. What a terminal runs is a
             // command, shown as a shell run's script is.
-            Action::Type { text, keys } => {
+            Action::Type {
+                text: Typed::Text(text),
+                keys,
+            } => {
                 format!(
                     "type {} characters{}",
                     text.chars().count(),
                     keys.describe()
                 )
             }
+            Action::Type {
+                text: Typed::Secret(_),
+                keys,
+            } => format!("type a stored secret{}", keys.describe()),
             Action::Key { combo, keys, .. } => format!("press {combo}{}", keys.describe()),
             Action::Focus { window } => format!("focus window {window}"),
         }
@@ -879,10 +939,26 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             Action::Type { keys, .. } | Action::Key { keys, .. } => keys.terminal_input(),
             _ => None,
         };
+        let secrets = match &self.action {
+            Action::Type {
+                text: Typed::Secret(reference),
+                keys,
+            } => vec![SecretUse {
+                name: crate::secrets::IN_PLACE.into(),
+                reference: reference.text.clone(),
+                to: SecretDestination::Typed {
+                    window: keys.target,
+                    app: self.target.as_ref().and_then(|t| t.app.clone()),
+                    terminal: keys.terminal.is_some(),
+                },
+            }],
+            _ => Vec::new(),
+        };
         ActionFacts {
             target: self.target.clone(),
             args: Some(self.args.clone()),
             terminal,
+            secrets,
             ..ActionFacts::default()
         }
     }
@@ -988,6 +1064,31 @@ fn execute<D: Desktop>(
 
 /// Sends a call's keys if they still reach the window they were decided for, and the line there
 /// is still the one decided on; then keeps the line they leave.
+/// A secret is typed only as characters: a line break would act as Return (running a line nobody
+/// decided on, in a terminal), other control characters as keys no one asked for.
+fn check_typed_secret(text: &str) -> Result<(), SurfaceError> {
+    let chars = text.chars().count();
+    let refuse = |why: String| SurfaceError::Failed {
+        message: format!("the secret was not typed: {why}"),
+    };
+    if chars == 0 {
+        return Err(refuse("its value is empty".into()));
+    }
+    if chars > MAX_TYPE_CHARS {
+        return Err(refuse(format!(
+            "it is longer than the {MAX_TYPE_CHARS} characters `type` sends at most"
+        )));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(refuse(
+            "it holds a line break or another control character, which would press keys \
+             (Return) no one decided on"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 fn send_keys<D: Desktop>(
     conn: &D,
     plan: &KeyPlan,
@@ -1160,11 +1261,26 @@ fn perform<D: Desktop>(
             let (x, y) = conn.cursor()?;
             done(json!({"x": x, "y": y, "dx": dx, "dy": dy}))
         }
-        Action::Type { text, keys } => {
+        Action::Type {
+            text: Typed::Text(text),
+            keys,
+        } => {
             // "\r\n" is one line break, not two.
             let text = text.replace("\r\n", "\n");
             send_keys(conn, &keys, terminals, |conn| conn.type_text(&text))?;
             done(json!({"chars": text.chars().count()}))
+        }
+        Action::Type {
+            text: Typed::Secret(reference),
+            keys,
+        } => {
+            // Resolved only now, after policy and approval, and registered for masking first.
+            let value = ctx.secrets.resolve(crate::secrets::IN_PLACE, &reference)?;
+            let text = secrecy::ExposeSecret::expose_secret(&value);
+            check_typed_secret(text)?;
+            send_keys(conn, &keys, terminals, |conn| conn.type_text(text))?;
+            // Neither the value nor its length: the model learns that it was typed.
+            done(json!({"secret": "typed"}))
         }
         Action::Key {
             combo,
