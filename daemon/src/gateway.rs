@@ -26,7 +26,8 @@ pub struct Gateway {
     policy: RwLock<Arc<dyn Policy>>,
     approvals: Arc<Approvals>,
     limiter: RateLimiter,
-    ledger: Ledger,
+    /// Every row is sealed on its way in: secret references as keyed digests, values masked.
+    ledger: crate::secrets::SealedLedger,
     artifact_dir: PathBuf,
     agents_path: PathBuf,
     tool: Tool,
@@ -62,7 +63,7 @@ impl Gateway {
             policy: RwLock::new(policy),
             approvals,
             limiter,
-            ledger,
+            ledger: crate::secrets::SealedLedger::new(ledger),
             artifact_dir,
             agents_path,
             tool,
@@ -338,6 +339,7 @@ impl Gateway {
             protected: self.approvals.approvers().clone(),
             cancel: cancelled.clone(),
             artifact_quota: self.registry.artifact_quota().clone(),
+            secrets: Default::default(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {
@@ -355,6 +357,7 @@ impl Gateway {
             _ => None,
         };
         let outcome = run_until_cancelled(action, ctx.clone(), &cancelled).await;
+        let outcome = crate::secrets::mask_outcome(&ctx.secrets, outcome);
         let after = match evidence {
             Evidence::None => None,
             _ if cancelled.is_cancelled() => None,
@@ -390,6 +393,8 @@ impl Gateway {
             result_body["cancelled"] = json!({"by": by});
             tracing::info!(%call_id, by, "call cancelled");
         }
+        let mut reply = reply;
+        crate::secrets::mask_reply(&ctx.secrets, &mut reply, &mut result_body);
         self.finish(&call_id, &early, result_body, reply).await
     }
 

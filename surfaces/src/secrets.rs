@@ -366,6 +366,19 @@ fn live_maskers() -> MutexGuard<'static, Vec<Weak<Masker>>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Every string of `value` masked with the secrets of every call still running. For receipt
+/// rows: a value one call resolved is masked wherever any row carries it.
+pub fn mask_json_with_live(value: &mut Value) {
+    let maskers: Vec<Arc<Masker>> = {
+        let mut live = live_maskers();
+        live.retain(|weak| weak.strong_count() > 0);
+        live.iter().filter_map(Weak::upgrade).collect()
+    };
+    for masker in maskers {
+        mask_json_with(&masker, value);
+    }
+}
+
 /// `line` masked with the secrets of every call still running, or `None` when no call holds
 /// any (the common case: nothing is copied). For the daemon's log writer.
 pub fn mask_with_live(line: &[u8]) -> Option<Vec<u8>> {
