@@ -15,7 +15,7 @@ use computer_daemon::receipts::Ledger;
 use computer_ipc::{Client, Complications, SurfaceName, ToolError};
 use computer_surfaces::{
     ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Registry,
-    Risk, Surface, SurfaceError, args_schema,
+    Risk, Surface, SurfaceError,
 };
 use computer_tests::RawConnection;
 use serde_json::{Map, Value, json};
@@ -54,11 +54,8 @@ impl Surface for Noop {
         "none (benchmark)"
     }
     fn commands(&self) -> &'static [CommandSpec] {
-        &[CommandSpec {
-            name: "run",
-            args: args_schema::<NoArgs>,
-            risk: Risk::Observe,
-        }]
+        const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<NoArgs>("run", Risk::Observe)];
+        COMMANDS
     }
     fn probe(&self) -> Availability {
         Availability::Ready
@@ -272,27 +269,26 @@ async fn run() {
         // after a reply (the next run's sandbox prepared, the last one's namespaces torn down)
         // then lands on its own next calls, not on the other daemon's.
         let block = 25;
-        let pause = std::env::var("COMPUTER_BENCH_PAUSE_MS")
+        // An agent's think time between calls (`COMPUTER_BENCH_PAUSE_MS`), modelled outside the
+        // timed span: it lets the cores go idle between calls, as in real use. Not a wait for
+        // anything; nothing is synchronised by it.
+        let think = std::env::var("COMPUTER_BENCH_PAUSE_MS")
             .ok()
             .and_then(|ms| ms.parse().ok())
             .map(Duration::from_millis);
+        let timed_block = |conn: &mut RawConnection, samples: &mut Vec<Duration>| {
+            for _ in 0..block {
+                if let Some(think) = think {
+                    std::thread::sleep(think);
+                }
+                let started = Instant::now();
+                raw_call(conn, &shell_true());
+                samples.push(started.elapsed());
+            }
+        };
         for _ in 0..rows / block {
-            for _ in 0..block {
-                if let Some(pause) = pause {
-                    std::thread::sleep(pause);
-                }
-                let started = Instant::now();
-                raw_call(&mut on, &shell_true());
-                contained.push(started.elapsed());
-            }
-            for _ in 0..block {
-                if let Some(pause) = pause {
-                    std::thread::sleep(pause);
-                }
-                let started = Instant::now();
-                raw_call(&mut off, &shell_true());
-                uncontained.push(started.elapsed());
-            }
+            timed_block(&mut on, &mut contained);
+            timed_block(&mut off, &mut uncontained);
         }
     }
     // SAFETY: kill only sends a signal to our own child.

@@ -15,48 +15,20 @@ use computer_daemon::receipts::{self, Ledger, ListFilter};
 use computer_ipc::{Complications, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{
     ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Registry,
-    Risk, Surface, SurfaceError, args_schema,
+    Risk, Surface, SurfaceError,
 };
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
 /// Commands of the fake surface, one per way an action can end.
 const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "ok",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "fail",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "refuse",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "slow",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "bad",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "deny",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Observe,
-    },
-    CommandSpec {
-        name: "ask",
-        args: args_schema::<NoArgs>,
-        risk: Risk::Act,
-    },
+    CommandSpec::of::<NoArgs>("ok", Risk::Observe),
+    CommandSpec::of::<NoArgs>("fail", Risk::Observe),
+    CommandSpec::of::<NoArgs>("refuse", Risk::Observe),
+    CommandSpec::of::<NoArgs>("slow", Risk::Observe),
+    CommandSpec::of::<NoArgs>("bad", Risk::Observe),
+    CommandSpec::of::<NoArgs>("deny", Risk::Observe),
+    CommandSpec::of::<NoArgs>("ask", Risk::Act),
 ];
 
 struct Fake;

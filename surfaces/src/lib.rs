@@ -57,6 +57,17 @@ pub struct CommandSpec {
     pub risk: Risk,
 }
 
+impl CommandSpec {
+    /// A command whose args decode into `A`: `CommandSpec::of::<RunArgs>("run", Risk::Act)`.
+    pub const fn of<A: schemars::JsonSchema>(name: &'static str, risk: Risk) -> CommandSpec {
+        CommandSpec {
+            name,
+            args: args_schema::<A>,
+            risk,
+        }
+    }
+}
+
 /// The JSON Schema of a command's args type, for [`CommandSpec::args`].
 pub fn args_schema<T: schemars::JsonSchema>() -> schemars::Schema {
     schemars::SchemaGenerator::new(

@@ -21,14 +21,10 @@ use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
-    SectionError, StdinFacts, Surface, SurfaceError, args_schema, decode_args, receipt_value,
+    SectionError, StdinFacts, Surface, SurfaceError, decode_args, receipt_value,
 };
 
-const COMMANDS: &[CommandSpec] = &[CommandSpec {
-    name: "run",
-    args: args_schema::<RunArgs>,
-    risk: Risk::Act,
-}];
+const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<RunArgs>("run", Risk::Act)];
 
 const RUN_FIELDS: &[&str] = &[
     "exit_code",

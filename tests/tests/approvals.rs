@@ -145,61 +145,20 @@ async fn an_answer_naming_another_request_is_refused_and_the_terminal_names_its_
     assert_eq!(daemon.pending_approvals().len(), 1, "still waiting");
 
     // The terminal approver shows the request and sends its receipt id with the answer.
-    let mut approver = daemon
-        .command()
-        .arg("approve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let shown = Arc::new(Mutex::new(String::new()));
-    let mut stdout = approver.stdout.take().unwrap();
-    let reader = {
-        let shown = shown.clone();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                shown
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-        })
-    };
-    let seen = |text: &str| {
-        let text = text.to_string();
-        let shown = shown.clone();
-        move || shown.lock().unwrap().contains(&text).then_some(())
-    };
+    let mut approver = TerminalApprover::start(&daemon);
     tokio::task::block_in_place(|| {
-        wait_for(
-            "the terminal to show the request",
-            Duration::from_secs(20),
-            seen("allow? [a/s/d]"),
-        );
-        let text = shown.lock().unwrap().clone();
+        let text = approver.wait_for_text("allow? [a/s/d]");
         assert!(text.contains(file.to_str().unwrap()), "{text}");
         assert!(text.contains("expires in"), "{text}");
-        let mut stdin = approver.stdin.take().unwrap();
-        stdin.write_all(b"a\n").unwrap();
-        wait_for(
-            "the terminal to send the answer",
-            Duration::from_secs(20),
-            seen("AllowOnce sent"),
-        );
-        drop(stdin);
+        approver.answer("a");
+        approver.wait_for_text("AllowOnce sent");
     });
     let out = call.await.unwrap();
     assert_eq!(out["ok"], true, "{out}");
     assert!(file.exists());
     let intent = daemon.receipt_row(&out["receipt"], "intent");
     assert_eq!(intent["body"]["approval"]["by"]["via"], "terminal");
-    assert!(approver.wait().unwrap().success());
-    reader.join().unwrap();
+    approver.finish();
 }
 
 #[tokio::test(flavor = "multi_thread")]

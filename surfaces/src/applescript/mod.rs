@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 use crate::shell::{ShellLimits, ShellSurface};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface,
-    SurfaceError, args_schema, decode_args, receipt_value,
+    SurfaceError, decode_args, receipt_value,
 };
 use targets::Targets;
 
@@ -40,11 +40,7 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// How a compiled script (`.scpt`) starts; its text cannot be read before it runs.
 const COMPILED_MAGIC: &[u8] = b"FasdUAS";
 
-const COMMANDS: &[CommandSpec] = &[CommandSpec {
-    name: "run",
-    args: args_schema::<RunArgs>,
-    risk: Risk::Act,
-}];
+const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<RunArgs>("run", Risk::Act)];
 
 const RUN_FIELDS: &[&str] = &[
     "exit_code",

@@ -12,21 +12,17 @@ use serde_json::{Map, Value, json};
 
 use super::roles::{self, all_states, fold, key_states, role_name};
 use super::selector::{self, Selector};
-use crate::{CapturedText, CommandSpec, Outcome, Risk, TargetFacts, args_schema, decode_args};
+use crate::{CapturedText, CommandSpec, Outcome, Risk, TargetFacts, decode_args};
 
 pub const COMMANDS: &[CommandSpec] = &[
-    command("apps", args_schema::<AppsArgs>, Risk::Observe),
-    command("tree", args_schema::<TreeArgs>, Risk::Observe),
-    command("find", args_schema::<FindArgs>, Risk::Observe),
-    command("read", args_schema::<ReadArgs>, Risk::Observe),
-    command("focused", args_schema::<FocusedArgs>, Risk::Observe),
-    command("act", args_schema::<ActArgs>, Risk::Act),
-    command("wait", args_schema::<WaitArgs>, Risk::Observe),
+    CommandSpec::of::<AppsArgs>("apps", Risk::Observe),
+    CommandSpec::of::<TreeArgs>("tree", Risk::Observe),
+    CommandSpec::of::<FindArgs>("find", Risk::Observe),
+    CommandSpec::of::<ReadArgs>("read", Risk::Observe),
+    CommandSpec::of::<FocusedArgs>("focused", Risk::Observe),
+    CommandSpec::of::<ActArgs>("act", Risk::Act),
+    CommandSpec::of::<WaitArgs>("wait", Risk::Observe),
 ];
-
-const fn command(name: &'static str, args: fn() -> schemars::Schema, risk: Risk) -> CommandSpec {
-    CommandSpec { name, args, risk }
-}
 
 const APPS_FIELDS: &[&str] = &["apps", "count"];
 const READ_FIELDS: &[&str] = &[

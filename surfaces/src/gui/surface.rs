@@ -19,26 +19,22 @@ use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
-    TargetFacts, TerminalInput, args_schema, decode_args, receipt_value,
+    TargetFacts, TerminalInput, decode_args, receipt_value,
 };
 
 const COMMANDS: &[CommandSpec] = &[
-    command("screenshot", args_schema::<ScreenshotArgs>, Risk::Observe),
-    command("windows", args_schema::<NoArgs>, Risk::Observe),
-    command("monitors", args_schema::<NoArgs>, Risk::Observe),
-    command("cursor", args_schema::<NoArgs>, Risk::Observe),
-    command("move", args_schema::<MoveArgs>, Risk::Act),
-    command("click", args_schema::<ClickArgs>, Risk::Act),
-    command("drag", args_schema::<DragArgs>, Risk::Act),
-    command("scroll", args_schema::<ScrollArgs>, Risk::Act),
-    command("type", args_schema::<TypeArgs>, Risk::Act),
-    command("key", args_schema::<KeyArgs>, Risk::Act),
-    command("focus", args_schema::<FocusArgs>, Risk::Act),
+    CommandSpec::of::<ScreenshotArgs>("screenshot", Risk::Observe),
+    CommandSpec::of::<NoArgs>("windows", Risk::Observe),
+    CommandSpec::of::<NoArgs>("monitors", Risk::Observe),
+    CommandSpec::of::<NoArgs>("cursor", Risk::Observe),
+    CommandSpec::of::<MoveArgs>("move", Risk::Act),
+    CommandSpec::of::<ClickArgs>("click", Risk::Act),
+    CommandSpec::of::<DragArgs>("drag", Risk::Act),
+    CommandSpec::of::<ScrollArgs>("scroll", Risk::Act),
+    CommandSpec::of::<TypeArgs>("type", Risk::Act),
+    CommandSpec::of::<KeyArgs>("key", Risk::Act),
+    CommandSpec::of::<FocusArgs>("focus", Risk::Act),
 ];
-
-const fn command(name: &'static str, args: fn() -> schemars::Schema, risk: Risk) -> CommandSpec {
-    CommandSpec { name, args, risk }
-}
 
 const SCREENSHOT_FIELDS: &[&str] = &[
     "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
