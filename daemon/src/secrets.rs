@@ -205,14 +205,15 @@ impl Write for MaskedLogLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use computer_surfaces::secrets::{Reference, Resolve};
+    use computer_surfaces::keychain::SecretRef;
+    use computer_surfaces::secrets::Resolve;
     use secrecy::SecretString;
     use std::sync::Arc;
 
     struct Fixed;
 
     impl Resolve for Fixed {
-        fn resolve(&self, _: &Reference) -> Result<SecretString, String> {
+        fn resolve(&self, _: &SecretRef) -> Result<SecretString, String> {
             Ok(SecretString::from("pw-9f8e7d6c5b"))
         }
     }
@@ -220,7 +221,7 @@ mod tests {
     fn holder() -> CallSecrets {
         let holder = CallSecrets::with_resolver(Arc::new(Fixed));
         holder
-            .resolve("PW", &Reference::parse("keychain://s/a", "x").unwrap())
+            .resolve("PW", &SecretRef::parse("keychain://s/a").unwrap())
             .unwrap();
         holder
     }

@@ -19,6 +19,7 @@ pub mod ax;
 pub mod capture;
 pub mod contain;
 pub mod gui;
+pub mod keychain;
 pub mod mask;
 pub mod registry;
 pub mod script;

@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::SurfaceError;
+use crate::keychain::{SecretRef, SecretStore, system_store};
 use crate::mask::Masker;
 
 /// The name a secret typed (`gui type`) or set (`ax act set_value`) in place of text goes by in
@@ -30,70 +31,9 @@ pub const IN_PLACE: &str = "secret";
 /// The scheme of every secret reference.
 pub const SCHEME: &str = "keychain://";
 
-/// A keychain item named by service and account: `keychain://<service>/<account>`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Reference {
-    pub service: String,
-    pub account: String,
-    /// The reference as the call wrote it.
-    pub text: String,
-}
-
-impl Reference {
-    /// Parses a reference, naming `at` (the JSON path) and what a valid one looks like.
-    pub fn parse(text: &str, at: &str) -> Result<Reference, ToolError> {
-        let invalid = |problem: &str| {
-            ToolError::invalid(format!(
-                "{problem} in secret reference {text:?}; write it as \
-                 keychain://<service>/<account>, e.g. keychain://api.example.com/deploy"
-            ))
-            .at(at.to_string())
-        };
-        let Some(rest) = text.strip_prefix(SCHEME) else {
-            return Err(invalid("the keychain:// scheme is missing"));
-        };
-        let Some((service, account)) = rest.split_once('/') else {
-            return Err(invalid("the account is missing (no '/' after the service)"));
-        };
-        let decode = |part: &str, name: &str| -> Result<String, ToolError> {
-            if part.is_empty() {
-                return Err(invalid(&format!("the {name} is empty")));
-            }
-            if part.contains('/') {
-                return Err(invalid(&format!(
-                    "the {name} holds a '/' (spell it %2F inside a part)"
-                )));
-            }
-            let decoded = percent_decode(part)
-                .ok_or_else(|| invalid(&format!("the {name} does not decode to UTF-8")))?;
-            if decoded.chars().any(char::is_control) {
-                return Err(invalid(&format!("the {name} holds a control character")));
-            }
-            Ok(decoded)
-        };
-        Ok(Reference {
-            service: decode(service, "service")?,
-            account: decode(account, "account")?,
-            text: text.to_string(),
-        })
-    }
-}
-
-fn percent_decode(part: &str) -> Option<String> {
-    let bytes = part.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = part.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+/// A reference parsed, or an error naming `at` (the JSON path) and what a valid one looks like.
+pub fn parse_reference(text: &str, at: &str) -> Result<SecretRef, ToolError> {
+    SecretRef::parse(text).map_err(|err| ToolError::invalid(err.to_string()).at(at.to_string()))
 }
 
 /// One secret a call references, as facts state it: policy, approvers and receipts see this,
@@ -164,69 +104,30 @@ impl SecretUse {
     }
 }
 
-/// Where values come from: the keychain, asked at the moment of use. Blocking.
+/// Where values come from: the keychain, asked at the moment of use. Blocking. The narrow seam a
+/// call needs of a [`SecretStore`] (tests and benchmarks give their own).
 pub trait Resolve: Send + Sync {
     /// The value of the item `reference` names; errors name the reference and what to do,
     /// never a value.
-    fn resolve(&self, reference: &Reference) -> Result<SecretString, String>;
+    fn resolve(&self, reference: &SecretRef) -> Result<SecretString, String>;
 }
 
-/// The resolver calls use unless their holder was given another: the system keychain.
+/// The system keychain as a resolver.
+struct StoreResolver(Arc<dyn SecretStore>);
+
+impl Resolve for StoreResolver {
+    fn resolve(&self, reference: &SecretRef) -> Result<SecretString, String> {
+        self.0.get(reference).map_err(|err| err.to_string())
+    }
+}
+
+/// The resolver calls use unless their holder was given another: the system keychain, one
+/// connection for the daemon.
 pub fn system_resolver() -> Arc<dyn Resolve> {
     static SYSTEM: OnceLock<Arc<dyn Resolve>> = OnceLock::new();
     SYSTEM
-        .get_or_init(|| Arc::new(SecretToolResolver) as Arc<dyn Resolve>)
+        .get_or_init(|| Arc::new(StoreResolver(system_store())) as Arc<dyn Resolve>)
         .clone()
-}
-
-/// The Secret Service through `secret-tool lookup service S username U` (libsecret): the same
-/// attributes `secret-tool store` writes.
-struct SecretToolResolver;
-
-impl Resolve for SecretToolResolver {
-    fn resolve(&self, reference: &Reference) -> Result<SecretString, String> {
-        use std::io::Read;
-        use std::process::{Command, Stdio};
-        let mut child = Command::new("secret-tool")
-            .args(["lookup", "service", &reference.service])
-            .args(["username", &reference.account])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|err| {
-                format!(
-                    "the keychain cannot be asked for {}: secret-tool: {err} (install \
-                     libsecret-tools)",
-                    reference.text
-                )
-            })?;
-        let mut value = zeroize::Zeroizing::new(Vec::new());
-        let mut stderr = String::new();
-        if let Some(mut out) = child.stdout.take() {
-            let _ = out.read_to_end(&mut value);
-        }
-        if let Some(mut err) = child.stderr.take() {
-            let _ = err.read_to_string(&mut stderr);
-        }
-        let status = child.wait().map_err(|err| err.to_string())?;
-        if !status.success() || value.is_empty() {
-            let why = stderr.trim();
-            return Err(if why.is_empty() {
-                format!(
-                    "no keychain item for {} (service {:?}, account {:?}); store one with \
-                     `secret-tool store --label L service {} username {}`",
-                    reference.text, reference.service, reference.account, reference.service,
-                    reference.account
-                )
-            } else {
-                format!("the keychain refused {}: {why}", reference.text)
-            });
-        }
-        let text = std::str::from_utf8(&value)
-            .map_err(|_| format!("the value of {} is not UTF-8 text", reference.text))?;
-        Ok(SecretString::from(text))
-    }
 }
 
 /// The secrets one call resolved: their values, and the masker made of them. Every output of the
@@ -279,7 +180,7 @@ impl CallSecrets {
     /// Resolves `reference` for the secret called `name`, and registers the value for masking
     /// before handing it out. Blocking (the keychain is a D-Bus round trip): call it from a
     /// blocking thread.
-    pub fn resolve(&self, name: &str, reference: &Reference) -> Result<SecretString, SurfaceError> {
+    pub fn resolve(&self, name: &str, reference: &SecretRef) -> Result<SecretString, SurfaceError> {
         let resolver = self.resolver.clone().unwrap_or_else(system_resolver);
         let value = resolver
             .resolve(reference)
@@ -423,12 +324,12 @@ pub fn check_env_name(name: &str, at: &str) -> Result<(), ToolError> {
 
 /// `{"secret": "keychain://…"}` in place of a text: the reference, or `None` for plain text.
 /// Any other object is an error naming `at`.
-pub fn secret_in_place(value: &Value, at: &str) -> Result<Option<Reference>, ToolError> {
+pub fn secret_in_place(value: &Value, at: &str) -> Result<Option<SecretRef>, ToolError> {
     let Value::Object(map) = value else {
         return Ok(None);
     };
     match (map.get("secret"), map.len()) {
-        (Some(Value::String(text)), 1) => Reference::parse(text, &format!("{at}.secret")).map(Some),
+        (Some(Value::String(text)), 1) => parse_reference(text, &format!("{at}.secret")).map(Some),
         _ => Err(ToolError::invalid(
             "give text, or {\"secret\": \"keychain://<service>/<account>\"} to use a stored secret \
              without seeing it",
@@ -445,33 +346,23 @@ mod tests {
     struct Fixed(&'static str);
 
     impl Resolve for Fixed {
-        fn resolve(&self, _: &Reference) -> Result<SecretString, String> {
+        fn resolve(&self, _: &SecretRef) -> Result<SecretString, String> {
             Ok(SecretString::from(self.0))
         }
     }
 
     #[test]
-    fn references_parse_or_say_what_is_wrong() {
-        let ok = Reference::parse("keychain://api.example.com/me%40x.org", "x").unwrap();
-        assert_eq!((ok.service.as_str(), ok.account.as_str()), ("api.example.com", "me@x.org"));
-        for (text, problem) in [
-            ("op://vault/item", "scheme is missing"),
-            ("keychain://svc", "account is missing"),
-            ("keychain://svc/", "account is empty"),
-            ("keychain://svc/a/b", "holds a '/'"),
-            ("keychain://svc/a%0A", "control character"),
-        ] {
-            let err = Reference::parse(text, "complications.secrets.T").unwrap_err();
-            let shown = serde_json::to_string(&err).unwrap();
-            assert!(shown.contains(problem), "{text}: {shown}");
-            assert!(shown.contains("complications.secrets.T"), "{shown}");
-        }
+    fn a_bad_reference_is_an_error_at_its_path_saying_what_is_valid() {
+        let err = parse_reference("op://vault/item", "complications.secrets.T").unwrap_err();
+        let shown = serde_json::to_string(&err).unwrap();
+        assert!(shown.contains("complications.secrets.T"), "{shown}");
+        assert!(shown.contains("keychain://<service>/<account>"), "{shown}");
     }
 
     #[test]
     fn a_resolved_value_is_masked_everywhere_the_holder_masks_and_in_live_log_lines() {
         let holder = CallSecrets::with_resolver(Arc::new(Fixed("hunter2-value")));
-        let reference = Reference::parse("keychain://s/a", "x").unwrap();
+        let reference = SecretRef::parse("keychain://s/a").unwrap();
         let value = holder.resolve("PW", &reference).unwrap();
         assert_eq!(value.expose_secret(), "hunter2-value");
         assert_eq!(holder.mask_str("pw=hunter2-value"), "pw=[masked PW]");

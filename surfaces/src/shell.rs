@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
-use crate::secrets::{Reference, SecretDestination, SecretUse};
+use crate::keychain::SecretRef;
+use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
     SectionError, StdinFacts, Surface, SurfaceError, decode_args, receipt_value,
@@ -372,7 +373,7 @@ pub struct ShellRun {
     cwd: Option<PathBuf>,
     env: BTreeMap<String, String>,
     /// Variables whose values come from the keychain when the run starts (name, reference).
-    secrets: Vec<(String, Reference)>,
+    secrets: Vec<(String, SecretRef)>,
     timeout: Duration,
     capture: CaptureLimits,
     containment: Arc<Containment>,
@@ -398,7 +399,7 @@ impl ShellRun {
 /// goes into the run's environment, not its stdin (which stays the run's own input, as the call
 /// gives it) and never its argv (readable by every process in `/proc/PID/cmdline`): tools read
 /// tokens from variables (`GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`), as with `op run`.
-fn env_secrets(complications: &Complications) -> Result<Vec<(String, Reference)>, ToolError> {
+fn env_secrets(complications: &Complications) -> Result<Vec<(String, SecretRef)>, ToolError> {
     let mut secrets = Vec::new();
     for (name, text) in &complications.secrets {
         let at = format!("complications.secrets.{name}");
@@ -412,7 +413,7 @@ fn env_secrets(complications: &Complications) -> Result<Vec<(String, Reference)>
             ))
             .at(format!("complications.env.{name}")));
         }
-        secrets.push((name.clone(), Reference::parse(text, &at)?));
+        secrets.push((name.clone(), crate::secrets::parse_reference(text, &at)?));
     }
     Ok(secrets)
 }
@@ -501,7 +502,7 @@ impl PreparedAction for ShellRun {
                 .iter()
                 .map(|(name, reference)| SecretUse {
                     name: name.clone(),
-                    reference: reference.text.clone(),
+                    reference: reference.uri(),
                     to: SecretDestination::Env { var: name.clone() },
                 })
                 .collect(),

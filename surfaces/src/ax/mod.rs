@@ -189,7 +189,7 @@ impl<B: Backend> PreparedAction for AxAction<B> {
             .secret()
             .map(|reference| crate::secrets::SecretUse {
                 name: crate::secrets::IN_PLACE.into(),
-                reference: reference.text,
+                reference: reference.uri(),
                 to: crate::secrets::SecretDestination::ElementValue {
                     element: self.job.element_named().unwrap_or_default(),
                     app: self.target.as_ref().and_then(|t| t.app.clone()),

@@ -21,7 +21,8 @@ use crate::{
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
     TargetFacts, TerminalInput, decode_args, receipt_value,
 };
-use crate::secrets::{Reference, SecretDestination, SecretUse};
+use crate::keychain::SecretRef;
+use crate::secrets::{SecretDestination, SecretUse};
 
 const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<ScreenshotArgs>("screenshot", Risk::Observe),
@@ -319,7 +320,7 @@ enum TypeText {
 #[derive(Debug)]
 enum Typed {
     Text(String),
-    Secret(Reference),
+    Secret(SecretRef),
 }
 
 
@@ -600,7 +601,7 @@ impl<B: Backend> GuiSurface<B> {
                     TypeText::Text(text) => text,
                     TypeText::Secret { secret } => {
                         return Ok(Action::Type {
-                            text: Typed::Secret(Reference::parse(&secret, "args.text.secret")?),
+                            text: Typed::Secret(crate::secrets::parse_reference(&secret, "args.text.secret")?),
                             keys: KeyPlan::default(),
                         });
                     }
@@ -945,7 +946,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
                 keys,
             } => vec![SecretUse {
                 name: crate::secrets::IN_PLACE.into(),
-                reference: reference.text.clone(),
+                reference: reference.uri(),
                 to: SecretDestination::Typed {
                     window: keys.target,
                     app: self.target.as_ref().and_then(|t| t.app.clone()),
