@@ -154,8 +154,8 @@ impl SealedLedger {
     /// Whether any string was a reference (each is replaced).
     fn digest_references(&self, value: &mut Value) -> bool {
         match value {
-            Value::String(text) if text.starts_with(SCHEME) => {
-                *text = self.reference_digest(text);
+            Value::String(text) if text.contains(SCHEME) => {
+                *text = self.digest_references_in(text);
                 true
             }
             Value::Array(items) => items
@@ -166,6 +166,26 @@ impl SealedLedger {
                 .fold(false, |found, v| self.digest_references(v) | found),
             _ => false,
         }
+    }
+
+    /// `text` with each reference in it (as a value, or inside a message or an approval text)
+    /// replaced by its digest. A reference ends where a character that a reference's parts
+    /// always percent-encode begins (space, quotes, brackets, `,` and `;` after it).
+    fn digest_references_in(&self, text: &str) -> String {
+        let ends = |c: char| {
+            c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '(' | ')' | '<' | '>' | ',' | ';')
+        };
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(SCHEME) {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at..];
+            let end = tail.find(ends).unwrap_or(tail.len());
+            out.push_str(&self.reference_digest(&tail[..end]));
+            rest = &tail[end..];
+        }
+        out.push_str(rest);
+        out
     }
 
     pub fn path(&self) -> &Path {
@@ -247,7 +267,7 @@ mod tests {
         let failed = mask_outcome(
             &holder,
             Err(SurfaceError::Failed {
-                message: "could not set cHctOWY4ZTdkNmM1Yg".into(),
+                message: format!("could not set {}", hex::encode("pw-9f8e7d6c5b")),
             }),
         );
         assert_eq!(
@@ -273,6 +293,15 @@ mod tests {
             sealed.reference_digest("keychain://github/me")
         );
         assert!(body["args_sha256"].as_str().unwrap().starts_with("hmac-sha256:"));
+        let mut said = serde_json::json!({"error": "no item keychain://github/me (service \"github\")"});
+        sealed.seal(&mut said);
+        assert_eq!(
+            said["error"],
+            format!(
+                "no item {} (service \"github\")",
+                sealed.reference_digest("keychain://github/me")
+            )
+        );
         let mut plain = serde_json::json!({"args_sha256": "00ff"});
         sealed.seal(&mut plain);
         assert_eq!(plain["args_sha256"], "00ff", "rows without references keep sha256");

@@ -373,7 +373,9 @@ mod tests {
             serde_json::json!({"out": ["x [masked PW]"], "[masked PW]": 1})
         );
         let logged = mask_with_live(b"log: aHVudGVyMi12YWx1ZQ== end").unwrap();
-        assert_eq!(logged, b"log: [masked PW]== end");
+        let logged = String::from_utf8(logged).unwrap();
+        assert!(logged.starts_with("log: [masked PW]"), "{logged}");
+        assert!(!logged.contains("aHVudGVy"), "{logged}");
         assert!(!format!("{holder:?}").contains("hunter2"));
         drop(holder);
         assert!(
