@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
 
 use computer_ipc::ToolError;
 use secrecy::{ExposeSecret, SecretString};
@@ -128,6 +129,33 @@ pub fn system_resolver() -> Arc<dyn Resolve> {
     SYSTEM
         .get_or_init(|| Arc::new(StoreResolver(system_store())) as Arc<dyn Resolve>)
         .clone()
+}
+
+/// Whether the system keychain answered when first asked (bounded at 3 s, on a thread of its
+/// own: the store must not be called on a runtime thread). The tool lists `secrets` only where
+/// it does, as it lists only what is callable; the answer holds for the daemon's life, as the
+/// tool it is listed in does.
+pub fn keychain_answers() -> bool {
+    static ANSWERS: OnceLock<bool> = OnceLock::new();
+    *ANSWERS.get_or_init(|| {
+        let (tell, told) = std::sync::mpsc::channel();
+        let asked = std::thread::Builder::new()
+            .name("keychain-probe".into())
+            .spawn(move || {
+                let _ = tell.send(system_store().probe());
+            });
+        match asked.ok().and_then(|_| told.recv_timeout(Duration::from_secs(3)).ok()) {
+            Some(Ok(())) => true,
+            Some(Err(err)) => {
+                tracing::info!(error = %err, "secret references are unavailable: the keychain does not answer");
+                false
+            }
+            None => {
+                tracing::info!("secret references are unavailable: the keychain did not answer within 3 s");
+                false
+            }
+        }
+    })
 }
 
 /// The secrets one call resolved: their values, and the masker made of them. Every output of the

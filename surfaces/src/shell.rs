@@ -184,7 +184,8 @@ impl Surface for ShellSurface {
     }
 
     fn complications(&self) -> &'static [&'static str] {
-        &[
+        const WITHOUT_SECRETS: &[&str] = &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox"];
+        const WITH_SECRETS: &[&str] = &[
             "cwd",
             "env",
             "timeout_ms",
@@ -192,7 +193,13 @@ impl Surface for ShellSurface {
             "return",
             "sandbox",
             "secrets",
-        ]
+        ];
+        // Listed only where a keychain answers: what the tool lists is what is callable.
+        if crate::secrets::keychain_answers() {
+            WITH_SECRETS
+        } else {
+            WITHOUT_SECRETS
+        }
     }
 
     fn configure(&self, section: &toml::Table) -> Result<(), SectionError> {
