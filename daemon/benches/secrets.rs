@@ -97,7 +97,9 @@ async fn main() {
             .contains("boolean true")
             .then_some(())
     });
-    let store = ["store", "--label", "bench", "service", "bench", "username", "token"];
+    let store = [
+        "store", "--label", "bench", "service", "bench", "username", "token",
+    ];
     wait_for("the keyring", Duration::from_secs(30), || {
         secret_tool(desktop, &store, Some(VALUE))
             .status

@@ -130,7 +130,10 @@ impl SealedLedger {
         if self.digest_references(body)
             && let Some(Value::String(digest)) = body.get_mut("args_sha256")
         {
-            *digest = format!("hmac-sha256:{}", self.mac("computer request digest", digest));
+            *digest = format!(
+                "hmac-sha256:{}",
+                self.mac("computer request digest", digest)
+            );
         }
     }
 
@@ -270,10 +273,7 @@ mod tests {
                 message: format!("could not set {}", hex::encode("pw-9f8e7d6c5b")),
             }),
         );
-        assert_eq!(
-            failed.unwrap_err().to_string(),
-            "could not set [masked PW]"
-        );
+        assert_eq!(failed.unwrap_err().to_string(), "could not set [masked PW]");
     }
 
     #[tokio::test]
@@ -292,8 +292,14 @@ mod tests {
             body["args"]["complications"]["secrets"]["T"],
             sealed.reference_digest("keychain://github/me")
         );
-        assert!(body["args_sha256"].as_str().unwrap().starts_with("hmac-sha256:"));
-        let mut said = serde_json::json!({"error": "no item keychain://github/me (service \"github\")"});
+        assert!(
+            body["args_sha256"]
+                .as_str()
+                .unwrap()
+                .starts_with("hmac-sha256:")
+        );
+        let mut said =
+            serde_json::json!({"error": "no item keychain://github/me (service \"github\")"});
         sealed.seal(&mut said);
         assert_eq!(
             said["error"],
@@ -304,6 +310,9 @@ mod tests {
         );
         let mut plain = serde_json::json!({"args_sha256": "00ff"});
         sealed.seal(&mut plain);
-        assert_eq!(plain["args_sha256"], "00ff", "rows without references keep sha256");
+        assert_eq!(
+            plain["args_sha256"], "00ff",
+            "rows without references keep sha256"
+        );
     }
 }

@@ -414,7 +414,11 @@ mod tests {
 
     #[test]
     fn secret_in_place_takes_text_or_one_reference() {
-        assert!(secret_in_place(&Value::String("hi".into()), "args.text").unwrap().is_none());
+        assert!(
+            secret_in_place(&Value::String("hi".into()), "args.text")
+                .unwrap()
+                .is_none()
+        );
         let found = secret_in_place(
             &serde_json::json!({"secret": "keychain://svc/acct"}),
             "args.text",

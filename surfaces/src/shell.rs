@@ -184,7 +184,8 @@ impl Surface for ShellSurface {
     }
 
     fn complications(&self) -> &'static [&'static str] {
-        const WITHOUT_SECRETS: &[&str] = &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox"];
+        const WITHOUT_SECRETS: &[&str] =
+            &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox"];
         const WITH_SECRETS: &[&str] = &[
             "cwd",
             "env",
@@ -549,13 +550,17 @@ impl PreparedAction for ShellRun {
         for (name, reference) in &self.secrets {
             let holder = ctx.secrets.clone();
             let (name, reference) = (name.clone(), reference.clone());
-            let value =
-                tokio::task::spawn_blocking(move || holder.resolve(&name, &reference).map(|v| (name, v)))
-                    .await
-                    .map_err(|err| SurfaceError::Failed {
-                        message: format!("resolving a secret failed: {err}"),
-                    })??;
-            env.insert(value.0.into(), secrecy::ExposeSecret::expose_secret(&value.1).into());
+            let value = tokio::task::spawn_blocking(move || {
+                holder.resolve(&name, &reference).map(|v| (name, v))
+            })
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("resolving a secret failed: {err}"),
+            })??;
+            env.insert(
+                value.0.into(),
+                secrecy::ExposeSecret::expose_secret(&value.1).into(),
+            );
         }
         let exec = match &self.program {
             Program::Argv(argv) => {
@@ -659,7 +664,11 @@ impl ShellRun {
     fn zero_secret_env(&self, exec: &mut ExecSpec) {
         use std::os::unix::ffi::OsStringExt;
         for (key, value) in &mut exec.env {
-            if self.secrets.iter().any(|(name, _)| key.as_os_str() == name.as_str()) {
+            if self
+                .secrets
+                .iter()
+                .any(|(name, _)| key.as_os_str() == name.as_str())
+            {
                 let bytes = std::mem::take(value).into_vec();
                 drop(zeroize::Zeroizing::new(bytes));
             }

@@ -66,27 +66,23 @@ fn keyring() -> &'static Keyring {
             .unwrap();
         // Until it owns the Secret Service name, a client would have the bus start another,
         // locked keyring that waits for a prompt nobody answers.
-        wait_for(
-            "the keyring on the bus",
-            Duration::from_secs(30),
-            || {
-                let out = desktop
-                    .command("dbus-send")
-                    .args([
-                        "--session",
-                        "--print-reply",
-                        "--dest=org.freedesktop.DBus",
-                        "/org/freedesktop/DBus",
-                        "org.freedesktop.DBus.NameHasOwner",
-                        "string:org.freedesktop.secrets",
-                    ])
-                    .output()
-                    .ok()?;
-                String::from_utf8_lossy(&out.stdout)
-                    .contains("boolean true")
-                    .then_some(())
-            },
-        );
+        wait_for("the keyring on the bus", Duration::from_secs(30), || {
+            let out = desktop
+                .command("dbus-send")
+                .args([
+                    "--session",
+                    "--print-reply",
+                    "--dest=org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.NameHasOwner",
+                    "string:org.freedesktop.secrets",
+                ])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("boolean true")
+                .then_some(())
+        });
         wait_for(
             "the keyring to store an item",
             Duration::from_secs(30),
@@ -104,7 +100,15 @@ fn store_item(service: &str, account: &str, value: &str) -> bool {
     // Bounded: a keyring that prompts would keep it waiting for ever.
     let mut child = Desktop::shared()
         .command("timeout")
-        .args(["20", "secret-tool", "store", "--label", account, "service", service])
+        .args([
+            "20",
+            "secret-tool",
+            "store",
+            "--label",
+            account,
+            "service",
+            service,
+        ])
         .args(["username", account])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -204,9 +208,7 @@ fn assert_no_form(haystack: &[u8], values: &[&str], what: &str) {
     for value in values {
         for (name, form) in forms(value) {
             assert!(
-                !haystack
-                    .windows(form.len())
-                    .any(|w| w == form.as_bytes()),
+                !haystack.windows(form.len()).any(|w| w == form.as_bytes()),
                 "{what} holds the {name} form of a secret ({form:?}):\n{}",
                 String::from_utf8_lossy(haystack)
             );
@@ -337,13 +339,15 @@ async fn a_secret_printed_in_every_form_is_masked_in_reply_artifact_receipts_and
 
     // The log carries the reply (the MCP layer logs it at debug level), masked.
     let log = daemon.log_text();
-    assert!(log.contains("[masked TOKEN]"), "the reply reached the log:\n{log}");
+    assert!(
+        log.contains("[masked TOKEN]"),
+        "the reply reached the log:\n{log}"
+    );
     assert_no_form(log.as_bytes(), &[TOKEN, KEY], "the daemon's log");
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_value_reaches_the_environment_never_the_command_line_and_transforms_are_not_masked()
-{
+async fn the_value_reaches_the_environment_never_the_command_line_and_transforms_are_not_masked() {
     let plain = stored("plain", PLAIN);
     let daemon = daemon(ALLOW_SUITE_SECRETS);
     // rot13 so that the masker cannot hide what the command lines would hold: the checks read
@@ -387,7 +391,10 @@ printf 'sed:'; printf '%s' "$P" | sed 's/./&-/g'; echo
     );
     let child = line("child:");
     assert!(child.contains("nohtyp"), "{stdout}");
-    assert!(!child.contains(&reversed), "a child's command line: {stdout}");
+    assert!(
+        !child.contains(&reversed),
+        "a child's command line: {stdout}"
+    );
     // The value is in the run's environment (what the call asked for) ...
     assert_eq!(line("env:"), rot13(PLAIN), "{stdout}");
     // ... and a run that transforms it gets it out: masking covers encodings, not ciphers.
@@ -410,7 +417,10 @@ printf 'sed:'; printf '%s' "$P" | sed 's/./&-/g'; echo
     assert_eq!(out["error"]["code"], "invalid_call", "{out}");
     assert_eq!(out["error"]["path"], "complications.env.P", "{out}");
     for (secrets, path) in [
-        (json!({"COMPUTER_TOKEN": "keychain://a/b"}), "complications.secrets.COMPUTER_TOKEN"),
+        (
+            json!({"COMPUTER_TOKEN": "keychain://a/b"}),
+            "complications.secrets.COMPUTER_TOKEN",
+        ),
         (json!({"X": "op://vault/item"}), "complications.secrets.X"),
         (json!({"1X": "keychain://a/b"}), "complications.secrets.1X"),
     ] {
@@ -425,7 +435,10 @@ printf 'sed:'; printf '%s' "$P" | sed 's/./&-/g'; echo
     // The ordinary call beside them still works.
     let out = call(
         &daemon,
-        shell_run(json!({"argv": ["printenv", "P"]}), json!({"secrets": {"P": plain}})),
+        shell_run(
+            json!({"argv": ["printenv", "P"]}),
+            json!({"secrets": {"P": plain}}),
+        ),
     )
     .await;
     assert_eq!(out["stdout"], "[masked P]\n", "{out}");
@@ -455,9 +468,8 @@ fn base32(bytes: &[u8]) -> String {
 async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goes_where() {
     let reference = stored("approval", "approval-secret-value");
     // A rule that allows printenv does not hand it a secret it does not name.
-    let daemon = daemon(
-        "[[rules]]\nsurface = \"shell\"\nargv0 = [\"printenv\"]\ndecision = \"allow\"\n",
-    );
+    let daemon =
+        daemon("[[rules]]\nsurface = \"shell\"\nargv0 = [\"printenv\"]\ndecision = \"allow\"\n");
     let socket = daemon.socket.clone();
     let request = shell_run(
         json!({"argv": ["printenv", "T"]}),
@@ -474,14 +486,15 @@ async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goe
             daemon.pending_approvals().into_iter().next()
         })
     });
-    let shown = format!(
-        "T ({reference}) → the environment variable T of the run"
-    );
+    let shown = format!("T ({reference}) → the environment variable T of the run");
     assert_eq!(pending["risk"], "secret", "{pending}");
     assert_eq!(pending["rule"], "defaults.secret", "{pending}");
     assert_eq!(pending["will_run"]["secrets"], json!([shown]), "{pending}");
     assert!(
-        pending["action"].as_str().unwrap().contains(&format!("secret {shown}")),
+        pending["action"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("secret {shown}")),
         "{pending}"
     );
     let listed = daemon.cli(&["approvals", "list"]);
@@ -493,14 +506,20 @@ async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goe
     assert_state_clean(&daemon, &["approval-secret-value"]);
 
     // Without a secret, the rule allows the same program.
-    let out = call(&daemon, shell_run(json!({"argv": ["printenv", "HOME"]}), json!({}))).await;
+    let out = call(
+        &daemon,
+        shell_run(json!({"argv": ["printenv", "HOME"]}), json!({})),
+    )
+    .await;
     assert_eq!(out["ok"], true, "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     let token = stored("errors", TOKEN);
-    let daemon = daemon(&format!("{ALLOW_SUITE_SECRETS}[approval]\ntimeout = \"1s\"\n"));
+    let daemon = daemon(&format!(
+        "{ALLOW_SUITE_SECRETS}[approval]\ntimeout = \"1s\"\n"
+    ));
 
     let client = daemon.client().await;
     let tools = client.list_tools().await.unwrap();
@@ -520,7 +539,10 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
         ),
     )
     .await;
-    assert_eq!((out["ok"].clone(), out["exit_code"].clone()), (json!(false), json!(3)));
+    assert_eq!(
+        (out["ok"].clone(), out["exit_code"].clone()),
+        (json!(false), json!(3))
+    );
     assert_eq!(out["stderr"], "[masked T]", "{out}");
     // A reference to nothing: the error names it and says what to do.
     let out = call(
@@ -533,7 +555,10 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     .await;
     assert_eq!(out["error"]["code"], "action_failed", "{out}");
     let message = out["error"]["message"].as_str().unwrap();
-    assert!(message.contains("secret T") && message.contains("missing"), "{message}");
+    assert!(
+        message.contains("secret T") && message.contains("missing"),
+        "{message}"
+    );
 
     // gui: a value holding a line break is not typed into anything (it would press Return).
     let key = stored("errors-key", KEY);
@@ -544,7 +569,10 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     .await;
     assert_eq!(out["error"]["code"], "action_failed", "{out}");
     assert!(
-        out["error"]["message"].as_str().unwrap().contains("line break"),
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("line break"),
         "{out}"
     );
     assert_no_form(out.to_string().as_bytes(), &[KEY], "a gui error");
@@ -591,7 +619,11 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
         "progress notifications",
     );
     assert_state_clean(&daemon, &[TOKEN, KEY, "progress-secret-value"]);
-    assert_no_form(daemon.log_text().as_bytes(), &[TOKEN, KEY], "the daemon's log");
+    assert_no_form(
+        daemon.log_text().as_bytes(),
+        &[TOKEN, KEY],
+        "the daemon's log",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -609,7 +641,8 @@ async fn gui_types_a_secret_into_a_real_terminal_unseen() {
         file.display()
     );
     let title = "secrets-typing";
-    let app: App = Desktop::shared().launch("xterm", &["-title", title, "-e", "sh", "-c", &program]);
+    let app: App =
+        Desktop::shared().launch("xterm", &["-title", title, "-e", "sh", "-c", &program]);
     let pid = app.pid();
     let window = tokio::task::block_in_place(|| {
         wait_for("the xterm's window", Duration::from_secs(30), || {
@@ -635,11 +668,15 @@ async fn gui_types_a_secret_into_a_real_terminal_unseen() {
     assert_eq!(out["ok"], true, "{out}");
     assert_eq!(out["secret"], "typed", "{out}");
     let typed = tokio::task::block_in_place(|| {
-        wait_for("the terminal to receive the value", Duration::from_secs(20), || {
-            std::fs::read_to_string(&file)
-                .ok()
-                .filter(|t| t.len() == value.len())
-        })
+        wait_for(
+            "the terminal to receive the value",
+            Duration::from_secs(20),
+            || {
+                std::fs::read_to_string(&file)
+                    .ok()
+                    .filter(|t| t.len() == value.len())
+            },
+        )
     });
     assert_eq!(typed, value);
     assert_no_form(out.to_string().as_bytes(), &[value], "the reply");
@@ -668,10 +705,8 @@ impl TestApp {
             "python3"
         };
         // `--more`: the entry reports `activated=<text>` on Enter.
-        let mut app = Desktop::shared().launch(
-            "env",
-            &[python, script.to_str().unwrap(), title, "--more"],
-        );
+        let mut app =
+            Desktop::shared().launch("env", &[python, script.to_str().unwrap(), title, "--more"]);
         let out = app.0.stdout.take().unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();

@@ -462,12 +462,10 @@ pub fn prepare(
                     crate::secrets::secret_in_place(secret, "args.value")?;
                 }
                 (ActName::SetValue, Some(_)) => {
-                    return Err(
-                        ToolError::invalid(
-                            "`value` must be a string, a number or {\"secret\": \"keychain://…\"}",
-                        )
-                        .at("args.value")
-                    );
+                    return Err(ToolError::invalid(
+                        "`value` must be a string, a number or {\"secret\": \"keychain://…\"}",
+                    )
+                    .at("args.value"));
                 }
                 (_, Some(_)) => {
                     return Err(

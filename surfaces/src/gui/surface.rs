@@ -16,13 +16,13 @@ use sha2::{Digest, Sha256};
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
 use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
+use crate::keychain::SecretRef;
+use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
     TargetFacts, TerminalInput, decode_args, receipt_value,
 };
-use crate::keychain::SecretRef;
-use crate::secrets::{SecretDestination, SecretUse};
 
 const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<ScreenshotArgs>("screenshot", Risk::Observe),
@@ -323,7 +323,6 @@ enum Typed {
     Secret(SecretRef),
 }
 
-
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct KeyArgs {
@@ -601,7 +600,10 @@ impl<B: Backend> GuiSurface<B> {
                     TypeText::Text(text) => text,
                     TypeText::Secret { secret } => {
                         return Ok(Action::Type {
-                            text: Typed::Secret(crate::secrets::parse_reference(&secret, "args.text.secret")?),
+                            text: Typed::Secret(crate::secrets::parse_reference(
+                                &secret,
+                                "args.text.secret",
+                            )?),
                             keys: KeyPlan::default(),
                         });
                     }
