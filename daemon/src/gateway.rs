@@ -27,7 +27,8 @@ pub struct Gateway {
     pub(crate) policy: RwLock<Arc<dyn Policy>>,
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) limiter: RateLimiter,
-    pub(crate) ledger: Ledger,
+    /// Every row is sealed on its way in: secret references as keyed digests, values masked.
+    pub(crate) ledger: crate::secrets::SealedLedger,
     pub(crate) artifact_dir: PathBuf,
     agents_path: PathBuf,
     tool: Tool,
@@ -69,7 +70,7 @@ impl Gateway {
             policy: RwLock::new(policy),
             approvals,
             limiter,
-            ledger,
+            ledger: crate::secrets::SealedLedger::new(ledger),
             artifact_dir,
             agents_path,
             tool,
@@ -84,7 +85,7 @@ impl Gateway {
         &self.jobs
     }
 
-    pub(crate) fn ledger(&self) -> &Ledger {
+    pub(crate) fn ledger(&self) -> &crate::secrets::SealedLedger {
         &self.ledger
     }
 
@@ -384,6 +385,7 @@ impl Gateway {
             cancel: cancelled.clone(),
             artifact_quota: self.registry.artifact_quota().clone(),
             output_bytes: Arc::default(),
+            secrets: Default::default(),
         };
         if call.complications.detach {
             let Some(gateway) = self.me.upgrade() else {
@@ -420,6 +422,7 @@ impl Gateway {
             _ => None,
         };
         let outcome = run_until_cancelled(action, ctx.clone(), &cancelled).await;
+        let outcome = crate::secrets::mask_outcome(&ctx.secrets, outcome);
         let after = match evidence {
             Evidence::None => None,
             _ if cancelled.is_cancelled() => None,
@@ -458,6 +461,8 @@ impl Gateway {
             result_body["cancelled"] = json!({"by": by});
             tracing::info!(%call_id, by, "call cancelled");
         }
+        let mut reply = reply;
+        crate::secrets::mask_reply(&ctx.secrets, &mut reply, &mut result_body);
         self.finish(&call_id, &early, result_body, reply).await
     }
 

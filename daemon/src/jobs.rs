@@ -335,7 +335,9 @@ impl Jobs {
         let job_id = id.clone();
         self.tasks.spawn(async move {
             let started = Instant::now();
+            let secrets = ctx.secrets.clone();
             let outcome = run_until_cancelled(action, ctx, &cancel).await;
+            let outcome = crate::secrets::mask_outcome(&secrets, outcome);
             let jobs = gateway.jobs();
             let cancelled_by = {
                 let table = jobs.lock();

@@ -19,6 +19,8 @@
 //! - [`cancel`]: why a call stopped early (client, disconnect).
 //! - [`receipts`]: the hash-chained SQLite ledger with group commit.
 //! - [`schema`]: the `COMPUTER` tool definition.
+//! - [`secrets`]: redaction in the pipeline: outcomes, replies, receipts and log lines masked;
+//!   secret references in receipts as keyed digests.
 //! - [`config`]: embedded defaults and the optional TOML file.
 //! - [`cli`]: the `computer` command's subcommands.
 
@@ -39,6 +41,7 @@ pub mod ratelimit;
 pub mod reaper;
 pub mod receipts;
 pub mod schema;
+pub mod secrets;
 pub mod server;
 pub mod steps;
 pub mod transport;

@@ -57,7 +57,12 @@ impl<'a> PolicyInput<'a> {
             caller,
             surface: call.surface,
             command: &call.command,
-            risk,
+            // A call that references a secret is decided as one, whatever its surface says.
+            risk: if facts.secrets.is_empty() {
+                risk
+            } else {
+                Risk::Secret
+            },
             action,
             facts,
             cwd: call.complications.cwd.as_deref(),
@@ -88,9 +93,8 @@ pub fn will_run(described: &str, facts: &ActionFacts) -> WillRun {
             sha256: stdin.sha256.clone(),
             text: stdin.text.clone(),
         }),
-        // The facts name no secrets yet (the keychain surface will); when they do, they go here
-        // and every approver shows them.
-        secrets: Vec::new(),
+        // Which secret, by which reference, going where: never a value (none is known yet).
+        secrets: facts.secrets.iter().map(|secret| secret.shown()).collect(),
         target: facts.target.as_ref().map(|target| TargetView {
             app: target.app.clone(),
             // A window only the args spell may turn out to be another at run time: say so.
@@ -126,6 +130,9 @@ pub fn approval_text(described: &str, facts: &ActionFacts) -> String {
             "; stdin {} bytes: {:?}{cut}",
             stdin.bytes, stdin.head
         ));
+    }
+    for secret in &facts.secrets {
+        text.push_str(&format!("; secret {}", secret.shown()));
     }
     if let Some(why) = &facts.opaque {
         text.push_str(&format!("; not every command is known: {why}"));
@@ -250,7 +257,7 @@ impl<'de> Deserialize<'de> for Glob {
 /// Deny and ask rules' `glob` and `regex` also see a script's whole text. The commands of an
 /// opaque script that cannot be known are decided by the default and deny/ask rules only. An
 /// allow rule does not reach a call that sets a loader variable (`[policy] loader_env`) unless
-/// its `env` names it.
+/// its `env` names it, nor a call that references a secret unless its `secrets` names it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
@@ -284,6 +291,11 @@ pub struct Rule {
     /// A regex searched in the action's standard input; no stdin never matches.
     #[serde(default)]
     pub stdin: Option<Pattern>,
+    /// Secret references (globs, `keychain://github/*`): a deny or ask rule matches an action
+    /// that references any of them; an allow rule reaches an action that references secrets
+    /// only when it names every one.
+    #[serde(default)]
+    pub secrets: Option<Vec<Glob>>,
     pub decision: Verdict,
 }
 
@@ -363,8 +375,18 @@ impl Rule {
             return false;
         }
         let facts = input.facts;
+        let names_secret = |reference: &str| {
+            self.secrets
+                .as_ref()
+                .is_some_and(|globs| globs.iter().any(|glob| glob.matches(reference)))
+        };
         match self.decision {
             Verdict::Deny | Verdict::Ask => {
+                if self.secrets.is_some()
+                    && !facts.secrets.iter().any(|s| names_secret(&s.reference))
+                {
+                    return false;
+                }
                 if let Some(names) = &self.env
                     && !facts
                         .env_names()
@@ -377,6 +399,10 @@ impl Rule {
                 // What a call cannot show is never allowed by rule; nor are variables that
                 // change what the program loads, unless the rule names them.
                 if matches!(subject, Subject::Unknown) {
+                    return false;
+                }
+                // A rule written for a program does not hand it a secret it does not name.
+                if !facts.secrets.iter().all(|s| names_secret(&s.reference)) {
                     return false;
                 }
                 let lets_through = |name: &str| {

@@ -1009,6 +1009,7 @@ impl Steps<'_> {
             cancel: cancelled.clone(),
             artifact_quota: gw.registry.artifact_quota().clone(),
             output_bytes: Default::default(),
+            secrets: Default::default(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let before = match evidence {
@@ -1016,12 +1017,13 @@ impl Steps<'_> {
             _ => None,
         };
         let outcome = gateway::run_until_cancelled(step.action, ctx.clone(), cancelled).await;
+        let outcome = crate::secrets::mask_outcome(&ctx.secrets, outcome);
         let after = match evidence {
             Evidence::None => None,
             _ if cancelled.is_cancelled() => None,
             _ => Some(gw.capture_evidence(&ctx, "after", true).await),
         };
-        let (visible, mut body, ok) = match outcome {
+        let (visible, body, ok) = match outcome {
             Ok(mut outcome) => {
                 let shots = [("before", before), ("after", after)];
                 let evidence = gateway::evidence_report(&shots, &mut outcome);
@@ -1041,11 +1043,19 @@ impl Steps<'_> {
                 (json!({"ok": false, "error": error}), body, false)
             }
             Err(err) => {
-                let error = step_error(index, call, ErrorCode::ActionFailed, &err.to_string());
+                let (code, message) = match err {
+                    SurfaceError::Tool(error) => (error.code, error.message),
+                    err => (ErrorCode::ActionFailed, err.to_string()),
+                };
+                let error = step_error(index, call, code, &message);
                 let body = json!({"ok": false, "error": error});
                 (json!({"ok": false, "error": error}), body, false)
             }
         };
+        // What the step added around its outcome passes through its secrets' mask too.
+        let (mut visible, mut body) = (visible, body);
+        ctx.secrets.mask_json(&mut visible);
+        ctx.secrets.mask_json(&mut body);
         if let Some(by) = cancel.by() {
             body["ok"] = json!(false);
             body["cancelled"] = json!({"by": by});

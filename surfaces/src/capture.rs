@@ -1,6 +1,8 @@
 //! Bounded capture of one output stream: the head and tail kept in memory, every byte hashed, and
 //! everything spilled to an artifact file once the memory cap is passed, up to a spill limit and
-//! within the [`ArtifactQuota`] that every writer of artifacts shares.
+//! within the [`ArtifactQuota`] that every writer of artifacts shares. When the call resolved
+//! secrets, the stream is masked as it arrives (across chunk boundaries), before anything of it is
+//! kept, hashed or spilled: no copy of an unmasked byte outlives its chunk.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use crate::CallContext;
+use crate::mask::Masker;
 
 /// How long a full quota trusts its count before it looks at the directory again (someone may
 /// have removed old artifacts).
@@ -245,6 +248,9 @@ pub struct StreamCapture {
     quota: Arc<ArtifactQuota>,
     /// The call's running count of output bytes, shared by all its streams.
     output_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// The call's secrets, and what of the stream is held back because it could still be the
+    /// start of one.
+    mask: Option<(Arc<Masker>, Vec<u8>)>,
 }
 
 struct Spill {
@@ -270,6 +276,7 @@ impl StreamCapture {
             spill: None,
             quota: ctx.artifact_quota.clone(),
             output_bytes: ctx.output_bytes.clone(),
+            mask: ctx.secrets.masker().map(|masker| (masker, Vec::new())),
         }
     }
 
@@ -283,6 +290,18 @@ impl StreamCapture {
 
     /// Takes the next chunk of the stream.
     pub async fn push(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+        let Some((masker, held)) = &mut self.mask else {
+            return self.keep(chunk).await;
+        };
+        let mut stream = masker.resume(std::mem::take(held));
+        let mut masked = Vec::with_capacity(chunk.len());
+        stream.push_with(chunk, |part| masked.extend_from_slice(part));
+        *held = stream.into_held();
+        self.keep(&masked).await
+    }
+
+    /// Keeps bytes that are safe to keep (masked already, or with no secret to mask).
+    async fn keep(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.total += chunk.len() as u64;
         self.output_bytes
             .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -331,7 +350,11 @@ impl StreamCapture {
     }
 
     /// Ends the capture.
-    pub async fn finish(self) -> std::io::Result<CapturedText> {
+    pub async fn finish(mut self) -> std::io::Result<CapturedText> {
+        if let Some((masker, held)) = self.mask.take() {
+            let rest = masker.resume(held).finish();
+            self.keep(&rest).await?;
+        }
         let artifact = match self.spill {
             Some(mut spill) => {
                 spill.file.flush().await?;
@@ -419,6 +442,7 @@ mod tests {
             cancel: Default::default(),
             artifact_quota: quota,
             output_bytes: Arc::default(),
+            secrets: Default::default(),
         }
     }
 
@@ -429,6 +453,43 @@ mod tests {
             capture.push(chunk).await.unwrap();
         }
         capture.finish().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn secrets_are_masked_before_anything_is_kept_hashed_or_spilled() {
+        struct Fixed;
+        impl crate::secrets::Resolve for Fixed {
+            fn resolve(
+                &self,
+                _: &crate::keychain::SecretRef,
+            ) -> Result<secrecy::SecretString, String> {
+                Ok("tok-0123456789".into())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = context(dir.path(), Arc::new(ArtifactQuota::unlimited()));
+        ctx.secrets = Arc::new(crate::secrets::CallSecrets::with_resolver(Arc::new(Fixed)));
+        let reference = crate::keychain::SecretRef::parse("keychain://s/a").unwrap();
+        ctx.secrets.resolve("TOKEN", &reference).unwrap();
+        let limits = CaptureLimits {
+            memory_bytes: 16,
+            spill_bytes: 1000,
+        };
+        let mut capture = StreamCapture::new("stdout", limits, &ctx);
+        // The value split across three chunks, then whole at the very end.
+        for chunk in [&b"a tok-01"[..], b"2345", b"6789 b\n", b"tok-0123456789"] {
+            capture.push(chunk).await.unwrap();
+        }
+        let text = capture.finish().await.unwrap();
+        let spilled = std::fs::read(&text.artifact.as_ref().unwrap().path).unwrap();
+        assert_eq!(
+            String::from_utf8(spilled.clone()).unwrap(),
+            "a [masked TOKEN] b\n[masked TOKEN]"
+        );
+        assert_eq!(text.sha256, hex::encode(Sha256::digest(&spilled)));
+        assert_eq!(text.total_bytes, spilled.len() as u64);
+        let kept = [text.head, text.tail].concat();
+        assert!(!kept.windows(4).any(|w| w == b"tok-"), "{kept:?}");
     }
 
     #[tokio::test]

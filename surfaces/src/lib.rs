@@ -6,6 +6,9 @@
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: one-shot command runs in their own process group.
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
+//! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
+//! - [`secrets`]: secrets a call references, the per-call holder of resolved values that masks
+//!   everything the call produces, and resolution at the moment of use.
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
@@ -16,8 +19,11 @@ pub mod ax;
 pub mod capture;
 pub mod contain;
 pub mod gui;
+pub mod keychain;
+pub mod mask;
 pub mod registry;
 pub mod script;
+pub mod secrets;
 pub mod shell;
 
 use std::collections::{BTreeMap, HashMap};
@@ -137,6 +143,9 @@ pub struct CallContext {
     /// Bytes of output the action has produced so far, counted as they arrive: a detached job's
     /// `status` reads it while the action runs.
     pub output_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// The secrets this call resolved: a surface resolves references through it (only in
+    /// `run`), and the daemon masks the call's outcome, receipt and log lines with it.
+    pub secrets: Arc<secrets::CallSecrets>,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered
@@ -329,6 +338,10 @@ pub struct ActionFacts {
     /// decided as one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terminal: Option<TerminalInput>,
+    /// The secrets the action references (name, reference, where the value goes); their values
+    /// are resolved only when it runs. An action that references any is Secret risk.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<secrets::SecretUse>,
 }
 
 /// Keys sent to a terminal window (or to a window that may be one) that end command lines.

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
+use crate::keychain::SecretRef;
+use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
     SectionError, StdinFacts, Surface, SurfaceError, decode_args, receipt_value,
@@ -184,7 +186,9 @@ impl Surface for ShellSurface {
     }
 
     fn complications(&self) -> &'static [&'static str] {
-        &[
+        const WITHOUT_SECRETS: &[&str] =
+            &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox", "detach"];
+        const WITH_SECRETS: &[&str] = &[
             "cwd",
             "env",
             "timeout_ms",
@@ -192,7 +196,14 @@ impl Surface for ShellSurface {
             "return",
             "sandbox",
             "detach",
-        ]
+            "secrets",
+        ];
+        // Listed only where a keychain answers: what the tool lists is what is callable.
+        if crate::secrets::keychain_answers() {
+            WITH_SECRETS
+        } else {
+            WITHOUT_SECRETS
+        }
     }
 
     fn configure(&self, section: &toml::Table) -> Result<(), SectionError> {
@@ -313,6 +324,7 @@ impl Surface for ShellSurface {
                 return Err(ToolError::invalid("values cannot contain NUL bytes").at(path));
             }
         }
+        let secrets = env_secrets(complications)?;
         let timeout = match complications.timeout_ms {
             Some(0) => {
                 return Err(ToolError::invalid("timeout_ms must be at least 1")
@@ -336,6 +348,7 @@ impl Surface for ShellSurface {
             stdin: run.stdin,
             cwd,
             env: complications.env.clone(),
+            secrets,
             timeout,
             capture: limits.capture,
             containment: limits.containment.clone(),
@@ -373,6 +386,8 @@ pub struct ShellRun {
     stdin: Option<String>,
     cwd: Option<PathBuf>,
     env: BTreeMap<String, String>,
+    /// Variables whose values come from the keychain when the run starts (name, reference).
+    secrets: Vec<(String, SecretRef)>,
     timeout: Duration,
     capture: CaptureLimits,
     containment: Arc<Containment>,
@@ -392,6 +407,29 @@ impl ShellRun {
         }
         args
     }
+}
+
+/// `complications.secrets`: each name a variable of the run, each value a reference. The value
+/// goes into the run's environment, not its stdin (which stays the run's own input, as the call
+/// gives it) and never its argv (readable by every process in `/proc/PID/cmdline`): tools read
+/// tokens from variables (`GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`), as with `op run`.
+fn env_secrets(complications: &Complications) -> Result<Vec<(String, SecretRef)>, ToolError> {
+    let mut secrets = Vec::new();
+    for (name, text) in &complications.secrets {
+        let at = format!("complications.secrets.{name}");
+        crate::secrets::check_env_name(name, &at)?;
+        if complications.env.contains_key(name) {
+            // Which value the run would see would depend on an order the approver is not
+            // shown: one name, one source.
+            return Err(ToolError::invalid(format!(
+                "`{name}` is both in env and in secrets; a secret's variable cannot also be set \
+                 by env"
+            ))
+            .at(format!("complications.env.{name}")));
+        }
+        secrets.push((name.clone(), crate::secrets::parse_reference(text, &at)?));
+    }
+    Ok(secrets)
 }
 
 /// The stricter sandbox a call asks for, checked: writable paths absolute and existing.
@@ -440,7 +478,11 @@ enum Ending {
 #[async_trait]
 impl PreparedAction for ShellRun {
     fn risk(&self) -> Risk {
-        Risk::Act
+        if self.secrets.is_empty() {
+            Risk::Act
+        } else {
+            Risk::Secret
+        }
     }
 
     fn facts(&self) -> ActionFacts {
@@ -469,6 +511,15 @@ impl PreparedAction for ShellRun {
             target: None,
             args: Some(self.receipt_args()),
             terminal: None,
+            secrets: self
+                .secrets
+                .iter()
+                .map(|(name, reference)| SecretUse {
+                    name: name.clone(),
+                    reference: reference.uri(),
+                    to: SecretDestination::Env { var: name.clone() },
+                })
+                .collect(),
         }
     }
 
@@ -500,6 +551,23 @@ impl PreparedAction for ShellRun {
         for (key, value) in &self.env {
             env.insert(key.into(), value.into());
         }
+        // Resolved only now, after policy and approval; registered for masking before any
+        // byte of the run's output is read.
+        for (name, reference) in &self.secrets {
+            let holder = ctx.secrets.clone();
+            let (name, reference) = (name.clone(), reference.clone());
+            let value = tokio::task::spawn_blocking(move || {
+                holder.resolve(&name, &reference).map(|v| (name, v))
+            })
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("resolving a secret failed: {err}"),
+            })??;
+            env.insert(
+                value.0.into(),
+                secrecy::ExposeSecret::expose_secret(&value.1).into(),
+            );
+        }
         let exec = match &self.program {
             Program::Argv(argv) => {
                 // Resolving the program here, against the child's PATH, lets the standard library
@@ -525,7 +593,7 @@ impl PreparedAction for ShellRun {
                 env: Vec::new(),
             },
         };
-        let exec = ExecSpec {
+        let mut exec = ExecSpec {
             env: env.into_iter().collect(),
             ..exec
         };
@@ -536,10 +604,12 @@ impl PreparedAction for ShellRun {
         };
         let stop_reading = CancellationToken::new();
         let ran = if self.containment.starts_runs() {
-            self.run_contained(&ctx, &exec, &cwd, &stop_reading).await?
+            self.run_contained(&ctx, &exec, &cwd, &stop_reading).await
         } else {
-            self.run_command(&ctx, &exec, &cwd, &stop_reading).await?
+            self.run_command(&ctx, &exec, &cwd, &stop_reading).await
         };
+        self.zero_secret_env(&mut exec);
+        let ran = ran?;
         let Ran {
             exit_code,
             signal,
@@ -591,6 +661,24 @@ impl PreparedAction for ShellRun {
             inline_image: None,
             receipt,
         })
+    }
+}
+
+impl ShellRun {
+    /// Zeroes this daemon's copy of the secrets' values in a run's environment once the run
+    /// has it. (Copies the standard library or containment made to start the run are theirs.)
+    fn zero_secret_env(&self, exec: &mut ExecSpec) {
+        use std::os::unix::ffi::OsStringExt;
+        for (key, value) in &mut exec.env {
+            if self
+                .secrets
+                .iter()
+                .any(|(name, _)| key.as_os_str() == name.as_str())
+            {
+                let bytes = std::mem::take(value).into_vec();
+                drop(zeroize::Zeroizing::new(bytes));
+            }
+        }
     }
 }
 

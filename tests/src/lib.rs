@@ -259,10 +259,11 @@ impl Daemon {
     /// A `computer` command aimed at this daemon.
     pub fn command(&self) -> Command {
         let mut command = Command::new(computer_bin());
+        // The test's own RUST_LOG never reaches the daemon; a test that wants one passes it.
         command
             .envs(self.env())
-            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
-            .env_remove("RUST_LOG");
+            .env_remove("RUST_LOG")
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)));
         for key in &self.removed_env {
             command.env_remove(key);
         }

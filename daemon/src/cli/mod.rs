@@ -266,7 +266,8 @@ fn init_logging(default_filter: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Log lines are masked with the secrets of the calls running as they are written.
+        .with_writer(crate::secrets::MaskedLog)
         // Colour codes only for a person's terminal: a log file or journal gets plain text.
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();

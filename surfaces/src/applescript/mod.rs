@@ -594,6 +594,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             cancel: tokio_util::sync::CancellationToken::new(),
             artifact_quota: Arc::new(ArtifactQuota::unlimited()),
             output_bytes: Arc::default(),
+            secrets: Default::default(),
         }
     }
 

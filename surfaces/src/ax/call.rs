@@ -39,6 +39,7 @@ const FOCUSED_FIELDS: &[&str] = &["ref", "node", "path"];
 const WAIT_FIELDS: &[&str] = &[
     "met",
     "waited_ms",
+    "ref?",
     "node?",
     "found?",
     "states?",
@@ -464,10 +465,14 @@ pub fn prepare(
                     );
                 }
                 (ActName::SetValue, Some(Value::String(_) | Value::Number(_))) => {}
+                (ActName::SetValue, Some(secret @ Value::Object(_))) => {
+                    crate::secrets::secret_in_place(secret, "args.value")?;
+                }
                 (ActName::SetValue, Some(_)) => {
-                    return Err(
-                        ToolError::invalid("`value` must be a string or a number").at("args.value")
-                    );
+                    return Err(ToolError::invalid(
+                        "`value` must be a string, a number or {\"secret\": \"keychain://…\"}",
+                    )
+                    .at("args.value"));
                 }
                 (_, Some(_)) => {
                     return Err(
@@ -604,8 +609,38 @@ impl Job {
 
     pub fn risk(&self) -> Risk {
         match self {
+            Job::Act { .. } if self.secret().is_some() => Risk::Secret,
             Job::Act { .. } => Risk::Act,
             _ => Risk::Observe,
+        }
+    }
+
+    /// The stored secret `set_value` sets, when its value is `{"secret": "keychain://…"}`
+    /// (checked at prepare); resolved only when the call runs.
+    pub fn secret(&self) -> Option<crate::keychain::SecretRef> {
+        match self {
+            Job::Act {
+                value: Some(value @ Value::Object(_)),
+                ..
+            } => crate::secrets::secret_in_place(value, "args.value")
+                .ok()
+                .flatten(),
+            _ => None,
+        }
+    }
+
+    /// The element an act acts on, as the call names it (a ref or a selector).
+    pub fn element_named(&self) -> Option<String> {
+        match self {
+            Job::Act {
+                target: Target::Ref(r),
+                ..
+            } => Some(format!("[{r}]")),
+            Job::Act {
+                target: Target::Selector(selector),
+                ..
+            } => Some(format!("`{}`", selector.source)),
+            _ => None,
         }
     }
 
@@ -643,6 +678,9 @@ impl Job {
             } => {
                 let action = format!("{action:?}").to_lowercase();
                 match value {
+                    Some(Value::Object(_)) => {
+                        format!("{action} {} to a stored secret{}", target(t), scope(app))
+                    }
                     Some(v) => format!("{action} {} to {v}{}", target(t), scope(app)),
                     None => format!("{action} {}{}", target(t), scope(app)),
                 }

@@ -1013,6 +1013,8 @@ fn wait_outcome<B: Backend>(
         Seen::Walked { met, forest, hits } => {
             let first = hits.first().map(|&i| &forest.nodes[i]);
             if let Some(node) = first {
+                // The ref is what the next call (or step) acts on.
+                fields.insert("ref".into(), json!(ax.refs.get(&node.element)));
                 fields.insert(
                     "node".into(),
                     json!(node_line(ax, node, Include::default())),

@@ -184,16 +184,47 @@ impl<B: Backend> PreparedAction for AxAction<B> {
     }
 
     fn facts(&self) -> ActionFacts {
+        let secrets = self
+            .job
+            .secret()
+            .map(|reference| crate::secrets::SecretUse {
+                name: crate::secrets::IN_PLACE.into(),
+                reference: reference.uri(),
+                to: crate::secrets::SecretDestination::ElementValue {
+                    element: self.job.element_named().unwrap_or_default(),
+                    app: self.target.as_ref().and_then(|t| t.app.clone()),
+                },
+            })
+            .into_iter()
+            .collect();
         ActionFacts {
             target: self.target.clone(),
             args: Some(self.args.clone()),
+            secrets,
             ..ActionFacts::default()
         }
     }
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let deadline = Instant::now() + self.timeout;
-        let result = commands::run(&self.ax, deadline, self.job, &ctx.protected).await;
+        let mut job = self.job;
+        if let Some(reference) = job.secret() {
+            // Resolved only now, after policy and approval, and registered for masking first.
+            let holder = ctx.secrets.clone();
+            let value = tokio::task::spawn_blocking(move || {
+                holder.resolve(crate::secrets::IN_PLACE, &reference)
+            })
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("resolving a secret failed: {err}"),
+            })??;
+            if let Job::Act { value: slot, .. } = &mut job {
+                *slot = Some(Value::String(
+                    secrecy::ExposeSecret::expose_secret(&value).to_string(),
+                ));
+            }
+        }
+        let result = commands::run(&self.ax, deadline, job, &ctx.protected).await;
         if let Err(Failure::Ax(AxError::Unavailable(_))) = &result {
             // The service went away (session restarted): the next call starts afresh.
             self.ax.backend.reset().await;

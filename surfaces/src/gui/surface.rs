@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
 use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
+use crate::keychain::SecretRef;
+use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
@@ -46,8 +48,9 @@ const POINT_FIELDS: &[&str] = &["x", "y"];
 const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count"];
 const DRAG_FIELDS: &[&str] = &["from_x", "from_y", "to_x", "to_y", "button"];
 const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy"];
-// `window?`: the window the keys reached, when it can be told.
-const TYPE_FIELDS: &[&str] = &["chars", "window?"];
+// `window?`: the window the keys reached, when it can be told; `secret`: a secret was typed
+// (neither its value nor its length is told).
+const TYPE_FIELDS: &[&str] = &["chars?", "secret?", "window?"];
 const KEY_FIELDS: &[&str] = &["combo", "window?"];
 const FOCUS_FIELDS: &[&str] = &["window", "focused"];
 
@@ -107,6 +110,8 @@ impl Terminals {
 enum Keys<'a> {
     Text(&'a str),
     Combo(&'a Combo, &'a str),
+    /// A secret's value, not known until the call runs.
+    Secret,
 }
 
 impl Keys<'_> {
@@ -114,6 +119,19 @@ impl Keys<'_> {
         match self {
             Keys::Text(text) => terminal::type_text(line, text),
             Keys::Combo(combo, name) => terminal::press(line, combo, name),
+            // The value is resolved only at run time and must never land in facts or
+            // receipts: the line goes on, opaque. (A value with a line break is refused when
+            // typed, so the keys end no line.)
+            Keys::Secret => {
+                let mut after = line.clone();
+                after.opaque.get_or_insert_with(|| {
+                    "a secret was typed into it, and its characters are not followed".into()
+                });
+                Effect {
+                    completed: Vec::new(),
+                    after,
+                }
+            }
         }
     }
 }
@@ -290,8 +308,22 @@ struct ScrollArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TypeArgs {
-    /// (any unicode)
-    text: String,
+    /// any unicode, or {secret:"keychain://svc/acct"} to type a stored secret unseen
+    text: TypeText,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum TypeText {
+    Text(String),
+    Secret { secret: String },
+}
+
+/// What `type` types: text given, or a secret resolved when the call runs.
+#[derive(Debug)]
+enum Typed {
+    Text(String),
+    Secret(SecretRef),
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -345,7 +377,7 @@ enum Action {
         dy: i32,
     },
     Type {
-        text: String,
+        text: Typed,
         keys: KeyPlan,
     },
     Key {
@@ -562,8 +594,24 @@ impl<B: Backend> GuiSurface<B> {
                 }
             }
             "type" => {
+                // Checked first for an error that says what a secret looks like.
+                if let Some(value) = args.get("text") {
+                    crate::secrets::secret_in_place(value, "args.text")?;
+                }
                 let a: TypeArgs = decode_args(args)?;
-                let chars = a.text.chars().count();
+                let text = match a.text {
+                    TypeText::Text(text) => text,
+                    TypeText::Secret { secret } => {
+                        return Ok(Action::Type {
+                            text: Typed::Secret(crate::secrets::parse_reference(
+                                &secret,
+                                "args.text.secret",
+                            )?),
+                            keys: KeyPlan::default(),
+                        });
+                    }
+                };
+                let chars = text.chars().count();
                 if chars == 0 {
                     return Err(ToolError::invalid("text is empty").at("args.text"));
                 }
@@ -573,8 +621,7 @@ impl<B: Backend> GuiSurface<B> {
                     ))
                     .at("args.text"));
                 }
-                if let Some(c) = a
-                    .text
+                if let Some(c) = text
                     .chars()
                     .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r' | '\u{8}'))
                 {
@@ -585,7 +632,7 @@ impl<B: Backend> GuiSurface<B> {
                     .at("args.text"));
                 }
                 Action::Type {
-                    text: a.text,
+                    text: Typed::Text(text),
                     keys: KeyPlan::default(),
                 }
             }
@@ -696,9 +743,13 @@ impl<B: Backend> Surface for GuiSurface<B> {
         let mut action = self.validate(&conn, command, args, complications)?;
         match &mut action {
             Action::Type { text, keys } => {
-                *keys = self
-                    .plan_keys(&*conn, Keys::Text(&text.replace("\r\n", "\n")))
-                    .map_err(x_failed)?;
+                *keys = match text {
+                    Typed::Text(text) => {
+                        self.plan_keys(&*conn, Keys::Text(&text.replace("\r\n", "\n")))
+                    }
+                    Typed::Secret(_) => self.plan_keys(&*conn, Keys::Secret),
+                }
+                .map_err(x_failed)?;
             }
             Action::Key {
                 combo,
@@ -711,10 +762,16 @@ impl<B: Backend> Surface for GuiSurface<B> {
             }
             _ => {}
         }
-        let risk = COMMANDS
-            .iter()
-            .find(|c| c.name == command)
-            .map_or(Risk::Act, |c| c.risk);
+        let risk = match &action {
+            Action::Type {
+                text: Typed::Secret(_),
+                ..
+            } => Risk::Secret,
+            _ => COMMANDS
+                .iter()
+                .find(|c| c.name == command)
+                .map_or(Risk::Act, |c| c.risk),
+        };
         let window = args.get("window").and_then(Value::as_u64);
         let target = target_of(&*conn, &action, window).map_err(x_failed)?;
         Ok(Box::new(GuiRun {
@@ -864,13 +921,20 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             Action::Scroll { dx, dy, .. } => format!("scroll dx={dx} dy={dy}"),
             // The text may be private: say how much, not what. What a terminal runs is a
             // command, shown as a shell run's script is.
-            Action::Type { text, keys } => {
+            Action::Type {
+                text: Typed::Text(text),
+                keys,
+            } => {
                 format!(
                     "type {} characters{}",
                     text.chars().count(),
                     keys.describe()
                 )
             }
+            Action::Type {
+                text: Typed::Secret(_),
+                keys,
+            } => format!("type a stored secret{}", keys.describe()),
             Action::Key { combo, keys, .. } => format!("press {combo}{}", keys.describe()),
             Action::Focus { window } => format!("focus window {window}"),
         }
@@ -881,10 +945,26 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             Action::Type { keys, .. } | Action::Key { keys, .. } => keys.terminal_input(),
             _ => None,
         };
+        let secrets = match &self.action {
+            Action::Type {
+                text: Typed::Secret(reference),
+                keys,
+            } => vec![SecretUse {
+                name: crate::secrets::IN_PLACE.into(),
+                reference: reference.uri(),
+                to: SecretDestination::Typed {
+                    window: keys.target,
+                    app: self.target.as_ref().and_then(|t| t.app.clone()),
+                    terminal: keys.terminal.is_some(),
+                },
+            }],
+            _ => Vec::new(),
+        };
         ActionFacts {
             target: self.target.clone(),
             args: Some(self.args.clone()),
             terminal,
+            secrets,
             ..ActionFacts::default()
         }
     }
@@ -999,6 +1079,31 @@ fn execute<D: Desktop>(
 
 /// Sends a call's keys if they still reach the window they were decided for, and the line there
 /// is still the one decided on; then keeps the line they leave.
+/// A secret is typed only as characters: a line break would act as Return (running a line nobody
+/// decided on, in a terminal), other control characters as keys no one asked for.
+fn check_typed_secret(text: &str) -> Result<(), SurfaceError> {
+    let chars = text.chars().count();
+    let refuse = |why: String| SurfaceError::Failed {
+        message: format!("the secret was not typed: {why}"),
+    };
+    if chars == 0 {
+        return Err(refuse("its value is empty".into()));
+    }
+    if chars > MAX_TYPE_CHARS {
+        return Err(refuse(format!(
+            "it is longer than the {MAX_TYPE_CHARS} characters `type` sends at most"
+        )));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(refuse(
+            "it holds a line break or another control character, which would press keys \
+             (Return) no one decided on"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 fn send_keys<D: Desktop>(
     conn: &D,
     plan: &KeyPlan,
@@ -1171,11 +1276,30 @@ fn perform<D: Desktop>(
             let (x, y) = conn.cursor()?;
             done(json!({"x": x, "y": y, "dx": dx, "dy": dy}))
         }
-        Action::Type { text, keys } => {
+        Action::Type {
+            text: Typed::Text(text),
+            keys,
+        } => {
             // "\r\n" is one line break, not two.
             let text = text.replace("\r\n", "\n");
             send_keys(conn, &keys, terminals, |conn| conn.type_text(&text))?;
             let mut reply = json!({"chars": text.chars().count()});
+            if let Some(window) = receiving_window(conn, keys.target) {
+                reply["window"] = window;
+            }
+            done(reply)
+        }
+        Action::Type {
+            text: Typed::Secret(reference),
+            keys,
+        } => {
+            // Resolved only now, after policy and approval, and registered for masking first.
+            let value = ctx.secrets.resolve(crate::secrets::IN_PLACE, &reference)?;
+            let text = secrecy::ExposeSecret::expose_secret(&value);
+            check_typed_secret(text)?;
+            send_keys(conn, &keys, terminals, |conn| conn.type_text(text))?;
+            // Neither the value nor its length: the model learns that it was typed.
+            let mut reply = json!({"secret": "typed"});
             if let Some(window) = receiving_window(conn, keys.target) {
                 reply["window"] = window;
             }

@@ -1,0 +1,265 @@
+//! The Linux store: the freedesktop Secret Service (gnome-keyring, KWallet, KeePassXC) through
+//! keyring's zbus store for values, and the `secret-service` crate under it for enumeration and
+//! the lock state, which keyring's API does not offer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use keyring_core::api::CredentialStoreApi;
+use keyring_core::{Entry, Error as KeyringError};
+use secrecy::{ExposeSecret, SecretString};
+use secret_service::EncryptionType;
+use secret_service::blocking::SecretService;
+use zbus_secret_service_keyring_store::Store;
+
+use super::reference::SecretRef;
+use super::store::{ItemInfo, SecretStore, StoreError};
+
+/// The Secret Service of the session bus in `DBUS_SESSION_BUS_ADDRESS`.
+#[derive(Debug, Default)]
+pub struct SecretServiceStore {
+    /// keyring's store, connected on first use and dropped when the service goes away, so
+    /// that a keyring daemon started later is found.
+    store: Mutex<Option<Arc<Store>>>,
+}
+
+impl SecretServiceStore {
+    pub fn new() -> SecretServiceStore {
+        SecretServiceStore::default()
+    }
+
+    fn store(&self) -> Result<Arc<Store>, StoreError> {
+        let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = slot.as_ref() {
+            return Ok(store.clone());
+        }
+        let store = Store::new().map_err(|err| from_keyring(err, None))?;
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+
+    /// Runs `op` on keyring's entry for `reference`, forgetting the connection when the service
+    /// is gone so that the next call reconnects.
+    fn with_entry<T>(
+        &self,
+        reference: &SecretRef,
+        label: Option<&str>,
+        op: impl FnOnce(&Entry) -> keyring_core::Result<T>,
+    ) -> Result<T, StoreError> {
+        let store = self.store()?;
+        let modifiers = label.map(|label| HashMap::from([("label", label)]));
+        let entry = store
+            .build(&reference.service, &reference.account, modifiers.as_ref())
+            .map_err(|err| from_keyring(err, Some(reference)))?;
+        op(&entry).map_err(|err| {
+            let err = from_keyring(err, Some(reference));
+            if matches!(err, StoreError::NoService { .. } | StoreError::Other { .. }) {
+                *self.store.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            }
+            err
+        })
+    }
+
+    /// A plain connection for what keyring does not expose (search without unlocking, lock
+    /// state). Plain transfer is fine: it carries no secret values.
+    fn connect() -> Result<SecretService<'static>, StoreError> {
+        SecretService::connect(EncryptionType::Plain).map_err(|err| from_service(err, None))
+    }
+
+    /// Items matching `attributes`, unlocked ones only; locked ones are counted.
+    fn search(attributes: HashMap<&str, &str>) -> Result<(Vec<ItemInfo>, usize), StoreError> {
+        let ss = Self::connect()?;
+        let found = ss
+            .search_items(attributes)
+            .map_err(|err| from_service(err, None))?;
+        let mut items = Vec::with_capacity(found.unlocked.len());
+        for item in &found.unlocked {
+            let attributes = item
+                .get_attributes()
+                .map_err(|err| from_service(err, None))?;
+            let (Some(service), Some(account)) =
+                (attributes.get("service"), attributes.get("username"))
+            else {
+                // Another application's item, with attributes of its own: no reference names it.
+                continue;
+            };
+            items.push(ItemInfo {
+                service: service.clone(),
+                account: account.clone(),
+                label: item.get_label().map_err(|err| from_service(err, None))?,
+            });
+        }
+        items.sort_by(|a, b| (&a.service, &a.account).cmp(&(&b.service, &b.account)));
+        Ok((items, found.locked.len()))
+    }
+}
+
+impl SecretStore for SecretServiceStore {
+    fn get(&self, reference: &SecretRef) -> Result<SecretString, StoreError> {
+        let bytes = self.with_entry(reference, None, |entry| entry.get_secret())?;
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(SecretString::from(text)),
+            Err(_) => Err(StoreError::Other {
+                reason: format!("the value of {reference} is not UTF-8 text"),
+            }),
+        }
+    }
+
+    fn set(
+        &self,
+        reference: &SecretRef,
+        label: &str,
+        value: &SecretString,
+    ) -> Result<(), StoreError> {
+        self.with_entry(reference, Some(label), |entry| {
+            entry.set_secret(value.expose_secret().as_bytes())?;
+            // keyring keeps an existing item's label: set the one asked for.
+            let credential = entry.get_credential()?;
+            if let Some(wrapper) = credential
+                .as_any()
+                .downcast_ref::<zbus_secret_service_keyring_store::cred::Wrapper>(
+            ) {
+                wrapper.set_label(label)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn delete(&self, reference: &SecretRef) -> Result<bool, StoreError> {
+        match self.with_entry(reference, None, |entry| entry.delete_credential()) {
+            Ok(()) => Ok(true),
+            Err(StoreError::NotFound { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<ItemInfo>, StoreError> {
+        let (items, locked) = Self::search(HashMap::new())?;
+        if items.is_empty() && locked > 0 {
+            return Err(locked_error(format!(
+                "all {locked} items are in locked collections"
+            )));
+        }
+        Ok(items)
+    }
+
+    fn info(&self, reference: &SecretRef) -> Result<Option<ItemInfo>, StoreError> {
+        let (items, locked) = Self::search(HashMap::from([
+            ("service", reference.service.as_str()),
+            ("username", reference.account.as_str()),
+        ]))?;
+        match items.into_iter().next() {
+            Some(item) => Ok(Some(item)),
+            None if locked > 0 => Err(locked_error(format!(
+                "the collection holding {reference} is locked"
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    fn probe(&self) -> Result<(), StoreError> {
+        let ss = Self::connect()?;
+        let collection = ss
+            .get_default_collection()
+            .map_err(|err| from_service(err, None))?;
+        if collection
+            .is_locked()
+            .map_err(|err| from_service(err, None))?
+        {
+            return Err(locked_error("the default collection is locked".to_string()));
+        }
+        Ok(())
+    }
+
+    fn backend(&self) -> &'static str {
+        "secret-service"
+    }
+}
+
+fn locked_error(reason: String) -> StoreError {
+    StoreError::Locked {
+        reason,
+        fix: "unlock it (log in to the desktop, open Passwords and Keys, or `gnome-keyring-daemon --unlock` with its password on stdin) and try again".to_string(),
+    }
+}
+
+fn no_service(reason: String) -> StoreError {
+    StoreError::NoService {
+        reason,
+        fix: "start a Secret Service (gnome-keyring-daemon --components=secrets, KWallet or KeePassXC) on the session bus the daemon uses (DBUS_SESSION_BUS_ADDRESS)".to_string(),
+    }
+}
+
+/// keyring's error, classified by the `secret-service` error it wraps.
+fn from_keyring(err: KeyringError, reference: Option<&SecretRef>) -> StoreError {
+    match err {
+        KeyringError::NoEntry => match reference {
+            Some(reference) => StoreError::not_found(reference),
+            None => StoreError::Other {
+                reason: "no such item".to_string(),
+            },
+        },
+        KeyringError::NoStorageAccess(inner) | KeyringError::PlatformFailure(inner) => {
+            match inner.downcast::<secret_service::Error>() {
+                Ok(service) => from_service(*service, reference),
+                Err(other) => StoreError::Other {
+                    reason: other.to_string(),
+                },
+            }
+        }
+        KeyringError::Ambiguous(entries) => StoreError::Other {
+            reason: format!(
+                "{} items match {}; delete the extra ones with secret-tool clear",
+                entries.len(),
+                reference.map(SecretRef::uri).unwrap_or_default()
+            ),
+        },
+        other => StoreError::Other {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn from_service(err: secret_service::Error, reference: Option<&SecretRef>) -> StoreError {
+    use secret_service::Error;
+    match err {
+        Error::Unavailable => no_service("no Secret Service is on the session bus".to_string()),
+        Error::Zbus(zbus::Error::Address(reason)) => {
+            no_service(format!("no session bus to reach it on ({reason})"))
+        }
+        Error::Zbus(zbus::Error::InputOutput(io)) => {
+            no_service(format!("the session bus cannot be reached ({io})"))
+        }
+        Error::Zbus(zbus::Error::MethodError(name, _, _))
+            if name.as_str() == "org.freedesktop.DBus.Error.ServiceUnknown"
+                || name.as_str() == "org.freedesktop.DBus.Error.NameHasNoOwner" =>
+        {
+            no_service("no Secret Service is on the session bus".to_string())
+        }
+        Error::ZbusFdo(
+            zbus::fdo::Error::ServiceUnknown(_) | zbus::fdo::Error::NameHasNoOwner(_),
+        ) => no_service("no Secret Service is on the session bus".to_string()),
+        Error::Locked => locked_error(match reference {
+            Some(reference) => format!("the collection holding {reference} is locked"),
+            None => "a collection is locked".to_string(),
+        }),
+        Error::Prompt => StoreError::Refused {
+            reason: "the unlock prompt was dismissed".to_string(),
+            fix: "accept the keychain's unlock prompt when it appears, or unlock the keyring first"
+                .to_string(),
+        },
+        Error::PromptDisconnected => StoreError::Refused {
+            reason: "the Secret Service went away while its unlock prompt was open".to_string(),
+            fix: "restart the keyring daemon, unlock it, and try again".to_string(),
+        },
+        Error::NoResult => match reference {
+            Some(reference) => StoreError::not_found(reference),
+            None => StoreError::Other {
+                reason: "the Secret Service found no such object".to_string(),
+            },
+        },
+        other => StoreError::Other {
+            reason: other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,440 @@
+//! Secrets a call references: the facts it states about them (which secret, by which reference,
+//! going where), the per-call holder of the values resolved while it runs (and the masker made
+//! of them, which every output of the call passes through), and resolution at the moment of use.
+//!
+//! Why a holder per call: a surface resolves a reference only inside `PreparedAction::run`
+//! (after policy and approval) and registers the value here before using it; the daemon masks
+//! the call's whole outcome, its receipt and its log lines with the same holder, and the shell
+//! capture masks its streams as they go. A surface cannot forget to mask what it never sees
+//! unmasked again.
+//!
+//! Values live as [`SecretString`] (zeroed when dropped). What cannot be zeroed is said where it
+//! happens: the masker's automaton holds the encoded forms, and a run's environment passes
+//! through the standard library's and containment's own buffers.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use computer_ipc::ToolError;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::SurfaceError;
+use crate::keychain::{SecretRef, SecretStore, system_store};
+use crate::mask::Masker;
+
+/// The name a secret typed (`gui type`) or set (`ax act set_value`) in place of text goes by in
+/// facts and masks: `[masked secret]`.
+pub const IN_PLACE: &str = "secret";
+
+/// The scheme of every secret reference.
+pub const SCHEME: &str = "keychain://";
+
+/// A reference parsed, or an error naming `at` (the JSON path) and what a valid one looks like.
+pub fn parse_reference(text: &str, at: &str) -> Result<SecretRef, ToolError> {
+    SecretRef::parse(text).map_err(|err| ToolError::invalid(err.to_string()).at(at.to_string()))
+}
+
+/// One secret a call references, as facts state it: policy, approvers and receipts see this,
+/// never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretUse {
+    /// The name the call gives it (the variable name for a shell run, `secret` for gui and ax).
+    pub name: String,
+    /// The reference as the call wrote it (receipts keep a keyed digest of it instead).
+    pub reference: String,
+    /// Where its value goes.
+    pub to: SecretDestination,
+}
+
+/// Where a secret's value goes when the call runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SecretDestination {
+    /// The environment variable `var` of the run (and of every process it starts).
+    Env { var: String },
+    /// Typed as keys into a window.
+    Typed {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        app: Option<String>,
+        /// The window is (or may be) a terminal: what is typed there goes to its command line.
+        terminal: bool,
+    },
+    /// Set as the value of an accessibility element.
+    ElementValue {
+        element: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        app: Option<String>,
+    },
+}
+
+impl fmt::Display for SecretDestination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretDestination::Env { var } => {
+                write!(f, "the environment variable {var} of the run")
+            }
+            SecretDestination::Typed {
+                window,
+                app,
+                terminal,
+            } => {
+                let kind = if *terminal { "terminal " } else { "" };
+                match (window, app) {
+                    (Some(w), Some(app)) => write!(f, "typed into the {kind}window {w} ({app})"),
+                    (Some(w), None) => write!(f, "typed into the {kind}window {w}"),
+                    _ => write!(f, "typed into the window that has the keyboard"),
+                }
+            }
+            SecretDestination::ElementValue { element, app } => match app {
+                Some(app) => write!(f, "the value of the element {element} in {app}"),
+                None => write!(f, "the value of the element {element}"),
+            },
+        }
+    }
+}
+
+impl SecretUse {
+    /// One line for approvers: which secret, from where, going where.
+    pub fn shown(&self) -> String {
+        format!("{} ({}) → {}", self.name, self.reference, self.to)
+    }
+}
+
+/// Where values come from: the keychain, asked at the moment of use. Blocking. The narrow seam a
+/// call needs of a [`SecretStore`] (tests and benchmarks give their own).
+pub trait Resolve: Send + Sync {
+    /// The value of the item `reference` names; errors name the reference and what to do,
+    /// never a value.
+    fn resolve(&self, reference: &SecretRef) -> Result<SecretString, String>;
+}
+
+/// The system keychain as a resolver.
+struct StoreResolver(Arc<dyn SecretStore>);
+
+impl Resolve for StoreResolver {
+    fn resolve(&self, reference: &SecretRef) -> Result<SecretString, String> {
+        self.0.get(reference).map_err(|err| err.to_string())
+    }
+}
+
+/// The resolver calls use unless their holder was given another: the system keychain, one
+/// connection for the daemon.
+pub fn system_resolver() -> Arc<dyn Resolve> {
+    static SYSTEM: OnceLock<Arc<dyn Resolve>> = OnceLock::new();
+    SYSTEM
+        .get_or_init(|| Arc::new(StoreResolver(system_store())) as Arc<dyn Resolve>)
+        .clone()
+}
+
+/// Whether the system keychain answered when first asked (bounded at 3 s, on a thread of its
+/// own: the store must not be called on a runtime thread). The tool lists `secrets` only where
+/// it does, as it lists only what is callable; the answer holds for the daemon's life, as the
+/// tool it is listed in does.
+pub fn keychain_answers() -> bool {
+    static ANSWERS: OnceLock<bool> = OnceLock::new();
+    *ANSWERS.get_or_init(|| {
+        let (tell, told) = std::sync::mpsc::channel();
+        let asked = std::thread::Builder::new()
+            .name("keychain-probe".into())
+            .spawn(move || {
+                let _ = tell.send(system_store().probe());
+            });
+        match asked.ok().and_then(|_| told.recv_timeout(Duration::from_secs(3)).ok()) {
+            Some(Ok(())) => true,
+            Some(Err(err)) => {
+                tracing::info!(error = %err, "secret references are unavailable: the keychain does not answer");
+                false
+            }
+            None => {
+                tracing::info!("secret references are unavailable: the keychain did not answer within 3 s");
+                false
+            }
+        }
+    })
+}
+
+/// The secrets one call resolved: their values, and the masker made of them. Every output of the
+/// call is masked through it; while it lives, its masker also masks the daemon's log lines.
+pub struct CallSecrets {
+    resolver: Option<Arc<dyn Resolve>>,
+    state: Mutex<Resolved>,
+}
+
+#[derive(Default)]
+struct Resolved {
+    values: Vec<(String, SecretString)>,
+    masker: Option<Arc<Masker>>,
+}
+
+impl Default for CallSecrets {
+    /// A holder that resolves through the system keychain.
+    fn default() -> Self {
+        CallSecrets {
+            resolver: None,
+            state: Mutex::default(),
+        }
+    }
+}
+
+impl fmt::Debug for CallSecrets {
+    // Names only: the values are the secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.lock().values.iter().map(|(n, _)| n.clone()).collect();
+        f.debug_struct("CallSecrets")
+            .field("resolved", &names)
+            .finish()
+    }
+}
+
+impl CallSecrets {
+    /// A holder that resolves through `resolver` (tests, benchmarks).
+    pub fn with_resolver(resolver: Arc<dyn Resolve>) -> CallSecrets {
+        CallSecrets {
+            resolver: Some(resolver),
+            state: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Resolved> {
+        // Each update replaces whole fields: the state is consistent after a panic too.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Resolves `reference` for the secret called `name`, and registers the value for masking
+    /// before handing it out. Blocking (the keychain is a D-Bus round trip): call it from a
+    /// blocking thread.
+    pub fn resolve(&self, name: &str, reference: &SecretRef) -> Result<SecretString, SurfaceError> {
+        let resolver = self.resolver.clone().unwrap_or_else(system_resolver);
+        let value = resolver
+            .resolve(reference)
+            .map_err(|message| SurfaceError::Failed {
+                message: format!("secret {name} could not be resolved, so nothing ran: {message}"),
+            })?;
+        self.register(name, &value);
+        Ok(value)
+    }
+
+    /// Registers a value to be masked in everything the call produces.
+    pub fn register(&self, name: &str, value: &SecretString) {
+        let mut state = self.lock();
+        state
+            .values
+            .push((name.to_string(), SecretString::from(value.expose_secret())));
+        let masker = Arc::new(Masker::new(
+            state
+                .values
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.expose_secret().as_bytes())),
+        ));
+        live_maskers().push(Arc::downgrade(&masker));
+        state.masker = Some(masker);
+    }
+
+    /// Whether nothing was resolved (then nothing needs masking).
+    pub fn is_empty(&self) -> bool {
+        self.lock().values.is_empty()
+    }
+
+    /// The masker of every value resolved so far.
+    pub fn masker(&self) -> Option<Arc<Masker>> {
+        self.lock().masker.clone()
+    }
+
+    /// `text` with every resolved value masked, in every form.
+    pub fn mask_str(&self, text: &str) -> String {
+        match self.masker() {
+            Some(masker) => masker.mask_str(text),
+            None => text.to_string(),
+        }
+    }
+
+    /// `bytes` masked.
+    pub fn mask_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        match self.masker() {
+            Some(masker) => masker.mask(bytes),
+            None => bytes.to_vec(),
+        }
+    }
+
+    /// Masks every string (and key) of a JSON value in place.
+    pub fn mask_json(&self, value: &mut Value) {
+        if let Some(masker) = self.masker() {
+            mask_json_with(&masker, value);
+        }
+    }
+}
+
+fn mask_json_with(masker: &Masker, value: &mut Value) {
+    match value {
+        Value::String(text) => {
+            let masked = masker.mask_str(text);
+            if masked != *text {
+                *text = masked;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| mask_json_with(masker, v)),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (key, mut item) in entries {
+                mask_json_with(masker, &mut item);
+                map.insert(masker.mask_str(&key), item);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Maskers of calls still running, for text produced outside any call's pipeline (log lines).
+fn live_maskers() -> MutexGuard<'static, Vec<Weak<Masker>>> {
+    static LIVE: Mutex<Vec<Weak<Masker>>> = Mutex::new(Vec::new());
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Every string of `value` masked with the secrets of every call still running. For receipt
+/// rows: a value one call resolved is masked wherever any row carries it.
+pub fn mask_json_with_live(value: &mut Value) {
+    let maskers: Vec<Arc<Masker>> = {
+        let mut live = live_maskers();
+        live.retain(|weak| weak.strong_count() > 0);
+        live.iter().filter_map(Weak::upgrade).collect()
+    };
+    for masker in maskers {
+        mask_json_with(&masker, value);
+    }
+}
+
+/// `line` masked with the secrets of every call still running, or `None` when no call holds
+/// any (the common case: nothing is copied). For the daemon's log writer.
+pub fn mask_with_live(line: &[u8]) -> Option<Vec<u8>> {
+    let maskers: Vec<Arc<Masker>> = {
+        let mut live = live_maskers();
+        live.retain(|weak| weak.strong_count() > 0);
+        live.iter().filter_map(Weak::upgrade).collect()
+    };
+    if maskers.is_empty() {
+        return None;
+    }
+    let mut text = line.to_vec();
+    for masker in maskers {
+        text = masker.mask(&text);
+    }
+    Some(text)
+}
+
+/// Checks a secret's name for a run's environment: a portable variable name, not one the
+/// daemon reserves.
+pub fn check_env_name(name: &str, at: &str) -> Result<(), ToolError> {
+    let portable = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !portable {
+        return Err(ToolError::invalid(format!(
+            "`{name}` is not a variable name: use letters, digits and `_`, not starting with a \
+             digit (e.g. API_TOKEN)"
+        ))
+        .at(at.to_string()));
+    }
+    if name.starts_with("COMPUTER_") {
+        return Err(ToolError::invalid(
+            "COMPUTER_* variables are reserved for the daemon and never passed to runs",
+        )
+        .at(at.to_string()));
+    }
+    Ok(())
+}
+
+/// `{"secret": "keychain://…"}` in place of a text: the reference, or `None` for plain text.
+/// Any other object is an error naming `at`.
+pub fn secret_in_place(value: &Value, at: &str) -> Result<Option<SecretRef>, ToolError> {
+    let Value::Object(map) = value else {
+        return Ok(None);
+    };
+    match (map.get("secret"), map.len()) {
+        (Some(Value::String(text)), 1) => parse_reference(text, &format!("{at}.secret")).map(Some),
+        _ => Err(ToolError::invalid(
+            "give text, or {\"secret\": \"keychain://<service>/<account>\"} to use a stored secret \
+             without seeing it",
+        )
+        .at(at.to_string())
+        .valid(["secret"])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(&'static str);
+
+    impl Resolve for Fixed {
+        fn resolve(&self, _: &SecretRef) -> Result<SecretString, String> {
+            Ok(SecretString::from(self.0))
+        }
+    }
+
+    #[test]
+    fn a_bad_reference_is_an_error_at_its_path_saying_what_is_valid() {
+        let err = parse_reference("op://vault/item", "complications.secrets.T").unwrap_err();
+        let shown = serde_json::to_string(&err).unwrap();
+        assert!(shown.contains("complications.secrets.T"), "{shown}");
+        assert!(shown.contains("keychain://<service>/<account>"), "{shown}");
+    }
+
+    #[test]
+    fn a_resolved_value_is_masked_everywhere_the_holder_masks_and_in_live_log_lines() {
+        let holder = CallSecrets::with_resolver(Arc::new(Fixed("hunter2-value")));
+        let reference = SecretRef::parse("keychain://s/a").unwrap();
+        let value = holder.resolve("PW", &reference).unwrap();
+        assert_eq!(value.expose_secret(), "hunter2-value");
+        assert_eq!(holder.mask_str("pw=hunter2-value"), "pw=[masked PW]");
+        let mut json = serde_json::json!({"out": ["x hunter2-value"], "hunter2-value": 1});
+        holder.mask_json(&mut json);
+        assert_eq!(
+            json,
+            serde_json::json!({"out": ["x [masked PW]"], "[masked PW]": 1})
+        );
+        let logged = mask_with_live(b"log: aHVudGVyMi12YWx1ZQ== end").unwrap();
+        let logged = String::from_utf8(logged).unwrap();
+        assert!(logged.starts_with("log: [masked PW]"), "{logged}");
+        assert!(!logged.contains("aHVudGVy"), "{logged}");
+        assert!(!format!("{holder:?}").contains("hunter2"));
+        drop(holder);
+        assert!(
+            mask_with_live(b"hunter2-value").is_none_or(|m| m == b"hunter2-value"),
+            "a finished call's secrets stop being looked for"
+        );
+    }
+
+    #[test]
+    fn secret_in_place_takes_text_or_one_reference() {
+        assert!(
+            secret_in_place(&Value::String("hi".into()), "args.text")
+                .unwrap()
+                .is_none()
+        );
+        let found = secret_in_place(
+            &serde_json::json!({"secret": "keychain://svc/acct"}),
+            "args.text",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(found.account, "acct");
+        let err = secret_in_place(&serde_json::json!({"secret": 1}), "args.text").unwrap_err();
+        assert!(serde_json::to_string(&err).unwrap().contains("keychain://"));
+    }
+
+    #[test]
+    fn env_names_must_be_portable_and_not_reserved() {
+        assert!(check_env_name("API_TOKEN", "x").is_ok());
+        assert!(check_env_name("1X", "x").is_err());
+        assert!(check_env_name("A=B", "x").is_err());
+        assert!(check_env_name("COMPUTER_TOKEN", "x").is_err());
+    }
+}
