@@ -138,6 +138,15 @@ const EXAMPLES: &[(&str, &str)] = &[
         "computer mcp   # as the command of an MCP client's server entry",
     ),
     ("doctor", "computer doctor --json"),
+    (
+        "secrets",
+        "computer secrets set keychain://github.com/deploy-bot",
+    ),
+    (
+        "secrets set",
+        "computer secrets set keychain://github.com/deploy-bot   # asks, without echo\n  \
+         printf %s \"$TOKEN\" | computer secrets set keychain://ci/token --label 'CI token'",
+    ),
     ("agents", "computer agents add ci-bot --surfaces shell"),
     (
         "agents add",
