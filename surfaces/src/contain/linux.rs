@@ -28,7 +28,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::zygote::{self, Request, Zygote};
 use super::{ContainError, ExecSpec, RunEnd, RunLimits};
@@ -72,6 +72,7 @@ const STAGES: &[&str] = &[
     "fork of the supervisor",
     "changing to the working directory",
     "watching for the program's end",
+    "taking the terminal as the session's controlling terminal",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -91,6 +92,7 @@ pub(super) const STAGE_REQUEST: i32 = 14;
 pub(super) const STAGE_SUPERVISOR: i32 = 15;
 const STAGE_CWD: i32 = 16;
 const STAGE_SIGNALS: i32 = 17;
+const STAGE_TERMINAL: i32 = 18;
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -206,7 +208,7 @@ impl Plan {
 #[derive(Debug)]
 pub(super) struct Launcher {
     plan: Plan,
-    zygote: Mutex<Zygote>,
+    zygote: Arc<Mutex<Zygote>>,
 }
 
 /// A run handed to the zygote, with the daemon's ends of its pipes.
@@ -224,7 +226,7 @@ impl Launcher {
         let zygote = Zygote::start(&plan)?;
         let launcher = Launcher {
             plan,
-            zygote: Mutex::new(zygote),
+            zygote: Arc::new(Mutex::new(zygote)),
         };
         launcher.probe()?;
         Ok(launcher)
@@ -262,42 +264,9 @@ impl Launcher {
         cwd: &Path,
         with_stdin: bool,
     ) -> Result<Started, ContainError> {
-        let setup =
-            |stage: &'static str| move |source: io::Error| ContainError::Setup { stage, source };
-        let request = Request {
-            no_network: limits.no_network,
-            writable: match &limits.writable {
-                Some(paths) => Some(
-                    paths
-                        .iter()
-                        .map(|p| c_string(p.as_os_str().as_bytes()))
-                        .collect::<Result<_, _>>()?,
-                ),
-                None => None,
-            },
-            program: c_string(exec.program.as_os_str().as_bytes())?,
-            cwd: c_string(cwd.as_os_str().as_bytes())?,
-            argv: exec
-                .argv
-                .iter()
-                .map(|a| c_string(a.as_bytes()))
-                .collect::<Result<_, _>>()?,
-            env: exec
-                .env
-                .iter()
-                .map(|(k, v)| {
-                    let mut pair = k.as_bytes().to_vec();
-                    pair.push(b'=');
-                    pair.extend_from_slice(v.as_bytes());
-                    c_string(&pair)
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let request = request_for(limits, exec, cwd, false)?;
         let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
-        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
-        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
         let (stdin, stdin_r) = if with_stdin {
             let (read, write) = pipe(0, libc::O_NONBLOCK).map_err(setup("input pipe"))?;
             (Some(write), read)
@@ -305,11 +274,38 @@ impl Launcher {
             let null = std::fs::File::open("/dev/null").map_err(setup("input pipe"))?;
             (None, OwnedFd::from(null))
         };
+        let run = self.hand_over(&request, [&stdin_r, &stdout_w, &stderr_w])?;
+        Ok(Started {
+            run,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Starts `exec` contained on `terminal` (a pty's slave side): its stdin, stdout and
+    /// stderr, and the controlling terminal of the new session the program leads.
+    pub(super) fn start_terminal(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        terminal: OwnedFd,
+    ) -> Result<Run, ContainError> {
+        let request = request_for(limits, exec, cwd, true)?;
+        self.hand_over(&request, [&terminal, &terminal, &terminal])
+    }
+
+    /// Hands `request` and the run's stdio to the zygote; returns the daemon's side of it.
+    fn hand_over(&self, request: &Request, stdio: [&OwnedFd; 3]) -> Result<Run, ContainError> {
+        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
+        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
         let fds = [
             memfd.as_raw_fd(),
-            stdin_r.as_raw_fd(),
-            stdout_w.as_raw_fd(),
-            stderr_w.as_raw_fd(),
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
             report_w.as_raw_fd(),
             stop_r.as_raw_fd(),
         ];
@@ -318,7 +314,8 @@ impl Launcher {
                 .zygote
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Err(err) = zygote.launch(&fds) {
+            let default_limits = request.uses_default_limits();
+            if let Err(err) = zygote.launch(&fds, default_limits) {
                 // A zygote that is gone (killed from outside the runs: none can see it) is
                 // started again once; if that fails too, the run is refused.
                 if !matches!(
@@ -331,23 +328,64 @@ impl Launcher {
                 *zygote = Zygote::start(&self.plan)
                     .map_err(setup("starting the containment zygote again"))?;
                 zygote
-                    .launch(&fds)
+                    .launch(&fds, default_limits)
                     .map_err(setup("handing the run to the containment zygote"))?;
             }
         }
-        // Only the run holds the other ends now: reads end when its processes are gone.
-        drop((memfd, stdin_r, stdout_w, stderr_w, report_w, stop_r));
-        Ok(Started {
-            run: Run {
-                report,
-                stop: Some(stop),
-                done: None,
-            },
-            stdin,
-            stdout,
-            stderr,
+        // Only the run holds the other ends now (the caller drops its stdio ends): reads end
+        // when its processes are gone.
+        drop((memfd, report_w, stop_r));
+        Ok(Run {
+            report,
+            stop: Some(stop),
+            done: None,
+            zygote: Some(self.zygote.clone()),
         })
     }
+}
+
+/// A setup failure at `stage`, from an io error.
+fn setup(stage: &'static str) -> impl Fn(io::Error) -> ContainError {
+    move |source: io::Error| ContainError::Setup { stage, source }
+}
+
+/// The request for one run, as it travels to its slot.
+fn request_for(
+    limits: &RunLimits,
+    exec: &ExecSpec,
+    cwd: &Path,
+    terminal: bool,
+) -> Result<Request, ContainError> {
+    Ok(Request {
+        no_network: limits.no_network,
+        writable: match &limits.writable {
+            Some(paths) => Some(
+                paths
+                    .iter()
+                    .map(|p| c_string(p.as_os_str().as_bytes()))
+                    .collect::<Result<_, _>>()?,
+            ),
+            None => None,
+        },
+        terminal,
+        program: c_string(exec.program.as_os_str().as_bytes())?,
+        cwd: c_string(cwd.as_os_str().as_bytes())?,
+        argv: exec
+            .argv
+            .iter()
+            .map(|a| c_string(a.as_bytes()))
+            .collect::<Result<_, _>>()?,
+        env: exec
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut pair = k.as_bytes().to_vec();
+                pair.push(b'=');
+                pair.extend_from_slice(v.as_bytes());
+                c_string(&pair)
+            })
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 /// A pipe, close-on-exec, with `read_flags` and `write_flags` (O_NONBLOCK) on its two ends.
@@ -376,9 +414,22 @@ pub(super) struct Run {
     /// run (no pid is ever signalled, so none can be reused in between).
     stop: Option<OwnedFd>,
     done: Option<RunEnd>,
+    /// Told once the run has ended, to prepare the slot that replaces the one it took.
+    zygote: Option<Arc<Mutex<Zygote>>>,
 }
 
 impl Run {
+    /// Asks for the slot that replaces this run's, once: the run has ended, or was given up.
+    fn replace_slot(&mut self) {
+        if let Some(zygote) = self.zygote.take() {
+            // A zygote that is gone is started again by the next run that needs it.
+            let _ = zygote
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .ask_for_slots();
+        }
+    }
+
     pub(super) fn stop(&self) {
         if let Some(stop) = &self.stop {
             // SAFETY: writes one byte of ours to a descriptor we own; a full pipe (the run was
@@ -405,6 +456,7 @@ impl Run {
             if ready <= 0 {
                 return Err(ContainError::Lost);
             }
+            self.replace_slot();
             return match next_record(&self.report) {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
@@ -435,7 +487,11 @@ impl Run {
         .map_err(|err| lost(err.into()))?;
         loop {
             let mut guard = readable.readable().await.map_err(lost)?;
-            match next_record(&self.report) {
+            let next = next_record(&self.report);
+            if !matches!(next, Next::Empty) {
+                self.replace_slot();
+            }
+            match next {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
                     self.done = Some(end);
@@ -467,6 +523,7 @@ impl Drop for Run {
         if self.done.is_none() {
             self.stop();
         }
+        self.replace_slot();
     }
 }
 
@@ -677,6 +734,7 @@ fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {
 /// What the program's clone needs: C data made before it, read until the exec.
 struct Launch<'a> {
     plan: &'a Plan,
+    terminal: bool,
     report: RawFd,
     path: &'a CString,
     argv: Vec<*const libc::c_char>,
@@ -703,6 +761,10 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let launch = &*(arg as *const Launch);
         prepare_program(launch.plan);
+        if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
+            write_record(launch.report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
+            libc::_exit(127);
+        }
         libc::execve(
             launch.path.as_ptr(),
             launch.argv.as_ptr(),
@@ -809,6 +871,18 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         {
             fail_later(slot, STAGE_PROC);
         }
+        // What the run will need, made while nothing waits on it: the watch on the program's
+        // end, and the stack its clone starts on (touched now, so its pages are not faulted in
+        // on the run's path).
+        let mut wanted: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
+        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if children < 0 {
+            fail_later(slot, STAGE_SIGNALS);
+        }
+        let stack = vec![1u8; PROGRAM_STACK];
         // The sandbox is ready: wait for the run.
         let fds = match zygote::recv_fds(slot) {
             Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
@@ -833,23 +907,14 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         ] {
             libc::dup2(fds[from].as_raw_fd(), to);
         }
-        let mut wanted: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut wanted);
-        libc::sigaddset(&mut wanted, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
-        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        if children < 0 {
-            report_setup_error(report, STAGE_SIGNALS, errno());
-            libc::_exit(SETUP_FAILED);
-        }
         let launch = Launch {
             plan,
+            terminal: request.terminal,
             report,
             path: &request.program,
             argv: pointers(&request.argv),
             envp: pointers(&request.env),
         };
-        let stack = vec![0u8; PROGRAM_STACK];
         // The program shares the init's memory until its exec (as posix_spawn's child does);
         // the init is suspended until that exec.
         let program = libc::clone(
@@ -905,10 +970,17 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
             reap(program, &mut program_status);
         }
         // What is left now was started by the run and outlived its program (or the program
-        // itself, when the run was stopped): count it, then end it all.
-        let left = count_processes();
-        libc::kill(-1, libc::SIGKILL);
-        reap(program, &mut program_status);
+        // itself, when the run was stopped): count it, then end it all. Every process of the
+        // namespace descends from the init (orphans are re-parented to it), so an init without
+        // children has nothing left to count or kill: the common case skips both.
+        let left = if reap(program, &mut program_status) {
+            let left = count_processes();
+            libc::kill(-1, libc::SIGKILL);
+            reap(program, &mut program_status);
+            left
+        } else {
+            0
+        };
         write_record(
             report,
             TAG_DONE,
@@ -950,14 +1022,18 @@ unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long 
     }
 }
 
-/// Reaps every exited child; records the program's status when it is among them.
-unsafe fn reap(program: i32, program_status: &mut Option<i32>) {
+/// Reaps every exited child; records the program's status when it is among them. Returns
+/// whether any child is left (alive, or not yet reapable).
+unsafe fn reap(program: i32, program_status: &mut Option<i32>) -> bool {
     loop {
         let mut status = 0;
         // SAFETY: waitpid writes into our status.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            break;
+        if pid < 0 {
+            return errno() != libc::ECHILD;
+        }
+        if pid == 0 {
+            return true;
         }
         if pid == program && program_status.is_none() {
             *program_status = Some(status);
