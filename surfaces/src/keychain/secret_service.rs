@@ -180,6 +180,9 @@ impl SecretStore for SecretServiceStore {
     }
 
     fn probe(&self) -> Result<(), StoreError> {
+        // Only a running service is asked about its lock: connecting to one that is merely
+        // activatable would start it (doctor must not start a keyring as a side effect).
+        self.reachable()?;
         let ss = Self::connect()?;
         let collection = ss
             .get_default_collection()
