@@ -281,6 +281,32 @@ fn a_revealed_value_is_asked_for_and_reaches_only_the_reply() {
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(reply["value"], value, "{reply}");
 
+    // Denied, the call gets no value.
+    let caller = {
+        let mut command = daemon.command();
+        command.args([
+            "call",
+            "keychain",
+            "get",
+            "--json",
+            "--args",
+            r#"{"reference":"keychain://reveal.example/ci","reveal":true}"#,
+        ]);
+        std::thread::spawn(move || command.output().expect("computer call"))
+    };
+    let pending = wait_for(
+        "the second reveal to be asked",
+        Duration::from_secs(20),
+        || daemon.pending_approvals().into_iter().next(),
+    );
+    assert!(pending.to_string().contains("REVEAL"), "{pending}");
+    let denied = daemon.cli(&["approvals", "deny", &pending["id"].to_string()]);
+    assert!(denied.status.success(), "{}", denied.stderr);
+    let out = caller.join().unwrap();
+    let refused = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(refused.contains("\"ok\":false"), "{refused}");
+    assert!(!refused.contains(value), "{refused}");
+
     // Nowhere else: not in the receipts (database and journal bytes), not in the log.
     let receipts = daemon.receipts();
     let rows: Vec<&Value> = receipts
