@@ -19,7 +19,8 @@ case "$(uname -s)" in
     # X: a headless server, a window manager with EWMH, and independent checkers (xdotool, xprop);
     # GL and X input libraries the approval window (eframe/glow, winit) loads at run time;
     # accessibility: a session bus, AT-SPI, GTK apps with known widgets, a Python AT-SPI client;
-    # secrets: a Secret Service; anchors: ImageMagick's `import`; and the tools tests call
+    # secrets: a Secret Service (gnome-keyring) and secret-tool, which the keychain suite and
+    # bench cross-check against; anchors: ImageMagick's `import`; and the tools tests call
     # (systemd-analyze checks the user unit `computer service install` writes).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev

@@ -35,6 +35,7 @@ impl Registry {
         surfaces.push(Arc::new(crate::applescript::AppleScriptSurface::new(
             limits.shell.clone(),
         )));
+        surfaces.push(Arc::new(crate::keychain::KeychainSurface::new()));
         let evidence = crate::gui::evidence();
         for surface in &surfaces {
             match surface.probe() {

@@ -5,8 +5,11 @@
 //! - this file: [`Daemon`], [`RawConnection`], [`wait_for`].
 //! - [`desktop`]: the desktop surface suites drive: a private headless one on Linux (Xvfb,
 //!   openbox, D-Bus, AT-SPI), the session's own on macOS.
+//! - [`keyring`]: a real Secret Service (gnome-keyring) on a private bus, for the keychain suite.
 
 pub mod desktop;
+#[cfg(target_os = "linux")]
+pub mod keyring;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

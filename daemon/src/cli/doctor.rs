@@ -81,6 +81,7 @@ pub async fn run(json_output: bool) -> u8 {
     };
 
     let permissions = macos_permissions();
+    let keychain = super::secrets::doctor_report().await;
     if json_output {
         let report = json!({
             "permissions": permissions,
@@ -91,6 +92,7 @@ pub async fn run(json_output: bool) -> u8 {
             "state_dir": paths::state_dir(),
             "config": {"path": config_path, "status": config_status},
             "containment": containment,
+            "keychain": keychain,
             "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability})).collect::<Vec<_>>(),
         });
         println!("{report}");
@@ -102,6 +104,7 @@ pub async fn run(json_output: bool) -> u8 {
             "runs     contained by {}: {}",
             containment.mechanism, containment.detail
         );
+        println!("{}", super::secrets::doctor_line(&keychain));
         if !permissions.is_empty() {
             println!("permissions (macOS)");
             for permission in &permissions {

@@ -10,6 +10,7 @@ mod bridge;
 mod call;
 mod doctor;
 mod receipts;
+mod secrets;
 mod serve;
 mod service;
 
@@ -84,6 +85,9 @@ enum Command {
     /// Check the config file and report the first error with its line.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Put a value into the keychain for agents to use by reference.
+    #[command(subcommand)]
+    Secrets(secrets::SecretsCommand),
     /// Install, remove or inspect the daemon as a user service of the graphical session.
     #[command(subcommand)]
     Service(service::ServiceCommand),
@@ -134,6 +138,15 @@ const EXAMPLES: &[(&str, &str)] = &[
         "computer mcp   # as the command of an MCP client's server entry",
     ),
     ("doctor", "computer doctor --json"),
+    (
+        "secrets",
+        "computer secrets set keychain://github.com/deploy-bot",
+    ),
+    (
+        "secrets set",
+        "computer secrets set keychain://github.com/deploy-bot   # asks, without echo\n  \
+         printf %s \"$TOKEN\" | computer secrets set keychain://ci/token --label 'CI token'",
+    ),
     ("agents", "computer agents add ci-bot --surfaces shell"),
     (
         "agents add",
@@ -238,6 +251,7 @@ pub fn main() -> ExitCode {
             Command::Mcp { no_spawn } => bridge::run(no_spawn).await,
             Command::Doctor { json } => doctor::run(json).await,
             Command::Agents(command) => agents::run(command),
+            Command::Secrets(command) => secrets::run(command).await,
             Command::Approve { window: true } => approve::open_window(),
             Command::Approve { window: false } => approve::approve().await,
             Command::Approvals(command) => approve::approvals(command).await,

@@ -4,10 +4,12 @@
 //!
 //! - [`reference`]: the reference syntax other surfaces accept in place of a secret value.
 //! - [`store`]: the [`SecretStore`] seam, its errors and the deadline its callers use.
+//! - `surface`: the commands, their facts and risks, and the probe.
 //! - `secret_service` (Linux) and `macos`: the OS stores.
 
 pub mod reference;
 pub mod store;
+mod surface;
 
 #[cfg(target_os = "macos")]
 mod macos;
@@ -18,3 +20,4 @@ pub use reference::{RefError, SecretRef};
 pub use store::{
     ItemInfo, STORE_DEADLINE, SecretStore, StoreError, call_with_deadline, system_store,
 };
+pub use surface::KeychainSurface;

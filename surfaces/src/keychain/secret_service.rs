@@ -15,6 +15,9 @@ use zbus_secret_service_keyring_store::Store;
 use super::reference::SecretRef;
 use super::store::{ItemInfo, SecretStore, StoreError};
 
+/// The Secret Service's well-known name on the session bus.
+const SERVICE_NAME: &str = "org.freedesktop.secrets";
+
 /// The Secret Service of the session bus in `DBUS_SESSION_BUS_ADDRESS`.
 #[derive(Debug, Default)]
 pub struct SecretServiceStore {
@@ -94,6 +97,25 @@ impl SecretServiceStore {
     }
 }
 
+impl Drop for SecretServiceStore {
+    fn drop(&mut self) {
+        // zbus's blocking proxies block on their own runtime when dropped, which panics on a
+        // thread that drives async tasks: let such a thread hand the connection to another.
+        let store = self
+            .store
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(store) = store
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let _ = std::thread::Builder::new()
+                .name("keychain-close".into())
+                .spawn(move || drop(store));
+        }
+    }
+}
+
 impl SecretStore for SecretServiceStore {
     fn get(&self, reference: &SecretRef) -> Result<SecretString, StoreError> {
         let bytes = self.with_entry(reference, None, |entry| entry.get_secret())?;
@@ -158,6 +180,9 @@ impl SecretStore for SecretServiceStore {
     }
 
     fn probe(&self) -> Result<(), StoreError> {
+        // Only a running service is asked about its lock: connecting to one that is merely
+        // activatable would start it (doctor must not start a keyring as a side effect).
+        self.reachable()?;
         let ss = Self::connect()?;
         let collection = ss
             .get_default_collection()
@@ -169,6 +194,26 @@ impl SecretStore for SecretServiceStore {
             return Err(locked_error("the default collection is locked".to_string()));
         }
         Ok(())
+    }
+
+    fn reachable(&self) -> Result<(), StoreError> {
+        // Asking the bus, not the service: a call to an activatable Secret Service that is not
+        // running would start one (and, in a session without a login, a locked one). A desktop
+        // session starts its keyring at login; one that nobody started does not answer.
+        let bus = zbus::blocking::Connection::session()
+            .map_err(|err| from_service(secret_service::Error::Zbus(err), None))?;
+        let dbus = zbus::blocking::fdo::DBusProxy::new(&bus)
+            .map_err(|err| from_service(secret_service::Error::Zbus(err), None))?;
+        let name = zbus::names::BusName::try_from(SERVICE_NAME).expect("a valid bus name");
+        let owned = dbus.name_has_owner(name).map_err(|err| StoreError::Other {
+            reason: format!("the session bus did not answer: {err}"),
+        })?;
+        if owned {
+            return Ok(());
+        }
+        Err(no_service(format!(
+            "nothing owns {SERVICE_NAME} on the session bus"
+        )))
     }
 
     fn backend(&self) -> &'static str {
@@ -244,7 +289,7 @@ fn from_service(err: secret_service::Error, reference: Option<&SecretRef>) -> St
             None => "a collection is locked".to_string(),
         }),
         Error::Prompt => StoreError::Refused {
-            reason: "the unlock prompt was dismissed".to_string(),
+            reason: "the keyring is locked and its unlock prompt was dismissed (or could not be shown: no prompter in this session)".to_string(),
             fix: "accept the keychain's unlock prompt when it appears, or unlock the keyring first"
                 .to_string(),
         },

@@ -46,8 +46,16 @@ pub trait SecretStore: Send + Sync + std::fmt::Debug {
     fn list(&self) -> Result<Vec<ItemInfo>, StoreError>;
     /// The item's metadata without its value: `None` when there is no such item.
     fn info(&self, reference: &SecretRef) -> Result<Option<ItemInfo>, StoreError>;
-    /// Whether the store answers and is unlocked, for the surface's probe and `computer doctor`.
+    /// Whether the store answers and is unlocked, for `computer doctor`.
     fn probe(&self) -> Result<(), StoreError>;
+    /// Whether a store is there to answer, without starting or unlocking one: the surface's
+    /// probe, which runs often and must not launch a keyring daemon as a side effect.
+    fn reachable(&self) -> Result<(), StoreError> {
+        match self.probe() {
+            Err(StoreError::Locked { .. } | StoreError::Refused { .. }) => Ok(()),
+            other => other,
+        }
+    }
     /// Which store this is, for logs and `doctor` ("secret-service", "macos-keychain").
     fn backend(&self) -> &'static str;
 }
