@@ -338,6 +338,7 @@ impl Gateway {
             protected: self.approvals.approvers().clone(),
             cancel: cancelled.clone(),
             artifact_quota: self.registry.artifact_quota().clone(),
+            agent: caller.agent.clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         if let Some(by) = cancel.by() {

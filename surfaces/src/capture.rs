@@ -413,6 +413,7 @@ mod tests {
             protected: Arc::default(),
             cancel: Default::default(),
             artifact_quota: quota,
+            agent: "default".into(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: one-shot command runs in their own process group.
+//! - [`session`]: the shell surface's terminal sessions (a program on a pty, its screen as text).
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
@@ -18,6 +19,7 @@ pub mod contain;
 pub mod gui;
 pub mod registry;
 pub mod script;
+pub mod session;
 pub mod shell;
 
 use std::collections::{BTreeMap, HashMap};
@@ -134,6 +136,9 @@ pub struct CallContext {
     pub cancel: tokio_util::sync::CancellationToken,
     /// The room all artifacts share; every writer reserves before it writes.
     pub artifact_quota: Arc<ArtifactQuota>,
+    /// The agent making the call (`default` without a token): what it starts that outlives the
+    /// call (a terminal session) is its own.
+    pub agent: String,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered

@@ -592,6 +592,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             protected: Arc::new(ProtectedProcesses::default()),
             cancel: tokio_util::sync::CancellationToken::new(),
             artifact_quota: Arc::new(ArtifactQuota::unlimited()),
+            agent: "default".into(),
         }
     }
 
