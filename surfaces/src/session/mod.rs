@@ -575,7 +575,9 @@ impl PreparedAction for Open {
     }
 
     fn facts(&self) -> ActionFacts {
-        let found = crate::script::argv_commands(&self.argv, None);
+        // A shell's input is the terminal, whose every line is decided when it is sent: at
+        // open, it has read nothing yet.
+        let found = crate::script::argv_commands(&self.argv, Some(""));
         ActionFacts {
             programs: found.programs,
             argv: Some(self.argv.clone()),
