@@ -407,10 +407,26 @@ fn a_deny_rule_holds_for_a_line_sent_to_a_shell() {
     send(&daemon, session, &line);
     let enter = call(&daemon, "send", json!({"session": session, "keys": ["Enter"]}));
     assert_denied(&daemon, &enter, "rules[0]");
-    // A line the line editor would assemble (kill, then yank) is not known, so never allowed
-    // without a person; with acts allowed by default it is asked, and nobody answers here.
     // Ctrl-U clears the line that was left typed, as a person would.
     send(&daemon, session, "\u{15}");
+    // A line the line editor assembles (`m -f …`, then Home and `r`: `rm -f …`) is not known
+    // exactly, so it is never allowed without a person, though acts are allowed by default:
+    // asked, and denied here.
+    let assembled = format!("{}\u{1}r\r", &line[1..]);
+    let asked = std::thread::scope(|scope| {
+        let sending = scope.spawn(|| {
+            call(&daemon, "send", json!({"session": session, "text": assembled}))
+        });
+        let request = wait_for("the assembled line's approval", Duration::from_secs(20), || {
+            daemon.pending_approvals().into_iter().next()
+        });
+        // The deny rule on `rm` cannot rule the line out, nor may anything allow it unseen.
+        assert_eq!(request["rule"], "rules[0] (commands not known)", "{request}");
+        let id = request["id"].to_string();
+        assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+        sending.join().unwrap()
+    });
+    assert_eq!(asked["error"]["code"], "denied", "{asked}");
 
     // Daemon control typed into a session is denied whatever the rules say.
     let control = call(
