@@ -298,11 +298,11 @@ fn check_size(rows: u16, cols: u16) -> Result<(), ToolError> {
 }
 
 // `shell open`'s args. Doc comments here are the tool description's text (`schema.rs`).
-/// cwd, env and sandbox complications apply as to run
+/// cwd/env/sandbox as for run
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenArgs {
-    /// program and args; none: a login shell
+    /// none: a login shell
     #[serde(default)]
     argv: Option<Vec<String>>,
     /// =24
@@ -330,27 +330,27 @@ pub struct SendArgs {
     /// as typed; \n is Enter
     #[serde(default)]
     text: Option<String>,
-    /// Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-c M-x
+    /// Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-x M-x
     #[serde(default)]
     keys: Option<Vec<String>>,
 }
 
 // `shell read`'s args.
-/// new output as text; waits at most timeout_ms (=10000) for until/exit/quiet_ms
+/// new output as text; waits are bounded by timeout_ms (=10000)
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
     session: u32,
-    /// =where the last read ended
+    /// =the last read's end
     #[serde(default)]
     cursor: Option<u64>,
     /// regex
     #[serde(default)]
     until: Option<String>,
-    /// wait for the program to end
+    /// wait for the end
     #[serde(default)]
     exit: bool,
-    /// wait until no output for this long
+    /// wait for this much silence
     #[serde(default)]
     quiet_ms: Option<u64>,
 }
