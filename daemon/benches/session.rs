@@ -137,7 +137,13 @@ fn main() {
         }
         let wanted = format!("\n{token}\n{prompt}");
         let started = Instant::now();
-        let sent = tmux.run(&["send-keys", "-t", "bench", &format!("echo {token}"), "Enter"]);
+        let sent = tmux.run(&[
+            "send-keys",
+            "-t",
+            "bench",
+            &format!("echo {token}"),
+            "Enter",
+        ]);
         assert!(sent.status.success());
         loop {
             polls += usize::from(round >= 5);

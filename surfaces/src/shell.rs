@@ -389,7 +389,10 @@ impl ShellSurface {
         limits: &ShellLimits,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let (cwd, sandbox) = if command == "open" {
-            (checked_cwd_and_env(complications)?, run_limits(complications)?)
+            (
+                checked_cwd_and_env(complications)?,
+                run_limits(complications)?,
+            )
         } else {
             (None, RunLimits::default())
         };

@@ -97,7 +97,10 @@ fn a_python_repl_answers_and_its_output_reads_as_text() {
     read_until(&daemon, session, ">>> $");
     send(&daemon, session, "1+1\n");
     let read = read_until(&daemon, session, r"\n2\n>>> $");
-    assert!(!output(&read).contains('\u{1b}'), "escapes stay out: {read}");
+    assert!(
+        !output(&read).contains('\u{1b}'),
+        "escapes stay out: {read}"
+    );
     // The cursor moves on: a read without waits returns nothing new.
     let again = call(&daemon, "read", json!({"session": session}));
     assert_eq!(again["ok"], true, "{again}");
@@ -161,7 +164,10 @@ fn top_reads_as_a_screen() {
         text.contains("load average") && text.contains("PID"),
         "{text}"
     );
-    assert_eq!((&screen["rows"], &screen["cols"]), (&json!(30), &json!(100)));
+    assert_eq!(
+        (&screen["rows"], &screen["cols"]),
+        (&json!(30), &json!(100))
+    );
     assert!(screen["cursor"]["row"].is_u64(), "{screen}");
 
     // A smaller terminal: top redraws for it, and the screen has the new size.
@@ -235,7 +241,11 @@ fn vim_edits_a_file() {
         json!({"session": session, "exit": true}),
         json!({"timeout_ms": 20000}),
     );
-    assert_eq!((&ended["exited"], &ended["exit_code"]), (&json!(true), &json!(0)), "{ended}");
+    assert_eq!(
+        (&ended["exited"], &ended["exit_code"]),
+        (&json!(true), &json!(0)),
+        "{ended}"
+    );
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
         "hello from a session\n"
@@ -268,7 +278,11 @@ fn closing_kills_everything_the_session_started() {
     let daemon = Daemon::start_with_config(UNCONTAINED);
     let session = open(&daemon, Some(BASH), json!({}));
     // One child left in the background, one that left the session with setsid.
-    send(&daemon, session, "sleep 7651.5 & setsid sleep 7652.5 & echo started\n");
+    send(
+        &daemon,
+        session,
+        "sleep 7651.5 & setsid sleep 7652.5 & echo started\n",
+    );
     read_until(&daemon, session, "started");
     wait_for("both sleeps", Duration::from_secs(10), || {
         (!processes_started_with("sleep 7651.5").is_empty()
@@ -286,19 +300,25 @@ fn closing_kills_everything_the_session_started() {
             && processes_started_with("sleep 7652.5").is_empty())
         .then_some(())
     });
-    let gone = call(&daemon, "send", json!({"session": session, "text": "echo\n"}));
+    let gone = call(
+        &daemon,
+        "send",
+        json!({"session": session, "text": "echo\n"}),
+    );
     assert_eq!(gone["ok"], false, "{gone}");
     assert!(
-        gone["error"]["message"].as_str().unwrap().contains("closed"),
+        gone["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("closed"),
         "{gone}"
     );
 }
 
 #[test]
 fn an_idle_session_closes_and_says_so() {
-    let daemon = Daemon::start_with_config(&format!(
-        "{UNCONTAINED}[shell]\nsession_idle_ms = 300\n"
-    ));
+    let daemon =
+        Daemon::start_with_config(&format!("{UNCONTAINED}[shell]\nsession_idle_ms = 300\n"));
     let session = open(&daemon, Some(&["sleep", "7653.5"]), json!({}));
     wait_for("the session's sleep", Duration::from_secs(10), || {
         (!processes_started_with("sleep 7653.5").is_empty()).then_some(())
@@ -359,7 +379,10 @@ fn another_agent_can_neither_drive_nor_see_a_session() {
     for (command, args) in [
         ("read", json!({"session": session})),
         ("screen", json!({"session": session})),
-        ("resize", json!({"session": session, "rows": 10, "cols": 40})),
+        (
+            "resize",
+            json!({"session": session, "rows": 10, "cols": 40}),
+        ),
         ("close", json!({"session": session})),
     ] {
         let reply = call_as(&daemon, Some(&intruder), command, args, json!({}));
@@ -392,8 +415,7 @@ fn another_agent_can_neither_drive_nor_see_a_session() {
 
 #[test]
 fn a_deny_rule_holds_for_a_line_sent_to_a_shell() {
-    let config =
-        format!("{UNCONTAINED}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
+    let config = format!("{UNCONTAINED}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
     let daemon = Daemon::start_with_config(&config);
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");
@@ -402,10 +424,18 @@ fn a_deny_rule_holds_for_a_line_sent_to_a_shell() {
 
     // The hostile line in one send, and spread over two (the text, then Enter).
     let line = format!("rm -f {}", victim.display());
-    let denied = call(&daemon, "send", json!({"session": session, "text": format!("{line}\n")}));
+    let denied = call(
+        &daemon,
+        "send",
+        json!({"session": session, "text": format!("{line}\n")}),
+    );
     assert_denied(&daemon, &denied, "rules[0]");
     send(&daemon, session, &line);
-    let enter = call(&daemon, "send", json!({"session": session, "keys": ["Enter"]}));
+    let enter = call(
+        &daemon,
+        "send",
+        json!({"session": session, "keys": ["Enter"]}),
+    );
     assert_denied(&daemon, &enter, "rules[0]");
     // Ctrl-U clears the line that was left typed, as a person would.
     send(&daemon, session, "\u{15}");
@@ -415,13 +445,22 @@ fn a_deny_rule_holds_for_a_line_sent_to_a_shell() {
     let assembled = format!("{}\u{1}r\r", &line[1..]);
     let asked = std::thread::scope(|scope| {
         let sending = scope.spawn(|| {
-            call(&daemon, "send", json!({"session": session, "text": assembled}))
+            call(
+                &daemon,
+                "send",
+                json!({"session": session, "text": assembled}),
+            )
         });
-        let request = wait_for("the assembled line's approval", Duration::from_secs(20), || {
-            daemon.pending_approvals().into_iter().next()
-        });
+        let request = wait_for(
+            "the assembled line's approval",
+            Duration::from_secs(20),
+            || daemon.pending_approvals().into_iter().next(),
+        );
         // The deny rule on `rm` cannot rule the line out, nor may anything allow it unseen.
-        assert_eq!(request["rule"], "rules[0] (commands not known)", "{request}");
+        assert_eq!(
+            request["rule"], "rules[0] (commands not known)",
+            "{request}"
+        );
         let id = request["id"].to_string();
         assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
         sending.join().unwrap()
@@ -466,7 +505,10 @@ fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
     );
     assert_eq!(bad_key["error"]["path"], "args.keys[1]", "{bad_key}");
     assert!(
-        bad_key["error"]["message"].as_str().unwrap().contains("Escape"),
+        bad_key["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Escape"),
         "names the valid keys: {bad_key}"
     );
     let bad_regex = call(&daemon, "read", json!({"session": session, "until": "("}));
@@ -479,7 +521,11 @@ fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
         json!({"session": session, "rows": 0, "cols": 80}),
     );
     assert_eq!(big["error"]["path"], "args.rows", "{big}");
-    let past = call(&daemon, "read", json!({"session": session, "cursor": 1u64 << 40}));
+    let past = call(
+        &daemon,
+        "read",
+        json!({"session": session, "cursor": 1u64 << 40}),
+    );
     assert_eq!(past["ok"], false, "{past}");
     let missing = call(&daemon, "open", json!({"argv": ["no-such-program-xyz"]}));
     assert!(
@@ -529,11 +575,7 @@ fn output_beyond_the_buffer_is_dropped_and_read_says_how_much() {
 #[test]
 fn with_containment_on_sessions_are_refused_until_it_can_start_them() {
     let daemon = Daemon::start();
-    let containment = call(
-        &daemon,
-        "run",
-        json!({"argv": ["true"]}),
-    );
+    let containment = call(&daemon, "run", json!({"argv": ["true"]}));
     if containment["ok"] != true {
         // Containment is unavailable on this machine: the shell surface says so itself.
         return;

@@ -65,9 +65,23 @@ pub fn result_fields(command: &str) -> &'static [&'static str] {
         "open" => &["session", "program", "rows", "cols"],
         "send" => &["sent_bytes"],
         "read" => &[
-            "output", "cursor", "dropped", "met", "timed_out", "exited", "exit_code", "signal",
+            "output",
+            "cursor",
+            "dropped",
+            "met",
+            "timed_out",
+            "exited",
+            "exit_code",
+            "signal",
         ],
-        "screen" => &["screen", "cursor", "rows", "cols", "alternate_screen", "exited"],
+        "screen" => &[
+            "screen",
+            "cursor",
+            "rows",
+            "cols",
+            "alternate_screen",
+            "exited",
+        ],
         "resize" => &["rows", "cols"],
         "close" => &["closed", "killed_processes"],
         "list" => &["sessions"],
@@ -279,8 +293,9 @@ impl Sessions {
                 })
             }
             other => {
-                return Err(ToolError::invalid(format!("`{other}` is no session command"))
-                    .at("command"));
+                return Err(
+                    ToolError::invalid(format!("`{other}` is no session command")).at("command"),
+                );
             }
         };
         Ok(action)
@@ -289,10 +304,14 @@ impl Sessions {
 
 fn check_size(rows: u16, cols: u16) -> Result<(), ToolError> {
     if !(2..=500).contains(&rows) {
-        return Err(ToolError::invalid(format!("rows {rows} is out of range (2..=500)")).at("args.rows"));
+        return Err(
+            ToolError::invalid(format!("rows {rows} is out of range (2..=500)")).at("args.rows"),
+        );
     }
     if !(10..=1000).contains(&cols) {
-        return Err(ToolError::invalid(format!("cols {cols} is out of range (10..=1000)")).at("args.cols"));
+        return Err(
+            ToolError::invalid(format!("cols {cols} is out of range (10..=1000)")).at("args.cols"),
+        );
     }
     Ok(())
 }
@@ -440,7 +459,9 @@ impl Session {
     async fn write(&self, bytes: Vec<u8>) -> Result<(), SurfaceError> {
         let writer = self.writer.clone();
         let write = tokio::task::spawn_blocking(move || {
-            let mut writer = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut writer = writer
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             writer.write_all(&bytes).and_then(|()| writer.flush())
         });
         match tokio::time::timeout(SEND_TIMEOUT, write).await {
@@ -519,10 +540,8 @@ fn prepare_open(
                 return Err(ToolError::invalid("argv must name a program").at("args.argv"));
             }
             if let Some(i) = argv.iter().position(|w| w.contains('\0')) {
-                return Err(
-                    ToolError::invalid("arguments cannot contain NUL bytes")
-                        .at(format!("args.argv[{i}]")),
-                );
+                return Err(ToolError::invalid("arguments cannot contain NUL bytes")
+                    .at(format!("args.argv[{i}]")));
             }
             (argv, false)
         }
@@ -564,7 +583,10 @@ impl PreparedAction for Open {
 
     fn describe(&self) -> String {
         let what = if self.login {
-            format!("open a terminal session with a login shell ({})", self.argv[0])
+            format!(
+                "open a terminal session with a login shell ({})",
+                self.argv[0]
+            )
         } else {
             format!("open a terminal session running {:?}", self.argv)
         };
@@ -611,7 +633,11 @@ impl PreparedAction for Open {
                         "{} sessions are open, this daemon's maximum (`[shell] max_sessions`); \
                          close one first (yours: {})",
                         table.open.len(),
-                        if mine.is_empty() { "none".into() } else { mine.join(", ") }
+                        if mine.is_empty() {
+                            "none".into()
+                        } else {
+                            mine.join(", ")
+                        }
                     ),
                 });
             }
@@ -731,7 +757,9 @@ fn start_reader(session: &Arc<Session>, mut reader: Box<dyn Read + Send>) {
                 }
                 let answers = session.state().term.feed(&buf[..read]);
                 if !answers.is_empty() {
-                    let mut writer = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    let mut writer = writer
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
                     let _ = writer.write_all(&answers).and_then(|()| writer.flush());
                 }
                 session.changed.send_modify(|n| *n += 1);
@@ -914,7 +942,9 @@ impl PreparedAction for SendInput {
                         run: Box::new(ActionFacts {
                             programs: found.programs,
                             opaque: opaque
-                                .map(|why| format!("the session's line is not known exactly: {why}"))
+                                .map(|why| {
+                                    format!("the session's line is not known exactly: {why}")
+                                })
                                 .or(found.opaque),
                             script: Some(script),
                             script_env: found.assigned,
@@ -1064,10 +1094,7 @@ impl PreparedAction for ReadOutput {
                 // Nothing more can come: an unmet regex or quiet wait ends with the program.
                 || (ended && eof);
             if met {
-                break !waits
-                    || matched == Some(true)
-                    || (self.args.exit && ended)
-                    || quiet_met;
+                break !waits || matched == Some(true) || (self.args.exit && ended) || quiet_met;
             }
             if now >= deadline {
                 break false;

@@ -141,10 +141,11 @@ pub(super) fn spawn(
             .map_err(|err| SurfaceError::Failed {
                 message: format!("the session did not start: {err}"),
             })?;
-        let mut builder =
-            CommandBuilder::from_argv(std::iter::once(command.get_program().to_owned())
+        let mut builder = CommandBuilder::from_argv(
+            std::iter::once(command.get_program().to_owned())
                 .chain(command.get_args().map(|a| a.to_owned()))
-                .collect());
+                .collect(),
+        );
         if let Some(arg0) = exec.argv.first()
             && command.get_program() == exec.program.as_os_str()
         {
@@ -317,7 +318,11 @@ fn kill_session(leader: u32, marker: &str) -> u32 {
             break;
         };
         for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
                 continue;
             };
             if pid == me {

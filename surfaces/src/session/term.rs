@@ -60,7 +60,9 @@ impl Terminal {
     }
 
     pub(super) fn resize(&mut self, rows: u16, cols: u16) {
-        self.emulator.screen_mut().set_size(nonzero(rows), nonzero(cols));
+        self.emulator
+            .screen_mut()
+            .set_size(nonzero(rows), nonzero(cols));
     }
 
     pub(super) fn screen(&self) -> &vt100::Screen {
@@ -125,13 +127,7 @@ impl vt100::Callbacks for Answers {
         };
     }
 
-    fn unhandled_escape(
-        &mut self,
-        _: &mut vt100::Screen,
-        i1: Option<u8>,
-        _i2: Option<u8>,
-        b: u8,
-    ) {
+    fn unhandled_escape(&mut self, _: &mut vt100::Screen, i1: Option<u8>, _i2: Option<u8>, b: u8) {
         // DECID, the old form of the device attributes query.
         if i1.is_none() && b == b'Z' {
             self.pending.extend_from_slice(b"\x1b[?1;2c");
@@ -251,7 +247,9 @@ mod tests {
     struct Upper;
     impl OutputMask for Upper {
         fn chunk(&mut self, text: &[u8]) -> Vec<u8> {
-            String::from_utf8_lossy(text).replace("hunter2", "[masked]").into_bytes()
+            String::from_utf8_lossy(text)
+                .replace("hunter2", "[masked]")
+                .into_bytes()
         }
         fn whole(&self, text: &str) -> String {
             text.replace("hunter2", "[masked]")
