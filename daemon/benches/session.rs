@@ -1,7 +1,7 @@
 //! Benchmark of terminal sessions against the same-run anchor agents use without them: one
 //! command's round trip (send a line, wait until its output and the next prompt are there) as
-//! `shell send` + `shell read until` over the socket with the real daemon, vs `tmux send-keys`
-//! + `capture-pane` polled until the pane shows the same. Run with
+//! `shell send` and `shell read until` over the socket with the real daemon, vs `tmux
+//! send-keys` and `capture-pane` polled until the pane shows the same. Run with
 //! `cargo bench -p computer-daemon --bench session`; it prints markdown table rows.
 
 use std::process::Command;
@@ -78,8 +78,14 @@ fn main() {
     );
     assert_eq!(first["met"], true, "{first}");
     let mut ours = Vec::new();
+    let (mut sends, mut lists) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS + 5 {
         let token = format!("ours{round}");
+        // A call that does next to nothing: what the pipeline (socket, policy, two durable
+        // receipts) costs each of the round's two calls.
+        let listed = Instant::now();
+        shell(&mut raw, "list", json!({}), json!({}));
+        lists.push(listed.elapsed());
         let started = Instant::now();
         shell(
             &mut raw,
@@ -87,6 +93,7 @@ fn main() {
             json!({"session": session, "text": format!("echo {token}\n")}),
             json!({}),
         );
+        sends.push(started.elapsed());
         let read = shell(
             &mut raw,
             "read",
@@ -157,6 +164,11 @@ fn main() {
         }
     }
     let (ours, theirs) = (p50(ours), p50(theirs));
+    eprintln!(
+        "of ours: send p50 {}, an empty call (`shell list`) p50 {}",
+        ms(p50(sends)),
+        ms(p50(lists))
+    );
     println!(
         "| a command's round trip in a terminal session (`shell send` + `shell read until` the \
          prompt), p50 of {ROUNDS} | {} | `tmux send-keys` + `capture-pane` polled until the \
