@@ -6,7 +6,6 @@
 //! Sessions run with containment off here: containment starts no program on a terminal yet (see
 //! ARCHITECTURE.md, `session/`), and with it on, sessions are refused (tested below).
 
-use std::path::Path;
 use std::time::Duration;
 
 use computer_tests::{Daemon, processes_started_with, wait_for};
@@ -513,6 +512,17 @@ fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
     );
     let bad_regex = call(&daemon, "read", json!({"session": session, "until": "("}));
     assert_eq!(bad_regex["error"]["path"], "args.until", "{bad_regex}");
+    let misplaced = call_as(
+        &daemon,
+        None,
+        "send",
+        json!({"session": session, "text": "pwd\n"}),
+        json!({"cwd": "/tmp"}),
+    );
+    assert_eq!(
+        misplaced["error"]["path"], "complications.cwd",
+        "{misplaced}"
+    );
     let nothing = call(&daemon, "send", json!({"session": session}));
     assert_eq!(nothing["ok"], false, "{nothing}");
     let big = call(
@@ -564,7 +574,8 @@ fn output_beyond_the_buffer_is_dropped_and_read_says_how_much() {
         &daemon,
         None,
         "read",
-        json!({"session": session, "cursor": 0, "until": "done-counting\\n"}),
+        // Anchored, so the echo of the command line itself does not match.
+        json!({"session": session, "cursor": 0, "until": "(?m)^done-counting\\n"}),
         json!({"timeout_ms": 20000}),
     );
     assert_eq!(read["met"], true, "{read}");
@@ -599,5 +610,4 @@ fn with_containment_on_sessions_are_refused_until_it_can_start_them() {
             "{opened}"
         );
     }
-    let _ = Path::new("/");
 }

@@ -219,6 +219,20 @@ impl Sessions {
         cwd: Option<PathBuf>,
         sandbox: RunLimits,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        if command != "open" {
+            let given = [
+                ("cwd", complications.cwd.is_some()),
+                ("env", !complications.env.is_empty()),
+                ("sandbox", complications.sandbox.is_some()),
+            ];
+            if let Some((name, _)) = given.iter().find(|(_, given)| *given) {
+                return Err(ToolError::invalid(format!(
+                    "complications.{name} applies where a program starts (`run`, `open`); a \
+                     session keeps what it was opened with"
+                ))
+                .at(format!("complications.{name}")));
+            }
+        }
         let wait = match complications.timeout_ms {
             Some(ms) => Duration::from_millis(ms).min(limits.max_wait),
             None => DEFAULT_WAIT.min(limits.max_wait),
