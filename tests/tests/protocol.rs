@@ -14,7 +14,10 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     assert_eq!(tool.name, "COMPUTER");
     let schema = Value::Object((*tool.input_schema).clone());
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
-    assert_eq!(schema["properties"]["command"]["enum"], json!(["run"]));
+    assert_eq!(
+        schema["properties"]["command"]["enum"],
+        json!(["close", "list", "open", "read", "resize", "run", "screen", "send"])
+    );
     assert_eq!(schema["required"], json!(["surface", "command"]));
     let complications = &schema["properties"]["complications"]["properties"];
     for listed in ["cwd", "env", "timeout_ms", "return"] {
