@@ -28,7 +28,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::zygote::{self, Request, Zygote};
 use super::{ContainError, ExecSpec, RunEnd, RunLimits};
@@ -72,6 +72,7 @@ const STAGES: &[&str] = &[
     "fork of the supervisor",
     "changing to the working directory",
     "watching for the program's end",
+    "taking the terminal as the session's controlling terminal",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -91,6 +92,7 @@ pub(super) const STAGE_REQUEST: i32 = 14;
 pub(super) const STAGE_SUPERVISOR: i32 = 15;
 const STAGE_CWD: i32 = 16;
 const STAGE_SIGNALS: i32 = 17;
+const STAGE_TERMINAL: i32 = 18;
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -206,7 +208,7 @@ impl Plan {
 #[derive(Debug)]
 pub(super) struct Launcher {
     plan: Plan,
-    zygote: Mutex<Zygote>,
+    zygote: Arc<Mutex<Zygote>>,
 }
 
 /// A run handed to the zygote, with the daemon's ends of its pipes.
@@ -224,7 +226,7 @@ impl Launcher {
         let zygote = Zygote::start(&plan)?;
         let launcher = Launcher {
             plan,
-            zygote: Mutex::new(zygote),
+            zygote: Arc::new(Mutex::new(zygote)),
         };
         launcher.probe()?;
         Ok(launcher)
@@ -262,42 +264,9 @@ impl Launcher {
         cwd: &Path,
         with_stdin: bool,
     ) -> Result<Started, ContainError> {
-        let setup =
-            |stage: &'static str| move |source: io::Error| ContainError::Setup { stage, source };
-        let request = Request {
-            no_network: limits.no_network,
-            writable: match &limits.writable {
-                Some(paths) => Some(
-                    paths
-                        .iter()
-                        .map(|p| c_string(p.as_os_str().as_bytes()))
-                        .collect::<Result<_, _>>()?,
-                ),
-                None => None,
-            },
-            program: c_string(exec.program.as_os_str().as_bytes())?,
-            cwd: c_string(cwd.as_os_str().as_bytes())?,
-            argv: exec
-                .argv
-                .iter()
-                .map(|a| c_string(a.as_bytes()))
-                .collect::<Result<_, _>>()?,
-            env: exec
-                .env
-                .iter()
-                .map(|(k, v)| {
-                    let mut pair = k.as_bytes().to_vec();
-                    pair.push(b'=');
-                    pair.extend_from_slice(v.as_bytes());
-                    c_string(&pair)
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let request = request_for(limits, exec, cwd, false)?;
         let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
-        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
-        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
         let (stdin, stdin_r) = if with_stdin {
             let (read, write) = pipe(0, libc::O_NONBLOCK).map_err(setup("input pipe"))?;
             (Some(write), read)
@@ -305,49 +274,122 @@ impl Launcher {
             let null = std::fs::File::open("/dev/null").map_err(setup("input pipe"))?;
             (None, OwnedFd::from(null))
         };
-        let fds = [
-            memfd.as_raw_fd(),
-            stdin_r.as_raw_fd(),
-            stdout_w.as_raw_fd(),
-            stderr_w.as_raw_fd(),
-            report_w.as_raw_fd(),
-            stop_r.as_raw_fd(),
-        ];
-        {
-            let mut zygote = self
-                .zygote
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Err(err) = zygote.launch(&fds) {
-                // A zygote that is gone (killed from outside the runs: none can see it) is
-                // started again once; if that fails too, the run is refused.
-                if !matches!(
-                    err.raw_os_error(),
-                    Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
-                ) {
-                    return Err(setup("handing the run to the containment zygote")(err));
-                }
-                tracing::warn!(error = %err, "the containment zygote is gone; starting another");
-                *zygote = Zygote::start(&self.plan)
-                    .map_err(setup("starting the containment zygote again"))?;
-                zygote
-                    .launch(&fds)
-                    .map_err(setup("handing the run to the containment zygote"))?;
-            }
-        }
-        // Only the run holds the other ends now: reads end when its processes are gone.
-        drop((memfd, stdin_r, stdout_w, stderr_w, report_w, stop_r));
+        let run = self.hand_over(&request, [&stdin_r, &stdout_w, &stderr_w])?;
         Ok(Started {
-            run: Run {
-                report,
-                stop: Some(stop),
-                done: None,
-            },
+            run,
             stdin,
             stdout,
             stderr,
         })
     }
+
+    /// Starts `exec` contained on `terminal` (a pty's slave side): its stdin, stdout and
+    /// stderr, and the controlling terminal of the new session the program leads.
+    pub(super) fn start_terminal(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        terminal: OwnedFd,
+    ) -> Result<Run, ContainError> {
+        let request = request_for(limits, exec, cwd, true)?;
+        self.hand_over(&request, [&terminal, &terminal, &terminal])
+    }
+
+    /// Hands `request` and the run's stdio to the zygote; returns the daemon's side of it.
+    fn hand_over(&self, request: &Request, stdio: [&OwnedFd; 3]) -> Result<Run, ContainError> {
+        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
+        let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
+        let fds = [
+            memfd.as_raw_fd(),
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
+            report_w.as_raw_fd(),
+            stop_r.as_raw_fd(),
+        ];
+        let slot = {
+            let mut zygote = self
+                .zygote
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let default_limits = request.uses_default_limits();
+            match zygote.launch(&fds, default_limits) {
+                Ok(slot) => slot,
+                Err(err) => {
+                    // A zygote that is gone (killed from outside the runs: none can see it)
+                    // is started again once; if that fails too, the run is refused.
+                    if !matches!(
+                        err.raw_os_error(),
+                        Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
+                    ) {
+                        return Err(setup("handing the run to the containment zygote")(err));
+                    }
+                    tracing::warn!(error = %err, "the containment zygote is gone; starting another");
+                    *zygote = Zygote::start(&self.plan)
+                        .map_err(setup("starting the containment zygote again"))?;
+                    zygote
+                        .launch(&fds, default_limits)
+                        .map_err(setup("handing the run to the containment zygote"))?
+                }
+            }
+        };
+        // Only the run holds the other ends now (the caller drops its stdio ends): reads end
+        // when its processes are gone.
+        drop((memfd, report_w, stop_r));
+        Ok(Run {
+            report,
+            stop: Some(stop),
+            done: None,
+            slot,
+            zygote: Some(self.zygote.clone()),
+        })
+    }
+}
+
+/// A setup failure at `stage`, from an io error.
+fn setup(stage: &'static str) -> impl Fn(io::Error) -> ContainError {
+    move |source: io::Error| ContainError::Setup { stage, source }
+}
+
+/// The request for one run, as it travels to its slot.
+fn request_for(
+    limits: &RunLimits,
+    exec: &ExecSpec,
+    cwd: &Path,
+    terminal: bool,
+) -> Result<Request, ContainError> {
+    Ok(Request {
+        no_network: limits.no_network,
+        writable: match &limits.writable {
+            Some(paths) => Some(
+                paths
+                    .iter()
+                    .map(|p| c_string(p.as_os_str().as_bytes()))
+                    .collect::<Result<_, _>>()?,
+            ),
+            None => None,
+        },
+        terminal,
+        program: c_string(exec.program.as_os_str().as_bytes())?,
+        cwd: c_string(cwd.as_os_str().as_bytes())?,
+        argv: exec
+            .argv
+            .iter()
+            .map(|a| c_string(a.as_bytes()))
+            .collect::<Result<_, _>>()?,
+        env: exec
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut pair = k.as_bytes().to_vec();
+                pair.push(b'=');
+                pair.extend_from_slice(v.as_bytes());
+                c_string(&pair)
+            })
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 /// A pipe, close-on-exec, with `read_flags` and `write_flags` (O_NONBLOCK) on its two ends.
@@ -376,9 +418,31 @@ pub(super) struct Run {
     /// run (no pid is ever signalled, so none can be reused in between).
     stop: Option<OwnedFd>,
     done: Option<RunEnd>,
+    /// The slot the run was handed to directly, given back when the run ends cleanly.
+    slot: Option<OwnedFd>,
+    /// Told once the run has ended: its slot comes back, or a new one is asked for.
+    zygote: Option<Arc<Mutex<Zygote>>>,
 }
 
 impl Run {
+    /// Once the run has ended (`clean`: its init reported its end) or was given up: its slot
+    /// goes back to those at hand, or is let go and another asked for.
+    fn release_slot(&mut self, clean: bool) {
+        let Some(zygote) = self.zygote.take() else {
+            return;
+        };
+        let mut zygote = zygote
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match self.slot.take() {
+            Some(slot) if clean => zygote.give_back(slot),
+            // Its init ends when it finds the socket closed.
+            _ => {}
+        }
+        // A zygote that is gone is started again by the next run that needs it.
+        let _ = zygote.ask_for_slots();
+    }
+
     pub(super) fn stop(&self) {
         if let Some(stop) = &self.stop {
             // SAFETY: writes one byte of ours to a descriptor we own; a full pipe (the run was
@@ -409,6 +473,7 @@ impl Run {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
                     self.done = Some(end);
+                    self.release_slot(true);
                     Ok(end)
                 }
                 Next::Record((TAG_ERROR, stage, errno, _)) => Err(setup_error(stage, errno)),
@@ -439,6 +504,7 @@ impl Run {
                 Next::Record((TAG_DONE, status, killed, stopped)) => {
                     let end = run_end(status, killed, stopped);
                     self.done = Some(end);
+                    self.release_slot(true);
                     return Ok(end);
                 }
                 Next::Record((TAG_ERROR, stage, errno, _)) => {
@@ -467,6 +533,7 @@ impl Drop for Run {
         if self.done.is_none() {
             self.stop();
         }
+        self.release_slot(false);
     }
 }
 
@@ -677,6 +744,7 @@ fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {
 /// What the program's clone needs: C data made before it, read until the exec.
 struct Launch<'a> {
     plan: &'a Plan,
+    terminal: bool,
     report: RawFd,
     path: &'a CString,
     argv: Vec<*const libc::c_char>,
@@ -703,6 +771,10 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let launch = &*(arg as *const Launch);
         prepare_program(launch.plan);
+        if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
+            write_record(launch.report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
+            libc::_exit(127);
+        }
         libc::execve(
             launch.path.as_ptr(),
             launch.argv.as_ptr(),
@@ -809,22 +881,54 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         {
             fail_later(slot, STAGE_PROC);
         }
-        // The sandbox is ready: wait for the run.
-        let fds = match zygote::recv_fds(slot) {
-            Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
-            _ => libc::_exit(0),
-        };
-        libc::close(slot);
+        // What the run will need, made while nothing waits on it: the watch on the program's
+        // end, and the stack its clone starts on (touched now, so its pages are not faulted in
+        // on the run's path).
+        let mut wanted: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut wanted);
+        libc::sigaddset(&mut wanted, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
+        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if children < 0 {
+            fail_later(slot, STAGE_SIGNALS);
+        }
+        let stack = vec![1u8; PROGRAM_STACK];
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        // The sandbox is ready: serve runs, one at a time, until the slot's socket closes. A
+        // run is handed here only once everything of the one before it is gone.
+        loop {
+            let fds = match zygote::recv_fds(slot) {
+                Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
+                Ok(Some(_)) => continue,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                _ => libc::_exit(0),
+            };
+            serve_run(plan, fds, children, null, &stack);
+        }
+    }
+}
+
+/// Runs one request in the init, reports its end, and returns once every process of it is
+/// gone (the next run must find nothing of this one).
+unsafe fn serve_run(
+    plan: &Plan,
+    mut fds: Vec<OwnedFd>,
+    children: RawFd,
+    null: RawFd,
+    stack: &[u8],
+) {
+    // SAFETY: system calls of this single-threaded process on descriptors it owns.
+    unsafe {
         let report = fds[zygote::FD_REPORT].as_raw_fd();
         let Some(request) = Request::read_from(&fds[zygote::FD_REQUEST]) else {
             report_setup_error(report, STAGE_REQUEST, libc::EINVAL);
-            libc::_exit(SETUP_FAILED);
+            return;
         };
         // Resolved only now, below the masks: a directory held open from before them would
         // lead around them.
         if libc::chdir(request.cwd.as_ptr()) != 0 {
             report_setup_error(report, STAGE_CWD, errno());
-            libc::_exit(SETUP_FAILED);
+            return;
         }
         for (from, to) in [
             (zygote::FD_STDIN, 0),
@@ -833,47 +937,34 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         ] {
             libc::dup2(fds[from].as_raw_fd(), to);
         }
-        let mut wanted: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut wanted);
-        libc::sigaddset(&mut wanted, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &wanted, std::ptr::null_mut());
-        let children = libc::signalfd(-1, &wanted, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        if children < 0 {
-            report_setup_error(report, STAGE_SIGNALS, errno());
-            libc::_exit(SETUP_FAILED);
-        }
         let launch = Launch {
             plan,
+            terminal: request.terminal,
             report,
             path: &request.program,
             argv: pointers(&request.argv),
             envp: pointers(&request.env),
         };
-        let stack = vec![0u8; PROGRAM_STACK];
         // The program shares the init's memory until its exec (as posix_spawn's child does);
         // the init is suspended until that exec.
         let program = libc::clone(
             program_main,
-            stack_top(&stack),
+            stack_top(stack),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             &launch as *const Launch as *mut libc::c_void,
         );
+        // The init keeps only the run's report and stop pipes: the run's stdio closes when
+        // the run's processes do.
+        for fd in 0..3 {
+            libc::dup2(null, fd);
+        }
+        let stop = fds.remove(zygote::FD_STOP);
+        let report = fds.remove(zygote::FD_REPORT);
+        drop(fds);
         if program < 0 {
-            report_setup_error(report, STAGE_FORK_PROGRAM, errno());
-            libc::_exit(SETUP_FAILED);
+            report_setup_error(report.as_raw_fd(), STAGE_FORK_PROGRAM, errno());
+            return;
         }
-        // The init keeps only its report and stop pipes and the signalfd: the run's stdio
-        // closes when the run's processes do.
-        let stop = fds[zygote::FD_STOP].as_raw_fd();
-        let mut keep = [report, stop, children];
-        keep.sort_unstable();
-        let mut next = 0u32;
-        for fd in keep {
-            close_from(next, (fd as u32).saturating_sub(1), 0);
-            next = fd as u32 + 1;
-        }
-        close_from(next, u32::MAX, 0);
-        std::mem::forget(fds);
 
         let mut program_status: Option<i32> = None;
         let mut stopped = false;
@@ -884,7 +975,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 revents: 0,
             },
             libc::pollfd {
-                fd: stop,
+                fd: stop.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -899,25 +990,54 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 stopped = true;
             }
             if watched[0].revents != 0 {
-                let mut info = [0u8; 128];
-                while libc::read(children, info.as_mut_ptr().cast(), info.len()) > 0 {}
+                drain(children);
             }
             reap(program, &mut program_status);
         }
         // What is left now was started by the run and outlived its program (or the program
-        // itself, when the run was stopped): count it, then end it all.
-        let left = count_processes();
-        libc::kill(-1, libc::SIGKILL);
-        reap(program, &mut program_status);
+        // itself, when the run was stopped): count it, then end it all. Every process of the
+        // namespace descends from the init (orphans are re-parented to it), so an init without
+        // children has nothing left to count or kill: the common case skips both.
+        let remaining = reap(program, &mut program_status);
+        let left = if remaining {
+            let left = count_processes();
+            libc::kill(-1, libc::SIGKILL);
+            left
+        } else {
+            0
+        };
         write_record(
-            report,
+            report.as_raw_fd(),
             TAG_DONE,
             program_status.unwrap_or(libc::SIGKILL),
             left,
             i32::from(stopped),
         );
-        libc::_exit(0);
+        drop((report, stop));
+        // Reported; now wait until all of it is really gone (SIGKILL is not instant), killing
+        // again whatever a fork in flight may have added.
+        if remaining {
+            loop {
+                let mut status = 0;
+                let pid = libc::waitpid(-1, &mut status, 0);
+                if pid < 0 {
+                    if errno() == libc::ECHILD {
+                        break;
+                    }
+                    continue;
+                }
+                libc::kill(-1, libc::SIGKILL);
+            }
+        }
+        drain(children);
     }
+}
+
+/// Reads a non-blocking signalfd empty.
+unsafe fn drain(signals: RawFd) {
+    let mut info = [0u8; 128];
+    // SAFETY: reads into our buffer.
+    while unsafe { libc::read(signals, info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
 /// Sets or clears the read-only flag on the mount at `path` and every mount beneath it.
@@ -950,14 +1070,18 @@ unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long 
     }
 }
 
-/// Reaps every exited child; records the program's status when it is among them.
-unsafe fn reap(program: i32, program_status: &mut Option<i32>) {
+/// Reaps every exited child; records the program's status when it is among them. Returns
+/// whether any child is left (alive, or not yet reapable).
+unsafe fn reap(program: i32, program_status: &mut Option<i32>) -> bool {
     loop {
         let mut status = 0;
         // SAFETY: waitpid writes into our status.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            break;
+        if pid < 0 {
+            return errno() != libc::ECHILD;
+        }
+        if pid == 0 {
+            return true;
         }
         if pid == program && program_status.is_none() {
             *program_status = Some(status);

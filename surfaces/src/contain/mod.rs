@@ -225,6 +225,25 @@ impl Containment {
         Err(ContainError::Unavailable(self.status.detail.clone()))
     }
 
+    /// Starts `exec` contained on `terminal`, a pty's slave side (opened `O_NOCTTY`): the
+    /// program leads a new session with it as controlling terminal, stdin, stdout and stderr.
+    /// Stopping the run ends every process of it, setsid and double forks included.
+    pub fn start_terminal(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        terminal: std::os::fd::OwnedFd,
+    ) -> Result<RunHandle, ContainError> {
+        #[cfg(target_os = "linux")]
+        if let Some(launcher) = &self.launcher {
+            let run = launcher.start_terminal(limits, exec, cwd, terminal)?;
+            return Ok(RunHandle { inner: run });
+        }
+        let _ = (limits, exec, cwd, terminal);
+        Err(ContainError::Unavailable(self.status.detail.clone()))
+    }
+
     /// Prepares `command` to start under containment that wraps a command (macOS), or as it is
     /// when containment is off; the command's own child is the run.
     pub fn prepare(

@@ -20,6 +20,20 @@ use super::linux::{self, Plan};
 /// The argv\[0\] the daemon's binary is started with to serve as the zygote.
 pub(super) const ZYGOTE_NAME: &str = "computer-contain-zygote";
 
+/// What a message on the zygote's socket is, by its one byte of data.
+pub(super) const MESSAGE_RUN: u8 = b'R';
+/// Daemon to zygote: prepare one more slot and send it over.
+pub(super) const MESSAGE_WANT_SLOT: u8 = b'W';
+/// Zygote to daemon: a prepared slot's socket.
+pub(super) const MESSAGE_SLOT: u8 = b'S';
+
+/// How many prepared slots the daemon asks for ahead: one for the next run, one for a run
+/// beside it.
+const READY_SLOTS: usize = 2;
+
+/// How many idle slots the daemon keeps after a burst of runs side by side; more are let go.
+const MAX_IDLE_SLOTS: usize = 4;
+
 /// Descriptors of one run, in the order they travel.
 pub(super) const RUN_FDS: usize = 6;
 pub(super) const FD_REQUEST: usize = 0;
@@ -34,6 +48,9 @@ pub(super) const FD_STOP: usize = 5;
 pub(super) struct Request {
     pub no_network: bool,
     pub writable: Option<Vec<CString>>,
+    /// The program leads a session of its own whose controlling terminal is its stdin (a
+    /// pty's slave side), as a terminal session's shell must.
+    pub terminal: bool,
     pub program: CString,
     pub cwd: CString,
     pub argv: Vec<CString>,
@@ -51,6 +68,7 @@ impl Request {
         out.flag(self.no_network);
         out.flag(self.writable.is_some());
         out.list(self.writable.as_deref().unwrap_or_default());
+        out.flag(self.terminal);
         out.bytes(self.program.as_bytes());
         out.bytes(self.cwd.as_bytes());
         out.list(&self.argv);
@@ -66,6 +84,7 @@ impl Request {
         let request = Request {
             no_network,
             writable: has_writable.then_some(writable),
+            terminal: input.flag()?,
             program: input.c_string()?,
             cwd: input.c_string()?,
             argv: input.list()?,
@@ -195,9 +214,15 @@ pub(super) fn memfd_with(bytes: &[u8]) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Sends `fds` over a SOCK_SEQPACKET socket, in one message.
+/// Sends `fds` over a SOCK_SEQPACKET socket, in one message of kind `tag` (a run's
+/// descriptors unless said otherwise).
 pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
-    let mut byte = [b'R'];
+    send_message(socket, MESSAGE_RUN, fds, 0)
+}
+
+/// Sends one message: the byte `tag` and `fds` (none is fine), with `flags` (MSG_DONTWAIT).
+pub(super) fn send_message(socket: RawFd, tag: u8, fds: &[RawFd], flags: i32) -> io::Result<()> {
+    let mut byte = [tag];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
@@ -212,15 +237,21 @@ pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
         let mut message: libc::msghdr = std::mem::zeroed();
         message.msg_iov = &mut iov;
         message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
-        let header = libc::CMSG_FIRSTHDR(&message);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(header), payload);
+        if !fds.is_empty() {
+            message.msg_control = control.as_mut_ptr().cast();
+            message.msg_controllen = space as _;
+            let header = libc::CMSG_FIRSTHDR(&message);
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(header),
+                payload,
+            );
+        }
         loop {
-            if libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) == 1 {
+            if libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL | flags) == 1 {
                 return Ok(());
             }
             let err = io::Error::last_os_error();
@@ -234,6 +265,12 @@ pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
 /// Receives one message of descriptors (close-on-exec) from a SOCK_SEQPACKET socket; `None`
 /// when the peer has closed it.
 pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
+    Ok(recv_message(socket, 0)?.map(|(_, fds)| fds))
+}
+
+/// Receives one message, its kind and its descriptors (close-on-exec), with `flags`
+/// (MSG_DONTWAIT: `WouldBlock` when none is waiting); `None` when the peer has closed it.
+pub(super) fn recv_message(socket: RawFd, flags: i32) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -252,7 +289,7 @@ pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
         message.msg_control = control.as_mut_ptr().cast();
         message.msg_controllen = space as _;
         let n = loop {
-            let n = libc::recvmsg(socket, &mut message, libc::MSG_CMSG_CLOEXEC);
+            let n = libc::recvmsg(socket, &mut message, libc::MSG_CMSG_CLOEXEC | flags);
             if n >= 0 {
                 break n;
             }
@@ -282,7 +319,7 @@ pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
             }
             header = libc::CMSG_NXTHDR(&message, header);
         }
-        Ok(Some(fds))
+        Ok(Some((byte[0], fds)))
     }
 }
 
@@ -304,11 +341,16 @@ fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// The daemon's handle on its zygote.
+/// The daemon's handle on its zygote, and the slots it has prepared and sent over.
 #[derive(Debug)]
 pub(super) struct Zygote {
     socket: OwnedFd,
     process: std::process::Child,
+    /// Prepared slots at hand: a run with the default limits goes straight to the first, with
+    /// no hop through the zygote on its way.
+    ready: std::collections::VecDeque<OwnedFd>,
+    /// Slots asked for and not yet received.
+    asked: usize,
 }
 
 impl Zygote {
@@ -337,18 +379,78 @@ impl Zygote {
             });
         }
         let process = command.spawn()?;
-        let zygote = Zygote {
+        let mut zygote = Zygote {
             socket: ours,
             process,
+            ready: std::collections::VecDeque::new(),
+            asked: 0,
         };
         let plan = memfd_with(&plan.encode())?;
         send_fds(zygote.socket.as_raw_fd(), &[plan.as_raw_fd()])?;
+        zygote.ask_for_slots()?;
         Ok(zygote)
     }
 
-    /// Hands one run's descriptors to the zygote.
-    pub fn launch(&self, fds: &[RawFd; RUN_FDS]) -> io::Result<()> {
-        send_fds(self.socket.as_raw_fd(), fds)
+    /// Hands one run's descriptors to a slot at hand, returning that slot (to be given back
+    /// once the run has ended cleanly); or, for stricter limits or with no slot at hand, to the
+    /// zygote, which prepares one for this run alone.
+    ///
+    /// A run that takes the last slot at hand asks for another at once, so that a run beside
+    /// it finds one ready.
+    pub fn launch(
+        &mut self,
+        fds: &[RawFd; RUN_FDS],
+        default_limits: bool,
+    ) -> io::Result<Option<OwnedFd>> {
+        if default_limits {
+            self.take_sent_slots()?;
+            while let Some(slot) = self.ready.pop_front() {
+                // A slot whose init is gone (its zygote was killed) refuses: try the next.
+                if send_fds(slot.as_raw_fd(), fds).is_ok() {
+                    if self.ready.is_empty() && self.asked == 0 {
+                        send_message(self.socket.as_raw_fd(), MESSAGE_WANT_SLOT, &[], 0)?;
+                        self.asked += 1;
+                    }
+                    return Ok(Some(slot));
+                }
+            }
+        }
+        send_fds(self.socket.as_raw_fd(), fds)?;
+        Ok(None)
+    }
+
+    /// Takes back the slot of a run that ended cleanly (its init reported, and serves the
+    /// next run only once everything of this one is gone), unless enough are at hand.
+    pub fn give_back(&mut self, slot: OwnedFd) {
+        if self.ready.len() < MAX_IDLE_SLOTS {
+            self.ready.push_back(slot);
+        }
+    }
+
+    /// Takes the slots the zygote has sent since the last run, without waiting.
+    fn take_sent_slots(&mut self) -> io::Result<()> {
+        loop {
+            match recv_message(self.socket.as_raw_fd(), libc::MSG_DONTWAIT) {
+                Ok(Some((MESSAGE_SLOT, fds))) => {
+                    self.asked = self.asked.saturating_sub(1);
+                    self.ready.extend(fds.into_iter().take(1));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(io::Error::from_raw_os_error(libc::EPIPE)),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Asks the zygote for as many slots as keep [`READY_SLOTS`] at hand.
+    pub fn ask_for_slots(&mut self) -> io::Result<()> {
+        while self.ready.len() + self.asked < READY_SLOTS {
+            send_message(self.socket.as_raw_fd(), MESSAGE_WANT_SLOT, &[], 0)?;
+            self.asked += 1;
+        }
+        Ok(())
     }
 }
 
@@ -413,14 +515,24 @@ fn serve() -> i32 {
         }
         _ => return 2,
     };
-    let mut ready: Option<OwnedFd> = linux::spawn_slot(&plan).ok();
     loop {
-        let fds = match recv_fds(daemon) {
-            Ok(Some(fds)) => fds,
+        let (kind, fds) = match recv_message(daemon, 0) {
+            Ok(Some(message)) => message,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
             // The daemon is gone: so is every reason to exist.
             Ok(None) | Err(_) => return 0,
         };
-        if fds.len() != RUN_FDS {
+        if kind == MESSAGE_WANT_SLOT {
+            // A slot for the daemon to keep at hand; the zygote keeps no copy of its socket. A
+            // slot that cannot be made is answered all the same, with no descriptor, so the
+            // daemon stops waiting for it (its runs then come here instead).
+            let _ = match linux::spawn_slot(&plan) {
+                Ok(slot) => send_message(daemon, MESSAGE_SLOT, &[slot.as_raw_fd()], 0),
+                Err(_) => send_message(daemon, MESSAGE_SLOT, &[], 0),
+            };
+            continue;
+        }
+        if kind != MESSAGE_RUN || fds.len() != RUN_FDS {
             continue;
         }
         let Some(request) = Request::read_from(&fds[FD_REQUEST]) else {
@@ -432,30 +544,21 @@ fn serve() -> i32 {
             continue;
         };
         let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
-        let handed = if request.uses_default_limits() {
-            // The prepared slot if there is one and it takes the run; else a fresh one.
-            let warm = ready
-                .take()
-                .and_then(|slot| send_fds(slot.as_raw_fd(), &raw).ok());
-            match warm {
-                Some(()) => Ok(()),
-                None => linux::spawn_slot(&plan).and_then(|slot| send_fds(slot.as_raw_fd(), &raw)),
-            }
+        // A run reaches the zygote when it asks for stricter limits (a slot made for it alone)
+        // or when the daemon had no prepared slot at hand.
+        let slot_plan = if request.uses_default_limits() {
+            None
         } else {
-            // Stricter limits: a slot made for this run alone.
-            linux::spawn_slot(&plan.with_request_limits(&request))
-                .and_then(|slot| send_fds(slot.as_raw_fd(), &raw))
+            Some(plan.with_request_limits(&request))
         };
+        let handed = linux::spawn_slot(slot_plan.as_ref().unwrap_or(&plan))
+            .and_then(|slot| send_fds(slot.as_raw_fd(), &raw));
         if let Err(err) = handed {
             linux::report_setup_error(
                 fds[FD_REPORT].as_raw_fd(),
                 linux::STAGE_SUPERVISOR,
                 err.raw_os_error().unwrap_or(libc::EIO),
             );
-        }
-        drop(fds);
-        if ready.is_none() {
-            ready = linux::spawn_slot(&plan).ok();
         }
     }
 }
@@ -473,6 +576,7 @@ mod tests {
         let request = Request {
             no_network: true,
             writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
+            terminal: true,
             program: c("/bin/sh"),
             cwd: c("/home/p"),
             argv: vec![c("sh"), c("-c"), c("echo é; true")],
@@ -484,6 +588,7 @@ mod tests {
         assert_eq!(back.writable, request.writable);
         assert_eq!(back.argv, request.argv);
         assert_eq!(back.env, request.env);
+        assert!(back.terminal);
         assert!(!back.uses_default_limits());
 
         let plain = Request {

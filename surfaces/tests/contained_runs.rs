@@ -1,0 +1,158 @@
+//! Contained runs without the daemon: a run on a terminal (the program leads its own session
+//! with the pty as its controlling terminal, and what it leaves behind dies with the run), and
+//! a sandbox reused by the next run only once nothing of the last one is left.
+
+#[cfg(target_os = "linux")]
+fn main() {
+    computer_surfaces::contain::serve_if_zygote();
+    linux::a_contained_run_owns_its_terminal_and_leaves_nothing_behind();
+    linux::a_reused_sandbox_holds_nothing_of_the_run_before();
+    println!("contained_runs: ok");
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::CStr;
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use computer_surfaces::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
+    use tokio::io::AsyncReadExt;
+
+    fn containment(state: &Path) -> Containment {
+        let containment = Containment::new(&ContainmentConfig {
+            enabled: true,
+            hidden: vec![state.to_path_buf()],
+        });
+        assert_eq!(
+            containment.status().mechanism,
+            "namespaces",
+            "{}",
+            containment.status().detail
+        );
+        containment
+    }
+
+    fn sh(script: &str) -> ExecSpec {
+        ExecSpec {
+            program: PathBuf::from("/bin/sh"),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        }
+    }
+
+    /// Runs `script` contained; returns its stdout and how many processes its end killed.
+    async fn run(containment: &Containment, script: &str) -> (String, u32) {
+        let started = containment
+            .start(&RunLimits::default(), &sh(script), Path::new("/"), false)
+            .expect("started");
+        let mut handle = started.handle;
+        let mut stdout = started.stdout;
+        let mut out = String::new();
+        let (end, _) = tokio::join!(handle.done(), stdout.read_to_string(&mut out));
+        let end = end.expect("the run reports its end");
+        assert_eq!(end.status, Some(0), "{script}: {out}");
+        (out, end.killed)
+    }
+
+    pub fn a_reused_sandbox_holds_nothing_of_the_run_before() {
+        let state = tempfile::tempdir().unwrap();
+        let containment = containment(state.path());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            // Each run leaves a process behind; every later run in the same sandbox (the same
+            // PID namespace) must find none of them, and the slot must indeed be reused.
+            let mut namespaces = Vec::new();
+            for round in 0..6 {
+                let (out, killed) = run(
+                    &containment,
+                    "readlink /proc/self/ns/pid; \
+                     for p in /proc/[0-9]*; do read -r c < $p/comm && echo \"comm $c\"; done; \
+                     setsid -f sleep 1000",
+                )
+                .await;
+                assert_eq!(killed, 1, "round {round}: the left sleep was killed: {out}");
+                assert!(
+                    !out.contains("comm sleep"),
+                    "round {round}: a process of an earlier run is still there: {out}"
+                );
+                namespaces.push(out.lines().next().unwrap_or_default().to_string());
+            }
+            namespaces.sort();
+            namespaces.dedup();
+            assert!(
+                namespaces.len() < 6,
+                "six sequential runs used six sandboxes: {namespaces:?}"
+            );
+        });
+    }
+
+    /// A pty pair: the master as a file, the slave opened without becoming our terminal.
+    fn pty() -> (std::fs::File, OwnedFd) {
+        // SAFETY: plain libc calls on descriptors we own; ptsname_r writes into our buffer.
+        unsafe {
+            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(master >= 0, "posix_openpt");
+            assert_eq!(libc::grantpt(master), 0);
+            assert_eq!(libc::unlockpt(master), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+            let slave = libc::open(
+                name.as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+            );
+            assert!(slave >= 0, "open {:?}", CStr::from_ptr(name.as_ptr()));
+            (
+                std::fs::File::from_raw_fd(master),
+                OwnedFd::from_raw_fd(slave),
+            )
+        }
+    }
+
+    /// Reads the master until `needle` shows up (bounded); returns all read so far.
+    fn read_until(master: &mut std::fs::File, seen: &mut String, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut buf = [0u8; 4096];
+        while !seen.contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?} in {seen:?}");
+            match master.read(&mut buf) {
+                Ok(0) | Err(_) => panic!("terminal closed before {needle:?}; saw {seen:?}"),
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+    }
+
+    pub fn a_contained_run_owns_its_terminal_and_leaves_nothing_behind() {
+        let state = tempfile::tempdir().unwrap();
+        let containment = containment(state.path());
+        let (mut master, slave) = pty();
+        // /dev/tty opens only for a process with a controlling terminal; the setsid'd sleep
+        // must not outlive the run.
+        let script = "exec 3</dev/tty && echo ctty-ok; setsid -f sleep 1000; \
+                      read line; echo \"got $line\"";
+        let mut run = containment
+            .start_terminal(&RunLimits::default(), &sh(script), Path::new("/"), slave)
+            .expect("started");
+        let mut seen = String::new();
+        read_until(&mut master, &mut seen, "ctty-ok");
+        master.write_all(b"hello\n").unwrap();
+        read_until(&mut master, &mut seen, "got hello");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let end = runtime
+            .block_on(run.done())
+            .expect("the run reports its end");
+        assert_eq!(end.status, Some(0), "sh exited 0; saw {seen:?}");
+        assert_eq!(end.killed, 1, "the setsid'd sleep was left, and killed");
+    }
+}
