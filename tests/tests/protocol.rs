@@ -16,7 +16,9 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
     assert_eq!(
         schema["properties"]["command"]["enum"],
-        json!(["close", "list", "open", "read", "resize", "run", "screen", "send"])
+        json!([
+            "close", "list", "open", "read", "resize", "run", "screen", "send"
+        ])
     );
     assert_eq!(schema["required"], json!(["surface", "command"]));
     let complications = &schema["properties"]["complications"]["properties"];

@@ -3,15 +3,17 @@
 //! terminal where its cursor is; closing kills what a session started (`setsid` included); idle
 //! sessions close; a session is its agent's only; policy decides a shell's lines as shell runs.
 //!
-//! Sessions run with containment off here: containment starts no program on a terminal yet (see
-//! ARCHITECTURE.md, `session/`), and with it on, sessions are refused (tested below).
+//! Sessions run contained, as runs do (namespaces); the start and close of an uncontained
+//! session (`[containment] mode = "off"`, and macOS's path) are tested too.
 
 use std::time::Duration;
 
 use computer_tests::{Daemon, processes_started_with, wait_for};
 use serde_json::{Value, json};
 
-/// Sessions start uncontained (containment does not start terminal programs yet).
+/// The daemon's default: sessions contained.
+const CONTAINED: &str = "";
+/// Containment turned off: sessions start as commands through portable-pty.
 const UNCONTAINED: &str = "[containment]\nmode = \"off\"\n";
 
 /// One `shell COMMAND` call through `computer call`, as the agent whose token is given.
@@ -91,7 +93,7 @@ const BASH: &[&str] = &["bash", "--norc", "--noprofile"];
 
 #[test]
 fn a_python_repl_answers_and_its_output_reads_as_text() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let session = open(&daemon, Some(&["python3", "-q"]), json!({}));
     read_until(&daemon, session, ">>> $");
     send(&daemon, session, "1+1\n");
@@ -131,7 +133,7 @@ fn a_python_repl_answers_and_its_output_reads_as_text() {
 
 #[test]
 fn a_password_prompt_reads_its_answer_without_echoing_it() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let session = open(&daemon, Some(BASH), json!({}));
     send(
         &daemon,
@@ -154,7 +156,7 @@ fn a_password_prompt_reads_its_answer_without_echoing_it() {
 
 #[test]
 fn top_reads_as_a_screen() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let session = open(&daemon, Some(&["top", "-d", "0.5"]), json!({}));
     read_until(&daemon, session, "PID");
     let screen = call(&daemon, "screen", json!({"session": session}));
@@ -201,7 +203,7 @@ fn top_reads_as_a_screen() {
 
 #[test]
 fn vim_edits_a_file() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("notes.txt");
     let file_arg = file.to_str().unwrap();
@@ -253,7 +255,7 @@ fn vim_edits_a_file() {
 
 #[test]
 fn a_program_asking_for_the_cursor_position_gets_an_answer() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let session = open(&daemon, Some(BASH), json!({}));
     send(
         &daemon,
@@ -274,18 +276,33 @@ fn a_program_asking_for_the_cursor_position_gets_an_answer() {
 
 #[test]
 fn closing_kills_everything_the_session_started() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    closing_kills_everything(CONTAINED);
+}
+
+#[test]
+fn closing_an_uncontained_session_kills_everything_it_started() {
+    closing_kills_everything(UNCONTAINED);
+}
+
+fn closing_kills_everything(config: &str) {
+    let daemon = Daemon::start_with_config(config);
     let session = open(&daemon, Some(BASH), json!({}));
     // One child left in the background, one that left the session with setsid.
+    // Distinct durations per configuration: the two tests run at the same time.
+    let (first, second) = if config.is_empty() {
+        ("7651.5", "7652.5")
+    } else {
+        ("7661.5", "7662.5")
+    };
     send(
         &daemon,
         session,
-        "sleep 7651.5 & setsid sleep 7652.5 & echo started\n",
+        &format!("sleep {first} & setsid sleep {second} & echo started\n"),
     );
-    read_until(&daemon, session, "started");
+    read_until(&daemon, session, "(?m)^started");
     wait_for("both sleeps", Duration::from_secs(10), || {
-        (!processes_started_with("sleep 7651.5").is_empty()
-            && !processes_started_with("sleep 7652.5").is_empty())
+        (!processes_started_with(&format!("sleep {first}")).is_empty()
+            && !processes_started_with(&format!("sleep {second}")).is_empty())
         .then_some(())
     });
     let closed = call(&daemon, "close", json!({"session": session}));
@@ -295,8 +312,8 @@ fn closing_kills_everything_the_session_started() {
         "bash and both sleeps: {closed}"
     );
     wait_for("the sleeps to be gone", Duration::from_secs(10), || {
-        (processes_started_with("sleep 7651.5").is_empty()
-            && processes_started_with("sleep 7652.5").is_empty())
+        (processes_started_with(&format!("sleep {first}")).is_empty()
+            && processes_started_with(&format!("sleep {second}")).is_empty())
         .then_some(())
     });
     let gone = call(
@@ -316,8 +333,7 @@ fn closing_kills_everything_the_session_started() {
 
 #[test]
 fn an_idle_session_closes_and_says_so() {
-    let daemon =
-        Daemon::start_with_config(&format!("{UNCONTAINED}[shell]\nsession_idle_ms = 300\n"));
+    let daemon = Daemon::start_with_config(&format!("{CONTAINED}[shell]\nsession_idle_ms = 300\n"));
     let session = open(&daemon, Some(&["sleep", "7653.5"]), json!({}));
     wait_for("the session's sleep", Duration::from_secs(10), || {
         (!processes_started_with("sleep 7653.5").is_empty()).then_some(())
@@ -345,7 +361,7 @@ fn add_agent(daemon: &Daemon, name: &str) -> String {
 
 #[test]
 fn another_agent_can_neither_drive_nor_see_a_session() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let owner = add_agent(&daemon, "owner");
     let intruder = add_agent(&daemon, "intruder");
     let opened = call_as(
@@ -414,7 +430,7 @@ fn another_agent_can_neither_drive_nor_see_a_session() {
 
 #[test]
 fn a_deny_rule_holds_for_a_line_sent_to_a_shell() {
-    let config = format!("{UNCONTAINED}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
+    let config = format!("{CONTAINED}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
     let daemon = Daemon::start_with_config(&config);
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");
@@ -493,7 +509,7 @@ fn assert_denied(daemon: &Daemon, reply: &Value, rule: &str) {
 
 #[test]
 fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
-    let daemon = Daemon::start_with_config(UNCONTAINED);
+    let daemon = Daemon::start_with_config(CONTAINED);
     let no_such = call(&daemon, "read", json!({"session": 999}));
     assert_eq!(no_such["error"]["path"], "args.session", "{no_such}");
     let session = open(&daemon, Some(BASH), json!({}));
@@ -566,7 +582,7 @@ fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
 #[test]
 fn output_beyond_the_buffer_is_dropped_and_read_says_how_much() {
     let daemon = Daemon::start_with_config(&format!(
-        "{UNCONTAINED}[shell]\nsession_output_bytes = 1000\n"
+        "{CONTAINED}[shell]\nsession_output_bytes = 1000\n"
     ));
     let session = open(&daemon, Some(BASH), json!({}));
     send(&daemon, session, "seq 1 2000; echo done-counting\n");
@@ -584,30 +600,25 @@ fn output_beyond_the_buffer_is_dropped_and_read_says_how_much() {
 }
 
 #[test]
-fn with_containment_on_sessions_are_refused_until_it_can_start_them() {
-    let daemon = Daemon::start();
-    let containment = call(&daemon, "run", json!({"argv": ["true"]}));
-    if containment["ok"] != true {
-        // Containment is unavailable on this machine: the shell surface says so itself.
-        return;
-    }
+fn a_session_runs_contained_like_a_run() {
+    let daemon = Daemon::start_with_config(CONTAINED);
     let opened = call(&daemon, "open", json!({"argv": BASH}));
-    if opened["ok"] == true {
-        // Containment starts terminal programs: the session is contained like a run.
-        let session = opened["session"].as_u64().unwrap();
-        let receipt = daemon.receipt_row(&opened["receipt"], "result");
-        assert_eq!(
-            receipt["body"]["containment"]["mechanism"], "namespaces",
-            "{receipt}"
-        );
-        call(&daemon, "close", json!({"session": session}));
-    } else {
-        assert!(
-            opened["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("could not be contained"),
-            "{opened}"
-        );
-    }
+    assert_eq!(opened["ok"], true, "{opened}");
+    let session = opened["session"].as_u64().unwrap();
+    let receipt = daemon.receipt_row(&opened["receipt"], "result");
+    assert_eq!(
+        receipt["body"]["containment"]["mechanism"], "namespaces",
+        "{receipt}"
+    );
+    // Its shell lives in a PID namespace of its own: it sees a handful of pids, not the host's.
+    send(&daemon, session, "echo \"pid=$$\"\n");
+    let read = read_until(&daemon, session, r"(?m)^pid=\d+");
+    let pid: u32 = output(&read)
+        .lines()
+        .find_map(|line| line.strip_prefix("pid="))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("a pid");
+    assert!(pid < 10, "the shell's pid inside its namespace: {pid}");
+    let closed = call(&daemon, "close", json!({"session": session}));
+    assert_eq!(closed["ok"], true, "{closed}");
 }

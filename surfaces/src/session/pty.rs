@@ -53,39 +53,6 @@ enum Kind {
     Command { leader: u32, marker: String },
 }
 
-/// What `Containment` gives terminal programs, until containment starts them itself.
-///
-/// `Containment::start_terminal` (the program in a new session with `terminal` as its
-/// controlling terminal and stdio; `RunHandle::stop` kills everything of the session) is the
-/// contained start; until `contain/` has it, this stand-in refuses, so that with containment on
-/// sessions are refused rather than run bare. An inherent method of that name takes precedence
-/// over this trait's, so once it exists the call below reaches it and this stand-in goes unused.
-trait StartTerminal {
-    fn start_terminal(
-        &self,
-        limits: &RunLimits,
-        exec: &ExecSpec,
-        cwd: &Path,
-        terminal: OwnedFd,
-    ) -> Result<RunHandle, ContainError>;
-}
-
-impl StartTerminal for Containment {
-    fn start_terminal(
-        &self,
-        _limits: &RunLimits,
-        _exec: &ExecSpec,
-        _cwd: &Path,
-        _terminal: OwnedFd,
-    ) -> Result<RunHandle, ContainError> {
-        Err(ContainError::Unavailable(
-            "this build's containment cannot start a program on a terminal yet; sessions need \
-             `[containment] mode = \"off\"` until it can"
-                .into(),
-        ))
-    }
-}
-
 /// Opens a pty of `size` and starts `exec` on it in `cwd`, contained as every run is.
 pub(super) fn spawn(
     containment: &Containment,
