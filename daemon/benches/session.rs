@@ -57,9 +57,9 @@ fn main() {
     // SAFETY: set before any other thread exists; the harness reads it to find the binary.
     unsafe { std::env::set_var("COMPUTER_BIN", env!("CARGO_BIN_EXE_computer")) };
 
-    // Ours: a bash session in the real daemon (uncontained: containment does not start terminal
-    // programs yet), driven over a raw MCP connection.
-    let daemon = Daemon::start_with_config("[containment]\nmode = \"off\"\n");
+    // Ours: a bash session in the real daemon, contained as every session is, driven over a raw
+    // MCP connection.
+    let daemon = Daemon::start_with_config("");
     let mut raw = RawConnection::connect(&daemon.socket);
     raw.initialize("2025-11-25");
     let opened = shell(
