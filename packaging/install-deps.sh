@@ -21,7 +21,8 @@ case "$(uname -s)" in
     # accessibility: a session bus, AT-SPI, GTK apps with known widgets, a Python AT-SPI client;
     # secrets: a Secret Service (gnome-keyring) and secret-tool, which the keychain suite and
     # bench cross-check against; anchors: ImageMagick's `import`; and the tools tests call
-    # (systemd-analyze checks the user unit `computer service install` writes).
+    # (systemd-analyze checks the user unit `computer service install` writes); terminal
+    # sessions: vim for their suite, tmux as their benchmark's anchor.
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -29,7 +30,7 @@ case "$(uname -s)" in
       dbus dbus-x11 at-spi2-core gtk-3-examples zenity python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0
       gnome-keyring libsecret-tools keyutils bubblewrap
       imagemagick perl util-linux coreutils procps python3 python3-pip
-      systemd
+      systemd vim tmux
     )
     missing=()
     for package in "${wanted[@]}"; do

@@ -386,6 +386,7 @@ impl Gateway {
             artifact_quota: self.registry.artifact_quota().clone(),
             output_bytes: Arc::default(),
             secrets: Default::default(),
+            agent: caller.agent.clone(),
         };
         if call.complications.detach {
             let Some(gateway) = self.me.upgrade() else {

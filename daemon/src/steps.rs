@@ -1010,6 +1010,7 @@ impl Steps<'_> {
             artifact_quota: gw.registry.artifact_quota().clone(),
             output_bytes: Default::default(),
             secrets: Default::default(),
+            agent: caller.agent.clone(),
         };
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let before = match evidence {

@@ -443,6 +443,7 @@ mod tests {
             artifact_quota: quota,
             output_bytes: Arc::default(),
             secrets: Default::default(),
+            agent: "default".into(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: one-shot command runs in their own process group.
+//! - [`session`]: the shell surface's terminal sessions (a program on a pty, its screen as text).
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
 //! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
 //! - [`secrets`]: secrets a call references, the per-call holder of resolved values that masks
@@ -24,6 +25,7 @@ pub mod mask;
 pub mod registry;
 pub mod script;
 pub mod secrets;
+pub mod session;
 pub mod shell;
 
 use std::collections::{BTreeMap, HashMap};
@@ -146,6 +148,9 @@ pub struct CallContext {
     /// The secrets this call resolved: a surface resolves references through it (only in
     /// `run`), and the daemon masks the call's outcome, receipt and log lines with it.
     pub secrets: Arc<secrets::CallSecrets>,
+    /// The agent making the call (`default` without a token): what it starts that outlives the
+    /// call (a terminal session) is its own.
+    pub agent: String,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered

@@ -21,12 +21,22 @@ use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::keychain::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
+use crate::session::{self, SessionSettings, Sessions};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
     SectionError, StdinFacts, Surface, SurfaceError, decode_args, receipt_value,
 };
 
-const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<RunArgs>("run", Risk::Act)];
+const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::of::<RunArgs>("run", Risk::Act),
+    session::OPEN,
+    session::SEND,
+    session::READ,
+    session::SCREEN,
+    session::RESIZE,
+    session::CLOSE,
+    session::LIST,
+];
 
 /// What a run's reply may carry; `?`: only when it applies (a signal, a timeout, processes
 /// left behind, output that is not empty).
@@ -92,12 +102,15 @@ impl Default for ShellLimits {
 pub struct ShellSurface {
     /// Replaced by the `[shell]` config section (`configure`).
     limits: RwLock<ShellLimits>,
+    /// Terminal sessions (`open`, `send`, ...), kept across calls.
+    sessions: Arc<Sessions>,
 }
 
 impl ShellSurface {
     pub fn new(limits: ShellLimits) -> Self {
         ShellSurface {
             limits: RwLock::new(limits),
+            sessions: Sessions::new(SessionSettings::default()),
         }
     }
 
@@ -119,16 +132,26 @@ struct ShellSection {
     capture_memory_bytes: usize,
     /// Bytes of each output stream written to its artifact file at most.
     spill_limit_bytes: u64,
+    /// A terminal session nobody used for this long is closed.
+    session_idle_ms: u64,
+    /// Terminal sessions open at most.
+    max_sessions: usize,
+    /// Output bytes each terminal session keeps for `read`.
+    session_output_bytes: usize,
 }
 
 impl Default for ShellSection {
     fn default() -> Self {
         let limits = ShellLimits::default();
+        let sessions = SessionSettings::default();
         ShellSection {
             default_timeout_ms: limits.default_timeout.as_millis() as u64,
             max_timeout_ms: limits.max_timeout.as_millis() as u64,
             capture_memory_bytes: limits.capture.memory_bytes,
             spill_limit_bytes: limits.capture.spill_bytes,
+            session_idle_ms: sessions.idle.as_millis() as u64,
+            max_sessions: sessions.max_sessions,
+            session_output_bytes: sessions.log_bytes,
         }
     }
 }
@@ -152,6 +175,12 @@ impl ShellSection {
         }
         if self.capture_memory_bytes < 2 {
             return Err(("capture_memory_bytes", "must be at least 2".into()));
+        }
+        if self.session_idle_ms == 0 {
+            return Err(("session_idle_ms", "must be at least 1 ms".into()));
+        }
+        if self.session_output_bytes == 0 {
+            return Err(("session_output_bytes", "must be at least 1".into()));
         }
         Ok(())
     }
@@ -223,6 +252,11 @@ impl Surface for ShellSurface {
             memory_bytes: settings.capture_memory_bytes,
             spill_bytes: settings.spill_limit_bytes,
         };
+        self.sessions.configure(SessionSettings {
+            idle: Duration::from_millis(settings.session_idle_ms),
+            max_sessions: settings.max_sessions,
+            log_bytes: settings.session_output_bytes,
+        });
         Ok(())
     }
 
@@ -245,8 +279,11 @@ impl Surface for ShellSurface {
         }
     }
 
-    fn result_fields(&self, _command: &str) -> &'static [&'static str] {
-        RUN_FIELDS
+    fn result_fields(&self, command: &str) -> &'static [&'static str] {
+        match command {
+            "run" => RUN_FIELDS,
+            other => session::result_fields(other),
+        }
     }
 
     fn prepare(
@@ -256,6 +293,9 @@ impl Surface for ShellSurface {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let limits = self.limits();
+        if session::is_session_command(command) {
+            return self.prepare_session(command, args, complications, &limits);
+        }
         if command != "run" {
             return Err(
                 ToolError::invalid(format!("unknown shell command `{command}`"))
@@ -288,42 +328,7 @@ impl Surface for ShellSurface {
                 .at(program.path_of(position)));
         }
 
-        let cwd = match &complications.cwd {
-            Some(cwd) => {
-                let path = PathBuf::from(cwd);
-                if !path.is_absolute() {
-                    return Err(
-                        ToolError::invalid(format!("cwd `{cwd}` is not an absolute path"))
-                            .at("complications.cwd"),
-                    );
-                }
-                if !path.is_dir() {
-                    return Err(
-                        ToolError::invalid(format!("cwd `{cwd}` is not a directory"))
-                            .at("complications.cwd"),
-                    );
-                }
-                Some(path)
-            }
-            None => None,
-        };
-        for (key, value) in &complications.env {
-            let path = format!("complications.env.{key}");
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
-                return Err(
-                    ToolError::invalid(format!("`{key}` is not a valid variable name")).at(path),
-                );
-            }
-            if key.starts_with("COMPUTER_") {
-                return Err(ToolError::invalid(
-                    "COMPUTER_* variables are reserved for the daemon and never passed to runs",
-                )
-                .at(path));
-            }
-            if value.contains('\0') {
-                return Err(ToolError::invalid("values cannot contain NUL bytes").at(path));
-            }
-        }
+        let cwd = checked_cwd_and_env(complications)?;
         let secrets = env_secrets(complications)?;
         let timeout = match complications.timeout_ms {
             Some(0) => {
@@ -355,6 +360,92 @@ impl Surface for ShellSurface {
             sandbox: run_limits(complications)?,
         }))
     }
+}
+
+/// The call's working directory (absolute, an existing directory) and added variables (names
+/// that can be set, none reserved for the daemon, no NUL), checked for runs and sessions alike.
+fn checked_cwd_and_env(complications: &Complications) -> Result<Option<PathBuf>, ToolError> {
+    let cwd = match &complications.cwd {
+        Some(cwd) => {
+            let path = PathBuf::from(cwd);
+            if !path.is_absolute() {
+                return Err(
+                    ToolError::invalid(format!("cwd `{cwd}` is not an absolute path"))
+                        .at("complications.cwd"),
+                );
+            }
+            if !path.is_dir() {
+                return Err(
+                    ToolError::invalid(format!("cwd `{cwd}` is not a directory"))
+                        .at("complications.cwd"),
+                );
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    for (key, value) in &complications.env {
+        let path = format!("complications.env.{key}");
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(
+                ToolError::invalid(format!("`{key}` is not a valid variable name")).at(path),
+            );
+        }
+        if key.starts_with("COMPUTER_") {
+            return Err(ToolError::invalid(
+                "COMPUTER_* variables are reserved for the daemon and never passed to runs",
+            )
+            .at(path));
+        }
+        if value.contains('\0') {
+            return Err(ToolError::invalid("values cannot contain NUL bytes").at(path));
+        }
+    }
+    Ok(cwd)
+}
+
+impl ShellSurface {
+    /// Checks a terminal session command (`open`, `send`, ...): the session module does the
+    /// rest.
+    fn prepare_session(
+        &self,
+        command: &str,
+        args: &Map<String, Value>,
+        complications: &Complications,
+        limits: &ShellLimits,
+    ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        let (cwd, sandbox) = if command == "open" {
+            (
+                checked_cwd_and_env(complications)?,
+                run_limits(complications)?,
+            )
+        } else {
+            (None, RunLimits::default())
+        };
+        let start = session::StartLimits {
+            containment: limits.containment.clone(),
+            base_env: passed_env(),
+            max_wait: limits.max_timeout,
+        };
+        self.sessions
+            .prepare(command, args, complications, start, cwd, sandbox)
+    }
+}
+
+/// What passes through from the daemon's environment to a run: [`PASSED_ENV`] and the locale.
+fn passed_env() -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
+    for key in PASSED_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            env.insert(key.into(), value);
+        }
+    }
+    for (key, value) in std::env::vars_os() {
+        if key.to_str().is_some_and(|k| k.starts_with("LC_")) {
+            env.insert(key, value);
+        }
+    }
+    env
 }
 
 #[derive(Debug)]
@@ -906,7 +997,7 @@ async fn join_capture(
 }
 
 /// Finds `name` the way execvp would: as given when it holds a slash, else in each PATH directory.
-fn resolve_program(name: &str, path_var: &str) -> Option<PathBuf> {
+pub(crate) fn resolve_program(name: &str, path_var: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |path: &Path| {
         std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

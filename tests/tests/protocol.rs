@@ -14,10 +14,12 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     assert_eq!(tool.name, "COMPUTER");
     let schema = Value::Object((*tool.input_schema).clone());
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
-    // `job` follows detached runs (tests/tests/jobs.rs).
+    // `job` follows detached runs (tests/tests/jobs.rs); the terminal session commands.
     assert_eq!(
         schema["properties"]["command"]["enum"],
-        json!(["job", "run"])
+        json!([
+            "close", "job", "list", "open", "read", "resize", "run", "screen", "send"
+        ])
     );
     // One call or `steps`: the schema requires neither form alone (the description and the
     // daemon's errors say one of them is).

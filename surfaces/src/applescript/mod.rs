@@ -595,6 +595,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             artifact_quota: Arc::new(ArtifactQuota::unlimited()),
             output_bytes: Arc::default(),
             secrets: Default::default(),
+            agent: "default".into(),
         }
     }
 

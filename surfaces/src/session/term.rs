@@ -1,0 +1,266 @@
+//! The terminal a session's program draws on: the emulator (`vt100`) that keeps its screen, the
+//! answers it gives to terminal queries, and the plain-text log of its output that `read`
+//! serves by cursor.
+
+use std::collections::VecDeque;
+use std::io::Write;
+
+/// Where secrets in a session's output are masked before anything keeps or shows it. Shell runs
+/// mask their output streams with the secrets they resolved; a session holds one of these for the
+/// secrets its `open` resolved, so its log and screen pass the same masking.
+pub trait OutputMask: Send {
+    /// The next chunk of the output stream, masked; what could still be the start of a secret
+    /// may be held back until the next chunk.
+    fn chunk(&mut self, text: &[u8]) -> Vec<u8>;
+    /// A whole text (a rendered screen), masked.
+    fn whole(&self, text: &str) -> String;
+}
+
+/// The emulator, the query answers and the output log of one session.
+pub(super) struct Terminal {
+    emulator: vt100::Parser<Answers>,
+    /// A second parser over the same bytes that keeps only what is printed (no escapes).
+    plain: vte::Parser,
+    log: OutputLog,
+    mask: Option<Box<dyn OutputMask>>,
+}
+
+impl Terminal {
+    pub(super) fn new(
+        rows: u16,
+        cols: u16,
+        log_bytes: usize,
+        mask: Option<Box<dyn OutputMask>>,
+    ) -> Terminal {
+        Terminal {
+            emulator: vt100::Parser::new_with_callbacks(
+                nonzero(rows),
+                nonzero(cols),
+                0,
+                Answers::default(),
+            ),
+            plain: vte::Parser::new(),
+            log: OutputLog::new(log_bytes),
+            mask,
+        }
+    }
+
+    /// Takes what the program wrote; returns the answers to the queries in it, to be written
+    /// back to the program.
+    pub(super) fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.emulator.process(bytes);
+        let mut text = PlainText::default();
+        self.plain.advance(&mut text, bytes);
+        let text = match &mut self.mask {
+            Some(mask) => mask.chunk(&text.0),
+            None => text.0,
+        };
+        self.log.push(&text);
+        std::mem::take(&mut self.emulator.callbacks_mut().pending)
+    }
+
+    pub(super) fn resize(&mut self, rows: u16, cols: u16) {
+        self.emulator
+            .screen_mut()
+            .set_size(nonzero(rows), nonzero(cols));
+    }
+
+    pub(super) fn screen(&self) -> &vt100::Screen {
+        self.emulator.screen()
+    }
+
+    /// The screen as text, one line per row, trailing blanks cut, masked.
+    pub(super) fn screen_text(&self) -> String {
+        let text = self.emulator.screen().contents();
+        match &self.mask {
+            Some(mask) => mask.whole(&text),
+            None => text,
+        }
+    }
+
+    pub(super) fn log(&self) -> &OutputLog {
+        &self.log
+    }
+}
+
+fn nonzero(n: u16) -> std::num::NonZeroU16 {
+    std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
+}
+
+/// Answers to the queries programs send their terminal. A program that asks where the cursor is
+/// (`ESC[6n`) or what the terminal is (`ESC[c`) waits for the answer; nobody else is there to
+/// give it, so the emulator does, from the screen as it is at that point of the output.
+#[derive(Default)]
+struct Answers {
+    pending: Vec<u8>,
+}
+
+impl vt100::Callbacks for Answers {
+    fn unhandled_csi(
+        &mut self,
+        screen: &mut vt100::Screen,
+        i1: Option<u8>,
+        i2: Option<u8>,
+        params: &[&[u16]],
+        c: char,
+    ) {
+        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        let out = &mut self.pending;
+        // Writing into a Vec cannot fail.
+        let _ = match (c, i1, i2, first) {
+            // Cursor position report (DSR 6), and its DEC form.
+            ('n', None, None, 6) => {
+                let (row, col) = screen.cursor_position();
+                write!(out, "\x1b[{};{}R", row + 1, col + 1)
+            }
+            ('n', Some(b'?'), None, 6) => {
+                let (row, col) = screen.cursor_position();
+                write!(out, "\x1b[?{};{}R", row + 1, col + 1)
+            }
+            // Status report: all is well.
+            ('n', None, None, 5) => out.write_all(b"\x1b[0n"),
+            // Primary device attributes: a VT100 with advanced video, as xterm answers.
+            ('c', None, None, 0) => out.write_all(b"\x1b[?1;2c"),
+            // Secondary device attributes: a VT100, version 0.
+            ('c', Some(b'>'), None, 0) => out.write_all(b"\x1b[>0;0;0c"),
+            _ => Ok(()),
+        };
+    }
+
+    fn unhandled_escape(&mut self, _: &mut vt100::Screen, i1: Option<u8>, _i2: Option<u8>, b: u8) {
+        // DECID, the old form of the device attributes query.
+        if i1.is_none() && b == b'Z' {
+            self.pending.extend_from_slice(b"\x1b[?1;2c");
+        }
+    }
+}
+
+/// What a program printed, without escape sequences: text, line feeds and tabs.
+#[derive(Default)]
+struct PlainText(Vec<u8>);
+
+impl vte::Perform for PlainText {
+    fn print(&mut self, c: char) {
+        let mut buf = [0u8; 4];
+        self.0.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    }
+
+    fn execute(&mut self, byte: u8) {
+        if matches!(byte, b'\n' | b'\t') {
+            self.0.push(byte);
+        }
+    }
+}
+
+/// The output as plain text, the last `capacity` bytes of it; positions count every byte the
+/// session ever logged, so a cursor stays valid while the log rolls on.
+pub(super) struct OutputLog {
+    bytes: VecDeque<u8>,
+    /// The position of the first byte still held.
+    start: u64,
+    capacity: usize,
+}
+
+/// What the log holds from a cursor on.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Since {
+    pub text: Vec<u8>,
+    /// Bytes between the cursor and the oldest byte still held, rolled out of the log.
+    pub dropped: u64,
+    /// The position after the text: the cursor of the next read.
+    pub end: u64,
+}
+
+impl OutputLog {
+    pub(super) fn new(capacity: usize) -> OutputLog {
+        OutputLog {
+            bytes: VecDeque::new(),
+            start: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    pub(super) fn push(&mut self, data: &[u8]) {
+        self.bytes.extend(data);
+        let excess = self.bytes.len().saturating_sub(self.capacity);
+        if excess > 0 {
+            self.bytes.drain(..excess);
+            self.start += excess as u64;
+        }
+    }
+
+    /// The position after the last byte logged.
+    pub(super) fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+
+    /// Everything logged from `cursor` on (a cursor past the end reads nothing).
+    pub(super) fn since(&self, cursor: u64) -> Since {
+        let from = cursor.max(self.start).min(self.end());
+        let skip = (from - self.start) as usize;
+        Since {
+            text: self.bytes.iter().skip(skip).copied().collect(),
+            dropped: self.start.saturating_sub(cursor),
+            end: self.end(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_rolls_and_says_what_a_cursor_missed() {
+        let mut log = OutputLog::new(8);
+        log.push(b"hello ");
+        assert_eq!(log.since(0).text, b"hello ");
+        log.push(b"world!");
+        let since = log.since(0);
+        assert_eq!(since.text, b"o world!");
+        assert_eq!((since.dropped, since.end), (4, 12));
+        let since = log.since(10);
+        assert_eq!((since.text.as_slice(), since.dropped), (&b"d!"[..], 0));
+        assert_eq!(log.since(99).text, b"");
+    }
+
+    #[test]
+    fn queries_are_answered_from_the_screen_and_escapes_stay_out_of_the_log() {
+        let mut term = Terminal::new(24, 80, 1024, None);
+        let answers = term.feed(b"\x1b[31mab\x1b[0m\r\nc\x1b[6n");
+        assert_eq!(answers, b"\x1b[2;2R");
+        assert_eq!(term.log().since(0).text, b"ab\nc");
+        assert_eq!(term.feed(b"\x1b[c"), b"\x1b[?1;2c");
+        assert_eq!(term.feed(b"\x1b[>c"), b"\x1b[>0;0;0c");
+        assert_eq!(term.feed(b"\x1b[5n"), b"\x1b[0n");
+        assert!(term.feed(b"plain").is_empty());
+        assert_eq!(term.screen_text(), "ab\ncplain");
+    }
+
+    #[test]
+    fn a_query_split_across_reads_is_still_answered() {
+        let mut term = Terminal::new(24, 80, 1024, None);
+        assert!(term.feed(b"x\x1b[").is_empty());
+        assert_eq!(term.feed(b"6n"), b"\x1b[1;2R");
+    }
+
+    struct Upper;
+    impl OutputMask for Upper {
+        fn chunk(&mut self, text: &[u8]) -> Vec<u8> {
+            String::from_utf8_lossy(text)
+                .replace("hunter2", "[masked]")
+                .into_bytes()
+        }
+        fn whole(&self, text: &str) -> String {
+            text.replace("hunter2", "[masked]")
+        }
+    }
+
+    #[test]
+    fn the_mask_covers_log_and_screen() {
+        let mut term = Terminal::new(24, 80, 1024, Some(Box::new(Upper)));
+        term.feed(b"pw: hunter2\r\n");
+        assert_eq!(term.log().since(0).text, b"pw: [masked]\n");
+        assert!(!term.screen_text().contains("hunter2"));
+    }
+}
