@@ -215,8 +215,15 @@ impl Surface for ShellSurface {
     }
 
     fn complications(&self) -> &'static [&'static str] {
-        const WITHOUT_SECRETS: &[&str] =
-            &["cwd", "env", "timeout_ms", "evidence", "return", "sandbox", "detach"];
+        const WITHOUT_SECRETS: &[&str] = &[
+            "cwd",
+            "env",
+            "timeout_ms",
+            "evidence",
+            "return",
+            "sandbox",
+            "detach",
+        ];
         const WITH_SECRETS: &[&str] = &[
             "cwd",
             "env",

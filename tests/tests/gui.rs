@@ -671,8 +671,10 @@ async fn evidence_shots_are_artifacts_whose_hashes_are_receipted() {
     // With the gui ready, the tool lists it, evidence and return.image, and stays small.
     let tools = client.list_tools().await.unwrap();
     let listed = serde_json::to_string(&tools).unwrap();
+    // Five surfaces, terminal sessions, jobs, steps and each command's result fields: about
+    // 8 KB, sent once per session (BENCHMARKS.md, "tools/list").
     assert!(
-        listed.len() < 6 * 1024,
+        listed.len() < 9 * 1024,
         "tools/list is {} bytes",
         listed.len()
     );

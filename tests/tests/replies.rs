@@ -293,6 +293,17 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
         ("ax", "focused", json!({"app": pid})),
         ("gui", "type", json!({"text": "shape"})),
         ("shell", "job", json!({"op": "list"})),
+        ("shell", "open", json!({"argv": ["cat"]})),
+        ("shell", "send", json!({"session": 1, "text": "shape\n"})),
+        ("shell", "read", json!({"session": 1, "until": "shape"})),
+        ("shell", "screen", json!({"session": 1})),
+        (
+            "shell",
+            "resize",
+            json!({"session": 1, "rows": 30, "cols": 90}),
+        ),
+        ("shell", "list", json!({})),
+        ("shell", "close", json!({"session": 1})),
         ("gui", "key", json!({"combo": "End"})),
         (
             "ax",
