@@ -40,7 +40,8 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
         // `gui.cursor|move {} → x, y`.
         let mut lines: Vec<(Vec<&str>, String, Risk, String)> = Vec::new();
         for spec in &commands_of(surface.as_ref()) {
-            let args = args_text(&(spec.args)().to_value());
+            // One line per command: a doc comment that spans lines is joined.
+            let args = args_text(&(spec.args)().to_value()).replace('\n', " ");
             let fields = result_fields_of(surface.as_ref(), spec.name).join(", ");
             match lines.last_mut() {
                 Some((names, last, risk, last_fields))

@@ -325,11 +325,18 @@ fn a_revealed_value_is_asked_for_and_reaches_only_the_reply() {
         !daemon.log_text().contains(value),
         "the value is in the daemon log"
     );
+    // Receipts hold a keyed digest of the reference, never the reference itself.
     assert!(
         receipts
             .iter()
-            .any(|row| row.to_string().contains("keychain://reveal.example/ci")),
-        "the receipts name the reference"
+            .all(|row| !row.to_string().contains("keychain://reveal.example/ci")),
+        "a receipt names the reference in the clear"
+    );
+    assert!(
+        receipts
+            .iter()
+            .any(|row| row.to_string().contains("keychain-ref:hmac-sha256:")),
+        "the receipts hold the reference's keyed digest"
     );
 }
 
