@@ -10,7 +10,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use computer_tests::Daemon;
 use computer_tests::desktop::Desktop;
@@ -286,27 +286,22 @@ fn git_repo() -> tempfile::TempDir {
 }
 
 async fn wait_on_bus(daemon: &Daemon, pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let client = daemon.client().await;
-        let out = client
-            .call_raw(ax(
-                "wait",
-                json!({"app": pid, "selector": "button \"Say Hello\"", "timeout_ms": 2000}),
-            ))
-            .await
-            .expect("call");
-        client.close().await;
-        if out
-            .structured_content
+    // One bounded `ax wait` (the daemon polls the bus itself).
+    let mut wait = ax(
+        "wait",
+        json!({"app": pid, "selector": "button \"Say Hello\"", "timeout_ms": 30000}),
+    );
+    wait["complications"] = json!({"timeout_ms": 30000});
+    let client = daemon.client().await;
+    let out = client.call_raw(wait).await.expect("call");
+    client.close().await;
+    assert!(
+        out.structured_content
             .as_ref()
-            .is_some_and(|v| v["met"] == true)
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the app never showed on AT-SPI");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .is_some_and(|v| v["met"] == true),
+        "the app never showed on AT-SPI: {:?}",
+        out.structured_content
+    );
 }
 
 #[tokio::main]

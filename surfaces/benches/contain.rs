@@ -20,19 +20,6 @@ mod linux {
 
     use computer_surfaces::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
 
-    /// Busy CPU time of the whole machine so far (user + nice + system + irq + softirq), in
-    /// clock ticks: what a run costs including the work it leaves to other processes.
-    fn machine_busy_ticks() -> u64 {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap();
-        let cpu = stat.lines().next().unwrap();
-        let fields: Vec<u64> = cpu
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().unwrap())
-            .collect();
-        fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
-    }
-
     fn p50(mut samples: Vec<Duration>) -> Duration {
         samples.sort();
         samples[samples.len() / 2]
@@ -89,37 +76,6 @@ mod linux {
                 }
             }
         });
-        // CPU per run, background work included: blocks of each alone.
-        let ticks_per_ms = 100.0 / 1000.0; // USER_HZ is 100 on every Linux build we run on.
-        let block = 200;
-        let (contained_cpu, direct_cpu) = runtime.block_on(async {
-            let before = machine_busy_ticks();
-            for _ in 0..block {
-                let run = containment
-                    .start(&RunLimits::default(), &exec, Path::new("/"), false)
-                    .unwrap();
-                let mut handle = run.handle;
-                handle.done().await.unwrap();
-            }
-            // Let the last runs' teardown and slot preparation finish inside the window.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let contained = machine_busy_ticks() - before;
-            let before = machine_busy_ticks();
-            for _ in 0..block {
-                tokio::process::Command::new("/bin/true")
-                    .env_clear()
-                    .status()
-                    .await
-                    .unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            (contained, machine_busy_ticks() - before)
-        });
-        println!(
-            "| machine CPU per run | contained {:.3} ms | direct {:.3} ms |",
-            contained_cpu as f64 / ticks_per_ms / block as f64,
-            direct_cpu as f64 / ticks_per_ms / block as f64
-        );
         let (c, d) = (p50(contained), p50(direct));
         println!(
             "| contained `/bin/true`, start to reported end, p50 | {:.3} ms | spawned and waited for directly: {:.3} ms | {:.2}× |",

@@ -184,19 +184,20 @@ async fn ten_steps_over_shell_and_ax_with_refs_are_one_round_and_each_is_receipt
     daemon.assert_chain_holds();
 }
 
+/// Waits (through the daemon's own bounded `ax wait`) until the test app's window is on the
+/// accessibility bus.
 async fn wait_for_window(daemon: &Daemon, pid: u32) {
-    for _ in 0..100 {
-        let found = call(
-            daemon,
-            json!({"surface": "ax", "command": "find", "args": {"app": pid, "selector": "button \"Say Hello\""}}),
-        )
-        .await;
-        if found["ok"] == true {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the test app's window never reached the accessibility bus");
+    let seen = call(
+        daemon,
+        json!({"surface": "ax", "command": "wait",
+               "args": {"app": pid, "selector": "button \"Say Hello\"", "timeout_ms": 30000},
+               "complications": {"timeout_ms": 30000}}),
+    )
+    .await;
+    assert_eq!(
+        seen["met"], true,
+        "the test app's window never reached the accessibility bus: {seen}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
