@@ -301,3 +301,82 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     // SAFETY: both fds were just created and are owned by nobody else.
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
+
+/// The Python with GTK and AT-SPI bindings: the distribution's (python3-gi is a system package),
+/// not whatever `python3` a version manager puts first on PATH.
+pub fn gi_python() -> String {
+    std::env::var("GI_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3".into()
+        } else {
+            "python3".into()
+        }
+    })
+}
+
+/// The GTK test app (`tests/clients/gtk_test_app.py`) on the shared desktop, its stdout
+/// collected line by line.
+pub struct TestApp {
+    app: App,
+    lines: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+impl TestApp {
+    pub fn launch(title: &str) -> TestApp {
+        TestApp::launch_with(title, &[])
+    }
+
+    /// The app with extra arguments (`--more` adds the widgets for the other actions).
+    pub fn launch_with(title: &str, extra: &[&str]) -> TestApp {
+        let script =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
+        // Through `env` (which execs, keeping the pid): the harness names logs after the program.
+        let python = gi_python();
+        let mut args = vec![python.as_str(), script.to_str().unwrap(), title];
+        args.extend_from_slice(extra);
+        let mut app = Desktop::shared().launch("env", &args);
+        let out = app.0.stdout.take().expect("stdout piped");
+        let lines = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let test_app = TestApp { app, lines };
+        test_app.wait_line("ready");
+        test_app
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.app.pid()
+    }
+
+    /// The lines printed so far that start with `prefix`.
+    pub fn lines_starting(&self, prefix: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until the app has printed the line `want`.
+    pub fn wait_line(&self, want: &str) {
+        crate::wait_for(
+            &format!("the app to print {want:?}"),
+            std::time::Duration::from_secs(20),
+            || {
+                self.lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|l| l == want)
+                    .then_some(())
+            },
+        );
+    }
+}

@@ -2,94 +2,16 @@
 //! effects are observed on its own stdout and through a second AT-SPI client (libatspi from
 //! Python), gtk3-widget-factory for big trees, zenity for the documented one-liner.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use computer_tests::desktop::{App, Desktop};
+use computer_tests::desktop::{Desktop, TestApp, gi_python};
 use computer_tests::{Daemon, structured, wait_for};
 use serde_json::{Value, json};
 
-/// The Python with GTK and AT-SPI bindings: the distribution's (python3-gi is a system package),
-/// not whatever `python3` a version manager puts first on PATH.
-fn gi_python() -> String {
-    std::env::var("GI_PYTHON").unwrap_or_else(|_| {
-        if std::path::Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3".into()
-        } else {
-            "python3".into()
-        }
-    })
-}
-
 fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients")
-}
-
-/// The test app with its stdout collected line by line.
-struct TestApp {
-    app: App,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl TestApp {
-    fn launch(title: &str) -> TestApp {
-        TestApp::launch_with(title, &[])
-    }
-
-    /// The app with extra arguments (`--more` adds the widgets for the other actions).
-    fn launch_with(title: &str, extra: &[&str]) -> TestApp {
-        let desktop = Desktop::shared();
-        let script = clients_dir().join("gtk_test_app.py");
-        // Through `env` (which execs, keeping the pid): the harness names logs after the program.
-        let python = gi_python();
-        let mut args = vec![python.as_str(), script.to_str().unwrap(), title];
-        args.extend_from_slice(extra);
-        let mut app = desktop.launch("env", &args);
-        let out = app.0.stdout.take().expect("stdout piped");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let test_app = TestApp { app, lines };
-        test_app.wait_line("ready");
-        test_app
-    }
-
-    fn pid(&self) -> u32 {
-        self.app.pid()
-    }
-
-    /// The lines printed so far that start with `prefix`.
-    fn lines_starting(&self, prefix: &str) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.starts_with(prefix))
-            .cloned()
-            .collect()
-    }
-
-    fn wait_line(&self, want: &str) {
-        wait_for(
-            &format!("the app to print {want:?}"),
-            Duration::from_secs(20),
-            || {
-                self.lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .any(|l| l == want)
-                    .then_some(())
-            },
-        );
-    }
 }
 
 async fn ax(daemon: &Daemon, command: &str, args: Value) -> Value {

@@ -4,14 +4,11 @@
 //! (an artifact for a cut, a visible cut under `select`, a wait that says what it found, distinct
 //! error codes, the window `gui type` reached, the evidence's size) holds.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use computer_tests::desktop::{App, Desktop};
+use computer_tests::desktop::TestApp;
 use computer_tests::{Daemon, receipt_of, wait_for};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
@@ -22,69 +19,6 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// Gui and ax acts run without asking: the suite is about reply shapes, not approvals.
 const ALLOW_ACTS: &str = "[defaults]\nact = \"allow\"\n";
-
-fn gi_python() -> String {
-    if std::path::Path::new("/usr/bin/python3").exists() {
-        "/usr/bin/python3".into()
-    } else {
-        "python3".into()
-    }
-}
-
-/// The suite's GTK app, with its stdout collected line by line.
-struct TestApp {
-    app: App,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl TestApp {
-    fn launch(title: &str) -> TestApp {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
-        let python = gi_python();
-        let mut app = Desktop::shared().launch("env", &[&python, script.to_str().unwrap(), title]);
-        let out = app.0.stdout.take().expect("stdout piped");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let app = TestApp { app, lines };
-        app.wait_line("ready");
-        app
-    }
-
-    fn pid(&self) -> u32 {
-        self.app.pid()
-    }
-
-    /// The lines printed so far that start with `prefix`.
-    fn lines_starting(&self, prefix: &str) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.starts_with(prefix))
-            .cloned()
-            .collect()
-    }
-
-    fn wait_line(&self, want: &str) {
-        wait_for(
-            &format!("the app to print {want:?}"),
-            Duration::from_secs(20),
-            || {
-                self.lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .any(|l| l == want)
-                    .then_some(())
-            },
-        );
-    }
-}
 
 /// One call; the whole MCP result.
 async fn call(daemon: &Daemon, surface: &str, command: &str, args: Value) -> CallToolResult {

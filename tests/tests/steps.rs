@@ -4,13 +4,11 @@
 //! control socket), a ref that tries to smuggle a denied command past policy, per-step receipts
 //! naming their parent, and clear errors for bad refs and bad shapes.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use computer_tests::desktop::{App, Desktop};
+use computer_tests::desktop::TestApp;
 use computer_tests::{Daemon, structured, wait_for};
 use serde_json::{Value, json};
 
@@ -73,56 +71,11 @@ fn pending_where(daemon: &Daemon, what: &str, check: impl Fn(&Value) -> bool) ->
     })
 }
 
-/// The GTK test app the ax suite uses, its stdout collected line by line.
-struct TestApp {
-    app: App,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl TestApp {
-    fn launch(title: &str) -> TestApp {
-        let desktop = Desktop::shared();
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
-        let python = if Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3"
-        } else {
-            "python3"
-        };
-        let mut app = desktop.launch("env", &[python, script.to_str().unwrap(), title]);
-        let out = app.0.stdout.take().expect("stdout piped");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let app = TestApp { app, lines };
-        app.wait_line("ready");
-        app
-    }
-
-    fn wait_line(&self, want: &str) {
-        wait_for(
-            &format!("the app to print {want:?}"),
-            Duration::from_secs(20),
-            || {
-                self.lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .any(|l| l == want)
-                    .then_some(())
-            },
-        );
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn ten_steps_over_shell_and_ax_with_refs_are_one_round_and_each_is_receipted() {
     let daemon = Daemon::start_on_desktop("");
     let app = TestApp::launch("Steps Test");
-    let pid = app.app.pid();
+    let pid = app.pid();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("made-by-step-2");
     let path = file.to_str().unwrap();
