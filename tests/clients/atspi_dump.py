@@ -14,7 +14,7 @@ import time
 import gi
 
 gi.require_version("Atspi", "2.0")
-from gi.repository import Atspi  # noqa: E402
+from gi.repository import Atspi, GLib  # noqa: E402
 
 
 def find_app(name):
@@ -23,8 +23,16 @@ def find_app(name):
         app = desktop.get_child_at_index(i)
         if app is None:
             continue
-        if app.get_name() == name or (name.isdigit() and app.get_process_id() == int(name)):
-            return app
+        # By pid, ask only the bus for it: another test may hold an app stopped, and asking
+        # that app for its name would wait out the call timeout and fail the whole walk.
+        try:
+            if name.isdigit():
+                if app.get_process_id() == int(name):
+                    return app
+            elif app.get_name() == name:
+                return app
+        except GLib.Error:
+            continue
     return None
 
 
@@ -50,6 +58,9 @@ def main():
         print(json.dumps({"error": "no app " + app_name}))
         return 1
     if len(sys.argv) > 3 and sys.argv[2] == "--find":
+        # libatspi gives up on a call after 800 ms by default; a loaded 2-core runner can take
+        # longer, and a check of effects must not fail for that.
+        Atspi.set_timeout(10000, 15000)
         wanted = sys.argv[3]
         found = {}
 
@@ -62,7 +73,11 @@ def main():
                 if text is not None:
                     found["text"] = Atspi.Text.get_text(text, 0, -1)
 
-        walk(app, look)
+        try:
+            walk(app, look)
+        except GLib.Error as error:
+            print(json.dumps({"error": str(error)}))
+            return 2
         print(json.dumps(found))
         return 0
 

@@ -56,13 +56,26 @@ fn ref_of(outline: &str, needle: &str) -> u64 {
 
 /// A second, independent AT-SPI client's view of the node named `name`.
 fn second_client_find(pid: u32, name: &str) -> Value {
-    let out = Desktop::shared()
-        .command(&gi_python())
-        .arg(clients_dir().join("atspi_dump.py"))
-        .args([&pid.to_string(), "--find", name])
-        .output()
-        .expect("python3 atspi_dump.py");
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    // A walk can meet a node the app is replacing at that moment; a fresh walk then reads the
+    // settled tree. Three walks that all fail are a real failure, reported with the client's words.
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let out = Desktop::shared()
+            .command(&gi_python())
+            .arg(clients_dir().join("atspi_dump.py"))
+            .args([&pid.to_string(), "--find", name])
+            .output()
+            .expect("python3 atspi_dump.py");
+        match serde_json::from_slice::<Value>(&out.stdout) {
+            Ok(found) if found.get("error").is_none() => return found,
+            _ => failures.push(format!(
+                "{} {}",
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
+    }
+    panic!("a second AT-SPI client could not read {name:?}: {failures:?}")
 }
 
 #[tokio::test(flavor = "multi_thread")]
