@@ -17,6 +17,9 @@ pub const MIN_FORM: usize = 4;
 /// The secrets one call resolved, ready to mask anything the call produces.
 pub struct Masker {
     automaton: Option<AhoCorasick>,
+    /// The forms, for telling whether held-back bytes could still grow into one (zeroed when
+    /// dropped; the automaton's own copy cannot be).
+    patterns: Vec<zeroize::Zeroizing<Vec<u8>>>,
     /// For each pattern of the automaton, what replaces it.
     replacements: Vec<Vec<u8>>,
     /// The longest pattern: a stream holds back one byte less than this.
@@ -67,9 +70,18 @@ impl Masker {
         });
         Masker {
             automaton,
+            patterns: patterns.into_iter().map(zeroize::Zeroizing::new).collect(),
             replacements,
             longest,
         }
+    }
+
+    /// Whether `tail` is the start of a form without being all of it: more bytes could make it
+    /// one.
+    fn could_grow_into_a_form(&self, tail: &[u8]) -> bool {
+        self.patterns
+            .iter()
+            .any(|form| form.len() > tail.len() && form.starts_with(tail))
     }
 
     /// Whether there is nothing to mask.
@@ -193,6 +205,33 @@ impl StreamMask<'_> {
         emit(&chunk[at.min(keep_from)..keep_from]);
         self.pending.clear();
         self.pending.extend_from_slice(&chunk[keep_from..]);
+    }
+
+    /// Lets through, masked, what is held back that cannot be the start of a form: for a reader
+    /// that wants output as soon as it is known to be safe (a terminal's prompt), not only once
+    /// more output comes. What stays held back could still grow into a form.
+    pub fn release_settled(&mut self, mut emit: impl FnMut(&[u8])) {
+        let Some(automaton) = &self.masker.automaton else {
+            return;
+        };
+        let held = &self.pending;
+        let live = (0..held.len())
+            .find(|&i| self.masker.could_grow_into_a_form(&held[i..]))
+            .unwrap_or(held.len());
+        // A match that starts before `live` is whole: more bytes cannot lengthen it (that would
+        // make its start live), nor can a match start earlier.
+        let mut at = 0;
+        for found in automaton.find_iter(held.as_slice()) {
+            if found.start() >= live {
+                break;
+            }
+            emit(&held[at..found.start()]);
+            emit(&self.masker.replacements[found.pattern().as_usize()]);
+            at = found.end();
+        }
+        let upto = at.max(live);
+        emit(&held[at..upto]);
+        self.pending.drain(..upto);
     }
 
     /// What is held back, to go on later with [`Masker::resume`].
@@ -436,5 +475,56 @@ mod tests {
             let needle = SECRET.as_bytes();
             prop_assert!(!out.windows(needle.len()).any(|w| w == needle));
         }
+
+        /// Releasing what is settled after every chunk masks as the whole text does too.
+        #[test]
+        fn released_streams_mask_as_the_whole_does(
+            noise in proptest::collection::vec(prop_oneof![Just(b's'), Just(b'3'), Just(b' '), any::<u8>()], 0..200),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+            at in 0usize..200,
+        ) {
+            let masker = masker();
+            let at = at.min(noise.len());
+            let mut text = noise[..at].to_vec();
+            text.extend_from_slice(SECRET.as_bytes());
+            text.extend_from_slice(&noise[at..]);
+            let whole = masker.mask(&text);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+            cuts.sort_unstable();
+            let mut stream = masker.stream();
+            let mut out = Vec::new();
+            let mut from = 0;
+            for cut in cuts {
+                out.extend(stream.push(&text[from..cut]));
+                stream.release_settled(|part| out.extend_from_slice(part));
+                from = cut;
+            }
+            out.extend(stream.push(&text[from..]));
+            stream.release_settled(|part| out.extend_from_slice(part));
+            out.extend(stream.finish());
+            prop_assert_eq!(&out, &whole);
+        }
+    }
+
+    #[test]
+    fn a_prompt_after_a_secret_is_let_through_at_once_and_a_secret_s_start_is_held() {
+        let masker = masker();
+        let mut stream = masker.stream();
+        let mut out = stream.push(format!("{SECRET}\r\nPassword: ").as_bytes());
+        stream.release_settled(|part| out.extend_from_slice(part));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[masked API_TOKEN]\r\nPassword: "
+        );
+        let mut out = stream.push(b"next s3cr");
+        stream.release_settled(|part| out.extend_from_slice(part));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "next ",
+            "the start of a secret stays held"
+        );
+        let mut out = stream.push(b"ew");
+        stream.release_settled(|part| out.extend_from_slice(part));
+        assert_eq!(String::from_utf8(out).unwrap(), "s3crew");
     }
 }

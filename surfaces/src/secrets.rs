@@ -64,6 +64,13 @@ pub enum SecretDestination {
         /// The window is (or may be) a terminal: what is typed there goes to its command line.
         terminal: bool,
     },
+    /// Typed into a terminal session's program (`shell send`).
+    SessionInput {
+        session: u32,
+        program: String,
+        /// The program is a shell: what is typed there goes to its command line.
+        shell: bool,
+    },
     /// Set as the value of an accessibility element.
     ElementValue {
         element: String,
@@ -89,6 +96,14 @@ impl fmt::Display for SecretDestination {
                     (Some(w), None) => write!(f, "typed into the {kind}window {w}"),
                     _ => write!(f, "typed into the window that has the keyboard"),
                 }
+            }
+            SecretDestination::SessionInput {
+                session,
+                program,
+                shell,
+            } => {
+                let kind = if *shell { "the shell of " } else { "" };
+                write!(f, "typed into {kind}terminal session {session} ({program})")
             }
             SecretDestination::ElementValue { element, app } => match app {
                 Some(app) => write!(f, "the value of the element {element} in {app}"),
@@ -346,6 +361,32 @@ pub fn check_env_name(name: &str, at: &str) -> Result<(), ToolError> {
             "COMPUTER_* variables are reserved for the daemon and never passed to runs",
         )
         .at(at.to_string()));
+    }
+    Ok(())
+}
+
+/// Checks a secret's value before it is typed as characters (`gui type`, `shell send`): a line
+/// break would act as Return (running a line nobody decided on, in a terminal), other control
+/// characters as keys no one asked for.
+pub fn check_typed_secret(text: &str, max_chars: usize) -> Result<(), SurfaceError> {
+    let chars = text.chars().count();
+    let refuse = |why: String| SurfaceError::Failed {
+        message: format!("the secret was not typed: {why}"),
+    };
+    if chars == 0 {
+        return Err(refuse("its value is empty".into()));
+    }
+    if chars > max_chars {
+        return Err(refuse(format!(
+            "it is longer than the {max_chars} characters one call types at most"
+        )));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(refuse(
+            "it holds a line break or another control character, which would press keys \
+             (Return) no one decided on"
+                .into(),
+        ));
     }
     Ok(())
 }

@@ -511,7 +511,9 @@ impl ShellRun {
 /// goes into the run's environment, not its stdin (which stays the run's own input, as the call
 /// gives it) and never its argv (readable by every process in `/proc/PID/cmdline`): tools read
 /// tokens from variables (`GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`), as with `op run`.
-fn env_secrets(complications: &Complications) -> Result<Vec<(String, SecretRef)>, ToolError> {
+pub(crate) fn env_secrets(
+    complications: &Complications,
+) -> Result<Vec<(String, SecretRef)>, ToolError> {
     let mut secrets = Vec::new();
     for (name, text) in &complications.secrets {
         let at = format!("complications.secrets.{name}");
@@ -706,7 +708,7 @@ impl PreparedAction for ShellRun {
         } else {
             self.run_command(&ctx, &exec, &cwd, &stop_reading).await
         };
-        self.zero_secret_env(&mut exec);
+        zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
         let ran = ran?;
         let Ran {
             exit_code,
@@ -762,20 +764,16 @@ impl PreparedAction for ShellRun {
     }
 }
 
-impl ShellRun {
-    /// Zeroes this daemon's copy of the secrets' values in a run's environment once the run
-    /// has it. (Copies the standard library or containment made to start the run are theirs.)
-    fn zero_secret_env(&self, exec: &mut ExecSpec) {
-        use std::os::unix::ffi::OsStringExt;
-        for (key, value) in &mut exec.env {
-            if self
-                .secrets
-                .iter()
-                .any(|(name, _)| key.as_os_str() == name.as_str())
-            {
-                let bytes = std::mem::take(value).into_vec();
-                drop(zeroize::Zeroizing::new(bytes));
-            }
+/// Zeroes this daemon's copy of the secrets' values (the variables `names`) in a run's
+/// environment once the run has it. (Copies the standard library or containment made to start
+/// the run are theirs.)
+pub(crate) fn zero_secret_env<'a>(exec: &mut ExecSpec, names: impl Iterator<Item = &'a String>) {
+    use std::os::unix::ffi::OsStringExt;
+    let names: Vec<&String> = names.collect();
+    for (key, value) in &mut exec.env {
+        if names.iter().any(|name| key.as_os_str() == name.as_str()) {
+            let bytes = std::mem::take(value).into_vec();
+            drop(zeroize::Zeroizing::new(bytes));
         }
     }
 }

@@ -626,6 +626,166 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     );
 }
 
+/// One `shell` session command through the socket, as the agent.
+async fn session_call(daemon: &Daemon, command: &str, args: Value) -> Value {
+    call(
+        daemon,
+        json!({"surface": "shell", "command": command, "args": args,
+               "complications": {"timeout_ms": 20000}}),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhere() {
+    let password = "sess-Secret-42 pw";
+    let password_ref = stored("session-password", password);
+    let api_key = "env-Secret-9x-key";
+    let api_key_ref = stored("session-env", api_key);
+    let daemon = daemon(ALLOW_SUITE_SECRETS);
+
+    // `open` puts a secret into the program's environment, resolved when the session starts.
+    let opened = call(
+        &daemon,
+        json!({"surface": "shell", "command": "open",
+               "args": {"argv": ["bash", "--norc", "--noprofile"]},
+               "complications": {"secrets": {"API_KEY": api_key_ref}}}),
+    )
+    .await;
+    assert_eq!(opened["ok"], true, "{opened}");
+    let session = opened["session"].clone();
+    let intent = daemon.receipt_row(&opened["receipt"], "intent");
+    assert_eq!(intent["body"]["risk"], "secret", "{intent}");
+    assert_eq!(
+        intent["body"]["facts"]["secrets"][0]["to"],
+        json!({"kind": "env", "var": "API_KEY"}),
+        "{intent}"
+    );
+
+    // The second half of the value waits on a silent `read` (no echoed line break between the
+    // halves), so the two halves reach two reads.
+    let prompt = "read -rsp 'Password: ' pw; echo; echo \"got ${#pw} characters\"; \
+                  echo \"pw=$pw key=$API_KEY\"; printf 'half=%s' \"${pw:0:5}\"; read -rs _; \
+                  echo \"${pw:5} end\"\n";
+    let sent = session_call(&daemon, "send", json!({"session": session, "text": prompt})).await;
+    assert_eq!(sent["ok"], true, "{sent}");
+    let read = session_call(
+        &daemon,
+        "read",
+        json!({"session": session, "until": "Password: $"}),
+    )
+    .await;
+    assert_eq!(read["met"], true, "{read}");
+
+    // The secret typed into the prompt: the shell's line it lands on is opaque, so the Return
+    // that ends it is put to the person, who is told which secret goes where.
+    let socket = daemon.socket.clone();
+    let request = json!({"surface": "shell", "command": "send",
+        "args": {"session": session, "text": {"secret": password_ref}, "keys": ["Enter"]}});
+    let waiting = tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client.call_raw(request).await.unwrap();
+        client.close().await;
+        structured(&result)
+    });
+    let pending = tokio::task::block_in_place(|| {
+        wait_for("the send to be asked", Duration::from_secs(20), || {
+            daemon.pending_approvals().into_iter().next()
+        })
+    });
+    let shown = format!(
+        "secret ({password_ref}) → typed into the shell of terminal session {session} (bash \
+         --norc --noprofile)"
+    );
+    assert_eq!(pending["will_run"]["secrets"], json!([shown]), "{pending}");
+    assert_eq!(pending["rule"], "builtin:opaque-terminal-line", "{pending}");
+    let id = pending["id"].to_string();
+    assert!(daemon.cli(&["approvals", "allow", &id]).status.success());
+    let typed = waiting.await.unwrap();
+    assert_eq!(typed["ok"], true, "{typed}");
+    assert_eq!(typed["secret"], "typed", "not even the length: {typed}");
+    assert!(typed.get("sent_bytes").is_none(), "{typed}");
+
+    let read = session_call(
+        &daemon,
+        "read",
+        json!({"session": session, "until": "half="}),
+    )
+    .await;
+    let output = read["output"].as_str().unwrap().to_string();
+    assert!(
+        output.contains(&format!("got {} characters", password.len())),
+        "the program read the whole value: {read}"
+    );
+    assert!(
+        output.contains("pw=[masked secret] key=[masked API_KEY]"),
+        "{read}"
+    );
+    // The first five characters wait on the shell's `read`, alone on the screen: the session
+    // holds them back, since the rest of the value may follow.
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the half value on the screen",
+            Duration::from_secs(20),
+            || {
+                let screen =
+                    daemon.call_json("shell", "screen", &json!({"session": session}).to_string());
+                screen["screen"]
+                    .as_str()?
+                    .contains("half=sess-")
+                    .then_some(())
+            },
+        )
+    });
+    let held = session_call(&daemon, "read", json!({"session": session})).await;
+    assert!(
+        !held["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sess-"),
+        "the start of a secret is held back: {held}"
+    );
+    let rest = session_call(&daemon, "send", json!({"session": session, "text": "\n"})).await;
+    assert_eq!(rest["ok"], true, "{rest}");
+    let read = session_call(
+        &daemon,
+        "read",
+        json!({"session": session, "until": " end"}),
+    )
+    .await;
+    assert!(
+        read["output"]
+            .as_str()
+            .unwrap()
+            .contains("[masked secret] end"),
+        "the value split across reads is masked whole: {read} after {held}"
+    );
+    let screen = session_call(&daemon, "screen", json!({"session": session})).await;
+    assert!(
+        screen["screen"]
+            .as_str()
+            .unwrap()
+            .contains("pw=[masked secret] key=[masked API_KEY]"),
+        "{screen}"
+    );
+    let closed = session_call(&daemon, "close", json!({"session": session})).await;
+    assert_eq!(closed["ok"], true, "{closed}");
+
+    for reply in [&opened, &typed, &read, &screen, &held] {
+        assert_no_form(
+            reply.to_string().as_bytes(),
+            &[password, api_key],
+            "a reply",
+        );
+    }
+    assert_state_clean(&daemon, &[password, api_key]);
+    assert_no_form(
+        daemon.log_text().as_bytes(),
+        &[password, api_key],
+        "the daemon's log",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn gui_types_a_secret_into_a_real_terminal_unseen() {
     let _desktop = ONE_AT_A_TIME.lock().await;

@@ -539,6 +539,29 @@ fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
         misplaced["error"]["path"], "complications.cwd",
         "{misplaced}"
     );
+    // A secret in place of text must be a reference; the error says what one looks like.
+    let not_a_reference = call(
+        &daemon,
+        "send",
+        json!({"session": session, "text": {"secret": "op://vault/item"}}),
+    );
+    assert_eq!(
+        not_a_reference["error"]["path"], "args.text.secret",
+        "{not_a_reference}"
+    );
+    let not_a_secret = call(
+        &daemon,
+        "send",
+        json!({"session": session, "text": {"value": "x"}}),
+    );
+    assert_eq!(not_a_secret["error"]["path"], "args.text", "{not_a_secret}");
+    assert!(
+        not_a_secret["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("keychain://"),
+        "{not_a_secret}"
+    );
     let nothing = call(&daemon, "send", json!({"session": session}));
     assert_eq!(nothing["ok"], false, "{nothing}");
     let big = call(

@@ -1079,31 +1079,6 @@ fn execute<D: Desktop>(
 
 /// Sends a call's keys if they still reach the window they were decided for, and the line there
 /// is still the one decided on; then keeps the line they leave.
-/// A secret is typed only as characters: a line break would act as Return (running a line nobody
-/// decided on, in a terminal), other control characters as keys no one asked for.
-fn check_typed_secret(text: &str) -> Result<(), SurfaceError> {
-    let chars = text.chars().count();
-    let refuse = |why: String| SurfaceError::Failed {
-        message: format!("the secret was not typed: {why}"),
-    };
-    if chars == 0 {
-        return Err(refuse("its value is empty".into()));
-    }
-    if chars > MAX_TYPE_CHARS {
-        return Err(refuse(format!(
-            "it is longer than the {MAX_TYPE_CHARS} characters `type` sends at most"
-        )));
-    }
-    if text.chars().any(char::is_control) {
-        return Err(refuse(
-            "it holds a line break or another control character, which would press keys \
-             (Return) no one decided on"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 fn send_keys<D: Desktop>(
     conn: &D,
     plan: &KeyPlan,
@@ -1296,7 +1271,7 @@ fn perform<D: Desktop>(
             // Resolved only now, after policy and approval, and registered for masking first.
             let value = ctx.secrets.resolve(crate::secrets::IN_PLACE, &reference)?;
             let text = secrecy::ExposeSecret::expose_secret(&value);
-            check_typed_secret(text)?;
+            crate::secrets::check_typed_secret(text, MAX_TYPE_CHARS)?;
             send_keys(conn, &keys, terminals, |conn| conn.type_text(text))?;
             // Neither the value nor its length: the model learns that it was typed.
             let mut reply = json!({"secret": "typed"});

@@ -5,19 +5,22 @@
 //!
 //! # Layout
 //! - `term.rs`: the emulator, its answers to terminal queries, the plain-text output log, and
-//!   the slot where secrets in the output are masked ([`OutputMask`]).
+//!   the masking of secrets in the output.
 //! - `keys.rs`: named keys as bytes, and what input does to a shell's command line.
 //! - `pty.rs`: starting the program contained on a pty, and ending every process of a session.
 //!
 //! A session belongs to the agent that opened it; no other agent sees or drives it. Text sent to
 //! a session that runs a shell is a command line, stated as `ActionFacts.terminal` exactly as
 //! keys typed into a terminal window are, so policy decides it as the shell run it is.
+//!
+//! Secrets by reference: `open` puts `complications.secrets` into the program's environment and
+//! `send` types `{"secret": "keychain://…"}` as input, each resolved only when the call runs. The
+//! session keeps every value it was given, masks its log and screen with them, and lends them to
+//! each later call on it, so replies, receipts and log lines of those calls are masked too.
 
 mod keys;
 mod pty;
 mod term;
-
-pub use term::OutputMask;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
@@ -30,6 +33,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use computer_ipc::{Complications, ToolError};
 use portable_pty::{MasterPty, PtySize};
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
@@ -38,6 +42,9 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::CapturedText;
 use crate::contain::{Containment, ExecSpec, RunLimits};
 use crate::gui::terminal::Line;
+use crate::keychain::SecretRef;
+use crate::mask::Masker;
+use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
     ActionFacts, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Risk, StdinFacts,
     SurfaceError, TerminalInput, decode_args, receipt_value,
@@ -63,7 +70,8 @@ pub fn is_session_command(command: &str) -> bool {
 pub fn result_fields(command: &str) -> &'static [&'static str] {
     match command {
         "open" => &["session", "program", "rows", "cols"],
-        "send" => &["sent_bytes"],
+        // `secret`: a secret was typed (its length is not told).
+        "send" => &["sent_bytes?", "secret?"],
         // `?`: only when it applies (a wait, a dropped span, the program's end).
         "read" => &[
             "output?",
@@ -252,6 +260,10 @@ impl Sessions {
                 )?)
             }
             "send" => {
+                // Checked first for an error that says what a secret looks like.
+                if let Some(text) = args.get("text") {
+                    crate::secrets::secret_in_place(text, "args.text")?;
+                }
                 let args: SendArgs = decode_args(args)?;
                 let session = self.get(args.session, "args.session")?;
                 Box::new(prepare_send(sessions, session, args)?)
@@ -361,9 +373,9 @@ fn default_cols() -> u16 {
 #[serde(deny_unknown_fields)]
 pub struct SendArgs {
     session: u32,
-    /// as typed; \n is Enter
+    /// as typed; \n is Enter. Or {secret:"keychain://svc/acct"} to type a stored secret unseen
     #[serde(default)]
-    text: Option<String>,
+    text: Option<SendText>,
     /// Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-x M-x
     #[serde(default)]
     keys: Option<Vec<String>>,
@@ -371,6 +383,13 @@ pub struct SendArgs {
 
 // `shell read`'s args.
 /// new output as text; waits are bounded by timeout_ms (=10000)
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum SendText {
+    Text(String),
+    Secret { secret: String },
+}
+
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
@@ -420,6 +439,8 @@ struct Session {
     /// Commands on the session now; an idle close waits for none.
     busy: AtomicUsize,
     closed: CancellationToken,
+    /// The secrets the session was given, by name: its output is masked with them.
+    secrets: Mutex<Vec<(String, SecretString)>>,
 }
 
 struct State {
@@ -470,8 +491,9 @@ impl Session {
         }
     }
 
-    /// Writes `bytes` to the program, waiting at most [`SEND_TIMEOUT`] for it to take them.
-    async fn write(&self, bytes: Vec<u8>) -> Result<(), SurfaceError> {
+    /// Writes `bytes` to the program, waiting at most [`SEND_TIMEOUT`] for it to take them. (The
+    /// bytes may hold a secret: they are zeroed once written.)
+    async fn write(&self, bytes: zeroize::Zeroizing<Vec<u8>>) -> Result<(), SurfaceError> {
         let writer = self.writer.clone();
         let write = tokio::task::spawn_blocking(move || {
             let mut writer = writer
@@ -502,6 +524,36 @@ impl Session {
     fn describe_program(&self) -> String {
         self.argv.join(" ")
     }
+
+    /// Registers the session's secrets with a call on it, so that the call's reply, receipt
+    /// and log lines are masked with them as the session's output is.
+    fn lend_secrets(&self, ctx: &CallContext) {
+        let secrets = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (name, value) in secrets.iter() {
+            ctx.secrets.register(name, value);
+        }
+    }
+
+    /// Adds secrets to the session's, and masks its output with all of them from now on.
+    fn hold_secrets(&self, added: impl IntoIterator<Item = (String, SecretString)>) {
+        let mut secrets = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        secrets.extend(added);
+        if secrets.is_empty() {
+            return;
+        }
+        let masker = Masker::new(
+            secrets
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.expose_secret().as_bytes())),
+        );
+        self.state().term.mask_with(Arc::new(masker));
+    }
 }
 
 struct InUse(Arc<Session>);
@@ -527,6 +579,8 @@ struct Open {
     cols: u16,
     cwd: Option<PathBuf>,
     env: BTreeMap<String, String>,
+    /// Variables whose values are secrets, resolved when the session starts.
+    secrets: Vec<(String, SecretRef)>,
     limits: StartLimits,
     sandbox: RunLimits,
 }
@@ -540,15 +594,7 @@ fn prepare_open(
     sandbox: RunLimits,
 ) -> Result<Open, ToolError> {
     check_size(args.rows, args.cols)?;
-    // Hook for secrets by reference: once the shell surface resolves `complications.secrets`
-    // for runs, a session resolves them the same way here, adds them to its environment and
-    // hands their values to the session's `OutputMask`. Until then a session takes none.
-    if !complications.secrets.is_empty() {
-        return Err(ToolError::invalid(
-            "sessions do not take secrets by reference in this build; pass none",
-        )
-        .at("complications.secrets"));
-    }
+    let secrets = crate::shell::env_secrets(complications)?;
     let (argv, login) = match args.argv {
         Some(argv) => {
             if argv.is_empty() || argv[0].is_empty() {
@@ -570,6 +616,7 @@ fn prepare_open(
         cols: args.cols,
         cwd,
         env: complications.env.clone(),
+        secrets,
         limits,
         sandbox,
     })
@@ -593,7 +640,11 @@ fn login_shell(env: &BTreeMap<OsString, OsString>) -> String {
 #[async_trait]
 impl PreparedAction for Open {
     fn risk(&self) -> Risk {
-        Risk::Act
+        if self.secrets.is_empty() {
+            Risk::Act
+        } else {
+            Risk::Secret
+        }
     }
 
     fn describe(&self) -> String {
@@ -628,6 +679,15 @@ impl PreparedAction for Open {
                 "rows": self.rows,
                 "cols": self.cols,
             })),
+            secrets: self
+                .secrets
+                .iter()
+                .map(|(name, reference)| SecretUse {
+                    name: name.clone(),
+                    reference: reference.uri(),
+                    to: SecretDestination::Env { var: name.clone() },
+                })
+                .collect(),
             ..ActionFacts::default()
         }
     }
@@ -663,6 +723,25 @@ impl PreparedAction for Open {
         for (key, value) in &self.env {
             env.insert(key.into(), value.into());
         }
+        // Resolved only now, after policy and approval; the session masks its output with them
+        // from its first byte on.
+        let mut resolved = Vec::new();
+        for (name, reference) in &self.secrets {
+            let holder = ctx.secrets.clone();
+            let (name, reference) = (name.clone(), reference.clone());
+            let value = tokio::task::spawn_blocking(move || {
+                holder.resolve(&name, &reference).map(|value| (name, value))
+            })
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("resolving a secret failed: {err}"),
+            })??;
+            env.insert(
+                value.0.clone().into(),
+                value.1.expose_secret().to_string().into(),
+            );
+            resolved.push(value);
+        }
         let path_var = env
             .get(&OsString::from("PATH"))
             .and_then(|p| p.to_str())
@@ -676,7 +755,7 @@ impl PreparedAction for Open {
                 ),
             }
         })?;
-        let exec = ExecSpec {
+        let mut exec = ExecSpec {
             program,
             argv: self.argv.iter().map(OsString::from).collect(),
             env: env.into_iter().collect(),
@@ -701,7 +780,9 @@ impl PreparedAction for Open {
             &cwd,
             size,
             &marker,
-        )?;
+        );
+        crate::shell::zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
+        let spawned = spawned?;
         let (changed, _) = watch::channel(0u64);
         let program_name = crate::script::file_name(&self.argv[0]).trim_start_matches('-');
         let session = Arc::new(Session {
@@ -710,8 +791,7 @@ impl PreparedAction for Open {
             argv: self.argv.clone(),
             shell: SHELLS.contains(&program_name),
             state: Mutex::new(State {
-                // The mask slot: secrets the session resolved (see `prepare_open`) go here.
-                term: term::Terminal::new(self.rows, self.cols, settings.log_bytes, None),
+                term: term::Terminal::new(self.rows, self.cols, settings.log_bytes),
                 eof: false,
                 line: Line::default(),
                 generation: 0,
@@ -724,7 +804,10 @@ impl PreparedAction for Open {
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
             closed: CancellationToken::new(),
+            secrets: Mutex::new(Vec::new()),
         });
+        // Before the reader starts: no byte of output is logged unmasked.
+        session.hold_secrets(resolved);
         start_reader(&session, spawned.reader);
         watch_exit(&session);
         self.sessions.table().open.insert(id, session.clone());
@@ -766,7 +849,10 @@ fn start_reader(session: &Arc<Session>, mut reader: Box<dyn Read + Send>) {
                     return;
                 };
                 if read == 0 {
-                    session.state().eof = true;
+                    let mut state = session.state();
+                    state.term.finish();
+                    state.eof = true;
+                    drop(state);
                     session.changed.send_modify(|n| *n += 1);
                     return;
                 }
@@ -841,8 +927,11 @@ fn watch_idle(sessions: &Arc<Sessions>, session: &Arc<Session>) {
 /// A checked `shell send`: the bytes, and for a shell, the lines they end.
 struct SendInput {
     session: Arc<Session>,
+    /// The text's bytes then the keys'; with a secret, the keys' alone (the value goes first
+    /// when the call runs).
     bytes: Vec<u8>,
     text: Option<String>,
+    secret: Option<SecretRef>,
     keys: Vec<String>,
     /// The shell's line this send was decided on, and what it does to it.
     generation: u64,
@@ -855,12 +944,23 @@ fn prepare_send(
     args: SendArgs,
 ) -> Result<SendInput, ToolError> {
     let keys = args.keys.unwrap_or_default();
-    if args.text.as_deref().unwrap_or_default().is_empty() && keys.is_empty() {
+    let (text, secret) = match args.text {
+        None => (None, None),
+        Some(SendText::Text(text)) => (Some(text), None),
+        Some(SendText::Secret { secret }) => (
+            None,
+            Some(crate::secrets::parse_reference(
+                &secret,
+                "args.text.secret",
+            )?),
+        ),
+    };
+    if text.as_deref().unwrap_or_default().is_empty() && secret.is_none() && keys.is_empty() {
         return Err(ToolError::invalid("send needs text or keys")
             .at("args")
             .valid(["text", "keys"]));
     }
-    let mut bytes = args.text.clone().unwrap_or_default().into_bytes();
+    let mut bytes = text.clone().unwrap_or_default().into_bytes();
     if bytes.len() > MAX_SEND_BYTES {
         return Err(ToolError::invalid(format!(
             "text of {} bytes is over the {MAX_SEND_BYTES} bytes one send takes",
@@ -882,15 +982,25 @@ fn prepare_send(
             }
         }
     }
-    let effect = session
-        .shell
-        .then(|| keys::input_effect(&state.line, &bytes));
+    let effect = session.shell.then(|| {
+        let mut line = state.line.clone();
+        if secret.is_some() {
+            // The value is known only when the call runs and must never land in facts or
+            // receipts: the line goes on, opaque. (A value with a line break is refused when
+            // typed, so the secret itself ends no line.)
+            line.opaque.get_or_insert_with(|| {
+                "a secret was typed into it, and its characters are not followed".into()
+            });
+        }
+        keys::input_effect(&line, &bytes)
+    });
     let generation = state.generation;
     drop(state);
     Ok(SendInput {
         session,
         bytes,
-        text: args.text,
+        text,
+        secret,
         keys,
         generation,
         effect,
@@ -906,13 +1016,21 @@ impl SendInput {
 #[async_trait]
 impl PreparedAction for SendInput {
     fn risk(&self) -> Risk {
-        Risk::Act
+        if self.secret.is_some() {
+            Risk::Secret
+        } else {
+            Risk::Act
+        }
     }
 
     fn describe(&self) -> String {
+        let sent = match (&self.secret, self.keys.is_empty()) {
+            (Some(_), true) => "a stored secret".to_string(),
+            (Some(_), false) => format!("a stored secret, then the keys {:?},", self.keys),
+            (None, _) => format!("{:?}", self.input_text()),
+        };
         let mut what = format!(
-            "send {:?} to terminal session {} ({})",
-            self.input_text(),
+            "send {sent} to terminal session {} ({})",
             self.session.id,
             self.session.describe_program()
         );
@@ -934,11 +1052,30 @@ impl PreparedAction for SendInput {
 
     fn facts(&self) -> ActionFacts {
         let text = self.input_text();
+        let sent_text = match &self.secret {
+            Some(reference) => json!({"secret": reference.uri()}),
+            None => json!(self.text.as_ref().map(|t| receipt_value(&json!(t)))),
+        };
         let args = Some(json!({
             "session": self.session.id,
-            "text": self.text.as_ref().map(|t| receipt_value(&json!(t))),
+            "text": sent_text,
             "keys": self.keys,
         }));
+        let secrets: Vec<SecretUse> = self
+            .secret
+            .iter()
+            .map(|reference| SecretUse {
+                name: crate::secrets::IN_PLACE.into(),
+                reference: reference.uri(),
+                to: SecretDestination::SessionInput {
+                    session: self.session.id,
+                    program: self.session.describe_program(),
+                    shell: self.session.shell,
+                },
+            })
+            .collect();
+        // The input as far as it is known: never the secret's value, which nobody knows yet.
+        let stdin = self.secret.is_none().then(|| StdinFacts::of(&text));
         match &self.effect {
             // A shell's lines: decided as the shell run they are, as keys typed into a
             // terminal window are (policy's shell-in-disguise rule).
@@ -969,9 +1106,10 @@ impl PreparedAction for SendInput {
                     }
                 });
                 ActionFacts {
-                    stdin: Some(StdinFacts::of(&text)),
+                    stdin,
                     terminal,
                     args,
+                    secrets,
                     ..ActionFacts::default()
                 }
             }
@@ -979,14 +1117,22 @@ impl PreparedAction for SendInput {
             // session's program with that input.
             None => {
                 let found = crate::script::argv_commands(&self.session.argv, Some(&text));
+                let opaque = match &self.secret {
+                    // What the program makes of a value nobody has seen is not known.
+                    Some(_) => {
+                        Some("a stored secret is typed as the program's input, unseen".to_string())
+                    }
+                    None => found.opaque,
+                };
                 ActionFacts {
                     programs: found.programs,
                     argv: Some(self.session.argv.clone()),
-                    opaque: found.opaque,
+                    opaque,
                     script_env: found.assigned,
-                    stdin: Some(StdinFacts::of(&text)),
+                    stdin,
                     words: found.words,
                     args,
+                    secrets,
                     ..ActionFacts::default()
                 }
             }
@@ -995,12 +1141,32 @@ impl PreparedAction for SendInput {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         self.session.check_owner(&ctx)?;
+        self.session.lend_secrets(&ctx);
         let _in_use = self.session.use_now();
         if self.session.closed.is_cancelled() {
             return Err(SurfaceError::Failed {
                 message: format!("session {} was closed", self.session.id),
             });
         }
+        // Resolved only now, after policy and approval, and held by the session (masking its
+        // output) before a byte of it is written.
+        let mut input = zeroize::Zeroizing::new(Vec::new());
+        if let Some(reference) = &self.secret {
+            let holder = ctx.secrets.clone();
+            let reference = reference.clone();
+            let value = tokio::task::spawn_blocking(move || {
+                holder.resolve(crate::secrets::IN_PLACE, &reference)
+            })
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("resolving a secret failed: {err}"),
+            })??;
+            crate::secrets::check_typed_secret(value.expose_secret(), MAX_SEND_BYTES)?;
+            input.extend_from_slice(value.expose_secret().as_bytes());
+            self.session
+                .hold_secrets([(crate::secrets::IN_PLACE.to_string(), value)]);
+        }
+        input.extend_from_slice(&self.bytes);
         // The line is checked and moved on before the bytes go, under the state lock, so that
         // two sends decided on the same line cannot both go through.
         if let Some(effect) = &self.effect {
@@ -1017,10 +1183,14 @@ impl PreparedAction for SendInput {
             state.line = effect.after.clone();
             state.generation += 1;
         }
-        let sent = self.bytes.len();
-        self.session.write(self.bytes).await?;
+        let sent = input.len();
+        self.session.write(input).await?;
         let mut fields = Map::new();
-        fields.insert("sent_bytes".into(), json!(sent));
+        match self.secret {
+            // Neither the value nor its length: the model learns that it was typed.
+            Some(_) => fields.insert("secret".into(), json!("typed")),
+            None => fields.insert("sent_bytes".into(), json!(sent)),
+        };
         Ok(Outcome {
             success: true,
             fields,
@@ -1063,6 +1233,7 @@ impl PreparedAction for ReadOutput {
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let session = &self.session;
         session.check_owner(&ctx)?;
+        session.lend_secrets(&ctx);
         let _in_use = session.use_now();
         let cursor = match self.args.cursor {
             Some(cursor) => cursor,
@@ -1221,6 +1392,7 @@ impl PreparedAction for Simple {
         let mut texts = Vec::new();
         if let Some(session) = &self.session {
             session.check_owner(&ctx)?;
+            session.lend_secrets(&ctx);
         }
         match (self.command, self.session) {
             (SimpleCommand::Screen, Some(session)) => {

@@ -4,16 +4,17 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::sync::Arc;
 
-/// Where secrets in a session's output are masked before anything keeps or shows it. Shell runs
-/// mask their output streams with the secrets they resolved; a session holds one of these for the
-/// secrets its `open` resolved, so its log and screen pass the same masking.
-pub trait OutputMask: Send {
-    /// The next chunk of the output stream, masked; what could still be the start of a secret
-    /// may be held back until the next chunk.
-    fn chunk(&mut self, text: &[u8]) -> Vec<u8>;
-    /// A whole text (a rendered screen), masked.
-    fn whole(&self, text: &str) -> String;
+use crate::mask::Masker;
+
+/// Masks a session's output with the secrets it was given (at `open`, or typed by `send`), as
+/// shell runs mask their streams: the log is masked as it grows, a secret split across reads
+/// included, and the screen whenever it is rendered.
+struct OutputMask {
+    masker: Arc<Masker>,
+    /// What could still be the start of a secret, held back until the next output tells.
+    held: Vec<u8>,
 }
 
 /// The emulator, the query answers and the output log of one session.
@@ -22,16 +23,11 @@ pub(super) struct Terminal {
     /// A second parser over the same bytes that keeps only what is printed (no escapes).
     plain: vte::Parser,
     log: OutputLog,
-    mask: Option<Box<dyn OutputMask>>,
+    mask: Option<OutputMask>,
 }
 
 impl Terminal {
-    pub(super) fn new(
-        rows: u16,
-        cols: u16,
-        log_bytes: usize,
-        mask: Option<Box<dyn OutputMask>>,
-    ) -> Terminal {
+    pub(super) fn new(rows: u16, cols: u16, log_bytes: usize) -> Terminal {
         Terminal {
             emulator: vt100::Parser::new_with_callbacks(
                 nonzero(rows),
@@ -41,7 +37,22 @@ impl Terminal {
             ),
             plain: vte::Parser::new(),
             log: OutputLog::new(log_bytes),
-            mask,
+            mask: None,
+        }
+    }
+
+    /// Masks all output from now on with `masker` (every secret the session holds); what the
+    /// previous masker held back is decided by the new one.
+    pub(super) fn mask_with(&mut self, masker: Arc<Masker>) {
+        let held = self.mask.take().map(|mask| mask.held).unwrap_or_default();
+        self.mask = Some(OutputMask { masker, held });
+    }
+
+    /// The output ended: what was held back goes to the log, masked.
+    pub(super) fn finish(&mut self) {
+        if let Some(mask) = &mut self.mask {
+            let rest = mask.masker.mask(&std::mem::take(&mut mask.held));
+            self.log.push(&rest);
         }
     }
 
@@ -52,7 +63,15 @@ impl Terminal {
         let mut text = PlainText::default();
         self.plain.advance(&mut text, bytes);
         let text = match &mut self.mask {
-            Some(mask) => mask.chunk(&text.0),
+            Some(mask) => {
+                let mut stream = mask.masker.resume(std::mem::take(&mut mask.held));
+                let mut out = stream.push(&text.0);
+                // A prompt must reach `read` now, not once more output comes; only what could
+                // still be the start of a secret waits.
+                stream.release_settled(|part| out.extend_from_slice(part));
+                mask.held = stream.into_held();
+                out
+            }
             None => text.0,
         };
         self.log.push(&text);
@@ -73,7 +92,7 @@ impl Terminal {
     pub(super) fn screen_text(&self) -> String {
         let text = self.emulator.screen().contents();
         match &self.mask {
-            Some(mask) => mask.whole(&text),
+            Some(mask) => mask.masker.mask_str(&text),
             None => text,
         }
     }
@@ -226,7 +245,7 @@ mod tests {
 
     #[test]
     fn queries_are_answered_from_the_screen_and_escapes_stay_out_of_the_log() {
-        let mut term = Terminal::new(24, 80, 1024, None);
+        let mut term = Terminal::new(24, 80, 1024);
         let answers = term.feed(b"\x1b[31mab\x1b[0m\r\nc\x1b[6n");
         assert_eq!(answers, b"\x1b[2;2R");
         assert_eq!(term.log().since(0).text, b"ab\nc");
@@ -239,28 +258,32 @@ mod tests {
 
     #[test]
     fn a_query_split_across_reads_is_still_answered() {
-        let mut term = Terminal::new(24, 80, 1024, None);
+        let mut term = Terminal::new(24, 80, 1024);
         assert!(term.feed(b"x\x1b[").is_empty());
         assert_eq!(term.feed(b"6n"), b"\x1b[1;2R");
     }
 
-    struct Upper;
-    impl OutputMask for Upper {
-        fn chunk(&mut self, text: &[u8]) -> Vec<u8> {
-            String::from_utf8_lossy(text)
-                .replace("hunter2", "[masked]")
-                .into_bytes()
-        }
-        fn whole(&self, text: &str) -> String {
-            text.replace("hunter2", "[masked]")
-        }
-    }
-
     #[test]
-    fn the_mask_covers_log_and_screen() {
-        let mut term = Terminal::new(24, 80, 1024, Some(Box::new(Upper)));
-        term.feed(b"pw: hunter2\r\n");
-        assert_eq!(term.log().since(0).text, b"pw: [masked]\n");
-        assert!(!term.screen_text().contains("hunter2"));
+    fn the_mask_covers_log_and_screen_and_secrets_split_across_output() {
+        let mut term = Terminal::new(24, 80, 1024);
+        term.feed(b"before: hunter2-value\r\n");
+        term.mask_with(Arc::new(Masker::new([("PW", b"hunter2-value".as_slice())])));
+        term.feed(b"pw: hunter2-value\r\nsplit: hunt");
+        assert_eq!(
+            term.log().since(0).text,
+            b"before: hunter2-value\npw: [masked PW]\nsplit: ",
+            "output before the mask is as it was; the start of a secret is held back"
+        );
+        term.feed(b"\x1b[1mer2-val\x1b[0mue\r\nPassword: ");
+        let log = term.log().since(0).text;
+        assert!(
+            log.ends_with(b"split: [masked PW]\nPassword: "),
+            "{}",
+            String::from_utf8_lossy(&log)
+        );
+        assert!(!term.screen_text().contains("hunter2-value"));
+        term.feed(b"hunter2");
+        term.finish();
+        assert!(term.log().since(0).text.ends_with(b"Password: hunter2"));
     }
 }
