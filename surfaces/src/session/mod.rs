@@ -344,7 +344,7 @@ fn check_size(rows: u16, cols: u16) -> Result<(), ToolError> {
 }
 
 // `shell open`'s args. Doc comments here are the tool description's text (`schema.rs`).
-/// cwd/env/sandbox as for run
+/// cwd/env/secrets/sandbox as for run
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenArgs {
