@@ -5,14 +5,14 @@
 //! run's command line never holds it; approvers are told which secret goes where; and what an
 //! agent can do against it (transforms, env overrides) fails or is shown for what it is.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
-use computer_tests::desktop::{App, Desktop, spawn_tied};
+use computer_tests::desktop::{App, Desktop, TestApp, spawn_tied};
 use computer_tests::{Daemon, RawConnection, shell_run, structured, wait_for};
 use serde_json::{Value, json};
 
@@ -850,60 +850,15 @@ async fn gui_types_a_secret_into_a_real_terminal_unseen() {
     assert_no_form(daemon.log_text().as_bytes(), &[value], "the daemon's log");
 }
 
-/// The GTK test app (`tests/clients/gtk_test_app.py`), its stdout collected.
-struct TestApp {
-    app: App,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl TestApp {
-    fn launch(title: &str) -> TestApp {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
-        let python = if Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3"
-        } else {
-            "python3"
-        };
-        // `--more`: the entry reports `activated=<text>` on Enter.
-        let mut app =
-            Desktop::shared().launch("env", &[python, script.to_str().unwrap(), title, "--more"]);
-        let out = app.0.stdout.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let app = TestApp { app, lines };
-        app.wait_line("ready");
-        app
-    }
-
-    fn wait_line(&self, prefix: &str) -> String {
-        wait_for(
-            &format!("the app to print {prefix:?}"),
-            Duration::from_secs(20),
-            || {
-                self.lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .find(|l| l.starts_with(prefix))
-                    .cloned()
-            },
-        )
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn ax_sets_a_secret_as_an_elements_value_unseen() {
     let _desktop = ONE_AT_A_TIME.lock().await;
     let value = "ax-Secret-value-31";
     let reference = stored("ax", value);
     let daemon = daemon(ALLOW_SUITE_SECRETS);
-    let app = TestApp::launch("Secret Test");
-    let pid = app.app.pid();
+    // `--more`: the app prints its entry's text when asked.
+    let app = TestApp::launch_with("Secret Test", &["--more"]);
+    let pid = app.pid();
     tokio::task::block_in_place(|| {
         wait_for("the app on AT-SPI", Duration::from_secs(20), || {
             let out = daemon.call_json("ax", "tree", &json!({"app": pid}).to_string());
@@ -933,7 +888,7 @@ async fn ax_sets_a_secret_as_an_elements_value_unseen() {
     )
     .await;
     assert_eq!(out["ok"], true, "{out}");
-    assert_eq!(app.wait_line("entry="), format!("entry={value}"));
+    app.wait_line(&format!("entry={value}"));
     let receipts = serde_json::to_string(&daemon.receipts()).unwrap();
     assert!(receipts.contains("element_value"), "{receipts}");
     assert_state_clean(&daemon, &[value]);
