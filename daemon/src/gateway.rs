@@ -268,7 +268,10 @@ impl Gateway {
                     .await;
             }
         };
-        let action = match surface.prepare(&call.command, &call.args, &call.complications) {
+        let action = match surface
+            .prepare(&call.command, &call.args, &call.complications)
+            .and_then(|action| action.check_caller(&caller.agent).map(|()| action))
+        {
             Ok(action) => action,
             Err(error) => {
                 return self

@@ -701,6 +701,7 @@ async fn decide(
     .map_err(at_field)?;
     let action = surface
         .prepare(&call.command, &call.args, &call.complications)
+        .and_then(|action| action.check_caller(&caller.agent).map(|()| action))
         .map_err(at_field)?;
     let described = action.describe();
     let facts = action.facts();

@@ -465,6 +465,12 @@ pub trait PreparedAction: Send {
     fn describe(&self) -> String;
     /// What the action will do, typed, for policy, approvers and receipts.
     fn facts(&self) -> ActionFacts;
+    /// Refuses a caller the action's target is not for (a terminal session is its opener's),
+    /// before policy or a person sees the call. The error must read exactly as the one for a
+    /// target that does not exist, so that no agent learns of another's.
+    fn check_caller(&self, _agent: &str) -> Result<(), ToolError> {
+        Ok(())
+    }
     /// Runs the action.
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError>;
 }

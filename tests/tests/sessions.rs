@@ -375,33 +375,35 @@ fn another_agent_can_neither_drive_nor_see_a_session() {
     let dir = tempfile::tempdir().unwrap();
     let planted = dir.path().join("planted");
 
-    // The intruder guesses the id and tries every command on it.
-    let typed = call_as(
-        &daemon,
-        Some(&intruder),
-        "send",
-        json!({"session": session, "text": format!("touch {}\n", planted.display())}),
-        json!({}),
-    );
-    assert_eq!(typed["ok"], false, "{typed}");
-    assert!(
-        typed["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("only by the agent that opened it"),
-        "{typed}"
-    );
-    for (command, args) in [
-        ("read", json!({"session": session})),
-        ("screen", json!({"session": session})),
-        (
-            "resize",
-            json!({"session": session, "rows": 10, "cols": 40}),
-        ),
-        ("close", json!({"session": session})),
-    ] {
+    // The intruder guesses the id and tries every command on it. Each is refused before policy
+    // sees it, in the very words a session that never existed gets: the intruder cannot even
+    // tell that the id is taken.
+    let never = 4_000_000u64;
+    let commands = |id: u64| {
+        [
+            (
+                "send",
+                json!({"session": id, "text": format!("touch {}\n", planted.display())}),
+            ),
+            ("send", json!({"session": id, "keys": ["Enter"]})),
+            ("read", json!({"session": id})),
+            ("screen", json!({"session": id})),
+            ("resize", json!({"session": id, "rows": 10, "cols": 40})),
+            ("close", json!({"session": id})),
+        ]
+    };
+    for ((command, args), (_, args_never)) in commands(session).into_iter().zip(commands(never)) {
         let reply = call_as(&daemon, Some(&intruder), command, args, json!({}));
+        let reply_never = call_as(&daemon, Some(&intruder), command, args_never, json!({}));
         assert_eq!(reply["ok"], false, "{command}: {reply}");
+        assert_eq!(
+            reply["error"].to_string(),
+            reply_never["error"]
+                .to_string()
+                .replace(&never.to_string(), &session.to_string()),
+            "{command}: an existing session of another agent reads as one that never existed"
+        );
+        assert_eq!(reply["error"]["path"], "args.session", "{reply}");
     }
     let listed = call_as(&daemon, Some(&intruder), "list", json!({}), json!({}));
     assert_eq!(listed["sessions"], json!([]), "{listed}");
@@ -426,6 +428,45 @@ fn another_agent_can_neither_drive_nor_see_a_session() {
     );
     assert_eq!(read["met"], true, "{read}");
     assert!(!planted.exists(), "the intruder's line never ran");
+
+    // Closed, it tells its owner why; the intruder still hears of no such session.
+    let closed = call_as(
+        &daemon,
+        Some(&owner),
+        "close",
+        json!({"session": session}),
+        json!({}),
+    );
+    assert_eq!(closed["ok"], true, "{closed}");
+    let owner_reads = call_as(
+        &daemon,
+        Some(&owner),
+        "read",
+        json!({"session": session}),
+        json!({}),
+    );
+    assert!(
+        owner_reads["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is closed: closed by `shell close`"),
+        "{owner_reads}"
+    );
+    let intruder_reads = call_as(
+        &daemon,
+        Some(&intruder),
+        "read",
+        json!({"session": session}),
+        json!({}),
+    );
+    assert_eq!(
+        intruder_reads["error"]["message"],
+        format!(
+            "no session {session} of yours; `shell list` shows your open sessions, `shell open` \
+             starts one"
+        ),
+        "{intruder_reads}"
+    );
 }
 
 #[test]

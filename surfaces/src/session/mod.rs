@@ -154,8 +154,14 @@ pub struct Sessions {
 #[derive(Default)]
 struct Table {
     open: BTreeMap<u32, Arc<Session>>,
-    /// Why recently closed sessions are gone.
-    closed: VecDeque<(u32, String)>,
+    /// Recently closed sessions: whose they were, and why they are gone.
+    closed: VecDeque<Closed>,
+}
+
+struct Closed {
+    id: u32,
+    owner: String,
+    why: String,
 }
 
 impl Sessions {
@@ -186,31 +192,29 @@ impl Sessions {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The session `id`, or an error that says why there is none.
-    fn get(&self, id: u32, at: &str) -> Result<Arc<Session>, ToolError> {
+    /// The open session `id`, or what is known of it: for its owner, why it was closed.
+    fn lookup(&self, id: u32) -> Result<Arc<Session>, Gone> {
         let table = self.table();
         if let Some(session) = table.open.get(&id) {
             return Ok(session.clone());
         }
-        let why = table
+        let closed = table
             .closed
             .iter()
-            .find(|(closed, _)| *closed == id)
-            .map(|(_, why)| format!("session {id} is closed: {why}"))
-            .unwrap_or_else(|| format!("no session {id}"));
-        let open: Vec<String> = table.open.keys().map(u32::to_string).collect();
-        Err(ToolError::invalid(format!(
-            "{why}; `shell list` shows your open sessions, `shell open` starts one"
-        ))
-        .at(at)
-        .valid(open))
+            .find(|closed| closed.id == id)
+            .map(|closed| (closed.owner.clone(), closed.why.clone()));
+        Err(Gone { id, closed })
     }
 
     fn forget(&self, id: u32, why: String) -> Option<Arc<Session>> {
         let mut table = self.table();
         let session = table.open.remove(&id);
-        if session.is_some() {
-            table.closed.push_back((id, why));
+        if let Some(session) = &session {
+            table.closed.push_back(Closed {
+                id,
+                owner: session.owner.clone(),
+                why,
+            });
             while table.closed.len() > REMEMBERED_CLOSED {
                 table.closed.pop_front();
             }
@@ -265,8 +269,11 @@ impl Sessions {
                     crate::secrets::secret_in_place(text, "args.text")?;
                 }
                 let args: SendArgs = decode_args(args)?;
-                let session = self.get(args.session, "args.session")?;
-                Box::new(prepare_send(sessions, session, args)?)
+                check_send(&args)?;
+                match self.lookup(args.session) {
+                    Ok(session) => Box::new(prepare_send(session, args)),
+                    Err(gone) => Box::new(gone),
+                }
             }
             "read" => {
                 let args: ReadArgs = decode_args(args)?;
@@ -277,17 +284,22 @@ impl Sessions {
                     })?),
                     None => None,
                 };
-                let session = self.get(args.session, "args.session")?;
-                Box::new(ReadOutput {
-                    session,
-                    args,
-                    until,
-                    wait,
-                })
+                match self.lookup(args.session) {
+                    Ok(session) => Box::new(ReadOutput {
+                        session,
+                        args,
+                        until,
+                        wait,
+                    }),
+                    Err(gone) => Box::new(gone),
+                }
             }
             "screen" | "close" => {
                 let args: SessionArgs = decode_args(args)?;
-                let session = self.get(args.session, "args.session")?;
+                let session = match self.lookup(args.session) {
+                    Ok(session) => session,
+                    Err(gone) => return Ok(Box::new(gone)),
+                };
                 Box::new(Simple {
                     sessions,
                     command: if command == "screen" {
@@ -302,7 +314,10 @@ impl Sessions {
             "resize" => {
                 let args: ResizeArgs = decode_args(args)?;
                 check_size(args.rows, args.cols)?;
-                let session = self.get(args.session, "args.session")?;
+                let session = match self.lookup(args.session) {
+                    Ok(session) => session,
+                    Err(gone) => return Ok(Box::new(gone)),
+                };
                 Box::new(Simple {
                     sessions,
                     command: SimpleCommand::Resize(args.rows, args.cols),
@@ -477,17 +492,11 @@ impl Session {
 
     /// Refuses a caller that is not the session's owner, in the words used for a session that
     /// does not exist: another agent's sessions are not its business.
-    fn check_owner(&self, ctx: &CallContext) -> Result<(), SurfaceError> {
-        if ctx.agent == self.owner {
+    fn check_owner(&self, agent: &str) -> Result<(), ToolError> {
+        if agent == self.owner {
             Ok(())
         } else {
-            Err(SurfaceError::Refused {
-                message: format!(
-                    "no session {} of agent `{}`: a session is used only by the agent that \
-                     opened it",
-                    self.id, ctx.agent
-                ),
-            })
+            Err(not_yours(self.id))
         }
     }
 
@@ -938,49 +947,57 @@ struct SendInput {
     effect: Option<crate::gui::terminal::Effect>,
 }
 
-fn prepare_send(
-    _sessions: Arc<Sessions>,
-    session: Arc<Session>,
-    args: SendArgs,
-) -> Result<SendInput, ToolError> {
-    let keys = args.keys.unwrap_or_default();
-    let (text, secret) = match args.text {
-        None => (None, None),
-        Some(SendText::Text(text)) => (Some(text), None),
-        Some(SendText::Secret { secret }) => (
-            None,
-            Some(crate::secrets::parse_reference(
-                &secret,
-                "args.text.secret",
-            )?),
-        ),
+/// Checks what a send's args say on their own, before its session is looked up: whether a
+/// session exists never changes which error bad args get.
+fn check_send(args: &SendArgs) -> Result<(), ToolError> {
+    let text = match &args.text {
+        Some(SendText::Text(text)) => text.as_str(),
+        Some(SendText::Secret { secret }) => {
+            crate::secrets::parse_reference(secret, "args.text.secret")?;
+            "-"
+        }
+        None => "",
     };
-    if text.as_deref().unwrap_or_default().is_empty() && secret.is_none() && keys.is_empty() {
+    let keys = args.keys.as_deref().unwrap_or_default();
+    if text.is_empty() && keys.is_empty() {
         return Err(ToolError::invalid("send needs text or keys")
             .at("args")
             .valid(["text", "keys"]));
     }
-    let mut bytes = text.clone().unwrap_or_default().into_bytes();
-    if bytes.len() > MAX_SEND_BYTES {
+    if text.len() > MAX_SEND_BYTES {
         return Err(ToolError::invalid(format!(
             "text of {} bytes is over the {MAX_SEND_BYTES} bytes one send takes",
-            bytes.len()
+            text.len()
         ))
         .at("args.text"));
     }
+    for (i, key) in keys.iter().enumerate() {
+        if keys::key_bytes(key, false).is_none() {
+            return Err(ToolError::invalid(format!(
+                "`{key}` is not a key name; valid: {}",
+                keys::KEY_NAMES
+            ))
+            .at(format!("args.keys[{i}]")));
+        }
+    }
+    Ok(())
+}
+
+/// A send whose args [`check_send`] passed, on its session.
+fn prepare_send(session: Arc<Session>, args: SendArgs) -> SendInput {
+    let keys = args.keys.unwrap_or_default();
+    let (text, secret) = match args.text {
+        None => (None, None),
+        Some(SendText::Text(text)) => (Some(text), None),
+        // Parsed by `check_send` already.
+        Some(SendText::Secret { secret }) => (None, SecretRef::parse(&secret).ok()),
+    };
+    let mut bytes = text.clone().unwrap_or_default().into_bytes();
     let state = session.state();
     let application_cursor = state.term.screen().application_cursor();
-    for (i, key) in keys.iter().enumerate() {
-        match keys::key_bytes(key, application_cursor) {
-            Some(key) => bytes.extend(key),
-            None => {
-                return Err(ToolError::invalid(format!(
-                    "`{key}` is not a key name; valid: {}",
-                    keys::KEY_NAMES
-                ))
-                .at(format!("args.keys[{i}]")));
-            }
-        }
+    for key in &keys {
+        // Named by `check_send`: every one has its bytes.
+        bytes.extend(keys::key_bytes(key, application_cursor).unwrap_or_default());
     }
     let effect = session.shell.then(|| {
         let mut line = state.line.clone();
@@ -996,7 +1013,7 @@ fn prepare_send(
     });
     let generation = state.generation;
     drop(state);
-    Ok(SendInput {
+    SendInput {
         session,
         bytes,
         text,
@@ -1004,7 +1021,7 @@ fn prepare_send(
         keys,
         generation,
         effect,
-    })
+    }
 }
 
 impl SendInput {
@@ -1139,8 +1156,14 @@ impl PreparedAction for SendInput {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        self.session.check_owner(agent)
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
-        self.session.check_owner(&ctx)?;
+        self.session
+            .check_owner(&ctx.agent)
+            .map_err(SurfaceError::Tool)?;
         self.session.lend_secrets(&ctx);
         let _in_use = self.session.use_now();
         if self.session.closed.is_cancelled() {
@@ -1199,6 +1222,65 @@ impl PreparedAction for SendInput {
     }
 }
 
+/// The error for a session the caller does not have: one that never existed, another agent's
+/// (open or closed), and one closed so long ago that it is forgotten all read the same.
+fn not_yours(id: u32) -> ToolError {
+    ToolError::invalid(format!(
+        "no session {id} of yours; `shell list` shows your open sessions, `shell open` starts one"
+    ))
+    .at("args.session")
+}
+
+/// A command on a session that is not open. The caller learns why only if the session was its
+/// own.
+struct Gone {
+    id: u32,
+    /// Whose it was and why it closed, if it closed recently.
+    closed: Option<(String, String)>,
+}
+
+impl Gone {
+    fn error(&self, agent: &str) -> ToolError {
+        match &self.closed {
+            Some((owner, why)) if owner == agent => ToolError::invalid(format!(
+                "session {} is closed: {why}; `shell open` starts a new one",
+                self.id
+            ))
+            .at("args.session"),
+            _ => not_yours(self.id),
+        }
+    }
+}
+
+#[async_trait]
+impl PreparedAction for Gone {
+    fn risk(&self) -> Risk {
+        Risk::Observe
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "a command on terminal session {}, which is not open",
+            self.id
+        )
+    }
+
+    fn facts(&self) -> ActionFacts {
+        ActionFacts {
+            args: Some(json!({"session": self.id})),
+            ..ActionFacts::default()
+        }
+    }
+
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        Err(self.error(agent))
+    }
+
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
+        Err(SurfaceError::Tool(self.error(&ctx.agent)))
+    }
+}
+
 /// A checked `shell read`.
 struct ReadOutput {
     session: Arc<Session>,
@@ -1230,9 +1312,15 @@ impl PreparedAction for ReadOutput {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        self.session.check_owner(agent)
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let session = &self.session;
-        session.check_owner(&ctx)?;
+        session
+            .check_owner(&ctx.agent)
+            .map_err(SurfaceError::Tool)?;
         session.lend_secrets(&ctx);
         let _in_use = session.use_now();
         let cursor = match self.args.cursor {
@@ -1387,11 +1475,20 @@ impl PreparedAction for Simple {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        match &self.session {
+            Some(session) => session.check_owner(agent),
+            None => Ok(()),
+        }
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let mut fields = Map::new();
         let mut texts = Vec::new();
         if let Some(session) = &self.session {
-            session.check_owner(&ctx)?;
+            session
+                .check_owner(&ctx.agent)
+                .map_err(SurfaceError::Tool)?;
             session.lend_secrets(&ctx);
         }
         match (self.command, self.session) {
