@@ -282,7 +282,7 @@ fn render(
             .unwrap_or_default();
         match &piece.piece {
             WordPiece::Text(text) => {
-                if text.contains(['*', '?', '[', '{']) {
+                if may_expand(text, source) {
                     word.expands = true;
                 }
                 word.text.push_str(text);
@@ -324,6 +324,19 @@ fn render(
         }
     }
     word
+}
+
+/// Whether unquoted `text`, a piece of the word `source`, may become other words: `*` and `?`
+/// always; `[` and `{` only where the word closes them later (`[` alone is the `test` command,
+/// and a lone `{` or `[` is a literal character to the shell).
+fn may_expand(text: &str, source: &str) -> bool {
+    let closes = |open: char, close: char| {
+        text.contains(open)
+            && source
+                .find(open)
+                .is_some_and(|at| source[at + 1..].contains(close))
+    };
+    text.contains(['*', '?']) || closes('[', ']') || closes('{', '}')
 }
 
 fn walk_simple(simple: &SimpleCommand, depth: usize, found: &mut ScriptCommands) {
@@ -449,7 +462,7 @@ fn command_and_wrapped(
             Some(next) => {
                 // A wrapped name keeps its expansions as source text: `$x`, `*` and braces
                 // mean it is only known at run time.
-                if next[0].contains(['$', '`', '*', '?', '[', '{']) {
+                if next[0].contains(['$', '`']) || may_expand(&next[0], &next[0]) {
                     found.opaque(format!(
                         "the command name `{}` is only known at run time",
                         next[0]
@@ -767,6 +780,23 @@ mod tests {
             );
         }
         assert_eq!(script_commands("echo $x \"$HOME\" $((1+2))").opaque, None);
+    }
+
+    #[test]
+    fn the_bracket_test_command_is_known_and_globs_are_not() {
+        let (programs, opaque) =
+            names("[ ! -e /tmp/go ] && { echo x; }; while [ -e a ]; do :; done");
+        assert_eq!(opaque, None, "{programs:?}");
+        assert!(
+            programs.iter().any(|p| p == "[ ! -e /tmp/go ]"),
+            "{programs:?}"
+        );
+        for script in ["/bin/[a-z]m x", "r[m] x", "/bin/{rm,ls} x", "./*"] {
+            assert!(
+                script_commands(script).opaque.is_some(),
+                "{script} should be opaque"
+            );
+        }
     }
 
     #[test]

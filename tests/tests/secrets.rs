@@ -515,6 +515,59 @@ async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goe
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_detached_job_keeps_masking_after_its_start_call_returned() {
+    let value = "job-Secret-77-value";
+    let reference = stored("job", value);
+    let daemon = daemon(ALLOW_SUITE_SECRETS);
+    let work = tempfile::tempdir().unwrap();
+    let go = work.path().join("go");
+    let ready = work.path().join("ready");
+    // The value is printed before the start call returns and again long after, once the test
+    // lets the job go on.
+    let script = format!(
+        "printf 'early:%s\\n' \"$T\"; : > '{}'; while [ ! -e '{}' ]; do sleep 0.05; done; \
+         printf 'late:%s\\n' \"$T\" | base64",
+        ready.display(),
+        go.display()
+    );
+    let started = call(
+        &daemon,
+        shell_run(
+            json!({"script": script}),
+            json!({"secrets": {"T": reference}, "detach": true}),
+        ),
+    )
+    .await;
+    assert_eq!(started["status"], "running", "{started}");
+    let id = started["job"].clone();
+    // The job says when its first line is out (its output count lags: the start of what could
+    // be a secret is held back until more output tells).
+    tokio::task::block_in_place(|| {
+        wait_for("the job's first line", Duration::from_secs(30), || {
+            ready.exists().then_some(())
+        })
+    });
+    std::fs::write(&go, "").unwrap();
+    let result = call(
+        &daemon,
+        json!({"surface": "shell", "command": "job",
+               "args": {"op": "result", "id": id, "wait_ms": 30000}}),
+    )
+    .await;
+    assert_eq!(result["status"], "done", "{result}");
+    let stdout = result["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("early:[masked T]\n"), "{result}");
+    let late = base64::engine::general_purpose::STANDARD.encode(format!("late:{value}\n"));
+    assert!(
+        !stdout.contains(&late) && count(stdout, "[masked T]") == 2,
+        "the base64 printed after the start call returned is masked too: {result}"
+    );
+    assert_no_form(result.to_string().as_bytes(), &[value], "the job's result");
+    assert_state_clean(&daemon, &[value]);
+    assert_no_form(daemon.log_text().as_bytes(), &[value], "the daemon's log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     let token = stored("errors", TOKEN);
     let daemon = daemon(&format!(
