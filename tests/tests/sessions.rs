@@ -5,6 +5,9 @@
 //!
 //! Sessions run contained, as runs do (namespaces); the start and close of an uncontained
 //! session (`[containment] mode = "off"`, and macOS's path) are tested too.
+//!
+//! The `read -s` prompt fed from a secret reference, and the masking of a session's secrets,
+//! are tested in `secrets.rs`, beside the keychain they need.
 
 use std::time::Duration;
 
