@@ -234,6 +234,21 @@ impl CallSecrets {
         Ok(value)
     }
 
+    /// [`CallSecrets::resolve`] on a blocking thread, for a surface's async `run`.
+    pub async fn resolve_blocking(
+        self: &Arc<Self>,
+        name: &str,
+        reference: &SecretRef,
+    ) -> Result<SecretString, SurfaceError> {
+        let holder = self.clone();
+        let (name, reference) = (name.to_string(), reference.clone());
+        tokio::task::spawn_blocking(move || holder.resolve(&name, &reference))
+            .await
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("resolving a secret failed: {err}"),
+            })?
+    }
+
     /// Registers a value to be masked in everything the call produces.
     pub fn register(&self, name: &str, value: &SecretString) {
         let mut state = self.lock();

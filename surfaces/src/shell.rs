@@ -654,18 +654,10 @@ impl PreparedAction for ShellRun {
         // Resolved only now, after policy and approval; registered for masking before any
         // byte of the run's output is read.
         for (name, reference) in &self.secrets {
-            let holder = ctx.secrets.clone();
-            let (name, reference) = (name.clone(), reference.clone());
-            let value = tokio::task::spawn_blocking(move || {
-                holder.resolve(&name, &reference).map(|v| (name, v))
-            })
-            .await
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("resolving a secret failed: {err}"),
-            })??;
+            let value = ctx.secrets.resolve_blocking(name, reference).await?;
             env.insert(
-                value.0.into(),
-                secrecy::ExposeSecret::expose_secret(&value.1).into(),
+                name.into(),
+                secrecy::ExposeSecret::expose_secret(&value).into(),
             );
         }
         let exec = match &self.program {

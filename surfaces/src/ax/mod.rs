@@ -210,14 +210,10 @@ impl<B: Backend> PreparedAction for AxAction<B> {
         let mut job = self.job;
         if let Some(reference) = job.secret() {
             // Resolved only now, after policy and approval, and registered for masking first.
-            let holder = ctx.secrets.clone();
-            let value = tokio::task::spawn_blocking(move || {
-                holder.resolve(crate::secrets::IN_PLACE, &reference)
-            })
-            .await
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("resolving a secret failed: {err}"),
-            })??;
+            let value = ctx
+                .secrets
+                .resolve_blocking(crate::secrets::IN_PLACE, &reference)
+                .await?;
             if let Job::Act { value: slot, .. } = &mut job {
                 *slot = Some(Value::String(
                     secrecy::ExposeSecret::expose_secret(&value).to_string(),

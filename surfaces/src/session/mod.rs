@@ -736,20 +736,9 @@ impl PreparedAction for Open {
         // from its first byte on.
         let mut resolved = Vec::new();
         for (name, reference) in &self.secrets {
-            let holder = ctx.secrets.clone();
-            let (name, reference) = (name.clone(), reference.clone());
-            let value = tokio::task::spawn_blocking(move || {
-                holder.resolve(&name, &reference).map(|value| (name, value))
-            })
-            .await
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("resolving a secret failed: {err}"),
-            })??;
-            env.insert(
-                value.0.clone().into(),
-                value.1.expose_secret().to_string().into(),
-            );
-            resolved.push(value);
+            let value = ctx.secrets.resolve_blocking(name, reference).await?;
+            env.insert(name.into(), value.expose_secret().to_string().into());
+            resolved.push((name.clone(), value));
         }
         let path_var = env
             .get(&OsString::from("PATH"))
@@ -1175,15 +1164,10 @@ impl PreparedAction for SendInput {
         // output) before a byte of it is written.
         let mut input = zeroize::Zeroizing::new(Vec::new());
         if let Some(reference) = &self.secret {
-            let holder = ctx.secrets.clone();
-            let reference = reference.clone();
-            let value = tokio::task::spawn_blocking(move || {
-                holder.resolve(crate::secrets::IN_PLACE, &reference)
-            })
-            .await
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("resolving a secret failed: {err}"),
-            })??;
+            let value = ctx
+                .secrets
+                .resolve_blocking(crate::secrets::IN_PLACE, reference)
+                .await?;
             crate::secrets::check_typed_secret(value.expose_secret(), MAX_SEND_BYTES)?;
             input.extend_from_slice(value.expose_secret().as_bytes());
             self.session
