@@ -902,7 +902,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 _ => libc::_exit(0),
             };
-            serve_run(plan, fds, children, null, &stack);
+            serve_run(plan, slot, fds, children, null, &stack);
         }
     }
 }
@@ -911,6 +911,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
 /// gone (the next run must find nothing of this one).
 unsafe fn serve_run(
     plan: &Plan,
+    slot: RawFd,
     mut fds: Vec<OwnedFd>,
     children: RawFd,
     null: RawFd,
@@ -998,6 +999,11 @@ unsafe fn serve_run(
         // namespace descends from the init (orphans are re-parented to it), so an init without
         // children has nothing left to count or kill: the common case skips both.
         let remaining = reap(program, &mut program_status);
+        if !remaining {
+            // Nothing is left to end: ready for the next run before the daemon even hears of
+            // this one's end, so the slot it gets back can take a run at once.
+            say_ready(slot);
+        }
         let left = if remaining {
             let left = count_processes();
             libc::kill(-1, libc::SIGKILL);
@@ -1027,9 +1033,16 @@ unsafe fn serve_run(
                 }
                 libc::kill(-1, libc::SIGKILL);
             }
+            say_ready(slot);
         }
         drain(children);
     }
+}
+
+/// Tells the daemon this slot can take its next run. A daemon that let the slot go is not
+/// listening: the slot's init ends at its next read.
+fn say_ready(slot: RawFd) {
+    let _ = zygote::send_message(slot, zygote::MESSAGE_READY, &[], libc::MSG_DONTWAIT);
 }
 
 /// Reads a non-blocking signalfd empty.
