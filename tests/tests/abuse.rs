@@ -179,13 +179,16 @@ async fn out_of_file_descriptors_the_daemon_backs_off_without_spinning_and_recov
         idle_files + 16 < limit as usize,
         "the daemon already holds {idle_files} files; the test needs headroom under {limit}"
     );
-    // Counted once the daemon has said all it says at start.
+    // Counted once the daemon has said all it says at start. The log holds two starts (the
+    // harness starts it, then starts it again under the limit): wait for the second's lines.
     wait_for("the daemon's start lines", Duration::from_secs(20), || {
         let log = daemon.log_text();
         let serving = log
             .lines()
-            .any(|line| line.contains("computer_daemon::server") && line.contains(" serving"));
-        (serving && log.contains("control socket serving")).then_some(())
+            .filter(|line| line.contains("computer_daemon::server") && line.contains(" serving"))
+            .count();
+        let control = log.matches("control socket serving").count();
+        (serving >= 2 && control >= 2).then_some(())
     });
     let lines_before = log_lines(&daemon);
 

@@ -716,13 +716,18 @@ mod tests {
 
         // Given back, its leftovers still dying: set aside, not handed the run.
         slots.give_back(ours);
-        assert!(slots.hand(&fds).is_none(), "a busy slot is not handed a run");
+        assert!(
+            slots.hand(&fds).is_none(),
+            "a busy slot is not handed a run"
+        );
         assert!(!got_run(&init), "nothing reached the busy slot");
         assert_eq!((slots.len(), slots.busy.len()), (0, 1));
 
         // Its init says it is ready: the next run goes to it.
         send_message(init.as_raw_fd(), MESSAGE_READY, &[], 0).unwrap();
-        let ours = slots.hand(&fds).expect("a slot that became ready takes a run");
+        let ours = slots
+            .hand(&fds)
+            .expect("a slot that became ready takes a run");
         assert!(got_run(&init));
 
         // Ready before it was given back (the clean case): handed the next run straight away.
@@ -741,9 +746,16 @@ mod tests {
         slots.give_back(gone);
         let (fresh, fresh_init) = seqpacket_pair().unwrap();
         slots.add_fresh(fresh);
-        assert!(slots.hand(&fds).is_some(), "the live slot after the gone one");
+        assert!(
+            slots.hand(&fds).is_some(),
+            "the live slot after the gone one"
+        );
         assert!(got_run(&fresh_init));
-        assert_eq!((slots.len(), slots.busy.len()), (0, 0), "the gone slot is let go");
+        assert_eq!(
+            (slots.len(), slots.busy.len()),
+            (0, 0),
+            "the gone slot is let go"
+        );
 
         let mut inits = Vec::new();
         for _ in 0..MAX_IDLE_SLOTS + 2 {
