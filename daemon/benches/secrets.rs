@@ -2,15 +2,17 @@
 //! lookup over D-Bus, masking of its output) against its anchor measured in the same run: what a
 //! person would do by hand, `secret-tool lookup` and then the same command with the value in its
 //! environment. Also the same run without the secret, for the cost the secret adds. Starts its
-//! own Xvfb, session bus and gnome-keyring (unlocked, in a temporary home).
+//! own Xvfb, session bus and gnome-keyring (unlocked, in a temporary home: the suite's
+//! `computer_tests::keyring` fixture).
 //! Run: `cargo bench -p computer-daemon --bench secrets`.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use computer_tests::desktop::{Desktop, spawn_tied};
-use computer_tests::{Daemon, shell_run, wait_for};
+use computer_tests::desktop::Desktop;
+use computer_tests::keyring::Keyring;
+use computer_tests::{Daemon, shell_run};
 use serde_json::{Value, json};
 
 const RUNS: usize = 30;
@@ -56,56 +58,15 @@ async fn call_ms(daemon: &Daemon, request: Value) -> (f64, Value) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let desktop = Desktop::shared();
-    let home = tempfile::tempdir().unwrap();
-    let runtime = home.path().join("run");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(
-        &runtime,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
-    let mut keyring = desktop.command("gnome-keyring-daemon");
-    keyring
-        .args(["--foreground", "--unlock", "--components=secrets"])
-        .env("HOME", home.path())
-        .env("XDG_DATA_HOME", home.path().join("data"))
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut keyring = spawn_tied(keyring);
-    keyring
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"bench-password")
-        .unwrap();
-    wait_for("the keyring on the bus", Duration::from_secs(30), || {
-        let out = desktop
-            .command("dbus-send")
-            .args([
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.NameHasOwner",
-                "string:org.freedesktop.secrets",
-            ])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .contains("boolean true")
-            .then_some(())
-    });
+    // Its own keyring, unlocked, on the desktop's bus (the daemon and secret-tool use that bus).
+    let keyring = Keyring::on_bus(&desktop.dbus_address);
     let store = [
         "store", "--label", "bench", "service", "bench", "username", "token",
     ];
-    wait_for("the keyring", Duration::from_secs(30), || {
-        secret_tool(desktop, &store, Some(VALUE))
-            .status
-            .success()
-            .then_some(())
-    });
+    assert!(
+        secret_tool(desktop, &store, Some(VALUE)).status.success(),
+        "secret-tool store"
+    );
 
     let daemon = Daemon::start_with(
         "[[rules]]\nsecrets = [\"keychain://bench/*\"]\ndecision = \"allow\"\n",
@@ -155,6 +116,5 @@ async fn main() {
         "| the same run without the secret (`printenv HOME`) | {plain:.1} ms | — | the secret adds {:.1} ms |",
         secret - plain
     );
-    let _ = keyring.kill();
-    let _ = keyring.wait();
+    drop(keyring);
 }

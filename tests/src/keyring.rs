@@ -36,14 +36,34 @@ impl Keyring {
     /// A keyring of its own (for a test that locks it), unlocked.
     pub fn start() -> Keyring {
         let mut keyring = Keyring::bus_only();
+        keyring.start_secret_service();
+        keyring
+    }
+
+    /// A keyring of its own, unlocked, on an existing session bus: the shared desktop's, for
+    /// suites whose apps and accessibility tree are on that bus too.
+    pub fn on_bus(dbus_address: &str) -> Keyring {
+        let (dir, home, _run) = fresh_dirs();
+        let mut keyring = Keyring {
+            processes: Vec::new(),
+            dbus_address: dbus_address.to_string(),
+            home,
+            _dir: dir,
+        };
+        keyring.start_secret_service();
+        keyring
+    }
+
+    /// gnome-keyring-daemon (secrets only) on this bus and home, its login keyring unlocked.
+    fn start_secret_service(&mut self) {
         let mut daemon = Command::new("gnome-keyring-daemon");
         daemon
             .args(["--foreground", "--unlock", "--components=secrets"])
-            .envs(keyring.env())
+            .envs(self.env())
             .env_remove("DISPLAY")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(log(&keyring.home, "gnome-keyring.log"));
+            .stderr(log(&self.home, "gnome-keyring.log"));
         let mut daemon = spawn_tied(daemon);
         // The password on stdin, then EOF: it unlocks (creating) the login keyring.
         let mut stdin = daemon.stdin.take().expect("gnome-keyring stdin");
@@ -51,8 +71,8 @@ impl Keyring {
             .write_all(KEYRING_PASSWORD.as_bytes())
             .expect("write the keyring password");
         drop(stdin);
-        keyring.processes.push(daemon);
-        let address = keyring.dbus_address.clone();
+        self.processes.push(daemon);
+        let address = self.dbus_address.clone();
         wait_for(
             "gnome-keyring to own org.freedesktop.secrets with its login collection unlocked",
             Duration::from_secs(30),
@@ -75,17 +95,12 @@ impl Keyring {
                     .then_some(())
             },
         );
-        keyring
     }
 
     /// A private session bus on which nothing provides a Secret Service (and none can be
     /// started on demand).
     pub fn bus_only() -> Keyring {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let home = dir.path().join("home");
-        let run = dir.path().join("run");
-        std::fs::create_dir_all(home.join(".local/share")).expect("keyring home");
-        std::fs::create_dir_all(&run).expect("runtime dir");
+        let (dir, home, run) = fresh_dirs();
         let config = dir.path().join("bus.conf");
         // No <servicedir>: a call to a name nobody owns fails instead of starting the system's
         // gnome-keyring (which would use the real home).
@@ -201,6 +216,16 @@ impl Drop for Keyring {
             let _ = child.wait();
         }
     }
+}
+
+/// A temporary directory with a keyring home and a runtime directory in it.
+fn fresh_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(home.join(".local/share")).expect("keyring home");
+    std::fs::create_dir_all(&run).expect("runtime dir");
+    (dir, home, run)
 }
 
 fn log(home: &Path, name: &str) -> Stdio {

@@ -7,12 +7,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
-use computer_tests::desktop::{App, Desktop, TestApp, spawn_tied};
+use computer_tests::desktop::{App, Desktop, TestApp};
+use computer_tests::keyring::Keyring;
 use computer_tests::{Daemon, RawConnection, shell_run, structured, wait_for};
 use serde_json::{Value, json};
 
@@ -28,71 +29,12 @@ const KEY: &str = "-----BEGIN TEST KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END 
 const PLAIN: &str = "plain-Secret-4242-value";
 const SERVICE: &str = "secrets-suite";
 
-/// gnome-keyring-daemon, unlocked, serving the Secret Service on the shared desktop's bus, with
-/// its keyring in a directory of its own.
-struct Keyring {
-    _daemon: Child,
-    _home: tempfile::TempDir,
-}
-
+/// gnome-keyring-daemon, unlocked, serving the Secret Service on the shared desktop's bus (where
+/// the apps the gui and ax tests type secrets into are), with its keyring in a directory of its
+/// own.
 fn keyring() -> &'static Keyring {
     static KEYRING: OnceLock<Keyring> = OnceLock::new();
-    KEYRING.get_or_init(|| {
-        let desktop = Desktop::shared();
-        let home = tempfile::tempdir().unwrap();
-        let runtime = home.path().join("run");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::set_permissions(
-            &runtime,
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .unwrap();
-        let mut command = desktop.command("gnome-keyring-daemon");
-        command
-            .args(["--foreground", "--unlock", "--components=secrets"])
-            .env("HOME", home.path())
-            .env("XDG_DATA_HOME", home.path().join("data"))
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut daemon = spawn_tied(command);
-        // The login password it unlocks (creating) the keyring with, then end of input.
-        daemon
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"suite-password")
-            .unwrap();
-        // Until it owns the Secret Service name, a client would have the bus start another,
-        // locked keyring that waits for a prompt nobody answers.
-        wait_for("the keyring on the bus", Duration::from_secs(30), || {
-            let out = desktop
-                .command("dbus-send")
-                .args([
-                    "--session",
-                    "--print-reply",
-                    "--dest=org.freedesktop.DBus",
-                    "/org/freedesktop/DBus",
-                    "org.freedesktop.DBus.NameHasOwner",
-                    "string:org.freedesktop.secrets",
-                ])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .contains("boolean true")
-                .then_some(())
-        });
-        wait_for(
-            "the keyring to store an item",
-            Duration::from_secs(30),
-            || store_item("canary", "canary", "canary-value").then_some(()),
-        );
-        Keyring {
-            _daemon: daemon,
-            _home: home,
-        }
-    })
+    KEYRING.get_or_init(|| Keyring::on_bus(&Desktop::shared().dbus_address))
 }
 
 /// Stores an item the way a person does with `secret-tool`; true when it was stored.
