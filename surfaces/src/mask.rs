@@ -110,6 +110,55 @@ impl Masker {
         String::from_utf8_lossy(&self.mask(text.as_bytes())).into_owned()
     }
 
+    /// A rendered screen masked: every form anywhere, and also the start of a form at the end
+    /// of a row and the end of a form at the start of a row (at least [`MIN_FORM`] bytes). A
+    /// screen cuts what it shows: a row narrowed by a resize ends inside a value, and a value
+    /// whose first row scrolled away starts a row with its tail; either would show all of the
+    /// value but a little.
+    pub fn mask_screen(&self, screen: &str) -> String {
+        let masked = self.mask_str(screen);
+        if self.automaton.is_none() {
+            return masked;
+        }
+        let rows: Vec<String> = masked
+            .split('\n')
+            .map(|row| String::from_utf8_lossy(&self.mask_row_edges(row.as_bytes())).into_owned())
+            .collect();
+        rows.join("\n")
+    }
+
+    fn mask_row_edges(&self, row: &[u8]) -> Vec<u8> {
+        let mut head: Option<(usize, &[u8])> = None;
+        let mut tail: Option<(usize, &[u8])> = None;
+        for (form, replacement) in self.patterns.iter().zip(&self.replacements) {
+            for cut in (MIN_FORM..form.len()).rev() {
+                if head.is_none_or(|(len, _)| cut > len)
+                    && row.starts_with(&form[form.len() - cut..])
+                {
+                    head = Some((cut, replacement));
+                }
+                if tail.is_none_or(|(len, _)| cut > len) && row.ends_with(&form[..cut]) {
+                    tail = Some((cut, replacement));
+                }
+            }
+        }
+        let start = head.map_or(0, |(len, _)| len);
+        let end = tail
+            .map_or(row.len(), |(len, _)| row.len() - len)
+            .max(start);
+        let mut out = Vec::with_capacity(row.len());
+        if let Some((_, replacement)) = head {
+            out.extend_from_slice(replacement);
+        }
+        out.extend_from_slice(&row[start..end]);
+        if let Some((_, replacement)) = tail
+            && end < row.len()
+        {
+            out.extend_from_slice(replacement);
+        }
+        out
+    }
+
     /// A masker for a stream whose chunks may split a secret anywhere.
     pub fn stream(&self) -> StreamMask<'_> {
         self.resume(Vec::new())
@@ -504,6 +553,20 @@ mod tests {
             out.extend(stream.finish());
             prop_assert_eq!(&out, &whole);
         }
+    }
+
+    #[test]
+    fn a_screen_row_cut_inside_a_value_shows_none_of_it() {
+        let masker = Masker::new([("PW", b"hunter2-value".as_slice())]);
+        assert_eq!(
+            masker.mask_screen("$ export T=hunter2-val\n2-value rest\nhunter2-value"),
+            "$ export T=[masked PW]\n[masked PW] rest\n[masked PW]"
+        );
+        assert_eq!(
+            masker.mask_screen("hun\nplain row\n"),
+            "hun\nplain row\n",
+            "fewer than MIN_FORM bytes, and rows without any, stay"
+        );
     }
 
     #[test]

@@ -251,10 +251,28 @@ impl CallSecrets {
 
     /// Registers a value to be masked in everything the call produces.
     pub fn register(&self, name: &str, value: &SecretString) {
+        self.register_all([(name, value)]);
+    }
+
+    /// Registers values to be masked in everything the call produces, building the masker
+    /// once for all of them.
+    pub fn register_all<'a>(&self, secrets: impl IntoIterator<Item = (&'a str, &'a SecretString)>) {
         let mut state = self.lock();
-        state
-            .values
-            .push((name.to_string(), SecretString::from(value.expose_secret())));
+        let before = state.values.len();
+        for (name, value) in secrets {
+            let known = state
+                .values
+                .iter()
+                .any(|(n, v)| n == name && v.expose_secret() == value.expose_secret());
+            if !known {
+                state
+                    .values
+                    .push((name.to_string(), SecretString::from(value.expose_secret())));
+            }
+        }
+        if state.values.len() == before {
+            return;
+        }
         let masker = Arc::new(Masker::new(
             state
                 .values

@@ -73,8 +73,32 @@ impl Keyring {
         drop(stdin);
         self.processes.push(daemon);
         let address = self.dbus_address.clone();
+        // First only ask the bus whether the name is owned: a call to the name before
+        // gnome-keyring owns it would have a bus that can start services (the desktop's) start
+        // another keyring, in the real home, locked, waiting for a prompt nobody answers.
         wait_for(
-            "gnome-keyring to own org.freedesktop.secrets with its login collection unlocked",
+            "gnome-keyring to own org.freedesktop.secrets",
+            Duration::from_secs(30),
+            || {
+                let out = Command::new("dbus-send")
+                    .env("DBUS_SESSION_BUS_ADDRESS", &address)
+                    .args([
+                        "--session",
+                        "--print-reply",
+                        "--dest=org.freedesktop.DBus",
+                        "/org/freedesktop/DBus",
+                        "org.freedesktop.DBus.NameHasOwner",
+                        "string:org.freedesktop.secrets",
+                    ])
+                    .output()
+                    .ok()?;
+                String::from_utf8_lossy(&out.stdout)
+                    .contains("boolean true")
+                    .then_some(())
+            },
+        );
+        wait_for(
+            "gnome-keyring's login collection to be unlocked",
             Duration::from_secs(30),
             || {
                 let out = Command::new("dbus-send")

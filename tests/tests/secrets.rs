@@ -716,8 +716,9 @@ async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhe
         output.contains("pw=[masked secret] key=[masked API_KEY]"),
         "{read}"
     );
-    // The first five characters wait on the shell's `read`, alone on the screen: the session
-    // holds them back, since the rest of the value may follow.
+    // The first five characters wait on the shell's `read`, alone at the end of a row: the
+    // screen masks them (a row that ends in the start of a value), and the log holds them back,
+    // since the rest of the value may follow.
     tokio::task::block_in_place(|| {
         wait_for(
             "the half value on the screen",
@@ -727,7 +728,7 @@ async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhe
                     daemon.call_json("shell", "screen", &json!({"session": session}).to_string());
                 screen["screen"]
                     .as_str()?
-                    .contains("half=sess-")
+                    .contains("half=[masked secret]")
                     .then_some(())
             },
         )
@@ -763,10 +764,47 @@ async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhe
             .contains("pw=[masked secret] key=[masked API_KEY]"),
         "{screen}"
     );
+    // A narrower screen cuts rows inside the values: what is left of them is masked too.
+    let resized = session_call(
+        &daemon,
+        "resize",
+        json!({"session": session, "rows": 24, "cols": 10}),
+    )
+    .await;
+    assert_eq!(resized["ok"], true, "{resized}");
+    let narrow = session_call(&daemon, "screen", json!({"session": session})).await;
+    let narrow_text = narrow["screen"]
+        .as_str()
+        .unwrap()
+        .replace("[masked secret]", "")
+        .replace("[masked API_KEY]", "");
+    for value in [password, api_key] {
+        for part in value.as_bytes().windows(4) {
+            let part = std::str::from_utf8(part).unwrap();
+            assert!(
+                !narrow_text.contains(part),
+                "{part:?} of a value shows on the narrowed screen: {narrow_text}"
+            );
+        }
+    }
+    // Nothing typed into the session lands in a shell history file.
+    let hist = session_call(
+        &daemon,
+        "send",
+        json!({"session": session, "text": "echo \"histfile=[$HISTFILE]\"\n"}),
+    )
+    .await;
+    assert_eq!(hist["ok"], true, "{hist}");
+    session_call(
+        &daemon,
+        "read",
+        json!({"session": session, "until": "(?m)^histfile=\\[\\]"}),
+    )
+    .await;
     let closed = session_call(&daemon, "close", json!({"session": session})).await;
     assert_eq!(closed["ok"], true, "{closed}");
 
-    for reply in [&opened, &typed, &read, &screen, &held] {
+    for reply in [&opened, &typed, &read, &screen, &held, &narrow] {
         assert_no_form(
             reply.to_string().as_bytes(),
             &[password, api_key],

@@ -541,9 +541,8 @@ impl Session {
             .secrets
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (name, value) in secrets.iter() {
-            ctx.secrets.register(name, value);
-        }
+        ctx.secrets
+            .register_all(secrets.iter().map(|(name, value)| (name.as_str(), value)));
     }
 
     /// Adds secrets to the session's, and masks its output with all of them from now on.
@@ -552,8 +551,17 @@ impl Session {
             .secrets
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        secrets.extend(added);
-        if secrets.is_empty() {
+        let before = secrets.len();
+        for (name, value) in added {
+            // The same secret typed again adds nothing to mask.
+            if !secrets
+                .iter()
+                .any(|(n, v)| *n == name && v.expose_secret() == value.expose_secret())
+            {
+                secrets.push((name, value));
+            }
+        }
+        if secrets.len() == before {
             return;
         }
         let masker = Masker::new(
@@ -729,6 +737,10 @@ impl PreparedAction for Open {
         };
         let mut env = self.limits.base_env.clone();
         env.insert("TERM".into(), "xterm-256color".into());
+        // What an agent types into a shell, a secret at a prompt included, stays out of the
+        // person's shell history (bash and zsh save none without a HISTFILE), unless `env`
+        // names one.
+        env.insert("HISTFILE".into(), "".into());
         for (key, value) in &self.env {
             env.insert(key.into(), value.into());
         }

@@ -65,14 +65,14 @@ impl Terminal {
         let text = match &mut self.mask {
             Some(mask) => {
                 let mut stream = mask.masker.resume(std::mem::take(&mut mask.held));
-                let mut out = stream.push(&text.0);
+                let mut out = stream.push(&text.text);
                 // A prompt must reach `read` now, not once more output comes; only what could
                 // still be the start of a secret waits.
                 stream.release_settled(|part| out.extend_from_slice(part));
                 mask.held = stream.into_held();
                 out
             }
-            None => text.0,
+            None => text.text,
         };
         self.log.push(&text);
         std::mem::take(&mut self.emulator.callbacks_mut().pending)
@@ -92,7 +92,7 @@ impl Terminal {
     pub(super) fn screen_text(&self) -> String {
         let text = self.emulator.screen().contents();
         match &self.mask {
-            Some(mask) => mask.masker.mask_str(&text),
+            Some(mask) => mask.masker.mask_screen(&text),
             None => text,
         }
     }
@@ -156,18 +156,39 @@ impl vt100::Callbacks for Answers {
 
 /// What a program printed, without escape sequences: text, line feeds and tabs.
 #[derive(Default)]
-struct PlainText(Vec<u8>);
+struct PlainText {
+    text: Vec<u8>,
+    /// The last thing the output did was print a space.
+    after_a_space: bool,
+}
 
 impl vte::Perform for PlainText {
     fn print(&mut self, c: char) {
         let mut buf = [0u8; 4];
-        self.0.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        self.text
+            .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        self.after_a_space = c == ' ';
     }
 
     fn execute(&mut self, byte: u8) {
-        if matches!(byte, b'\n' | b'\t') {
-            self.0.push(byte);
+        // A space right before a carriage return is how readline steps over the right margin
+        // while it echoes what is typed (" \r", then the rest of the line over that space): in
+        // plain text it would split a typed word, and a typed secret, in two.
+        if byte == b'\r' && self.after_a_space {
+            self.text.pop();
         }
+        self.after_a_space = false;
+        if matches!(byte, b'\n' | b'\t') {
+            self.text.push(byte);
+        }
+    }
+
+    fn csi_dispatch(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+        self.after_a_space = false;
+    }
+
+    fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
+        self.after_a_space = false;
     }
 }
 
@@ -261,6 +282,29 @@ mod tests {
         let mut term = Terminal::new(24, 80, 1024);
         assert!(term.feed(b"x\x1b[").is_empty());
         assert_eq!(term.feed(b"6n"), b"\x1b[1;2R");
+    }
+
+    #[test]
+    fn a_value_split_by_readline_s_margin_step_or_cut_by_a_resize_stays_masked() {
+        let value = "abcdefghijklmnop";
+        let mut term = Terminal::new(24, 20, 1024);
+        term.mask_with(Arc::new(Masker::new([("PW", value.as_bytes())])));
+        // readline echoing typed text across the right margin: " \r", then the rest over it.
+        term.feed(b"$ export T=abcdefghi \rjklmnop\r\n$ ");
+        let log = String::from_utf8(term.log().since(0).text).unwrap();
+        assert_eq!(log, "$ export T=[masked PW]\n$ ");
+        assert!(
+            !term.screen_text().contains("abcd"),
+            "{}",
+            term.screen_text()
+        );
+        for cols in [15, 12, 30] {
+            term.resize(24, cols);
+            let screen = term.screen_text();
+            for part in ["abcd", "efgh", "ijkl", "mnop"] {
+                assert!(!screen.contains(part), "{cols} columns: {screen:?}");
+            }
+        }
     }
 
     #[test]
