@@ -326,8 +326,8 @@ fn render(
     word
 }
 
-/// Whether unquoted `text`, a piece of the word `source`, may become other words: `*` and `?`
-/// always; `[` and `{` only where the word closes them later (`[` alone is the `test` command,
+/// Whether unquoted `text`, a piece of the word `source`, may become other words: `*`, `?` and
+/// extended globs always; `[` and `{` only where the word closes them later (`[` alone is the `test` command,
 /// and a lone `{` or `[` is a literal character to the shell).
 fn may_expand(text: &str, source: &str) -> bool {
     let closes = |open: char, close: char| {
@@ -336,7 +336,10 @@ fn may_expand(text: &str, source: &str) -> bool {
                 .find(open)
                 .is_some_and(|at| source[at + 1..].contains(close))
     };
-    text.contains(['*', '?']) || closes('[', ']') || closes('{', '}')
+    // Extended globs (`@(r)m`, `+(…)`, `!(…)`) where bash has `extglob` on, as interactive
+    // shells commonly do.
+    let extended = ["@(", "+(", "!("].iter().any(|open| text.contains(open));
+    text.contains(['*', '?']) || extended || closes('[', ']') || closes('{', '}')
 }
 
 fn walk_simple(simple: &SimpleCommand, depth: usize, found: &mut ScriptCommands) {
@@ -791,7 +794,15 @@ mod tests {
             programs.iter().any(|p| p == "[ ! -e /tmp/go ]"),
             "{programs:?}"
         );
-        for script in ["/bin/[a-z]m x", "r[m] x", "/bin/{rm,ls} x", "./*"] {
+        for script in [
+            "/bin/[a-z]m x",
+            "r[m] x",
+            "/bin/{rm,ls} x",
+            "./*",
+            "/usr/bin/@(r)m -rf x",
+            "+(r)m x",
+            "env !(x)m y",
+        ] {
             assert!(
                 script_commands(script).opaque.is_some(),
                 "{script} should be opaque"
