@@ -113,6 +113,18 @@ impl fmt::Display for SecretDestination {
     }
 }
 
+/// The facts of secrets that go into a program's environment, each under its own name.
+pub fn env_uses(secrets: &[(String, SecretRef)]) -> Vec<SecretUse> {
+    secrets
+        .iter()
+        .map(|(name, reference)| SecretUse {
+            name: name.clone(),
+            reference: reference.uri(),
+            to: SecretDestination::Env { var: name.clone() },
+        })
+        .collect()
+}
+
 impl SecretUse {
     /// One line for approvers: which secret, from where, going where.
     pub fn shown(&self) -> String {

@@ -20,7 +20,6 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::keychain::SecretRef;
-use crate::secrets::{SecretDestination, SecretUse};
 use crate::session::{self, SessionSettings, Sessions};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
@@ -611,15 +610,7 @@ impl PreparedAction for ShellRun {
             target: None,
             args: Some(self.receipt_args()),
             terminal: None,
-            secrets: self
-                .secrets
-                .iter()
-                .map(|(name, reference)| SecretUse {
-                    name: name.clone(),
-                    reference: reference.uri(),
-                    to: SecretDestination::Env { var: name.clone() },
-                })
-                .collect(),
+            secrets: crate::secrets::env_uses(&self.secrets),
         }
     }
 

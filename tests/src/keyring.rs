@@ -80,43 +80,33 @@ impl Keyring {
             "gnome-keyring to own org.freedesktop.secrets",
             Duration::from_secs(30),
             || {
-                let out = Command::new("dbus-send")
-                    .env("DBUS_SESSION_BUS_ADDRESS", &address)
-                    .args([
-                        "--session",
-                        "--print-reply",
+                bus_answers(
+                    &address,
+                    &[
                         "--dest=org.freedesktop.DBus",
                         "/org/freedesktop/DBus",
                         "org.freedesktop.DBus.NameHasOwner",
                         "string:org.freedesktop.secrets",
-                    ])
-                    .output()
-                    .ok()?;
-                String::from_utf8_lossy(&out.stdout)
-                    .contains("boolean true")
-                    .then_some(())
+                    ],
+                    "boolean true",
+                )
             },
         );
         wait_for(
             "gnome-keyring's login collection to be unlocked",
             Duration::from_secs(30),
             || {
-                let out = Command::new("dbus-send")
-                    .env("DBUS_SESSION_BUS_ADDRESS", &address)
-                    .args([
-                        "--session",
-                        "--print-reply",
+                bus_answers(
+                    &address,
+                    &[
                         "--dest=org.freedesktop.secrets",
                         "/org/freedesktop/secrets/aliases/default",
                         "org.freedesktop.DBus.Properties.Get",
                         "string:org.freedesktop.Secret.Collection",
                         "string:Locked",
-                    ])
-                    .output()
-                    .ok()?;
-                String::from_utf8_lossy(&out.stdout)
-                    .contains("boolean false")
-                    .then_some(())
+                    ],
+                    "boolean false",
+                )
             },
         );
     }
@@ -240,6 +230,20 @@ impl Drop for Keyring {
             let _ = child.wait();
         }
     }
+}
+
+/// `Some(())` when `dbus-send --session --print-reply ARGS` on the bus at `address` prints
+/// `expected`.
+fn bus_answers(address: &str, args: &[&str], expected: &str) -> Option<()> {
+    let out = Command::new("dbus-send")
+        .env("DBUS_SESSION_BUS_ADDRESS", address)
+        .args(["--session", "--print-reply"])
+        .args(args)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .contains(expected)
+        .then_some(())
 }
 
 /// A temporary directory with a keyring home and a runtime directory in it.

@@ -73,6 +73,27 @@ fn stored(account: &str, value: &str) -> String {
     format!("keychain://{SERVICE}/{account}")
 }
 
+/// Sends `request` from a client of its own, which waits for the answer, and returns that
+/// client's task with the approval the call is waiting for.
+fn call_awaiting_approval(
+    daemon: &Daemon,
+    request: Value,
+) -> (tokio::task::JoinHandle<Value>, Value) {
+    let socket = daemon.socket.clone();
+    let waiting = tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket).await.unwrap();
+        let result = client.call_raw(request).await.unwrap();
+        client.close().await;
+        structured(&result)
+    });
+    let pending = tokio::task::block_in_place(|| {
+        wait_for("a pending approval", Duration::from_secs(20), || {
+            daemon.pending_approvals().into_iter().next()
+        })
+    });
+    (waiting, pending)
+}
+
 /// Allows calls that use this suite's secrets (they are asked by default).
 const ALLOW_SUITE_SECRETS: &str =
     "[[rules]]\nsecrets = [\"keychain://secrets-suite/*\"]\ndecision = \"allow\"\n";
@@ -412,22 +433,13 @@ async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goe
     // A rule that allows printenv does not hand it a secret it does not name.
     let daemon =
         daemon("[[rules]]\nsurface = \"shell\"\nargv0 = [\"printenv\"]\ndecision = \"allow\"\n");
-    let socket = daemon.socket.clone();
-    let request = shell_run(
-        json!({"argv": ["printenv", "T"]}),
-        json!({"secrets": {"T": reference}}),
+    let (waiting, pending) = call_awaiting_approval(
+        &daemon,
+        shell_run(
+            json!({"argv": ["printenv", "T"]}),
+            json!({"secrets": {"T": reference}}),
+        ),
     );
-    let waiting = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client.call_raw(request).await.unwrap();
-        client.close().await;
-        structured(&result)
-    });
-    let pending = tokio::task::block_in_place(|| {
-        wait_for("a pending approval", Duration::from_secs(20), || {
-            daemon.pending_approvals().into_iter().next()
-        })
-    });
     let shown = format!("T ({reference}) → the environment variable T of the run");
     assert_eq!(pending["risk"], "secret", "{pending}");
     assert_eq!(pending["rule"], "defaults.secret", "{pending}");
@@ -674,20 +686,11 @@ async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhe
 
     // The secret typed into the prompt: the shell's line it lands on is opaque, so the Return
     // that ends it is put to the person, who is told which secret goes where.
-    let socket = daemon.socket.clone();
-    let request = json!({"surface": "shell", "command": "send",
-        "args": {"session": session, "text": {"secret": password_ref}, "keys": ["Enter"]}});
-    let waiting = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client.call_raw(request).await.unwrap();
-        client.close().await;
-        structured(&result)
-    });
-    let pending = tokio::task::block_in_place(|| {
-        wait_for("the send to be asked", Duration::from_secs(20), || {
-            daemon.pending_approvals().into_iter().next()
-        })
-    });
+    let (waiting, pending) = call_awaiting_approval(
+        &daemon,
+        json!({"surface": "shell", "command": "send",
+            "args": {"session": session, "text": {"secret": password_ref}, "keys": ["Enter"]}}),
+    );
     let shown = format!(
         "secret ({password_ref}) → typed into the shell of terminal session {session} (bash \
          --norc --noprofile)"

@@ -696,15 +696,7 @@ impl PreparedAction for Open {
                 "rows": self.rows,
                 "cols": self.cols,
             })),
-            secrets: self
-                .secrets
-                .iter()
-                .map(|(name, reference)| SecretUse {
-                    name: name.clone(),
-                    reference: reference.uri(),
-                    to: SecretDestination::Env { var: name.clone() },
-                })
-                .collect(),
+            secrets: crate::secrets::env_uses(&self.secrets),
             ..ActionFacts::default()
         }
     }
