@@ -5,6 +5,8 @@
 //! run's command line never holds it; approvers are told which secret goes where; and what an
 //! agent can do against it (transforms, env overrides) fails or is shown for what it is.
 
+#![cfg(target_os = "linux")]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
