@@ -628,17 +628,7 @@ impl PreparedAction for ShellRun {
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let started = Instant::now();
         // The run's whole environment: what passes through from the daemon's, then the call's.
-        let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
-        for key in PASSED_ENV {
-            if let Some(value) = std::env::var_os(key) {
-                env.insert(key.into(), value);
-            }
-        }
-        for (key, value) in std::env::vars_os() {
-            if key.to_str().is_some_and(|k| k.starts_with("LC_")) {
-                env.insert(key, value);
-            }
-        }
+        let mut env = passed_env();
         for (key, value) in &self.env {
             env.insert(key.into(), value.into());
         }

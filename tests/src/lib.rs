@@ -287,6 +287,37 @@ impl Daemon {
         self.socket.with_file_name("control.sock")
     }
 
+    /// One request on the control socket, as an approver speaks it; the daemon's reply.
+    pub fn control_request(&self, request: &Value) -> Value {
+        use std::io::Read;
+        let mut stream = UnixStream::connect(self.control_socket()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.write_all(format!("{request}\n").as_bytes()).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        serde_json::from_str(reply.lines().next().expect("a reply line")).unwrap()
+    }
+
+    /// The `gui windows` entry of the window titled `title` that process `pid` shows, once it
+    /// is there (blocking).
+    pub fn wait_for_window(&self, pid: u32, title: &str) -> Value {
+        wait_for(
+            &format!("the window {title:?} of pid {pid}"),
+            Duration::from_secs(30),
+            || {
+                let windows = self.call_json("gui", "windows", "{}");
+                windows["windows"]
+                    .as_array()?
+                    .iter()
+                    .find(|w| w["pid"] == pid && w["title"] == title)
+                    .cloned()
+            },
+        )
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(&self.socket)
             .await

@@ -6,7 +6,6 @@
 //! new request on a real session bus that never holds anything up.
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,19 +104,6 @@ async fn a_stale_id_from_before_a_restart_approves_nothing() {
     assert!(after.exists());
 }
 
-/// One request on the control socket, as an approver speaks it; the daemon's reply.
-fn control_request(daemon: &Daemon, request: &Value) -> Value {
-    let mut stream = UnixStream::connect(daemon.control_socket()).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    stream.write_all(format!("{request}\n").as_bytes()).unwrap();
-    stream.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).unwrap();
-    serde_json::from_str(reply.lines().next().expect("a reply line")).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_naming_another_request_is_refused_and_the_terminal_names_its_own() {
     let daemon = Daemon::start_with_config(ASK_ACTS);
@@ -128,8 +114,7 @@ async fn an_answer_naming_another_request_is_refused_and_the_terminal_names_its_
 
     // What a stale window or terminal would send: the right id, another request's receipt.
     let refused = tokio::task::block_in_place(|| {
-        control_request(
-            &daemon,
+        daemon.control_request(
             &json!({"op": "decide", "id": pending["id"], "answer": "allow_once",
                     "via": "window", "expect": "0190aaaa-0000-7000-8000-000000000000"}),
         )

@@ -842,16 +842,9 @@ async fn gui_types_a_secret_into_a_real_terminal_unseen() {
     let app: App =
         Desktop::shared().launch("xterm", &["-title", title, "-e", "sh", "-c", &program]);
     let pid = app.pid();
-    let window = tokio::task::block_in_place(|| {
-        wait_for("the xterm's window", Duration::from_secs(30), || {
-            let windows = daemon.call_json("gui", "windows", "{}");
-            windows["windows"]
-                .as_array()?
-                .iter()
-                .find(|w| w["pid"] == pid && w["title"] == title)
-                .map(|w| w["id"].as_u64().unwrap())
-        })
-    });
+    let window = tokio::task::block_in_place(|| daemon.wait_for_window(pid, title))["id"]
+        .as_u64()
+        .unwrap();
     let focused = call(
         &daemon,
         json!({"surface": "gui", "command": "focus", "args": {"window": window}}),

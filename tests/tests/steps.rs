@@ -4,8 +4,6 @@
 //! control socket), a ref that tries to smuggle a denied command past policy, per-step receipts
 //! naming their parent, and clear errors for bad refs and bad shapes.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use computer_tests::desktop::TestApp;
@@ -51,18 +49,6 @@ fn step_rows(daemon: &Daemon, parent: &Value) -> Vec<(u64, String, Value)> {
             )
         })
         .collect()
-}
-
-fn control_request(daemon: &Daemon, request: &Value) -> Value {
-    let mut stream = UnixStream::connect(daemon.control_socket()).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    stream.write_all(format!("{request}\n").as_bytes()).unwrap();
-    stream.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).unwrap();
-    serde_json::from_str(reply.lines().next().expect("a reply line")).unwrap()
 }
 
 fn pending_where(daemon: &Daemon, what: &str, check: impl Fn(&Value) -> bool) -> Value {
@@ -260,8 +246,7 @@ async fn one_approval_shows_every_step_and_a_step_with_refs_is_asked_for_when_th
     assert!(!made.exists(), "nothing runs before the answer");
 
     let answer = |request: &Value| {
-        control_request(
-            &daemon,
+        daemon.control_request(
             &json!({"op": "decide", "id": request["id"], "answer": "allow_once",
                     "via": "cli", "expect": request["receipt"]}),
         )
@@ -309,9 +294,7 @@ async fn a_denied_approval_stops_the_call_and_names_the_steps_it_asked_for() {
         pending_where(&daemon, "the steps' request", |r| r["surface"] == "steps")
     });
     let denied = tokio::task::block_in_place(|| {
-        control_request(
-            &daemon,
-            &json!({"op": "decide", "id": pending["id"], "answer": "deny", "via": "cli", "expect": pending["receipt"]}),
+        daemon.control_request(&json!({"op": "decide", "id": pending["id"], "answer": "deny", "via": "cli", "expect": pending["receipt"]}),
         )
     });
     assert_eq!(denied["ok"], true, "{denied}");

@@ -74,16 +74,7 @@ impl Terminal {
             &[&path, &control, "xterm", "-title", title, "-e", "sh"],
         );
         let pid = app.pid();
-        let entry = tokio::task::block_in_place(|| {
-            wait_for("the xterm's window", Duration::from_secs(30), || {
-                let windows = daemon.call_json("gui", "windows", "{}");
-                windows["windows"]
-                    .as_array()?
-                    .iter()
-                    .find(|w| w["pid"] == pid && w["title"] == title)
-                    .cloned()
-            })
-        });
+        let entry = tokio::task::block_in_place(|| daemon.wait_for_window(pid, title));
         let number = |key: &str| entry[key].as_i64().unwrap();
         let terminal = Terminal {
             _app: app,
