@@ -295,6 +295,31 @@ impl CallSecrets {
         state.masker = Some(masker);
     }
 
+    /// Takes on every value `other` holds (a terminal session's, lent to a call on it): as
+    /// `other` built its masker when this holder has none of its own yet, else added to its own.
+    pub fn adopt(&self, other: &CallSecrets) {
+        let (values, masker) = {
+            let theirs = other.lock();
+            let values: Vec<(String, SecretString)> = theirs
+                .values
+                .iter()
+                .map(|(n, v)| (n.clone(), SecretString::from(v.expose_secret())))
+                .collect();
+            (values, theirs.masker.clone())
+        };
+        let mut state = self.lock();
+        if state.values.is_empty() {
+            if let Some(masker) = &masker {
+                live_maskers().push(Arc::downgrade(masker));
+            }
+            state.values = values;
+            state.masker = masker;
+            return;
+        }
+        drop(state);
+        self.register_all(values.iter().map(|(n, v)| (n.as_str(), v)));
+    }
+
     /// Whether nothing was resolved (then nothing needs masking).
     pub fn is_empty(&self) -> bool {
         self.lock().values.is_empty()

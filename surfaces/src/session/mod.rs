@@ -43,8 +43,7 @@ use crate::capture::CapturedText;
 use crate::contain::{Containment, ExecSpec, RunLimits};
 use crate::gui::terminal::Line;
 use crate::keychain::SecretRef;
-use crate::mask::Masker;
-use crate::secrets::{SecretDestination, SecretUse};
+use crate::secrets::{CallSecrets, SecretDestination, SecretUse};
 use crate::{
     ActionFacts, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Risk, StdinFacts,
     SurfaceError, TerminalInput, decode_args, receipt_value,
@@ -454,8 +453,9 @@ struct Session {
     /// Commands on the session now; an idle close waits for none.
     busy: AtomicUsize,
     closed: CancellationToken,
-    /// The secrets the session was given, by name: its output is masked with them.
-    secrets: Mutex<Vec<(String, SecretString)>>,
+    /// The secrets the session was given, by name: its output, and every call on it, is
+    /// masked with them; while the session lives, so are the daemon's log lines.
+    secrets: CallSecrets,
 }
 
 struct State {
@@ -537,39 +537,22 @@ impl Session {
     /// Registers the session's secrets with a call on it, so that the call's reply, receipt
     /// and log lines are masked with them as the session's output is.
     fn lend_secrets(&self, ctx: &CallContext) {
-        let secrets = self
-            .secrets
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        ctx.secrets
-            .register_all(secrets.iter().map(|(name, value)| (name.as_str(), value)));
+        ctx.secrets.adopt(&self.secrets);
     }
 
     /// Adds secrets to the session's, and masks its output with all of them from now on.
     fn hold_secrets(&self, added: impl IntoIterator<Item = (String, SecretString)>) {
-        let mut secrets = self
-            .secrets
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let before = secrets.len();
-        for (name, value) in added {
+        let before = self.secrets.masker();
+        let added: Vec<(String, SecretString)> = added.into_iter().collect();
+        self.secrets
+            .register_all(added.iter().map(|(name, value)| (name.as_str(), value)));
+        match self.secrets.masker() {
             // The same secret typed again adds nothing to mask.
-            if !secrets
-                .iter()
-                .any(|(n, v)| *n == name && v.expose_secret() == value.expose_secret())
-            {
-                secrets.push((name, value));
+            Some(masker) if !before.is_some_and(|b| Arc::ptr_eq(&b, &masker)) => {
+                self.state().term.mask_with(masker);
             }
+            _ => {}
         }
-        if secrets.len() == before {
-            return;
-        }
-        let masker = Masker::new(
-            secrets
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.expose_secret().as_bytes())),
-        );
-        self.state().term.mask_with(Arc::new(masker));
     }
 }
 
@@ -806,7 +789,7 @@ impl PreparedAction for Open {
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
             closed: CancellationToken::new(),
-            secrets: Mutex::new(Vec::new()),
+            secrets: CallSecrets::default(),
         });
         // Before the reader starts: no byte of output is logged unmasked.
         session.hold_secrets(resolved);
