@@ -288,11 +288,32 @@ impl Approvals {
     /// when the wait begins and then every [`progress_period`] until it ends, with the time left.
     pub async fn ask(
         &self,
-        mut request: PendingRequest,
+        request: PendingRequest,
         grant_key: &str,
         cancelled: CancellationToken,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Resolution {
+        self.ask_recorded(request, grant_key, cancelled, progress, |_| async {
+            Ok(())
+        })
+        .await
+    }
+
+    /// [`Approvals::ask`], with `record` run once the request has its id and before anyone can
+    /// see it (the call's intent made durable): a request that is shown always has its row, and
+    /// one whose row cannot be written is denied without being shown.
+    pub async fn ask_recorded<R, Recorded>(
+        &self,
+        mut request: PendingRequest,
+        grant_key: &str,
+        cancelled: CancellationToken,
+        progress: &(dyn Fn(String) + Send + Sync),
+        record: R,
+    ) -> Resolution
+    where
+        R: FnOnce(u64) -> Recorded,
+        Recorded: std::future::Future<Output = Result<(), String>>,
+    {
         if self.grant_covers(grant_key) {
             return Resolution::Allowed {
                 answer: Answer::AllowSession,
@@ -315,6 +336,12 @@ impl Approvals {
                 ));
             }
         };
+        if let Err(err) = record(id).await {
+            tracing::error!(id, error = %err, "the asked call's intent could not be written; denied");
+            return denied(format!(
+                "the request was not shown because its intent receipt could not be written: {err}"
+            ));
+        }
         let deadline = tokio::time::Instant::now() + self.timeout;
         request.id = id;
         request.asked_at_ms = now_ms();

@@ -15,11 +15,9 @@ use std::time::{Duration, Instant};
 
 use computer_ipc::{ComputerCall, ErrorCode, ReturnBudget, SurfaceName, ToolError};
 use computer_surfaces::{
-    CallContext, CommandSpec, Outcome, PreparedAction, Risk, SurfaceError, decode_args,
-    receipt_value,
+    CallContext, CommandSpec, Outcome, PreparedAction, Risk, decode_args, receipt_value,
 };
-use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, CreateTaskResult, DetailedTask, Task, TaskPayload, TaskStatus};
+use rmcp::model::CallToolResult;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
@@ -27,9 +25,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::budget::Budget;
-use crate::gateway::{Early, Gateway, digest, error_result, run_until_cancelled};
 use crate::policy::{Caller, Decision};
-use crate::receipts::{NewRow, RowKind};
+use crate::stages::{
+    Early, Open, Stages, digest, error_result, failure_error, reply, run_until_cancelled,
+};
 
 /// The command, on every surface that honours `detach`, through which jobs are followed.
 pub const JOB_COMMAND: &str = "job";
@@ -156,7 +155,8 @@ impl Default for JobLimits {
 
 /// The daemon's jobs, by id.
 pub struct Jobs {
-    table: Mutex<Table>,
+    /// Shared with each job's task, which records the job's end in it.
+    table: Arc<Mutex<Table>>,
     /// Where the receipts are, for jobs no longer (or never, in this daemon's life) held here.
     ledger_path: PathBuf,
     /// Fires at shutdown; every job's own token is a child of it.
@@ -226,10 +226,10 @@ struct Recorded {
 impl Jobs {
     pub fn new(ledger_path: PathBuf) -> Jobs {
         Jobs {
-            table: Mutex::new(Table {
+            table: Arc::new(Mutex::new(Table {
                 jobs: BTreeMap::new(),
                 limits: JobLimits::default(),
-            }),
+            })),
             ledger_path,
             stopping: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -243,37 +243,20 @@ impl Jobs {
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
-        // Every update of the table is a single step; a panicked holder leaves it consistent.
-        self.table
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.table)
     }
 
-    /// Refuses `detach` where it is not honoured, saying where it is.
+    fn table_handle(&self) -> Arc<Mutex<Table>> {
+        self.table.clone()
+    }
+
+    /// Refuses `detach` where it is not honoured (saying where it is), and past the agent's
+    /// `[jobs] max_running`.
     pub fn check_detach(&self, call: &ComputerCall, caller: &Caller) -> Result<(), ToolError> {
         if !call.complications.detach {
             return Ok(());
         }
-        let valid = DETACHABLE.iter().map(|(s, c)| format!("{s} {c}"));
-        if !DETACHABLE.contains(&(call.surface, call.command.as_str())) {
-            return Err(ToolError::new(
-                ErrorCode::Unavailable,
-                format!(
-                    "`detach` is not honoured by {} {}: it runs within the call; detach works for {}",
-                    call.surface,
-                    call.command,
-                    valid.clone().collect::<Vec<_>>().join(", ")
-                ),
-            )
-            .at("complications.detach")
-            .valid(valid));
-        }
-        if call.complications.evidence.is_some() {
-            return Err(ToolError::invalid(
-                "`evidence` cannot be combined with `detach`: nobody is there to see the screen when the job ends; take a gui screenshot after `job result`",
-            )
-            .at("complications.evidence"));
-        }
+        detach_honoured(call)?;
         let mut table = self.lock();
         table.prune();
         table.refuse_over_limit(&caller.agent)
@@ -285,9 +268,10 @@ impl Jobs {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         &self,
-        gateway: Arc<Gateway>,
+        stages: Arc<Stages>,
         caller: &Caller,
-        early: Early,
+        open: Open,
+        early: &Early,
         action: Box<dyn PreparedAction>,
         mut ctx: CallContext,
         budget: Option<ReturnBudget>,
@@ -327,23 +311,22 @@ impl Jobs {
         };
         if let Some(error) = refused {
             let body = json!({"ok": false, "error": error});
-            return gateway
-                .finish(&id, &early, body, error_result(&id, &error))
-                .await;
+            return open.finish(body, error_result(&id, &error)).await;
         }
         tracing::info!(job = %id, agent = %caller.agent, surface = %early.surface, command = %early.command, "job started");
         let job_id = id.clone();
+        let stopping = self.stopping.clone();
+        let table = self.table_handle();
         self.tasks.spawn(async move {
             let started = Instant::now();
             let secrets = ctx.secrets.clone();
             let outcome = run_until_cancelled(action, ctx, &cancel).await;
             let outcome = crate::secrets::mask_outcome(&secrets, outcome);
-            let jobs = gateway.jobs();
             let cancelled_by = {
-                let table = jobs.lock();
+                let table = lock(&table);
                 table.jobs.get(&job_id).and_then(|job| job.cancelled_by)
             }
-            .or_else(|| jobs.stopping.is_cancelled().then_some("shutdown"));
+            .or_else(|| stopping.is_cancelled().then_some("shutdown"));
             let (status, mut body, kept) = match outcome {
                 Ok(outcome) => {
                     let status = match (cancelled_by, outcome.success) {
@@ -353,19 +336,12 @@ impl Jobs {
                     };
                     let budget = Budget::from_request(None, result_fields)
                         .expect("the default budget is valid");
-                    let (_, body) = gateway.success_reply(&job_id, &budget, outcome.clone());
+                    let (_, body) = stages.success_reply(&job_id, &budget, outcome.clone());
                     (status, body, Ok(outcome))
                 }
                 Err(err) => {
-                    let (error, refused) = match err {
-                        SurfaceError::Refused { message } => {
-                            (ToolError::new(ErrorCode::Denied, message), true)
-                        }
-                        other => (
-                            ToolError::new(ErrorCode::ActionFailed, other.to_string()),
-                            false,
-                        ),
-                    };
+                    // Mapped as every call's failure is: a surface's own error stays whole.
+                    let (error, refused) = failure_error(err);
                     let mut body = json!({"ok": false, "error": error});
                     if refused {
                         body["refused"] = json!("targets_approver");
@@ -385,14 +361,11 @@ impl Jobs {
                 body["cancelled"] = json!({"by": by});
             }
             // The result receipt first: once `status` says the job ended, its receipt exists.
-            let written = gateway
-                .finish(&job_id, &early, body, CallToolResult::success(Vec::new()))
-                .await;
-            if written.is_error == Some(true) {
-                tracing::error!(job = %job_id, "the job's result receipt could not be written");
+            if let Err(err) = open.close(body).await {
+                tracing::error!(job = %job_id, error = %err, "the job's result receipt could not be written");
             }
             {
-                let mut table = jobs.lock();
+                let mut table = lock(&table);
                 if let Some(job) = table.jobs.get_mut(&job_id) {
                     job.end = Some(Ended {
                         at: Instant::now(),
@@ -406,7 +379,7 @@ impl Jobs {
             let _ = ended_tx.send(true);
             tracing::info!(job = %job_id, ?status, "job ended");
         });
-        crate::gateway::reply(
+        reply(
             Some(&id),
             true,
             Map::from_iter([
@@ -440,7 +413,7 @@ impl Jobs {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn command(
         &self,
-        gateway: &Gateway,
+        stages: &Stages,
         call_id: &str,
         caller: &Caller,
         early: Early,
@@ -450,46 +423,25 @@ impl Jobs {
     ) -> CallToolResult {
         let args: JobArgs = match decode_args(&call.args) {
             Ok(args) => args,
-            Err(error) => {
-                return gateway
-                    .refuse(call_id, caller, early, error, Value::Null)
-                    .await;
-            }
+            Err(error) => return stages.refuse(call_id, caller, early, error.into()).await,
         };
         if let Err(error) = check_job_call(call, &args) {
-            return gateway
-                .refuse(call_id, caller, early, error, Value::Null)
-                .await;
+            return stages.refuse(call_id, caller, early, error.into()).await;
         }
-        let decision = Decision::Allow {
-            rule: "job: the caller's own jobs".into(),
+        let intent = json!({
+            "caller": caller,
+            "args": receipt_value(&early.args),
+            "args_sha256": digest(&early.args),
+            "action": format!("job {}", args.op.as_str()),
+            "risk": Risk::Observe,
+            "policy": decision(),
+        });
+        let open = match stages.write_intent(call_id, &early, intent).await {
+            Ok(open) => open,
+            Err(error) => return crate::stages::unreceipted_error(&error),
         };
-        let intent = NewRow {
-            call_id: call_id.to_string(),
-            kind: RowKind::Intent,
-            surface: early.surface.clone(),
-            command: early.command.clone(),
-            body: json!({
-                "caller": caller,
-                "args": receipt_value(&early.args),
-                "args_sha256": digest(&early.args),
-                "action": format!("job {}", args.op.as_str()),
-                "risk": Risk::Observe,
-                "policy": decision,
-            }),
-        };
-        if let Err(err) = gateway.ledger().append(vec![intent]).await {
-            tracing::error!(%call_id, error = %err, "intent receipt failed; job command refused");
-            return error_result(
-                call_id,
-                &ToolError::new(
-                    ErrorCode::ReceiptFailed,
-                    format!("the call was refused because its receipt could not be written: {err}"),
-                ),
-            );
-        }
         let (reply, body) = match self
-            .serve(gateway, call_id, caller, call, &args, cancelled, progress)
+            .serve(stages, call_id, caller, call, &args, cancelled, progress)
             .await
         {
             Ok((reply, body)) => (reply, body),
@@ -498,14 +450,14 @@ impl Jobs {
                 json!({"ok": false, "error": error}),
             ),
         };
-        gateway.finish(call_id, &early, body, reply).await
+        open.finish(body, reply).await
     }
 
     /// The op itself: the reply and the result receipt's body.
     #[allow(clippy::too_many_arguments)]
     async fn serve(
         &self,
-        gateway: &Gateway,
+        stages: &Stages,
         call_id: &str,
         caller: &Caller,
         call: &ComputerCall,
@@ -519,7 +471,7 @@ impl Jobs {
                 let jobs = self.list(agent);
                 let body = json!({"ok": true, "op": "list", "jobs": jobs.len()});
                 let fields = Map::from_iter([("jobs".to_string(), json!(jobs))]);
-                return Ok((crate::gateway::reply(Some(call_id), true, fields), body));
+                return Ok((reply(Some(call_id), true, fields), body));
             }
             (_, Some(id)) => id,
             (op, None) => {
@@ -542,7 +494,7 @@ impl Jobs {
                 let wait = Duration::from_millis(args.wait_ms.unwrap_or(0));
                 self.wait_for_end(id, agent, wait, cancelled, progress)
                     .await?;
-                self.result(gateway, call_id, id, agent, call).await
+                self.result(stages, call_id, id, agent, call).await
             }
         }
     }
@@ -750,7 +702,7 @@ impl Jobs {
     /// reply the call would have had; a running job's status; an expired one's why.
     async fn result(
         &self,
-        gateway: &Gateway,
+        stages: &Stages,
         call_id: &str,
         id: &str,
         agent: &str,
@@ -807,7 +759,7 @@ impl Jobs {
         match outcome {
             Ok(outcome) => {
                 let success = outcome.success && status == JobStatus::Done;
-                let (mut reply, _) = gateway.success_reply(call_id, &budget, outcome);
+                let (mut reply, _) = stages.success_reply(call_id, &budget, outcome);
                 add_fields(&mut reply, &[("job", json!(id)), ("status", json!(status))]);
                 Ok((reply, body_of(success)))
             }
@@ -817,6 +769,49 @@ impl Jobs {
                 Ok((reply, body_of(false)))
             }
         }
+    }
+}
+
+/// Refuses `detach` where it is not honoured, saying where it is (what needs no job table:
+/// `policy explain` says it too).
+pub fn detach_honoured(call: &ComputerCall) -> Result<(), ToolError> {
+    if !call.complications.detach {
+        return Ok(());
+    }
+    let valid = DETACHABLE.iter().map(|(s, c)| format!("{s} {c}"));
+    if !DETACHABLE.contains(&(call.surface, call.command.as_str())) {
+        return Err(ToolError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "`detach` is not honoured by {} {}: it runs within the call; detach works for {}",
+                call.surface,
+                call.command,
+                valid.clone().collect::<Vec<_>>().join(", ")
+            ),
+        )
+        .at("complications.detach")
+        .valid(valid));
+    }
+    if call.complications.evidence.is_some() {
+        return Err(ToolError::invalid(
+            "`evidence` cannot be combined with `detach`: nobody is there to see the screen when the job ends; take a gui screenshot after `job result`",
+        )
+        .at("complications.evidence"));
+    }
+    Ok(())
+}
+
+fn lock(table: &Mutex<Table>) -> MutexGuard<'_, Table> {
+    // Every update of the table is a single step; a panicked holder leaves it consistent.
+    table
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a `job` call's intent records as its decision: it decides nothing new.
+pub fn decision() -> Decision {
+    Decision::Allow {
+        rule: "job: the caller's own jobs".into(),
     }
 }
 
@@ -905,98 +900,14 @@ fn view_reply(call_id: &str, op: &str, view: Value) -> (CallToolResult, Value) {
         Value::Object(fields) => fields,
         other => Map::from_iter([("view".to_string(), other)]),
     };
-    (crate::gateway::reply(Some(call_id), true, fields), body)
+    (reply(Some(call_id), true, fields), body)
 }
 
 /// Adds fields to a result's structured content, keeping its text rendering in step.
 fn add_fields(result: &mut CallToolResult, fields: &[(&str, Value)]) {
     for (key, value) in fields {
-        crate::gateway::attach_field(result, key, value.clone());
+        crate::stages::attach_field(result, key, value.clone());
     }
-}
-
-/// Whether a call's arguments ask for `detach` (a tasks client then gets a task).
-pub fn asks_detach(arguments: Option<&serde_json::Map<String, Value>>) -> bool {
-    arguments.is_some_and(|args| {
-        args.get("complications").and_then(|c| c.get("detach")) == Some(&json!(true))
-    })
-}
-
-/// The arguments of a `job` call for a tasks request (`op` on job `id`).
-pub fn job_arguments(op: &str, id: &str) -> serde_json::Map<String, Value> {
-    let call = json!({
-        "surface": DETACHABLE[0].0,
-        "command": JOB_COMMAND,
-        "args": {"op": op, "id": id},
-    });
-    match call {
-        Value::Object(map) => map,
-        _ => unreachable!("a JSON object literal"),
-    }
-}
-
-/// The task a started job is, for a client that declared the tasks extension; `None` when the
-/// call did not start a job (refused, denied...): that reply goes back as it is.
-pub fn task_created(result: &CallToolResult) -> Option<CreateTaskResult> {
-    let reply = result.structured_content.as_ref()?;
-    let id = reply.get("job")?.as_str()?;
-    (reply["status"] == json!(JobStatus::Running)).then(|| {
-        let now = rmcp::task_manager::current_timestamp();
-        let task = Task::new(id, TaskStatus::Working, now.clone(), now)
-            .with_poll_interval_ms(rmcp::task_manager::DEFAULT_POLL_INTERVAL_MS);
-        CreateTaskResult::new(task)
-    })
-}
-
-/// A `job result` (or `cancel`) reply as a task's state: running is working, done and failed are
-/// completed with the run's reply, cancelled is cancelled, an interrupted or expired job failed;
-/// a job the caller has not is an invalid-params error, as for any unknown task.
-pub fn task_state(id: &str, result: CallToolResult) -> Result<DetailedTask, ErrorData> {
-    let reply = result.structured_content.clone().unwrap_or_default();
-    let elapsed = chrono::Duration::milliseconds(reply["elapsed_ms"].as_i64().unwrap_or(0));
-    let created = (chrono::Utc::now() - elapsed).to_rfc3339();
-    let now = rmcp::task_manager::current_timestamp();
-    let task = Task::new(id, TaskStatus::Working, created, now)
-        .with_poll_interval_ms(rmcp::task_manager::DEFAULT_POLL_INTERVAL_MS);
-    let status = serde_json::from_value::<JobStatus>(reply["status"].clone()).ok();
-    let payload = match status {
-        Some(JobStatus::Running) => {
-            let message = format!(
-                "running: {} s, {} bytes of output",
-                reply["elapsed_ms"].as_u64().unwrap_or(0) / 1000,
-                reply["output_bytes"]
-            );
-            return Ok(DetailedTask::new(
-                task.with_status_message(message),
-                TaskPayload::Working,
-            ));
-        }
-        Some(JobStatus::Done | JobStatus::Failed) => match serde_json::to_value(&result) {
-            Ok(Value::Object(result)) => TaskPayload::Completed { result },
-            _ => {
-                return Err(ErrorData::internal_error(
-                    "the job's result would not serialise",
-                    None,
-                ));
-            }
-        },
-        Some(JobStatus::Cancelled) => TaskPayload::Cancelled,
-        Some(JobStatus::Interrupted) | None => {
-            let error = &reply["error"];
-            let message = error["message"].as_str().unwrap_or("the job has no result");
-            if error["code"] == json!(ErrorCode::InvalidCall) {
-                return Err(ErrorData::invalid_params(message.to_string(), None));
-            }
-            let mut failure = serde_json::Map::new();
-            failure.insert(
-                "code".into(),
-                json!(ErrorData::internal_error("", None).code),
-            );
-            failure.insert("message".into(), json!(message));
-            TaskPayload::Failed { error: failure }
-        }
-    };
-    Ok(DetailedTask::new(task, payload))
 }
 
 #[cfg(test)]

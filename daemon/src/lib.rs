@@ -3,8 +3,10 @@
 //! # Layout
 //! - [`server`]: socket binding (private dir, single daemon, 0600), peer uid check, shutdown.
 //! - [`transport`]: newline-delimited JSON-RPC with a request size cap.
-//! - [`mcp`]: the MCP handler of a connection.
-//! - [`gateway`]: decode → validate → policy → intent receipt → surface → budget → result receipt.
+//! - [`mcp`]: the MCP handler of a connection, and the tasks extension's adapter.
+//! - [`stages`]: the stages of one call, each written once: admit → decide → approve → write
+//!   intent → execute → shape → finish; every caller below composes them.
+//! - [`gateway`]: a single call, composed of the stages; hands `steps` and jobs on.
 //! - [`steps`]: multi-step calls: every step decided, approved (one request) and receipted on its
 //!   own, refs between steps, waits, `stop_on_error`, `return.select`.
 //! - [`policy`]: rules over defaults by risk, protected paths, and the caller's identity.
@@ -43,5 +45,6 @@ pub mod receipts;
 pub mod schema;
 pub mod secrets;
 pub mod server;
+pub mod stages;
 pub mod steps;
 pub mod transport;

@@ -1,21 +1,26 @@
 //! The MCP face of a connection: `initialize`, `tools/list` (exactly one tool) and `tools/call`
-//! handed to the gateway on behalf of the connection's caller.
+//! handed to the gateway on behalf of the connection's caller; and the tasks extension's adapter
+//! (a detached call answered as a task, `tasks/get` and `tasks/cancel` as `job` calls).
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use computer_ipc::ErrorCode;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    DetailedTask, GetTaskParams, GetTaskResult, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Task, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel::CallCancel;
 use crate::gateway::Gateway;
+use crate::jobs::{DETACHABLE, JOB_COMMAND, JobStatus};
 use crate::policy::Caller;
 
 /// Negotiated protocol revisions; see `computer_ipc::MCP_PROTOCOL_VERSIONS`.
@@ -99,7 +104,7 @@ impl ServerHandler for Connection {
         let as_task = context
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks())
-            && crate::jobs::asks_detach(request.arguments.as_ref());
+            && asks_detach(request.arguments.as_ref());
         let result = self
             .gateway
             .handle(
@@ -113,7 +118,7 @@ impl ServerHandler for Connection {
                 &progress,
             )
             .await;
-        if as_task && let Some(task) = crate::jobs::task_created(&result) {
+        if as_task && let Some(task) = task_created(&result) {
             return Ok(CallToolResponse::Task(task));
         }
         Ok(fit_result_to_revision(result, revision.as_ref()).into())
@@ -126,7 +131,7 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let result = self.job_call("result", &request.task_id, &context).await;
-        crate::jobs::task_state(&request.task_id, result).map(GetTaskResult::new)
+        task_state(&request.task_id, result).map(GetTaskResult::new)
     }
 
     /// `tasks/cancel`: the job's `cancel` through the one path.
@@ -136,7 +141,7 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let result = self.job_call("cancel", &request.task_id, &context).await;
-        crate::jobs::task_state(&request.task_id, result).map(|_| ())
+        task_state(&request.task_id, result).map(|_| ())
     }
 }
 
@@ -152,7 +157,7 @@ impl Connection {
             .handle(
                 &self.caller,
                 computer_ipc::TOOL_NAME,
-                Some(crate::jobs::job_arguments(op, id)),
+                Some(job_arguments(op, id)),
                 CallCancel {
                     request: context.ct.clone(),
                     connection: self.closed.clone(),
@@ -200,6 +205,90 @@ fn fit_result_to_revision(
         result.structured_content = None;
     }
     result
+}
+
+/// Whether a call's arguments ask for `detach` (a tasks client then gets a task).
+fn asks_detach(arguments: Option<&serde_json::Map<String, Value>>) -> bool {
+    arguments.is_some_and(|args| {
+        args.get("complications").and_then(|c| c.get("detach")) == Some(&json!(true))
+    })
+}
+
+/// The arguments of a `job` call for a tasks request (`op` on job `id`).
+fn job_arguments(op: &str, id: &str) -> serde_json::Map<String, Value> {
+    let call = json!({
+        "surface": DETACHABLE[0].0,
+        "command": JOB_COMMAND,
+        "args": {"op": op, "id": id},
+    });
+    match call {
+        Value::Object(map) => map,
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// The task a started job is, for a client that declared the tasks extension; `None` when the
+/// call did not start a job (refused, denied...): that reply goes back as it is.
+fn task_created(result: &CallToolResult) -> Option<CreateTaskResult> {
+    let reply = result.structured_content.as_ref()?;
+    let id = reply.get("job")?.as_str()?;
+    (reply["status"] == json!(JobStatus::Running)).then(|| {
+        let now = rmcp::task_manager::current_timestamp();
+        let task = Task::new(id, TaskStatus::Working, now.clone(), now)
+            .with_poll_interval_ms(rmcp::task_manager::DEFAULT_POLL_INTERVAL_MS);
+        CreateTaskResult::new(task)
+    })
+}
+
+/// A `job result` (or `cancel`) reply as a task's state: running is working, done and failed are
+/// completed with the run's reply, cancelled is cancelled, an interrupted or expired job failed;
+/// a job the caller has not is an invalid-params error, as for any unknown task.
+fn task_state(id: &str, result: CallToolResult) -> Result<DetailedTask, ErrorData> {
+    let reply = result.structured_content.clone().unwrap_or_default();
+    let elapsed = chrono::Duration::milliseconds(reply["elapsed_ms"].as_i64().unwrap_or(0));
+    let created = (chrono::Utc::now() - elapsed).to_rfc3339();
+    let now = rmcp::task_manager::current_timestamp();
+    let task = Task::new(id, TaskStatus::Working, created, now)
+        .with_poll_interval_ms(rmcp::task_manager::DEFAULT_POLL_INTERVAL_MS);
+    let status = serde_json::from_value::<JobStatus>(reply["status"].clone()).ok();
+    let payload = match status {
+        Some(JobStatus::Running) => {
+            let message = format!(
+                "running: {} s, {} bytes of output",
+                reply["elapsed_ms"].as_u64().unwrap_or(0) / 1000,
+                reply["output_bytes"]
+            );
+            return Ok(DetailedTask::new(
+                task.with_status_message(message),
+                TaskPayload::Working,
+            ));
+        }
+        Some(JobStatus::Done | JobStatus::Failed) => match serde_json::to_value(&result) {
+            Ok(Value::Object(result)) => TaskPayload::Completed { result },
+            _ => {
+                return Err(ErrorData::internal_error(
+                    "the job's result would not serialise",
+                    None,
+                ));
+            }
+        },
+        Some(JobStatus::Cancelled) => TaskPayload::Cancelled,
+        Some(JobStatus::Interrupted) | None => {
+            let error = &reply["error"];
+            let message = error["message"].as_str().unwrap_or("the job has no result");
+            if error["code"] == json!(ErrorCode::InvalidCall) {
+                return Err(ErrorData::invalid_params(message.to_string(), None));
+            }
+            let mut failure = serde_json::Map::new();
+            failure.insert(
+                "code".into(),
+                json!(ErrorData::internal_error("", None).code),
+            );
+            failure.insert("message".into(), json!(message));
+            TaskPayload::Failed { error: failure }
+        }
+    };
+    Ok(DetailedTask::new(task, payload))
 }
 
 #[cfg(test)]

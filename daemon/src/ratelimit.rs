@@ -1,5 +1,6 @@
 //! Per-agent rate limits: at most N calls in any sliding window; a limited call is refused with
-//! the time until it would be admitted.
+//! the time until it would be admitted. Several calls at once (a multi-step call's steps) are
+//! admitted all together or not at all, so a refused call uses none of the window.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -24,29 +25,47 @@ impl RateLimiter {
         *self.limit.lock().unwrap() = other.limit.into_inner().unwrap();
     }
 
-    /// Admits a call by `agent`, or says how long until one would be admitted.
-    pub fn admit(&self, agent: &str) -> Result<(), Duration> {
-        self.admit_at(agent, Instant::now())
+    /// Admits `calls` calls by `agent` together, or none of them and says how long until they
+    /// would be admitted.
+    pub fn admit(&self, agent: &str, calls: u32) -> Result<(), Duration> {
+        self.admit_at(agent, calls, Instant::now())
     }
 
-    fn admit_at(&self, agent: &str, now: Instant) -> Result<(), Duration> {
+    /// Gives back the newest `calls` admissions of `agent` (a call refused after it was
+    /// admitted, which ran nothing).
+    pub fn give_back(&self, agent: &str, calls: u32) {
+        let mut history = self.calls.lock().unwrap();
+        if let Some(history) = history.get_mut(agent) {
+            for _ in 0..calls {
+                history.pop_back();
+            }
+        }
+    }
+
+    fn admit_at(&self, agent: &str, calls: u32, now: Instant) -> Result<(), Duration> {
         let (max, window) = *self.limit.lock().unwrap();
         if max == 0 {
             return Ok(());
         }
-        let mut calls = self.calls.lock().unwrap();
-        let history = calls.entry(agent.to_string()).or_default();
+        let mut histories = self.calls.lock().unwrap();
+        let history = histories.entry(agent.to_string()).or_default();
         while history
             .front()
             .is_some_and(|t| now.duration_since(*t) >= window)
         {
             history.pop_front();
         }
-        if history.len() >= max as usize {
-            let oldest = history.front().copied().unwrap_or(now);
-            return Err(window.saturating_sub(now.duration_since(oldest)));
+        let calls = calls as usize;
+        if history.len() + calls > max as usize {
+            // The admission that must leave the window before these fit; more calls than the
+            // limit never fit, and wait a whole window to say so.
+            let leaving = (history.len() + calls).saturating_sub(max as usize);
+            let Some(until) = history.get(leaving - 1).copied() else {
+                return Err(window);
+            };
+            return Err(window.saturating_sub(now.duration_since(until)));
         }
-        history.push_back(now);
+        history.extend(std::iter::repeat_n(now, calls));
         Ok(())
     }
 }
@@ -59,19 +78,62 @@ mod tests {
     fn sliding_window_per_agent() {
         let limiter = RateLimiter::new(2, Duration::from_secs(10));
         let t0 = Instant::now();
-        assert!(limiter.admit_at("a", t0).is_ok());
-        assert!(limiter.admit_at("a", t0 + Duration::from_secs(1)).is_ok());
+        assert!(limiter.admit_at("a", 1, t0).is_ok());
+        assert!(
+            limiter
+                .admit_at("a", 1, t0 + Duration::from_secs(1))
+                .is_ok()
+        );
         let retry = limiter
-            .admit_at("a", t0 + Duration::from_secs(2))
+            .admit_at("a", 1, t0 + Duration::from_secs(2))
             .unwrap_err();
         assert_eq!(retry, Duration::from_secs(8));
         assert!(
-            limiter.admit_at("b", t0 + Duration::from_secs(2)).is_ok(),
+            limiter
+                .admit_at("b", 1, t0 + Duration::from_secs(2))
+                .is_ok(),
             "agents are counted apart"
         );
         assert!(
-            limiter.admit_at("a", t0 + Duration::from_secs(10)).is_ok(),
+            limiter
+                .admit_at("a", 1, t0 + Duration::from_secs(10))
+                .is_ok(),
             "the window slides"
+        );
+    }
+
+    #[test]
+    fn several_calls_are_admitted_together_or_not_at_all() {
+        let limiter = RateLimiter::new(3, Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert!(limiter.admit_at("a", 1, t0).is_ok());
+        let retry = limiter
+            .admit_at("a", 3, t0 + Duration::from_secs(1))
+            .unwrap_err();
+        assert_eq!(retry, Duration::from_secs(9), "once the first call leaves");
+        assert!(
+            limiter
+                .admit_at("a", 2, t0 + Duration::from_secs(1))
+                .is_ok(),
+            "the refused three took nothing"
+        );
+        assert!(
+            limiter
+                .admit_at("a", 1, t0 + Duration::from_secs(1))
+                .is_err()
+        );
+        limiter.give_back("a", 2);
+        assert!(
+            limiter
+                .admit_at("a", 2, t0 + Duration::from_secs(1))
+                .is_ok()
+        );
+        assert_eq!(
+            limiter
+                .admit_at("a", 4, t0 + Duration::from_secs(2))
+                .unwrap_err(),
+            Duration::from_secs(10),
+            "more than the limit never fits"
         );
     }
 
@@ -79,7 +141,7 @@ mod tests {
     fn zero_means_unlimited() {
         let limiter = RateLimiter::new(0, Duration::from_secs(1));
         for _ in 0..1000 {
-            assert!(limiter.admit("a").is_ok());
+            assert!(limiter.admit("a", 1).is_ok());
         }
     }
 }

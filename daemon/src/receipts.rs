@@ -199,9 +199,11 @@ impl Ledger {
         let open: Vec<(String, String, String)> = query_all(
             &conn,
             &self.path,
+            // A call asked for approval has two intents (asked, then decided): one result
+            // closes it.
             "SELECT call_id, surface, command FROM receipts i WHERE kind = 'intent'
              AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.call_id = i.call_id AND r.kind = 'result')
-             ORDER BY seq",
+             GROUP BY call_id ORDER BY MIN(seq)",
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )?;
         let count = open.len();
@@ -1170,7 +1172,19 @@ mod tests {
             .append(vec![row("open", RowKind::Intent)])
             .await
             .unwrap();
-        assert_eq!(ledger.close_interrupted().await.unwrap(), 1);
+        // A call asked for approval and allowed: its intent as asked, then as decided.
+        ledger
+            .append(vec![
+                row("asked", RowKind::Intent),
+                row("asked", RowKind::Intent),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            ledger.close_interrupted().await.unwrap(),
+            2,
+            "one result a call"
+        );
         assert_eq!(ledger.close_interrupted().await.unwrap(), 0);
         let conn = open_ro(&path).unwrap();
         let rows = list(
@@ -1184,7 +1198,7 @@ mod tests {
         .unwrap();
         assert_eq!(rows[1].body["outcome"], "interrupted");
         let verdict = verify(&path).unwrap();
-        assert!(verdict.holds() && verdict.rows == 4, "{verdict:?}");
+        assert!(verdict.holds() && verdict.rows == 7, "{verdict:?}");
     }
 
     async fn ledger_of(path: &Path, calls: usize) -> Ledger {

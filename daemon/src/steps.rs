@@ -12,19 +12,16 @@ use std::time::{Duration, Instant};
 
 use computer_ipc::control::StepRow;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, StepsCall, ToolError, WaitStep};
-use computer_surfaces::{
-    ActionFacts, Availability, CallContext, PreparedAction, Risk, SurfaceError, receipt_value,
-};
+use computer_surfaces::{Risk, receipt_value};
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{PendingRequest, Resolution};
-use crate::budget::Budget;
 use crate::cancel::CallCancel;
-use crate::gateway::{self, Early, Gateway};
-use crate::policy::{Caller, Decision, PolicyInput};
+use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
+use crate::stages::{self, Decided, Early, Refusal, Shaped, Stages, risk_name};
 
 /// Bounds on multi-step calls (`[limits] max_steps` and `steps_timeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,21 +59,6 @@ enum Plan {
     },
 }
 
-/// A call step validated by its surface and decided by policy.
-struct Decided {
-    budget: Budget,
-    action: Box<dyn PreparedAction>,
-    described: String,
-    facts: ActionFacts,
-    /// The request as the surface redacts it, and the facts, as receipts record them.
-    stated: (Value, Value),
-    decision: Decision,
-    /// Names this exact action for session grants (as the gateway's key does).
-    grant_key: String,
-    /// The digest of the step as it will run (refs resolved).
-    args_sha256: String,
-}
-
 /// How a step ended.
 struct StepEnd {
     ok: bool,
@@ -89,8 +71,10 @@ struct StepEnd {
 /// Handles a call carrying `steps`. Always answers with a tool result and always leaves
 /// receipts: the parent's, and every decided step's. Each stage before the steps run ends the
 /// call with a [`Refusal`], receipted in one place.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn handle(
-    gw: &Gateway,
+    stages: &Stages,
+    limits: StepLimits,
     caller: &Caller,
     call_id: &str,
     raw: &Value,
@@ -103,14 +87,16 @@ pub(crate) async fn handle(
         command: PARENT_COMMAND.into(),
         args: raw.clone(),
         stated: None,
+        tags: Map::new(),
     };
-    let limits = gw.step_limits();
-    let (call, plans) = match decode(raw, &limits) {
+    let policy = stages.policy();
+    let unknown_surface = |step: &Value| stages.deciding(&policy).unknown_surface(step);
+    let (call, plans) = match decode(raw, &limits, &unknown_surface) {
         Ok(decoded) => decoded,
-        Err(error) => return gw.refuse(call_id, caller, parent, error, Value::Null).await,
+        Err(error) => return stages.refuse(call_id, caller, parent, error.into()).await,
     };
     let run = Steps {
-        gw,
+        stages,
         caller,
         call_id,
         ids: plans
@@ -121,23 +107,39 @@ pub(crate) async fn handle(
         cancel,
         progress,
     };
-    let decided = match run.admit(&plans).await {
+    let decided = match run.admit(&plans) {
         Ok(()) => run.decide_up_front(&plans).await,
         Err(refusal) => Err(refusal),
     };
     let mut upfront = match decided {
         Ok(upfront) => upfront,
-        Err(Refusal { error, context }) => {
-            return gw.refuse(call_id, caller, parent, error, context).await;
+        Err(refusal) => return stages.refuse(call_id, caller, parent, refusal).await,
+    };
+    let summary = run.summary(&plans, &upfront);
+    let intent = json!({
+        "caller": caller,
+        "args": receipt_value(raw),
+        "args_sha256": stages::digest(raw),
+        "steps": summary,
+    });
+    if let Err(refusal) = run
+        .approve(&plans, &mut upfront, &parent, &intent, cancelled)
+        .await
+    {
+        return stages.refuse(call_id, caller, parent, refusal).await;
+    }
+    let mut intent = intent;
+    intent["approval"] = upfront.approval.clone();
+    let open = match stages.write_intent(call_id, &parent, intent).await {
+        Ok(open) => open,
+        Err(mut error) => {
+            error.message = format!(
+                "the steps were refused because their receipt could not be written: {}",
+                error.message
+            );
+            return stages::unreceipted_error(&error);
         }
     };
-    if let Err(Refusal { error, context }) = run.approve(&plans, &mut upfront, cancelled).await {
-        return gw.refuse(call_id, caller, parent, error, context).await;
-    }
-    let summary = run.summary(&plans, &upfront);
-    if let Err(reply) = run.parent_intent(raw, summary, &upfront.approval).await {
-        return reply;
-    }
 
     // The deadline covers the steps from here; it fires a child of the token surfaces watch, so
     // a step running at the deadline ends the way a cancelled call does.
@@ -178,23 +180,7 @@ pub(crate) async fn handle(
     if let Some(by) = cancel.by() {
         body["cancelled"] = json!({"by": by});
     }
-    gw.finish(call_id, &parent, body, reply).await
-}
-
-/// Why a multi-step call ends before its steps run: the error the agent gets, and the policy and
-/// approval context its parent's receipt records.
-struct Refusal {
-    error: ToolError,
-    context: Value,
-}
-
-impl From<ToolError> for Refusal {
-    fn from(error: ToolError) -> Self {
-        Refusal {
-            error,
-            context: Value::Null,
-        }
-    }
+    open.finish(body, reply).await
 }
 
 /// What was decided before anything ran.
@@ -223,7 +209,7 @@ struct Ran {
 
 /// One multi-step call in progress: what every stage needs.
 struct Steps<'a> {
-    gw: &'a Gateway,
+    stages: &'a Stages,
     caller: &'a Caller,
     call_id: &'a str,
     /// Each step's own receipt id.
@@ -234,26 +220,27 @@ struct Steps<'a> {
 }
 
 impl Steps<'_> {
-    /// A call of N steps is N calls to the rate limit (the gateway admitted the first).
-    async fn admit(&self, plans: &[Plan]) -> Result<(), Refusal> {
+    /// A call of N steps is N calls to the rate limit (the gateway admitted the first), all
+    /// admitted together or none: a call refused here uses none of the window.
+    fn admit(&self, plans: &[Plan]) -> Result<(), Refusal> {
         let calls = plans
             .iter()
             .filter(|p| matches!(p, Plan::Call { .. }))
             .count();
-        for _ in 1..calls {
-            if let Err(retry_after) = self.gw.limiter.admit(&self.caller.agent) {
-                return Err(ToolError::new(
+        let more = u32::try_from(calls.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.stages
+            .admit_more(self.caller, more)
+            .map_err(|retry_after| {
+                ToolError::new(
                     ErrorCode::RateLimited,
                     format!(
-                        "agent `{}` is over its rate limit (a call with {calls} call steps counts as {calls} calls); retry in {} ms",
+                        "agent `{}` is over its rate limit (a call with {calls} call steps counts as {calls} calls; none of them was counted); retry in {} ms",
                         self.caller.agent,
                         retry_after.as_millis()
                     ),
                 )
-                .into());
-            }
-        }
-        Ok(())
+                .into()
+            })
     }
 
     /// Validates and decides every step whose args are known, before anything runs, so the
@@ -269,15 +256,7 @@ impl Steps<'_> {
                 continue;
             };
             let step_raw = Value::Object(call.to_arguments());
-            let refused = match decide(
-                self.gw,
-                self.caller,
-                call,
-                &step_raw,
-                &format!("steps[{n}]"),
-            )
-            .await
-            {
+            let refused = match decide(self.stages, self.caller, call, &step_raw, n) {
                 Ok(step) => match &step.decision {
                     Decision::Deny { reason, .. } => {
                         let error = step_error(index, call, ErrorCode::Denied, reason);
@@ -318,6 +297,8 @@ impl Steps<'_> {
         &self,
         plans: &[Plan],
         upfront: &mut Upfront,
+        parent: &Early,
+        intent: &Value,
         cancelled: &CancellationToken,
     ) -> Result<(), Refusal> {
         upfront.asking = upfront
@@ -342,11 +323,18 @@ impl Steps<'_> {
             .iter()
             .filter_map(|n| upfront.decided[*n].as_ref().map(|d| d.grant_key.as_str()))
             .collect();
-        let grant_key = gateway::digest(&json!(keys));
+        let grant_key = stages::digest(&json!(keys));
         let resolution = self
-            .gw
-            .approvals
-            .ask(request, &grant_key, cancelled.clone(), self.progress)
+            .stages
+            .ask(
+                parent,
+                self.call_id,
+                intent.clone(),
+                request,
+                &grant_key,
+                cancelled,
+                self.progress,
+            )
             .await;
         let recorded = serde_json::to_value(&resolution).unwrap_or_default();
         let Resolution::Denied { reason, .. } = &resolution else {
@@ -392,35 +380,6 @@ impl Steps<'_> {
                 })
             })
             .collect()
-    }
-
-    /// The parent's intent: the request, its steps and the approval.
-    async fn parent_intent(
-        &self,
-        raw: &Value,
-        steps: Vec<Value>,
-        approval: &Value,
-    ) -> Result<(), CallToolResult> {
-        let intent = NewRow {
-            call_id: self.call_id.to_string(),
-            kind: RowKind::Intent,
-            surface: PARENT_SURFACE.into(),
-            command: PARENT_COMMAND.into(),
-            body: json!({
-                "caller": self.caller,
-                "args": receipt_value(raw),
-                "args_sha256": gateway::digest(raw),
-                "steps": steps,
-                "approval": approval,
-            }),
-        };
-        self.gw.ledger.append(vec![intent]).await.map(|_| ()).map_err(|err| {
-            tracing::error!(call_id = %self.call_id, error = %err, "intent receipt failed; steps refused");
-            gateway::unreceipted_error(&ToolError::new(
-                ErrorCode::ReceiptFailed,
-                format!("the steps were refused because their receipt could not be written: {err}"),
-            ))
-        })
     }
 
     /// Runs the steps in order until the last, or the first failure under `stop_on_error`.
@@ -514,7 +473,11 @@ impl StepEnd {
 
 /// The call's shape, checked whole before anything is decided: either `steps` or one call,
 /// never both; no step carrying steps of its own; refs that name earlier steps only.
-fn decode(raw: &Value, limits: &StepLimits) -> Result<(StepsCall, Vec<Plan>), ToolError> {
+fn decode(
+    raw: &Value,
+    limits: &StepLimits,
+    unknown_surface: &dyn Fn(&Value) -> Option<ToolError>,
+) -> Result<(StepsCall, Vec<Plan>), ToolError> {
     let single: Vec<&str> = ["surface", "command", "args", "complications"]
         .into_iter()
         .filter(|key| raw.get(key).is_some())
@@ -585,6 +548,9 @@ fn decode(raw: &Value, limits: &StepLimits) -> Result<(StepsCall, Vec<Plan>), To
             }
             plans.push(Plan::Wait(wait));
             continue;
+        }
+        if let Some(error) = unknown_surface(&value) {
+            return Err(error.at(format!("{at}.surface")));
         }
         let call: ComputerCall = serde_path_to_error::deserialize(value).map_err(|err| {
             let path = format!("{at}{}", dotted(&err.path().to_string()));
@@ -658,90 +624,24 @@ fn dotted(path: &str) -> String {
     }
 }
 
-/// Validates a call step as the gateway validates a call (scope, surface ready, complications,
-/// budget, the surface's own checks), then decides it by policy.
-async fn decide(
-    gw: &Gateway,
+/// Decides a call step with the decide stage every call goes through; its errors' paths are
+/// under the step's (`steps[N].…`).
+fn decide(
+    stages: &Stages,
     caller: &Caller,
     call: &ComputerCall,
     step_raw: &Value,
-    at: &str,
+    n: usize,
 ) -> Result<Decided, ToolError> {
-    let at_field = |error: ToolError| match error.path.clone() {
-        Some(path) => error.at(format!("{at}.{path}")),
-        None => error.at(at.to_string()),
-    };
-    if !caller.may_use(call.surface) {
-        return Err(ToolError::new(
-            ErrorCode::Denied,
-            format!(
-                "agent `{}` may not use the {} surface",
-                caller.agent, call.surface
-            ),
-        )
-        .at(format!("{at}.surface")));
-    }
-    let surface = gw
-        .registry
-        .get(call.surface)
-        .cloned()
-        .ok_or_else(|| at_field(gw.surface_error(call.surface)))?;
-    if let Availability::Unavailable { reason, fix } = surface.probe() {
-        return Err(
-            ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}"))
-                .at(format!("{at}.surface")),
-        );
-    }
-    gw.unsupported_complications(call, surface.as_ref())
-        .map_err(at_field)?;
-    let budget = Budget::from_request(
-        call.complications.return_budget.as_ref(),
-        surface.result_fields(&call.command),
-    )
-    .map_err(at_field)?;
-    let action = surface
-        .prepare(&call.command, &call.args, &call.complications)
-        .and_then(|action| action.check_caller(&caller.agent).map(|()| action))
-        .map_err(at_field)?;
-    let described = action.describe();
-    let facts = action.facts();
-    let stated_args = match &facts.args {
-        Some(args) => json!({
-            "surface": call.surface,
-            "command": call.command,
-            "args": args,
-            "complications": receipt_value(&json!(call.complications)),
-        }),
-        None => receipt_value(step_raw),
-    };
-    let stated = (stated_args, receipt_value(&json!(facts)));
-    let policy = gw.policy.read().unwrap().clone();
-    let decision = policy.decide(&PolicyInput::of(
-        caller,
-        call,
-        &described,
-        action.risk(),
-        &facts,
-    ));
-    let grant_key = gateway::digest(&json!([
-        caller.agent,
-        call.surface,
-        call.command,
-        call.args,
-        call.complications.cwd,
-        call.complications.env,
-        facts,
-    ]));
-    Ok(Decided {
-        budget,
-        action,
-        described,
-        facts,
-        stated,
-        decision,
-        grant_key,
-        args_sha256: gateway::digest(step_raw),
-    })
+    let at = format!("steps[{n}]");
+    let policy = stages.policy();
+    stages
+        .deciding(&policy)
+        .decide(caller, call, step_raw)
+        .map_err(|error| match error.path.clone() {
+            Some(path) => error.at(format!("{at}.{path}")),
+            None => error.at(at),
+        })
 }
 
 impl Steps<'_> {
@@ -755,7 +655,8 @@ impl Steps<'_> {
         results: &[Option<Value>],
         cancelled: &CancellationToken,
     ) -> Result<(Decided, Value), ToolError> {
-        let (gw, caller, progress, parent_id) = (self.gw, self.caller, self.progress, self.call_id);
+        let (stages, caller, progress, parent_id) =
+            (self.stages, self.caller, self.progress, self.call_id);
         let at = format!("steps[{}]", index - 1);
         let mut resolved = call.clone();
         let args = resolve(
@@ -775,7 +676,7 @@ impl Steps<'_> {
         };
         resolved.args = args;
         let step_raw = Value::Object(resolved.to_arguments());
-        let step = match decide(gw, caller, &resolved, &step_raw, &at).await {
+        let step = match decide(stages, caller, &resolved, &step_raw, index - 1) {
             Ok(step) => step,
             Err(error) => {
                 let error = prefixed(index, call, error);
@@ -799,16 +700,25 @@ impl Steps<'_> {
                 Err(error)
             }
             Decision::Ask { rule } => {
-                let mut request = base_request(parent_id, caller, &step, &rule);
-                request.surface = call.surface.to_string();
-                request.command = call.command.clone();
+                let early = self.step_early(index, &resolved, &step_raw, Some(&step.stated));
+                let mut request =
+                    stages::approval_request(parent_id, caller, &early, &step, &rule, None);
                 request.action = format!(
                     "step {index} of a multi-step call, with values from earlier steps: {}",
                     request.action
                 );
-                let resolution = gw
-                    .approvals
-                    .ask(request, &step.grant_key, cancelled.clone(), progress)
+                let intent = Stages::intent_body(caller, &early, &step, &Value::Null);
+                let step_id = self.ids[index - 1].clone();
+                let resolution = stages
+                    .ask(
+                        &early,
+                        &step_id,
+                        intent,
+                        request,
+                        &step.grant_key,
+                        cancelled,
+                        progress,
+                    )
                     .await;
                 let recorded = serde_json::to_value(&resolution).unwrap_or_default();
                 if let Resolution::Denied { reason, .. } = &resolution {
@@ -826,27 +736,6 @@ impl Steps<'_> {
                 Ok((step, recorded))
             }
         }
-    }
-}
-
-/// A pending request for one decided step, before the steps are added.
-fn base_request(receipt: &str, caller: &Caller, step: &Decided, rule: &str) -> PendingRequest {
-    PendingRequest {
-        id: 0,
-        receipt: receipt.to_string(),
-        agent: caller.agent.clone(),
-        caller_pid: caller.pid,
-        surface: PARENT_SURFACE.into(),
-        command: PARENT_COMMAND.into(),
-        action: crate::policy::approval_text(&step.described, &step.facts),
-        will_run: crate::policy::will_run(&step.described, &step.facts),
-        warnings: Vec::new(),
-        cwd: None,
-        risk: risk_name(step.action.risk()),
-        rule: rule.to_string(),
-        asked_at_ms: 0,
-        expires_in_ms: 0,
-        steps: Vec::new(),
     }
 }
 
@@ -951,15 +840,11 @@ fn higher(a: Risk, b: Risk) -> Risk {
     if rank(b) > rank(a) { b } else { a }
 }
 
-fn risk_name(risk: Risk) -> String {
-    serde_json::to_value(risk)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 impl Steps<'_> {
-    /// Runs a decided step: intent receipt, the action (with evidence when asked), result receipt.
+    /// Runs a decided step through the stages every call goes through: intent receipt, the
+    /// action (with evidence when asked) shaped as a call of its own, result receipt. Its error
+    /// keeps everything a single call's would (code, path, valid choices), its message naming
+    /// the step.
     async fn run_step(
         &self,
         index: usize,
@@ -968,110 +853,40 @@ impl Steps<'_> {
         approval: Value,
         cancelled: &CancellationToken,
     ) -> StepEnd {
-        let (gw, caller, parent_id, cancel) = (self.gw, self.caller, self.call_id, self.cancel);
+        let (stages, caller, cancel) = (self.stages, self.caller, self.cancel);
         let step_id = self.ids[index - 1].as_str();
-        let (args, facts) = step.stated.clone();
-        let intent = NewRow {
-            call_id: step_id.to_string(),
-            kind: RowKind::Intent,
-            surface: call.surface.to_string(),
-            command: call.command.clone(),
-            body: json!({
-                "caller": caller,
-                "parent": parent_id,
-                "step": index,
-                "args": args,
-                "args_sha256": step.args_sha256,
-                "facts": facts,
-                "action": step.described,
-                "risk": step.action.risk(),
-                "policy": step.decision,
-                "approval": approval,
-            }),
+        let step_raw = Value::Object(call.to_arguments());
+        let early = self.step_early(index, call, &step_raw, Some(&step.stated));
+        let intent = Stages::intent_body(caller, &early, &step, &approval);
+        let open = match stages.write_intent(step_id, &early, intent).await {
+            Ok(open) => open,
+            Err(error) => return StepEnd::refused(prefixed(index, call, error)),
         };
-        if let Err(err) = gw.ledger.append(vec![intent]).await {
-            tracing::error!(%step_id, error = %err, "step intent receipt failed; step refused");
-            let error = step_error(
-                index,
-                call,
-                ErrorCode::ReceiptFailed,
-                &format!("refused because its receipt could not be written: {err}"),
-            );
-            return StepEnd {
-                ok: false,
-                visible: json!({"ok": false, "error": error}),
-                receipt: json!({"error": error}),
-            };
-        }
-        let ctx = CallContext {
-            call_id: step_id.to_string(),
-            artifact_dir: gw.artifact_dir.clone(),
-            protected: gw.approvals.approvers().clone(),
-            cancel: cancelled.clone(),
-            artifact_quota: gw.registry.artifact_quota().clone(),
-            output_bytes: Default::default(),
-            secrets: Default::default(),
-            agent: caller.agent.clone(),
-        };
+        let ctx = stages.context(step_id, caller, cancelled);
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
-        let before = match evidence {
-            Evidence::Full => Some(gw.capture_evidence(&ctx, "before", false).await),
-            _ => None,
-        };
-        let outcome = gateway::run_until_cancelled(step.action, ctx.clone(), cancelled).await;
-        let outcome = crate::secrets::mask_outcome(&ctx.secrets, outcome);
-        let after = match evidence {
-            Evidence::None => None,
-            _ if cancelled.is_cancelled() => None,
-            _ => Some(gw.capture_evidence(&ctx, "after", true).await),
-        };
-        let (visible, body, ok) = match outcome {
-            Ok(mut outcome) => {
-                let shots = [("before", before), ("after", after)];
-                let evidence = gateway::evidence_report(&shots, &mut outcome);
-                let (mut reply, mut body) = gw.success_reply(step_id, &step.budget, outcome);
-                if let Some(report) = evidence {
-                    gateway::attach_field(&mut reply, "evidence", report.clone());
-                    body["evidence"] = report;
-                }
+        let Shaped { reply, mut body } = stages
+            .execute(step_id, step.action, ctx, &step.budget, evidence, cancelled)
+            .await;
+        let failed: Option<ToolError> = body
+            .get("error")
+            .and_then(|error| serde_json::from_value(error.clone()).ok());
+        let (visible, ok) = match failed {
+            Some(error) => {
+                let error = prefixed(index, call, error);
+                body["error"] = json!(error);
+                (json!({"ok": false, "error": error}), false)
+            }
+            None => {
                 let visible = reply.structured_content.unwrap_or(Value::Null);
                 let ok = visible["ok"] == json!(true);
-                (visible, body, ok)
-            }
-            Err(SurfaceError::Refused { message }) => {
-                tracing::warn!(%step_id, %message, "step refused: it targets an approver");
-                let error = step_error(index, call, ErrorCode::Denied, &message);
-                let body = json!({"ok": false, "error": error, "refused": "targets_approver"});
-                (json!({"ok": false, "error": error}), body, false)
-            }
-            Err(err) => {
-                let (code, message) = match err {
-                    SurfaceError::Tool(error) => (error.code, error.message),
-                    err => (ErrorCode::ActionFailed, err.to_string()),
-                };
-                let error = step_error(index, call, code, &message);
-                let body = json!({"ok": false, "error": error});
-                (json!({"ok": false, "error": error}), body, false)
+                (visible, ok)
             }
         };
-        // What the step added around its outcome passes through its secrets' mask too.
-        let (mut visible, mut body) = (visible, body);
-        ctx.secrets.mask_json(&mut visible);
-        ctx.secrets.mask_json(&mut body);
         if let Some(by) = cancel.by() {
             body["ok"] = json!(false);
             body["cancelled"] = json!({"by": by});
         }
-        body["parent"] = json!(parent_id);
-        body["step"] = json!(index);
-        let row = NewRow {
-            call_id: step_id.to_string(),
-            kind: RowKind::Result,
-            surface: call.surface.to_string(),
-            command: call.command.clone(),
-            body,
-        };
-        if let Err(err) = gw.ledger.append(vec![row]).await {
+        if let Err(err) = open.close(body).await {
             tracing::error!(%step_id, error = %err, "step result receipt failed after it ran");
             let error = step_error(
                 index,
@@ -1079,17 +894,30 @@ impl Steps<'_> {
                 ErrorCode::ReceiptFailed,
                 &format!("it ran, but its result receipt could not be written: {err}"),
             );
-            return StepEnd {
-                ok: false,
-                visible: json!({"ok": false, "error": error}),
-                receipt: json!({"error": error}),
-            };
+            return StepEnd::refused(error);
         }
         StepEnd {
             ok,
             visible,
             receipt: Value::Null,
         }
+    }
+
+    /// What a step's rows say of it: its call, tagged with its parent and its place.
+    fn step_early(
+        &self,
+        index: usize,
+        call: &ComputerCall,
+        step_raw: &Value,
+        stated: Option<&(Value, Value)>,
+    ) -> Early {
+        let mut early = Early::of(call, step_raw);
+        early.stated = stated.cloned();
+        early.tags = Map::from_iter([
+            ("parent".to_string(), json!(self.call_id)),
+            ("step".to_string(), json!(index)),
+        ]);
+        early
     }
 }
 
@@ -1102,7 +930,7 @@ impl Steps<'_> {
         wait: WaitStep,
         cancelled: &CancellationToken,
     ) -> StepEnd {
-        let (gw, caller, parent_id) = (self.gw, self.caller, self.call_id);
+        let (stages, caller, parent_id) = (self.stages, self.caller, self.call_id);
         let step_id = self.ids[index - 1].as_str();
         let started = Instant::now();
         let finished = tokio::select! {
@@ -1143,7 +971,7 @@ impl Steps<'_> {
                 },
             },
         ];
-        if let Err(err) = gw.ledger.append(rows).await {
+        if let Err(err) = stages.ledger.append(rows).await {
             tracing::error!(%step_id, error = %err, "wait step receipt failed");
             let error = ToolError::new(
                 ErrorCode::ReceiptFailed,
@@ -1174,42 +1002,14 @@ impl Steps<'_> {
         error: &ToolError,
         context: Value,
     ) {
-        let (gw, caller, parent_id) = (self.gw, self.caller, self.call_id);
         let step_id = self.ids[index - 1].as_str();
         let raw = Value::Object(call.to_arguments());
-        let mut intent = json!({
-            "caller": caller,
-            "parent": parent_id,
-            "step": index,
-            "args": receipt_value(&raw),
-            "args_sha256": gateway::digest(&raw),
-            "policy": context.get("policy"),
-            "approval": context.get("approval"),
-        });
-        if let Some((args, facts)) = stated {
-            intent["args"] = args.clone();
-            intent["facts"] = facts.clone();
-        }
-        let rows = vec![
-            NewRow {
-                call_id: step_id.to_string(),
-                kind: RowKind::Intent,
-                surface: call.surface.to_string(),
-                command: call.command.clone(),
-                body: intent,
-            },
-            NewRow {
-                call_id: step_id.to_string(),
-                kind: RowKind::Result,
-                surface: call.surface.to_string(),
-                command: call.command.clone(),
-                body: json!({"ok": false, "error": error, "parent": parent_id, "step": index}),
-            },
-        ];
-        if let Err(err) = gw.ledger.append(rows).await {
-            // The step does not run either way; the parent's own receipt still records the error.
-            tracing::error!(%step_id, error = %err, "receipt for a refused step failed");
-        }
+        let early = self.step_early(index, call, &raw, stated);
+        // The step does not run either way; the parent's own receipt still records the error.
+        let _ = self
+            .stages
+            .record_refusal(step_id, self.caller, &early, error, &context)
+            .await;
     }
 }
 
@@ -1354,7 +1154,7 @@ fn reply(
             }
         }
     }
-    crate::gateway::reply(Some(call_id), failed.is_empty(), visible)
+    stages::reply(Some(call_id), failed.is_empty(), visible)
 }
 
 /// Every `{"ref": "$…"}` inside `value`, with its JSON path.
@@ -1614,7 +1414,7 @@ mod tests {
     #[test]
     fn decode_refuses_mixed_nested_forward_and_oversized_calls() {
         let limits = StepLimits::default();
-        let err = |value: Value| decode(&value, &limits).err().expect("refused");
+        let err = |value: Value| decode(&value, &limits, &|_| None).err().expect("refused");
         let mixed = err(json!({"steps": [], "surface": "shell"}));
         assert!(
             mixed.message.contains("either `steps` or `surface`"),

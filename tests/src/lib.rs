@@ -381,11 +381,14 @@ impl Daemon {
             .collect()
     }
 
-    /// The receipt row of `kind` ("intent" or "result") for the call whose receipt id is given.
+    /// The receipt row of `kind` ("intent" or "result") for the call whose receipt id is given:
+    /// the last one written (a call asked for approval has an intent as asked, then one with the
+    /// answer).
     pub fn receipt_row(&self, receipt: &Value, kind: &str) -> Value {
         self.receipts()
             .into_iter()
-            .find(|r| r["call_id"] == *receipt && r["kind"] == kind)
+            .filter(|r| r["call_id"] == *receipt && r["kind"] == kind)
+            .last()
             .unwrap_or_else(|| panic!("no {kind} receipt for {receipt}"))
     }
 

@@ -95,10 +95,14 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum PolicyCommand {
-    /// Show the decision for a call (a COMPUTER call as JSON) and the rule behind it.
+    /// Show what the daemon would do with a call (a COMPUTER call as JSON): the error it would
+    /// refuse it with, or the decision and the rule behind it.
     Explain {
         #[arg(long, value_name = "JSON")]
         args: String,
+        /// The agent the call comes from (its scope applies); `default` when not given.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
     },
 }
 
@@ -255,7 +259,9 @@ pub fn main() -> ExitCode {
             Command::Approve { window: true } => approve::open_window(),
             Command::Approve { window: false } => approve::approve().await,
             Command::Approvals(command) => approve::approvals(command).await,
-            Command::Policy(PolicyCommand::Explain { args }) => explain(&args),
+            Command::Policy(PolicyCommand::Explain { args, agent }) => {
+                explain(&args, agent.as_deref())
+            }
             Command::Config(ConfigCommand::Check) => config_check(),
             Command::Service(command) => service::run(command).await,
         }
@@ -320,17 +326,27 @@ fn config_check() -> u8 {
     }
 }
 
-/// Decides a call the way the daemon would (same rules, defaults and protected paths) and says
-/// which rule decided and why, without running anything.
-fn explain(call_json: &str) -> u8 {
+/// Takes a call through the daemon's own decide stage (`stages.rs`: decode, scope, surface,
+/// complications, the surface's checks, the caller check, facts, policy) with the daemon's rules
+/// and protected paths, for the named agent, and says what the daemon would do: the error it
+/// would refuse the call with, or the decision and the rule behind it. Nothing runs. What it
+/// cannot know is the daemon's live state: its sessions, jobs, rate limit and grants.
+fn explain(call_json: &str, agent: Option<&str>) -> u8 {
     let config = match load_config() {
         Ok(config) => config,
         Err(status) => return status,
     };
-    let call: computer_ipc::ComputerCall = match serde_json::from_str(call_json) {
-        Ok(call) => call,
+    let raw: serde_json::Value = match serde_json::from_str(call_json) {
+        Ok(raw) => raw,
         Err(err) => {
-            eprintln!("error: --args is not a COMPUTER call: {err}");
+            eprintln!("error: --args is not JSON: {err}");
+            return exit::USAGE;
+        }
+    };
+    let caller = match explained_caller(agent) {
+        Ok(caller) => caller,
+        Err(message) => {
+            eprintln!("error: {message}");
             return exit::USAGE;
         }
     };
@@ -341,55 +357,93 @@ fn explain(call_json: &str) -> u8 {
             return exit::USAGE;
         }
     };
-    let Some(surface) = registry.get(call.surface) else {
-        eprintln!("error: the {} surface is not in this build", call.surface);
-        return exit::USAGE;
-    };
-    let action = match surface.prepare(&call.command, &call.args, &call.complications) {
-        Ok(action) => action,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return exit::USAGE;
-        }
-    };
     // The daemon's own inputs: its protected paths (both spellings), its rules and loader
-    // variables, its facts and its decision code.
+    // variables.
     let protected = crate::cli::serve::protected_paths(
         &computer_ipc::paths::config_path(),
         &computer_ipc::paths::state_dir(),
     );
     let policy = crate::policy::RulePolicy::from_config(&config, &protected);
-    let caller = crate::policy::Caller {
-        uid: 0,
-        pid: None,
-        agent: "default".into(),
-        surfaces: None,
+    let deciding = crate::stages::Deciding {
+        registry: &registry,
+        policy: &policy,
     };
-    let described = action.describe();
-    let facts = action.facts();
-    let decision = crate::policy::Policy::decide(
-        &policy,
-        &crate::policy::PolicyInput::of(&caller, &call, &described, action.risk(), &facts),
-    );
-    let rule_text = decision
+    let print = |value: serde_json::Value| {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+    };
+    let decided = deciding.decode(&raw).and_then(|call| {
+        let surface = deciding.reach(&caller, &call)?;
+        if crate::jobs::is_job_call(&call) {
+            return Ok(None);
+        }
+        crate::jobs::detach_honoured(&call)?;
+        deciding.judge(&caller, surface, &call, &raw).map(Some)
+    });
+    let decided = match decided {
+        Ok(Some(decided)) => decided,
+        Ok(None) => {
+            print(serde_json::json!({
+                "agent": caller.agent,
+                "action": "job",
+                "risk": computer_surfaces::Risk::Observe,
+                "decision": crate::jobs::decision(),
+            }));
+            return exit::OK;
+        }
+        Err(error) => {
+            print(serde_json::json!({"agent": caller.agent, "error": error}));
+            return exit::FAILED;
+        }
+    };
+    let rule_text = decided
+        .decision
         .rule()
         .strip_prefix("rules[")
         .and_then(|i| i.strip_suffix(']'))
         .and_then(|i| i.parse::<usize>().ok())
         .and_then(|i| config.rules.get(i))
         .map(|rule| format!("{rule:?}"));
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&serde_json::json!({
-            "action": described,
-            "facts": facts,
-            "risk": action.risk(),
-            "decision": decision,
-            "rule": rule_text,
-        }))
-        .unwrap_or_default()
-    );
+    print(serde_json::json!({
+        "agent": caller.agent,
+        "action": decided.described,
+        "facts": decided.facts,
+        "risk": decided.action.risk(),
+        "decision": decided.decision,
+        "rule": rule_text,
+    }));
     exit::OK
+}
+
+/// The caller `policy explain` decides for: the named agent with its scope, as its token would
+/// make it, or the `default` agent with every surface.
+fn explained_caller(agent: Option<&str>) -> Result<crate::policy::Caller, String> {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let caller = |agent: &str, surfaces| crate::policy::Caller {
+        uid,
+        pid: None,
+        agent: agent.to_string(),
+        surfaces,
+    };
+    let Some(name) = agent.filter(|name| *name != "default") else {
+        return Ok(caller("default", None));
+    };
+    let path = crate::agents::store_path(&computer_ipc::paths::state_dir());
+    let store = crate::agents::AgentStore::load(&path)?;
+    match store.agents.iter().find(|agent| agent.name == name) {
+        Some(agent) => Ok(caller(&agent.name, agent.surfaces.clone())),
+        None => {
+            let names: Vec<&str> = store.agents.iter().map(|a| a.name.as_str()).collect();
+            Err(format!(
+                "no agent `{name}`; agents: default{}{}",
+                if names.is_empty() { "" } else { ", " },
+                names.join(", ")
+            ))
+        }
+    }
 }
 
 fn tools(format: &str) -> u8 {

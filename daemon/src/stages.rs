@@ -1,0 +1,943 @@
+//! The stages of one call, each written once: admit → decide → approve → write intent →
+//! execute → shape the outcome → finish. A single call (`gateway.rs`), a multi-step call
+//! (`steps.rs`), a detached job (`jobs.rs`) and `policy explain` (`cli/mod.rs`) compose them and
+//! redo none, so whoever sends a call gets the same error and the same decision.
+//!
+//! Every exit writes its receipts: a call refused before it runs gets its intent and result in
+//! one append ([`Stages::refuse`]); a call that will run holds an [`Open`] from the moment its
+//! intent is durable, and the only way to let go of one is [`Open::close`] (its result row) or,
+//! when a future holding it is dropped, its `Drop`, which writes an `abandoned` result.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, ToolError};
+use computer_surfaces::{
+    ActionFacts, Availability, CallContext, EvidenceShot, Outcome, PreparedAction, Registry,
+    Surface, SurfaceError, receipt_value,
+};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{Approvals, PendingRequest, Resolution};
+use crate::budget::Budget;
+use crate::policy::{Caller, Decision, Policy, PolicyInput};
+use crate::ratelimit::RateLimiter;
+use crate::receipts::{LedgerError, NewRow, RowKind};
+use crate::secrets::SealedLedger;
+
+/// What every stage needs of the daemon: its surfaces, rules, approvals, rate limit and ledger.
+pub struct Stages {
+    pub(crate) registry: Registry,
+    pub(crate) policy: RwLock<Arc<dyn Policy>>,
+    pub(crate) approvals: Arc<Approvals>,
+    pub(crate) limiter: RateLimiter,
+    /// Every row is sealed on its way in: secret references as keyed digests, values masked.
+    pub(crate) ledger: SealedLedger,
+    pub(crate) artifact_dir: PathBuf,
+    closing: AtomicBool,
+}
+
+/// Where a call stands when it ends early: what is known of it for its receipts.
+#[derive(Clone)]
+pub(crate) struct Early {
+    pub(crate) surface: String,
+    pub(crate) command: String,
+    /// The request as received: its digest is receipted, and, cut, the request itself until a
+    /// surface has stated its args.
+    pub(crate) args: Value,
+    /// Once the surface prepared the action: the request with the args as the surface redacts
+    /// them, and the facts policy decides on.
+    pub(crate) stated: Option<(Value, Value)>,
+    /// Fields every row of the call carries (a step's `parent` and `step`).
+    pub(crate) tags: Map<String, Value>,
+}
+
+impl Early {
+    /// A call known only by its request (refused before a surface saw it): its surface and
+    /// command as the request names them, cut.
+    pub(crate) fn from_raw(raw: &Value) -> Early {
+        let text = |key: &str| {
+            raw.get(key)
+                .and_then(Value::as_str)
+                .map(|s| s.chars().take(64).collect())
+                .unwrap_or_default()
+        };
+        Early {
+            surface: text("surface"),
+            command: text("command"),
+            args: raw.clone(),
+            stated: None,
+            tags: Map::new(),
+        }
+    }
+
+    /// A decoded call.
+    pub(crate) fn of(call: &ComputerCall, raw: &Value) -> Early {
+        Early {
+            surface: call.surface.to_string(),
+            command: call.command.clone(),
+            args: raw.clone(),
+            stated: None,
+            tags: Map::new(),
+        }
+    }
+
+    fn tag(&self, mut body: Value) -> Value {
+        for (key, value) in &self.tags {
+            body[key] = value.clone();
+        }
+        body
+    }
+}
+
+/// A call validated by its surface and decided by policy: the `decide` stage's answer.
+pub(crate) struct Decided {
+    pub(crate) surface: Arc<dyn Surface>,
+    pub(crate) budget: Budget,
+    pub(crate) action: Box<dyn PreparedAction>,
+    pub(crate) described: String,
+    pub(crate) facts: ActionFacts,
+    /// The request as the surface redacts it, and the facts, as receipts record them.
+    pub(crate) stated: (Value, Value),
+    pub(crate) decision: Decision,
+    /// Names this exact action for session grants: the same args may run another line (a
+    /// Return in a terminal), so the facts are in it too.
+    pub(crate) grant_key: String,
+}
+
+/// What the decide stage reads: the surfaces and the rules. The daemon's own for a call;
+/// `policy explain` builds one from the config, the same way the daemon does.
+pub struct Deciding<'a> {
+    pub registry: &'a Registry,
+    pub policy: &'a dyn Policy,
+}
+
+impl Deciding<'_> {
+    fn ready_surfaces(&self) -> Vec<String> {
+        self.registry
+            .ready()
+            .map(|s| s.name().to_string())
+            .collect()
+    }
+
+    /// Decodes a request into a call: an unknown surface names the ready ones; anything else
+    /// the path and what serde expected.
+    pub fn decode(&self, raw: &Value) -> Result<ComputerCall, ToolError> {
+        if let Some(error) = self.unknown_surface(raw) {
+            return Err(error);
+        }
+        serde_path_to_error::deserialize::<_, ComputerCall>(raw.clone()).map_err(|err| {
+            let path = err.path().to_string();
+            ToolError::from_serde(err.into_inner().to_string(), &path)
+        })
+    }
+
+    /// A request naming a surface that does not exist: said so, with the ready ones (a step's
+    /// decoding asks this too, so both read alike).
+    pub fn unknown_surface(&self, raw: &Value) -> Option<ToolError> {
+        let surface = raw.get("surface").and_then(Value::as_str)?;
+        SurfaceName::parse(surface).is_none().then(|| {
+            ToolError::invalid(format!("unknown surface `{surface}`"))
+                .at("surface")
+                .valid(self.ready_surfaces())
+        })
+    }
+
+    /// The surface a call may reach: in the caller's scope, in this build, ready.
+    pub fn reach(
+        &self,
+        caller: &Caller,
+        call: &ComputerCall,
+    ) -> Result<Arc<dyn Surface>, ToolError> {
+        if !caller.may_use(call.surface) {
+            let scope: Vec<String> = self
+                .ready_surfaces()
+                .into_iter()
+                .filter(|s| SurfaceName::parse(s).is_some_and(|s| caller.may_use(s)))
+                .collect();
+            return Err(ToolError::new(
+                ErrorCode::Denied,
+                format!(
+                    "agent `{}` may not use the {} surface",
+                    caller.agent, call.surface
+                ),
+            )
+            .at("surface")
+            .valid(scope));
+        }
+        let Some(surface) = self.registry.get(call.surface) else {
+            let why = match Registry::why_absent(call.surface) {
+                Availability::Unavailable { reason, fix } => format!("{reason}; {fix}"),
+                Availability::Ready => String::new(),
+            };
+            return Err(ToolError::new(
+                ErrorCode::Unavailable,
+                format!("the {} surface is not available here: {why}", call.surface),
+            )
+            .at("surface")
+            .valid(self.ready_surfaces()));
+        };
+        if let Availability::Unavailable { reason, fix } = surface.probe() {
+            return Err(
+                ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}"))
+                    .at("surface")
+                    .valid(self.ready_surfaces()),
+            );
+        }
+        Ok(surface.clone())
+    }
+
+    /// Validates a reached call (complications, budget, the surface's own checks, the caller's
+    /// right to what it names) and decides it by policy on its facts. A denial is a decision
+    /// here, not an error: its receipt records the facts it was decided on.
+    pub(crate) fn judge(
+        &self,
+        caller: &Caller,
+        surface: Arc<dyn Surface>,
+        call: &ComputerCall,
+        raw: &Value,
+    ) -> Result<Decided, ToolError> {
+        self.unsupported_complications(call, surface.as_ref())?;
+        let budget = Budget::from_request(
+            call.complications.return_budget.as_ref(),
+            surface.result_fields(&call.command),
+        )?;
+        let action = surface.prepare(&call.command, &call.args, &call.complications)?;
+        action.check_caller(&caller.agent)?;
+        let described = action.describe();
+        let facts = action.facts();
+        // The args as the surface redacts them (the digest covers the request whole).
+        let stated_args = match &facts.args {
+            Some(args) => json!({
+                "surface": call.surface,
+                "command": call.command,
+                "args": args,
+                "complications": receipt_value(&json!(call.complications)),
+            }),
+            None => receipt_value(raw),
+        };
+        let stated = (stated_args, receipt_value(&json!(facts)));
+        let decision = self.policy.decide(&PolicyInput::of(
+            caller,
+            call,
+            &described,
+            action.risk(),
+            &facts,
+        ));
+        let grant_key = digest(&json!([
+            caller.agent,
+            call.surface,
+            call.command,
+            call.args,
+            call.complications.cwd,
+            call.complications.env,
+            facts,
+        ]));
+        Ok(Decided {
+            surface,
+            budget,
+            action,
+            described,
+            facts,
+            stated,
+            decision,
+            grant_key,
+        })
+    }
+
+    /// The whole decide stage for a decoded call: reach, then judge.
+    pub(crate) fn decide(
+        &self,
+        caller: &Caller,
+        call: &ComputerCall,
+        raw: &Value,
+    ) -> Result<Decided, ToolError> {
+        let surface = self.reach(caller, call)?;
+        self.judge(caller, surface, call, raw)
+    }
+
+    fn unsupported_complications(
+        &self,
+        call: &ComputerCall,
+        surface: &dyn Surface,
+    ) -> Result<(), ToolError> {
+        let wants_evidence = call
+            .complications
+            .evidence
+            .is_some_and(|e| e != Evidence::None);
+        if wants_evidence && self.registry.evidence().is_none() {
+            return Err(ToolError::new(
+                ErrorCode::Unavailable,
+                "the `evidence` complication needs screenshots, which are unavailable here (see `computer doctor` for the gui surface)",
+            )
+            .at("complications.evidence"));
+        }
+        let supported = surface.complications();
+        match complications_used(call)
+            .into_iter()
+            .find(|name| !supported.contains(name))
+        {
+            None => Ok(()),
+            Some(name) => Err(ToolError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "the `{name}` complication is not supported by the {} surface in this build",
+                    call.surface
+                ),
+            )
+            .at(format!("complications.{name}"))
+            .valid(supported.iter().copied())),
+        }
+    }
+}
+
+/// The complications a call gives, by their JSON names.
+fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
+    let c = &call.complications;
+    [
+        ("cwd", c.cwd.is_some()),
+        ("env", !c.env.is_empty()),
+        ("timeout_ms", c.timeout_ms.is_some()),
+        ("evidence", c.evidence.is_some()),
+        ("return", c.return_budget.is_some()),
+        ("secrets", !c.secrets.is_empty()),
+        ("detach", c.detach),
+        ("sandbox", c.sandbox.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, used)| used.then_some(name))
+    .collect()
+}
+
+/// A call whose intent is durable and whose result is not yet written. `#[must_use]`: it is let
+/// go of by [`Open::close`]; dropped unclosed (a future dropped mid-call), it writes an
+/// `abandoned` result on its own, so no exit leaves an intent alone while the daemon lives.
+#[must_use = "a call with a written intent must be closed with its result"]
+pub(crate) struct Open {
+    call_id: String,
+    surface: String,
+    command: String,
+    tags: Map<String, Value>,
+    ledger: Option<SealedLedger>,
+}
+
+impl Open {
+    /// Writes the result row (tagged like the intent) and lets go of the call.
+    pub(crate) async fn close(mut self, body: Value) -> Result<(), LedgerError> {
+        let ledger = self
+            .ledger
+            .take()
+            .expect("an open call holds its ledger until closed");
+        let mut body = body;
+        for (key, value) in &self.tags {
+            body[key] = value.clone();
+        }
+        let row = NewRow {
+            call_id: self.call_id.clone(),
+            kind: RowKind::Result,
+            surface: self.surface.clone(),
+            command: self.command.clone(),
+            body,
+        };
+        ledger.append(vec![row]).await.map(|_| ())
+    }
+
+    /// Closes the call and hands back its reply, or, when the result cannot be written, an
+    /// error saying the action ran without its result receipt.
+    pub(crate) async fn finish(self, body: Value, reply: CallToolResult) -> CallToolResult {
+        let call_id = self.call_id.clone();
+        if let Err(err) = self.close(body).await {
+            tracing::error!(%call_id, error = %err, "result receipt failed after the action ran");
+            return unreceipted_error(&ToolError::new(
+                ErrorCode::ReceiptFailed,
+                format!("the action ran, but its result receipt could not be written: {err}"),
+            ));
+        }
+        reply
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let Some(ledger) = self.ledger.take() else {
+            return;
+        };
+        tracing::warn!(call_id = %self.call_id, "a call ended without its result; receipted as abandoned");
+        let mut body = json!({
+            "ok": false,
+            "outcome": "abandoned",
+            "error": {"code": "cancelled", "message": "the call was dropped before it finished"},
+        });
+        for (key, value) in &self.tags {
+            body[key] = value.clone();
+        }
+        let row = NewRow {
+            call_id: std::mem::take(&mut self.call_id),
+            kind: RowKind::Result,
+            surface: std::mem::take(&mut self.surface),
+            command: std::mem::take(&mut self.command),
+            body,
+        };
+        // Without a runtime (the daemon ending) the next start closes it as interrupted.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = ledger.append(vec![row]).await;
+            });
+        }
+    }
+}
+
+/// Why a call ends before it runs: the error its caller gets, and the policy and approval
+/// context its receipt records.
+pub(crate) struct Refusal {
+    pub(crate) error: ToolError,
+    pub(crate) context: Value,
+}
+
+impl From<ToolError> for Refusal {
+    fn from(error: ToolError) -> Self {
+        Refusal {
+            error,
+            context: Value::Null,
+        }
+    }
+}
+
+/// How an action's outcome was shaped for its caller and its receipt.
+pub(crate) struct Shaped {
+    pub(crate) reply: CallToolResult,
+    pub(crate) body: Value,
+}
+
+/// A failed action as its caller reads it. A surface's own error keeps everything it says
+/// (code, path, valid choices); an action refused because it targets an approver is `denied`;
+/// any other failure is `action_failed`. The flag says the refusal was of the approver kind.
+pub(crate) fn failure_error(err: SurfaceError) -> (ToolError, bool) {
+    match err {
+        SurfaceError::Tool(error) => (error, false),
+        SurfaceError::Refused { message } => (ToolError::new(ErrorCode::Denied, message), true),
+        err => (
+            ToolError::new(ErrorCode::ActionFailed, err.to_string()),
+            false,
+        ),
+    }
+}
+
+impl Stages {
+    pub fn new(
+        registry: Registry,
+        policy: Arc<dyn Policy>,
+        approvals: Arc<Approvals>,
+        limiter: RateLimiter,
+        ledger: SealedLedger,
+        artifact_dir: PathBuf,
+    ) -> Stages {
+        Stages {
+            registry,
+            policy: RwLock::new(policy),
+            approvals,
+            limiter,
+            ledger,
+            artifact_dir,
+            closing: AtomicBool::new(false),
+        }
+    }
+
+    /// Refuses new calls from now on (calls already running finish).
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    /// Admit: the daemon is not closing and the agent is within its rate limit. A call counts
+    /// once here; a multi-step call counts its other call steps with [`Stages::admit_more`].
+    pub(crate) fn admit(&self, caller: &Caller) -> Result<(), ToolError> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(ToolError::new(
+                ErrorCode::ShuttingDown,
+                "the daemon is shutting down; retry once it is back",
+            ));
+        }
+        self.limiter.admit(&caller.agent, 1).map_err(|retry_after| {
+            ToolError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "agent `{}` is over its rate limit; retry in {} ms",
+                    caller.agent,
+                    retry_after.as_millis()
+                ),
+            )
+        })
+    }
+
+    /// Admits `more` calls on top of one already admitted, all or none; when refused, the one
+    /// already admitted is given back too, so a refused call uses none of the window.
+    pub(crate) fn admit_more(&self, caller: &Caller, more: u32) -> Result<(), std::time::Duration> {
+        if more == 0 {
+            return Ok(());
+        }
+        self.limiter.admit(&caller.agent, more).inspect_err(|_| {
+            self.limiter.give_back(&caller.agent, 1);
+        })
+    }
+
+    /// The decide stage as the daemon runs it: its surfaces and its rules of the moment.
+    pub(crate) fn deciding<'a>(&'a self, policy: &'a Arc<dyn Policy>) -> Deciding<'a> {
+        Deciding {
+            registry: &self.registry,
+            policy: policy.as_ref(),
+        }
+    }
+
+    /// The rules of the moment (a SIGHUP swaps them; a call keeps those it was decided on).
+    pub(crate) fn policy(&self) -> Arc<dyn Policy> {
+        self.policy.read().unwrap().clone()
+    }
+
+    /// Approve: asks a person (unless a session grant covers the action). The call's intent,
+    /// with `approval: pending` and the request's id, is made durable before anyone is asked,
+    /// so a daemon that dies while the person thinks leaves an intent the next start closes as
+    /// interrupted. A request whose intent cannot be written is denied, never shown.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn ask(
+        &self,
+        early: &Early,
+        call_id: &str,
+        intent: Value,
+        request: PendingRequest,
+        grant_key: &str,
+        cancelled: &CancellationToken,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Resolution {
+        let record = |id: u64| {
+            let mut body = early.tag(intent);
+            body["approval"] = json!({"outcome": "pending", "request": id});
+            let row = NewRow {
+                call_id: call_id.to_string(),
+                kind: RowKind::Intent,
+                surface: early.surface.clone(),
+                command: early.command.clone(),
+                body,
+            };
+            async move {
+                self.ledger
+                    .append(vec![row])
+                    .await
+                    .map(|_| ())
+                    .map_err(|err| err.to_string())
+            }
+        };
+        self.approvals
+            .ask_recorded(request, grant_key, cancelled.clone(), progress, record)
+            .await
+    }
+
+    /// Write intent: the row that says what will run and why it may, durable before it runs.
+    pub(crate) async fn write_intent(
+        &self,
+        call_id: &str,
+        early: &Early,
+        body: Value,
+    ) -> Result<Open, ToolError> {
+        let call_id = call_id.to_string();
+        let row = NewRow {
+            call_id: call_id.clone(),
+            kind: RowKind::Intent,
+            surface: early.surface.clone(),
+            command: early.command.clone(),
+            body: early.tag(body),
+        };
+        match self.ledger.append(vec![row]).await {
+            Ok(_) => Ok(Open {
+                call_id,
+                surface: early.surface.clone(),
+                command: early.command.clone(),
+                tags: early.tags.clone(),
+                ledger: Some(self.ledger.clone()),
+            }),
+            Err(err) => {
+                tracing::error!(%call_id, error = %err, "intent receipt failed; action refused");
+                Err(ToolError::new(
+                    ErrorCode::ReceiptFailed,
+                    format!(
+                        "the action was refused because its receipt could not be written: {err}"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// The intent of a decided call, as every caller writes it.
+    pub(crate) fn intent_body(
+        caller: &Caller,
+        early: &Early,
+        decided: &Decided,
+        approval: &Value,
+    ) -> Value {
+        let (args, facts) = decided.stated.clone();
+        json!({
+            "caller": caller,
+            "args": args,
+            "args_sha256": digest(&early.args),
+            "facts": facts,
+            "action": decided.described,
+            "risk": decided.action.risk(),
+            "policy": decided.decision,
+            "approval": approval,
+        })
+    }
+
+    /// Ends a call that will not run: writes its intent and result together, then answers.
+    pub(crate) async fn refuse(
+        &self,
+        call_id: &str,
+        caller: &Caller,
+        early: Early,
+        refusal: Refusal,
+    ) -> CallToolResult {
+        let Refusal { error, context } = refusal;
+        match self
+            .record_refusal(call_id, caller, &early, &error, &context)
+            .await
+        {
+            Ok(()) => error_result(call_id, &error),
+            Err(()) => unreceipted_error(&error),
+        }
+    }
+
+    /// The rows of a call that will not run (intent and result in one append).
+    pub(crate) async fn record_refusal(
+        &self,
+        call_id: &str,
+        caller: &Caller,
+        early: &Early,
+        error: &ToolError,
+        context: &Value,
+    ) -> Result<(), ()> {
+        let mut intent = json!({
+            "caller": caller,
+            "args": receipt_value(&early.args),
+            "args_sha256": digest(&early.args),
+            "policy": context.get("policy"),
+            "approval": context.get("approval"),
+        });
+        if let Some((args, facts)) = &early.stated {
+            intent["args"] = args.clone();
+            intent["facts"] = facts.clone();
+        }
+        let rows = vec![
+            NewRow {
+                call_id: call_id.to_string(),
+                kind: RowKind::Intent,
+                surface: early.surface.clone(),
+                command: early.command.clone(),
+                body: early.tag(intent),
+            },
+            NewRow {
+                call_id: call_id.to_string(),
+                kind: RowKind::Result,
+                surface: early.surface.clone(),
+                command: early.command.clone(),
+                body: early.tag(json!({"ok": false, "error": error})),
+            },
+        ];
+        self.ledger.append(rows).await.map(|_| ()).map_err(|err| {
+            tracing::error!(%call_id, error = %err, "receipt for a refused call failed");
+        })
+    }
+
+    /// The context an action runs in.
+    pub(crate) fn context(
+        &self,
+        call_id: &str,
+        caller: &Caller,
+        cancelled: &CancellationToken,
+    ) -> CallContext {
+        CallContext {
+            call_id: call_id.to_string(),
+            artifact_dir: self.artifact_dir.clone(),
+            protected: self.approvals.approvers().clone(),
+            cancel: cancelled.clone(),
+            artifact_quota: self.registry.artifact_quota().clone(),
+            output_bytes: Arc::default(),
+            secrets: Default::default(),
+            agent: caller.agent.clone(),
+        }
+    }
+
+    /// Execute and shape: runs the action (with evidence when asked), masks what it returned
+    /// with the call's secrets, maps a failure to its error and cuts the result to its budget.
+    pub(crate) async fn execute(
+        &self,
+        call_id: &str,
+        action: Box<dyn PreparedAction>,
+        ctx: CallContext,
+        budget: &Budget,
+        evidence: Evidence,
+        cancelled: &CancellationToken,
+    ) -> Shaped {
+        let before = match evidence {
+            Evidence::Full => Some(self.capture_evidence(&ctx, "before", false).await),
+            _ => None,
+        };
+        let outcome = run_until_cancelled(action, ctx.clone(), cancelled).await;
+        let outcome = crate::secrets::mask_outcome(&ctx.secrets, outcome);
+        let after = match evidence {
+            Evidence::None => None,
+            _ if cancelled.is_cancelled() => None,
+            _ => Some(self.capture_evidence(&ctx, "after", true).await),
+        };
+        let mut shaped = match outcome {
+            Ok(mut outcome) => {
+                let shots = [("before", before), ("after", after)];
+                let evidence = evidence_report(&shots, &mut outcome);
+                let (mut reply, mut body) = self.success_reply(call_id, budget, outcome);
+                if let Some(report) = evidence {
+                    attach_field(&mut reply, "evidence", report.clone());
+                    body["evidence"] = report;
+                }
+                Shaped { reply, body }
+            }
+            Err(err) => self.failure(call_id, err),
+        };
+        crate::secrets::mask_reply(&ctx.secrets, &mut shaped.reply, &mut shaped.body);
+        shaped
+    }
+
+    /// A failed action's reply and result body.
+    pub(crate) fn failure(&self, call_id: &str, err: SurfaceError) -> Shaped {
+        let (error, refused) = failure_error(err);
+        let mut body = json!({"ok": false, "error": error});
+        if refused {
+            tracing::warn!(%call_id, message = %error.message, "action refused: it targets an approver");
+            body["refused"] = json!("targets_approver");
+        }
+        Shaped {
+            reply: error_result(call_id, &error),
+            body,
+        }
+    }
+
+    pub(crate) async fn capture_evidence(
+        &self,
+        ctx: &CallContext,
+        label: &str,
+        settle: bool,
+    ) -> Result<EvidenceShot, String> {
+        match self.registry.evidence() {
+            Some(capturer) => capturer
+                .capture(ctx, label, settle)
+                .await
+                .map_err(|err| err.to_string()),
+            None => Err("screenshots are unavailable here".into()),
+        }
+    }
+
+    /// A successful outcome cut to its budget: the reply, and the result receipt's body.
+    pub(crate) fn success_reply(
+        &self,
+        call_id: &str,
+        budget: &Budget,
+        mut outcome: Outcome,
+    ) -> (CallToolResult, Value) {
+        // Every cut names a file that holds all of the output, as the tool description says.
+        let kept = budget.keep_whole_texts(
+            &mut outcome.texts,
+            &self.artifact_dir,
+            call_id,
+            self.registry.artifact_quota(),
+        );
+        outcome.artifacts.extend(kept);
+        let visible = budget.apply(&outcome.fields, &outcome.texts);
+        let outputs: Vec<Value> = outcome
+            .texts
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "bytes": t.total_bytes,
+                    "sha256": t.sha256,
+                    "artifact": t.artifact,
+                })
+            })
+            .collect();
+        let mut body = json!({
+            "ok": outcome.success,
+            "fields": outcome.fields,
+            "outputs": outputs,
+            "artifacts": outcome.artifacts,
+        });
+        for (key, value) in &outcome.receipt {
+            body[key] = value.clone();
+        }
+        let mut result = reply(Some(call_id), outcome.success, visible);
+        if let Some(image) = outcome.inline_image {
+            use base64::Engine;
+            let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
+            result
+                .content
+                .push(ContentBlock::image(data, image.mime_type));
+        }
+        (result, body)
+    }
+}
+
+/// A pending request for a decided call: what the person is shown of it.
+pub(crate) fn approval_request(
+    call_id: &str,
+    caller: &Caller,
+    early: &Early,
+    decided: &Decided,
+    rule: &str,
+    cwd: Option<String>,
+) -> PendingRequest {
+    PendingRequest {
+        id: 0,
+        receipt: call_id.to_string(),
+        agent: caller.agent.clone(),
+        caller_pid: caller.pid,
+        surface: early.surface.clone(),
+        command: early.command.clone(),
+        action: crate::policy::approval_text(&decided.described, &decided.facts),
+        will_run: crate::policy::will_run(&decided.described, &decided.facts),
+        warnings: Vec::new(),
+        cwd,
+        risk: risk_name(decided.action.risk()),
+        rule: rule.to_string(),
+        asked_at_ms: 0,
+        expires_in_ms: 0,
+        steps: Vec::new(),
+    }
+}
+
+pub(crate) fn risk_name(risk: computer_surfaces::Risk) -> String {
+    serde_json::to_value(risk)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// How long a cancelled action may take to end on its own (a shell run counts and kills what it
+/// started, and reports) before it is dropped where it stands.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Runs `action` to its end, or, once `cancelled` fires, for at most [`CANCEL_GRACE`] more:
+/// surfaces that watch the token end cleanly; the others are dropped at their next await.
+pub(crate) async fn run_until_cancelled(
+    action: Box<dyn PreparedAction>,
+    ctx: CallContext,
+    cancelled: &CancellationToken,
+) -> Result<Outcome, SurfaceError> {
+    let run = action.run(ctx);
+    tokio::pin!(run);
+    tokio::select! {
+        outcome = &mut run => outcome,
+        _ = cancelled.cancelled() => match tokio::time::timeout(CANCEL_GRACE, &mut run).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(SurfaceError::Failed {
+                message: "cancelled before it ended".into(),
+            }),
+        },
+    }
+}
+
+/// The evidence part of a result: a compact reference to each shot (or why it failed). The shots'
+/// files join the outcome's artifacts so the receipt records their hashes.
+fn evidence_report(
+    shots: &[(&str, Option<Result<EvidenceShot, String>>)],
+    outcome: &mut Outcome,
+) -> Option<Value> {
+    let mut report = Map::new();
+    for (label, shot) in shots {
+        let Some(shot) = shot else { continue };
+        let entry = match shot {
+            Ok(shot) => {
+                outcome.artifacts.push(shot.artifact.clone());
+                let mut entry = json!({
+                    "path": shot.artifact.path,
+                    "sha256": shot.artifact.sha256,
+                    "bytes": shot.artifact.bytes,
+                    "width": shot.width,
+                    "height": shot.height,
+                });
+                // How long the screen took to settle, for the shot taken after the action; that
+                // it did not settle within the bound is the news, not that it did.
+                if let Some(settle_ms) = shot.settle_ms {
+                    entry["settle_ms"] = json!(settle_ms);
+                }
+                if !shot.settled {
+                    entry["settled"] = json!(false);
+                    entry["settle_bound_ms"] = json!(shot.settle_bound_ms);
+                }
+                entry
+            }
+            Err(message) => json!({"error": message}),
+        };
+        report.insert(label.to_string(), entry);
+    }
+    (!report.is_empty()).then_some(Value::Object(report))
+}
+
+/// Adds a field to a result's structured content and keeps its text rendering in step.
+pub(crate) fn attach_field(result: &mut CallToolResult, key: &str, value: Value) {
+    if let Some(Value::Object(map)) = result.structured_content.as_mut() {
+        map.insert(key.to_string(), value);
+        let text = model_text(map);
+        if let Some(first) = result.content.first_mut() {
+            *first = ContentBlock::text(text);
+        }
+    }
+}
+
+/// A reply in its three parts. The text block, which is what the model reads, carries the
+/// fields alone (and `ok` only when it is false: `isError` and the fields say the rest). The
+/// structured content adds `ok` and the receipt id for programs (`computer call --json` prints
+/// it), and `_meta` holds the receipt id too, for revisions that predate structured content.
+pub(crate) fn reply(receipt: Option<&str>, ok: bool, fields: Map<String, Value>) -> CallToolResult {
+    let mut structured = Map::new();
+    structured.insert("ok".into(), json!(ok));
+    structured.insert("receipt".into(), json!(receipt));
+    structured.extend(fields);
+    let text = model_text(&structured);
+    let meta = receipt
+        .map(|id| rmcp::model::MetaObject(Map::from_iter([("receipt".to_string(), json!(id))])));
+    let structured = Value::Object(structured);
+    let mut result = if ok {
+        CallToolResult::structured(structured)
+    } else {
+        CallToolResult::structured_error(structured)
+    };
+    result.content = vec![ContentBlock::text(text)];
+    result.with_meta(meta)
+}
+
+/// The model's view of a structured reply: without the receipt id, and without `ok` when true.
+fn model_text(structured: &Map<String, Value>) -> String {
+    let mut shown = structured.clone();
+    shown.remove("receipt");
+    if shown.get("ok") == Some(&Value::Bool(true)) {
+        shown.remove("ok");
+    }
+    Value::Object(shown).to_string()
+}
+
+/// An error whose receipt could not be written: no receipt id is handed out for rows that do
+/// not exist.
+pub(crate) fn unreceipted_error(error: &ToolError) -> CallToolResult {
+    reply(None, false, error_fields(error))
+}
+
+pub(crate) fn error_result(call_id: &str, error: &ToolError) -> CallToolResult {
+    reply(Some(call_id), false, error_fields(error))
+}
+
+fn error_fields(error: &ToolError) -> Map<String, Value> {
+    Map::from_iter([("error".to_string(), json!(error))])
+}
+
+pub(crate) fn digest(value: &Value) -> String {
+    hex::encode(Sha256::digest(value.to_string().as_bytes()))
+}
