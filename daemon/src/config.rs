@@ -178,8 +178,8 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
-    pub fn steps(&self) -> crate::steps::StepLimits {
-        crate::steps::StepLimits {
+    pub fn steps(&self) -> StepLimits {
+        StepLimits {
             max_steps: self.max_steps,
             deadline: self.steps_timeout.0,
         }
@@ -188,12 +188,55 @@ impl LimitsConfig {
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        let steps = crate::steps::StepLimits::default();
+        let steps = StepLimits::default();
         LimitsConfig {
             calls: 0,
             window: DurationText(Duration::from_secs(60)),
             max_steps: steps.max_steps,
             steps_timeout: DurationText(steps.deadline),
+        }
+    }
+}
+
+/// Bounds on multi-step calls (`[limits] max_steps` and `steps_timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepLimits {
+    /// Most steps one call may carry.
+    pub max_steps: usize,
+    /// Deadline for all steps of a call together (the first approval's wait not counted); a
+    /// call's `timeout_ms` may shorten it, never lengthen it.
+    pub deadline: Duration,
+}
+
+impl Default for StepLimits {
+    fn default() -> Self {
+        StepLimits {
+            max_steps: 32,
+            deadline: Duration::from_secs(120),
+        }
+    }
+}
+
+/// How many jobs an agent may run, and how long finished jobs' results are kept (`[jobs]` in
+/// the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLimits {
+    /// Jobs one agent may have running at once; a detached call past it is refused.
+    pub max_running: usize,
+    /// At most this many finished jobs, the oldest dropped first.
+    pub keep: usize,
+    /// Each for at most this long after it ended.
+    pub keep_for: Duration,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        // A kept result holds its outputs' heads and tails in memory (up to 2 x `[shell]
+        // capture_memory_bytes`, 2 MiB by default): 32 of them stay within 64 MiB.
+        JobLimits {
+            max_running: 16,
+            keep: 32,
+            keep_for: Duration::from_secs(3600),
         }
     }
 }
@@ -228,7 +271,7 @@ pub struct JobsConfig {
 
 impl Default for JobsConfig {
     fn default() -> Self {
-        let limits = crate::jobs::JobLimits::default();
+        let limits = JobLimits::default();
         JobsConfig {
             max_running: limits.max_running,
             keep_finished: limits.keep,
@@ -238,8 +281,8 @@ impl Default for JobsConfig {
 }
 
 impl JobsConfig {
-    pub fn limits(&self) -> crate::jobs::JobLimits {
-        crate::jobs::JobLimits {
+    pub fn limits(&self) -> JobLimits {
+        JobLimits {
             max_running: self.max_running,
             keep: self.keep_finished,
             keep_for: self.keep_for.0,

@@ -129,29 +129,7 @@ pub enum JobStatus {
     Interrupted,
 }
 
-/// How many jobs an agent may run, and how long finished jobs' results are kept (`[jobs]` in
-/// the config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobLimits {
-    /// Jobs one agent may have running at once; a detached call past it is refused.
-    pub max_running: usize,
-    /// At most this many finished jobs, the oldest dropped first.
-    pub keep: usize,
-    /// Each for at most this long after it ended.
-    pub keep_for: Duration,
-}
-
-impl Default for JobLimits {
-    fn default() -> Self {
-        // A kept result holds its outputs' heads and tails in memory (up to 2 x `[shell]
-        // capture_memory_bytes`, 2 MiB by default): 32 of them stay within 64 MiB.
-        JobLimits {
-            max_running: 16,
-            keep: 32,
-            keep_for: Duration::from_secs(3600),
-        }
-    }
-}
+pub use crate::config::JobLimits;
 
 /// The daemon's jobs, by id.
 pub struct Jobs {

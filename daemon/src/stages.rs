@@ -941,3 +941,28 @@ fn error_fields(error: &ToolError) -> Map<String, Value> {
 pub(crate) fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_surface_error_stays_whole_and_other_failures_are_named() {
+        let own = ToolError::new(ErrorCode::NoMatch, "no such element")
+            .at("args.selector")
+            .valid(["button", "textInput"]);
+        let (error, refused) = failure_error(SurfaceError::Tool(own.clone()));
+        assert_eq!(error, own, "code, path and valid choices kept");
+        assert!(!refused);
+        let (error, refused) = failure_error(SurfaceError::Refused {
+            message: "it targets an approver".into(),
+        });
+        assert_eq!(error.code, ErrorCode::Denied);
+        assert!(refused);
+        let (error, _) = failure_error(SurfaceError::Failed {
+            message: "boom".into(),
+        });
+        assert_eq!(error.code, ErrorCode::ActionFailed);
+        assert!(error.message.contains("boom"), "{error:?}");
+    }
+}

@@ -23,24 +23,7 @@ use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
 use crate::stages::{self, Decided, Early, Refusal, Shaped, Stages, risk_name};
 
-/// Bounds on multi-step calls (`[limits] max_steps` and `steps_timeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepLimits {
-    /// Most steps one call may carry.
-    pub max_steps: usize,
-    /// Deadline for all steps of a call together (the first approval's wait not counted); a
-    /// call's `timeout_ms` may shorten it, never lengthen it.
-    pub deadline: Duration,
-}
-
-impl Default for StepLimits {
-    fn default() -> Self {
-        StepLimits {
-            max_steps: 32,
-            deadline: Duration::from_secs(120),
-        }
-    }
-}
+pub use crate::config::StepLimits;
 
 /// The longest a `wait` step may pause: waits are for a screen to settle, not for scheduling.
 pub const MAX_WAIT_MS: u64 = 60_000;

@@ -257,7 +257,11 @@ const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n[approval]\ntimeout = \"120s\
 /// The rows of one call, through `computer receipts show`, as a person would read them.
 fn shown_rows(daemon: &Daemon, receipt: &str) -> Vec<Value> {
     let out = daemon.cli(&["receipts", "show", receipt]);
-    assert!(out.status.success(), "receipts show {receipt}: {}", out.stderr);
+    assert!(
+        out.status.success(),
+        "receipts show {receipt}: {}",
+        out.stderr
+    );
     out.json().as_array().cloned().unwrap_or_default()
 }
 
@@ -294,13 +298,18 @@ async fn a_request_waiting_when_the_daemon_is_killed_reads_as_interrupted() {
     let file = dir.path().join("asked-then-killed");
     touch_until_the_daemon_dies(&daemon, &file);
     let pending = tokio::task::block_in_place(|| pending_touch(&daemon, &file));
-    let receipt = pending["receipt"].as_str().expect("the approver sees a receipt id");
+    let receipt = pending["receipt"]
+        .as_str()
+        .expect("the approver sees a receipt id");
 
     // The intent is durable before the person is asked: it is there while they think.
     let rows = shown_rows(&daemon, receipt);
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["kind"], "intent");
-    assert_eq!(rows[0]["body"]["approval"]["outcome"], "pending", "{rows:?}");
+    assert_eq!(
+        rows[0]["body"]["approval"]["outcome"], "pending",
+        "{rows:?}"
+    );
     assert_eq!(rows[0]["body"]["approval"]["request"], pending["id"]);
     assert_eq!(rows[0]["body"]["policy"]["decision"], "ask");
 
