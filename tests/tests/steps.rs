@@ -428,7 +428,14 @@ async fn bad_refs_and_bad_shapes_get_clear_errors_and_the_daemon_stays_up() {
         json!({"steps": [{"surface": "shel", "command": "run"}]}),
     )
     .await;
-    invalid(&surface, "steps[0].surface", "unknown variant `shel`");
+    // In the words a single call gets, naming the ready surfaces.
+    invalid(&surface, "steps[0].surface", "unknown surface `shel`");
+    assert!(
+        surface["error"]["valid"]
+            .as_array()
+            .is_some_and(|valid| valid.contains(&json!("shell"))),
+        "{surface}"
+    );
 
     // The call's deadline stops what is left.
     let late = dir.path().join("late");
