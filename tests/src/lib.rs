@@ -387,8 +387,8 @@ impl Daemon {
     pub fn receipt_row(&self, receipt: &Value, kind: &str) -> Value {
         self.receipts()
             .into_iter()
-            .filter(|r| r["call_id"] == *receipt && r["kind"] == kind)
-            .last()
+            .rev()
+            .find(|r| r["call_id"] == *receipt && r["kind"] == kind)
             .unwrap_or_else(|| panic!("no {kind} receipt for {receipt}"))
     }
 

@@ -59,8 +59,8 @@ fn receipted_decision(daemon: &Daemon, receipt: &Value) -> Value {
     daemon
         .receipts()
         .into_iter()
-        .filter(|row| row["call_id"] == *receipt && row["kind"] == "intent")
-        .last()
+        .rev()
+        .find(|row| row["call_id"] == *receipt && row["kind"] == "intent")
         .map(|row| row["body"]["policy"].clone())
         .unwrap_or(Value::Null)
 }
