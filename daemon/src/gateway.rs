@@ -225,12 +225,133 @@ impl Gateway {
             Decision::Allow { .. } => Value::Null,
         };
 
-        let intent = Stages::intent_body(caller, &early, &decided, &approval);
-        let open = match stages.write_intent(&call_id, &early, intent).await {
+        self.run(
+            &call_id, caller, &early, &call, decided, approval, &cancel, &cancelled,
+        )
+        .await
+    }
+
+    /// A programmatic call: one sent from inside a run that was given tools, through the same
+    /// stages as any call, decided for the run's agent (its rate limit, scope and rules), within
+    /// what the run may call (`callable`, `surface.command` names), every row naming the run
+    /// (`via`: its receipt id). What needs a person is refused at once, as nobody can be asked
+    /// on a run's behalf; so is a multi-step or detached call.
+    pub async fn handle_via(
+        &self,
+        caller: &Caller,
+        via: &str,
+        callable: &[String],
+        arguments: Option<Map<String, Value>>,
+        cancel: CallCancel,
+    ) -> CallToolResult {
+        let (cancelled, _watching) = cancel.watch();
+        let call_id = uuid::Uuid::now_v7().to_string();
+        let raw = Value::Object(arguments.unwrap_or_default());
+        let stages = &self.stages;
+        let tagged = |mut early: Early| {
+            early.tags.insert("via".into(), json!(via));
+            early
+        };
+        let refuse = |early: Early, refusal: Refusal| {
+            stages.refuse(&call_id, caller, tagged(early), refusal)
+        };
+        if let Err(error) = stages.admit(caller) {
+            return refuse(Early::from_raw(&raw), error.into()).await;
+        }
+        if raw.get("steps").is_some() {
+            let error = ToolError::invalid(
+                "a run's calls are one call each; a script loops and chooses itself, so `steps` is refused here",
+            )
+            .at("steps");
+            return refuse(Early::from_raw(&raw), error.into()).await;
+        }
+        let policy = stages.policy();
+        let deciding = stages.deciding(&policy);
+        let call = match deciding.decode(&raw) {
+            Ok(call) => call,
+            Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
+        };
+        let early = tagged(Early::of(&call, &raw));
+        let name = format!("{}.{}", call.surface, call.command);
+        if !callable.contains(&name) {
+            let error = ToolError::new(
+                ErrorCode::Denied,
+                format!("`{name}` is not callable from this run; it may call what it was given"),
+            )
+            .at("command")
+            .valid(callable.iter().cloned());
+            return refuse(early, error.into()).await;
+        }
+        let surface = match deciding.reach(caller, &call) {
+            Ok(surface) => surface,
+            Err(error) => return refuse(early, error.into()).await,
+        };
+        if crate::jobs::is_job_call(&call) {
+            return self
+                .jobs
+                .command(stages, &call_id, caller, early, &call, &cancelled, &|_| {})
+                .await;
+        }
+        if call.complications.detach {
+            let error = ToolError::invalid("a run's calls end within the run; `detach` is refused")
+                .at("complications.detach");
+            return refuse(early, error.into()).await;
+        }
+        let mut early = early;
+        let decided = match deciding.judge(caller, surface, &call, &raw) {
+            Ok(decided) => decided,
+            Err(error) => return refuse(early, error.into()).await,
+        };
+        early.stated = Some(decided.stated.clone());
+        let refused = match &decided.decision {
+            Decision::Allow { .. } => None,
+            Decision::Deny { reason, .. } => Some(reason.clone()),
+            Decision::Ask { .. } => Some(
+                "policy would ask a person for this call, and nobody is asked on a run's behalf; make the call yourself, outside the run"
+                    .to_string(),
+            ),
+        };
+        if let Some(reason) = refused {
+            let refusal = Refusal {
+                error: ToolError::new(ErrorCode::Denied, reason),
+                context: json!({"policy": decided.decision}),
+            };
+            return refuse(early, refusal).await;
+        }
+        self.run(
+            &call_id,
+            caller,
+            &early,
+            &call,
+            decided,
+            Value::Null,
+            &cancel,
+            &cancelled,
+        )
+        .await
+    }
+
+    /// Write intent → (a job, or) execute → finish, for a decided, approved call.
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &self,
+        call_id: &str,
+        caller: &Caller,
+        early: &Early,
+        call: &computer_ipc::ComputerCall,
+        decided: crate::stages::Decided,
+        approval: Value,
+        cancel: &CallCancel,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> CallToolResult {
+        let stages = &self.stages;
+        let call_id = call_id.to_string();
+        let intent = Stages::intent_body(caller, early, &decided, &approval);
+        let open = match stages.write_intent(&call_id, early, intent).await {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };
-        let ctx = stages.context(&call_id, caller, &cancelled);
+        let ctx = stages.context(&call_id, caller, cancelled);
         if call.complications.detach {
             let fields = decided.surface.result_fields(&call.command);
             let asked = call.complications.return_budget.clone();
@@ -240,7 +361,7 @@ impl Gateway {
                     self.stages.clone(),
                     caller,
                     open,
-                    &early,
+                    early,
                     decided.action,
                     ctx,
                     asked,
@@ -264,7 +385,7 @@ impl Gateway {
                 ctx,
                 &decided.budget,
                 evidence,
-                &cancelled,
+                cancelled,
             )
             .await;
         // A cancelled call is recorded as such; its client hears nothing more of it (rmcp drops

@@ -420,3 +420,74 @@ async fn a_rate_limited_call_is_receipted_too() {
         ["intent", "result"]
     );
 }
+
+/// Every row of a programmatic call names the run it came from.
+fn rows_via(dir: &std::path::Path, call_id: &str) -> Vec<Value> {
+    let path = dir.join("receipts.sqlite");
+    let conn = receipts::open_ro(&path).expect("open ledger");
+    let filter = ListFilter {
+        call_id: Some(call_id.to_string()),
+        ..ListFilter::default()
+    };
+    receipts::list(&conn, &path, &filter)
+        .expect("list")
+        .into_iter()
+        .map(|r| r.body["via"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_from_a_run_goes_through_the_same_stages_within_what_the_run_may_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = gateway(dir.path(), 0);
+    let agent = caller(None);
+    let run = "0190aaaa-0000-7000-8000-000000000001";
+    let callable: Vec<String> = ["shell.ok", "shell.ask", "shell.deny", "shell.fail"]
+        .map(String::from)
+        .to_vec();
+    let via = |command: &str| {
+        let arguments = json!({"surface": "shell", "command": command});
+        let gateway = gateway.clone();
+        let agent = agent.clone();
+        let callable = callable.clone();
+        async move {
+            gateway
+                .handle_via(
+                    &agent,
+                    run,
+                    &callable,
+                    arguments.as_object().cloned(),
+                    CallCancel::default(),
+                )
+                .await
+                .structured_content
+                .expect("structured content")
+        }
+    };
+
+    let ok = via("ok").await;
+    assert_eq!(ok["ok"], true, "{ok}");
+    // Outside what the run was given: refused, naming what it may call.
+    let outside = via("slow").await;
+    assert_eq!(outside["error"]["code"], "denied", "{outside}");
+    assert_eq!(outside["error"]["path"], "command");
+    assert_eq!(outside["error"]["valid"], json!(callable));
+    // What policy would ask a person for is refused at once: nobody is asked for a run.
+    let started = std::time::Instant::now();
+    let asked = via("ask").await;
+    assert_eq!(asked["error"]["code"], "denied", "{asked}");
+    let message = asked["error"]["message"].as_str().unwrap();
+    assert!(message.contains("nobody is asked"), "{message}");
+    assert!(started.elapsed() < Duration::from_millis(50), "it waited");
+    // Denied and failing calls read as they do from any caller.
+    let denied = via("deny").await;
+    assert_eq!(denied["error"]["message"], "denied by test", "{denied}");
+    let failed = via("fail").await;
+    assert_eq!(failed["error"]["code"], "action_failed", "{failed}");
+
+    for reply in [&ok, &outside, &asked, &denied, &failed] {
+        let receipt = reply["receipt"].as_str().expect("receipted");
+        assert_eq!(rows_of(dir.path(), receipt), ["intent", "result"]);
+        assert_eq!(rows_via(dir.path(), receipt), [json!(run), json!(run)]);
+    }
+}
