@@ -4,8 +4,8 @@
 //! redo none, so whoever sends a call gets the same error and the same decision.
 //!
 //! Every exit writes its receipts: a call refused before it runs gets its intent and result in
-//! one append ([`Stages::refuse`]); a call that will run holds an [`Open`] from the moment its
-//! intent is durable, and the only way to let go of one is [`Open::close`] (its result row) or,
+//! one append (`Stages::refuse`); a call that will run holds an `Open` from the moment its
+//! intent is durable, and the only way to let go of one is `Open::close` (its result row) or,
 //! when a future holding it is dropped, its `Drop`, which writes an `abandoned` result.
 
 use std::path::PathBuf;
