@@ -7,6 +7,7 @@ fn main() {
     computer_surfaces::contain::serve_if_zygote();
     linux::a_contained_run_owns_its_terminal_and_leaves_nothing_behind();
     linux::a_reused_sandbox_holds_nothing_of_the_run_before();
+    linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
     println!("contained_runs: ok");
 }
 
@@ -91,6 +92,41 @@ mod linux {
                 "six sequential runs used six sandboxes: {namespaces:?}"
             );
         });
+    }
+
+    /// `script` makes a pty in the run's own devpts, from a run without a terminal and from a
+    /// terminal run in a stricter sandbox (everything read-only but one directory, no network).
+    pub fn a_run_makes_ptys_of_its_own_in_any_sandbox() {
+        let state = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let containment = containment(state.path());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (out, _) = runtime.block_on(run(&containment, "script -qc tty /dev/null"));
+        assert_eq!(out.trim(), "/dev/pts/0", "{out:?}");
+
+        let strict = RunLimits {
+            no_network: true,
+            writable: Some(vec![work.path().to_path_buf()]),
+        };
+        let (mut run, master) = containment
+            .start_terminal(
+                &strict,
+                &sh("script -qc 'echo inner=$(tty)' /dev/null; echo outer=$(tty)"),
+                Path::new("/"),
+                (24, 80),
+            )
+            .expect("started");
+        let mut master = std::fs::File::from(master);
+        let mut seen = String::new();
+        read_until(&mut master, &mut seen, "outer=/dev/pts/0");
+        assert!(seen.contains("inner=/dev/pts/1"), "{seen:?}");
+        let end = runtime
+            .block_on(run.done())
+            .expect("the run reports its end");
+        assert_eq!(end.status, Some(0), "{seen:?}");
     }
 
     /// Reads the master until `needle` shows up (bounded); returns all read so far.

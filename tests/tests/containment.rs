@@ -972,8 +972,8 @@ const NO_PRIVILEGES: &str = "CapInh: 0000000000000000\nCapPrm: 0000000000000000\
 
 /// A root daemon's runs (the harness runs as root) hold no capability and cannot change the
 /// kernel: core_pattern, sysctl, sysrq, /sys, module loading, raw sockets, mount, ptrace and
-/// the host name are all refused, while a run still writes root's files, talks over the
-/// network and runs programs.
+/// the host name are all refused, and the machine's disks and consoles are not in their /dev;
+/// while a run still writes root's files, talks over the network and runs programs.
 #[test]
 fn a_root_daemons_runs_are_no_stronger_than_a_users() {
     // SAFETY: geteuid cannot fail.
@@ -1005,6 +1005,49 @@ fn a_root_daemons_runs_are_no_stronger_than_a_users() {
     let work = tempfile::tempdir().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    // Devices root owns: the machine's disks, consoles and the kernel log. A run as uid 0 could
+    // open each by its mode, capabilities or not; its own /dev holds none of them.
+    use std::os::unix::fs::FileTypeExt;
+    let mut devices: Vec<String> = std::fs::read_dir("/dev")
+        .unwrap()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let kind = entry.file_type().ok()?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            (kind.is_block_device()
+                || ["console", "kmsg", "tty1", "mem", "port"].contains(&name.as_str()))
+            .then(|| format!("/dev/{name}"))
+        })
+        .collect();
+    devices.sort();
+    assert!(devices.iter().any(|d| d == "/dev/console"), "{devices:?}");
+    let device_attack = daemon.shell_run_json(
+        &json!({"script": r#"for d in $DEVICES; do
+              head -c 1 "$d" >/dev/null 2>&1 && echo "read $d";
+              printf x 2>/dev/null >> "$d" && echo "wrote $d";
+            done; ls -A /dev | tr '\n' ' '"#}),
+        &json!({"env": {"DEVICES": devices.join(" ")}}),
+    );
+    let listed = stdout(&device_attack);
+    assert!(
+        !listed.contains("read ") && !listed.contains("wrote "),
+        "{device_attack}"
+    );
+    let allowed = [
+        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "mqueue", "dri",
+        "snd", "fd", "stdin", "stdout", "stderr",
+    ];
+    for entry in listed.split_whitespace() {
+        assert!(
+            allowed.contains(&entry),
+            "the run's /dev holds {entry}: {device_attack}"
+        );
+    }
+    assert!(
+        listed.contains("null") && listed.contains("pts"),
+        "{device_attack}"
+    );
+
     let ordinary = daemon.shell_run_json(
         &json!({"script": r#"id -u; echo note > "$WORK/notes.txt" && cat "$WORK/notes.txt";
             python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5); s.sendall(b'hello'); s.close(); print('sent')" "$PORT""#}),
