@@ -7,6 +7,7 @@ fn main() {
     computer_surfaces::contain::serve_if_zygote();
     linux::a_contained_run_owns_its_terminal_and_leaves_nothing_behind();
     linux::a_reused_sandbox_holds_nothing_of_the_run_before();
+    linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
     println!("contained_runs: ok");
 }
 
@@ -15,9 +16,7 @@ fn main() {}
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use std::ffi::CStr;
     use std::io::{Read, Write};
-    use std::os::fd::{FromRawFd, OwnedFd};
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
@@ -95,26 +94,39 @@ mod linux {
         });
     }
 
-    /// A pty pair: the master as a file, the slave opened without becoming our terminal.
-    fn pty() -> (std::fs::File, OwnedFd) {
-        // SAFETY: plain libc calls on descriptors we own; ptsname_r writes into our buffer.
-        unsafe {
-            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
-            assert!(master >= 0, "posix_openpt");
-            assert_eq!(libc::grantpt(master), 0);
-            assert_eq!(libc::unlockpt(master), 0);
-            let mut name = [0 as libc::c_char; 128];
-            assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
-            let slave = libc::open(
-                name.as_ptr(),
-                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-            );
-            assert!(slave >= 0, "open {:?}", CStr::from_ptr(name.as_ptr()));
-            (
-                std::fs::File::from_raw_fd(master),
-                OwnedFd::from_raw_fd(slave),
+    /// `script` makes a pty in the run's own devpts, from a run without a terminal and from a
+    /// terminal run in a stricter sandbox (everything read-only but one directory, no network).
+    pub fn a_run_makes_ptys_of_its_own_in_any_sandbox() {
+        let state = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let containment = containment(state.path());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (out, _) = runtime.block_on(run(&containment, "script -qc tty /dev/null"));
+        assert_eq!(out.trim(), "/dev/pts/0", "{out:?}");
+
+        let strict = RunLimits {
+            no_network: true,
+            writable: Some(vec![work.path().to_path_buf()]),
+        };
+        let (mut run, master) = containment
+            .start_terminal(
+                &strict,
+                &sh("script -qc 'echo inner=$(tty)' /dev/null; echo outer=$(tty)"),
+                Path::new("/"),
+                (24, 80),
             )
-        }
+            .expect("started");
+        let mut master = std::fs::File::from(master);
+        let mut seen = String::new();
+        read_until(&mut master, &mut seen, "outer=/dev/pts/0");
+        assert!(seen.contains("inner=/dev/pts/1"), "{seen:?}");
+        let end = runtime
+            .block_on(run.done())
+            .expect("the run reports its end");
+        assert_eq!(end.status, Some(0), "{seen:?}");
     }
 
     /// Reads the master until `needle` shows up (bounded); returns all read so far.
@@ -133,16 +145,21 @@ mod linux {
     pub fn a_contained_run_owns_its_terminal_and_leaves_nothing_behind() {
         let state = tempfile::tempdir().unwrap();
         let containment = containment(state.path());
-        let (mut master, slave) = pty();
-        // /dev/tty opens only for a process with a controlling terminal; the setsid'd sleep
-        // must not outlive the run.
-        let script = "exec 3</dev/tty && echo ctty-ok; setsid -f sleep 1000; \
-                      read line; echo \"got $line\"";
-        let mut run = containment
-            .start_terminal(&RunLimits::default(), &sh(script), Path::new("/"), slave)
+        // /dev/tty opens only for a process with a controlling terminal; its terminal is the
+        // only pty in the run's own /dev/pts, and `tty` names it; the setsid'd sleep must not
+        // outlive the run.
+        let script = "exec 3</dev/tty && echo ctty-ok; echo \"tty=$(tty)\"; \
+                      echo \"pts=$(ls /dev/pts | tr '\\n' ' ')\"; stty size; \
+                      setsid -f sleep 1000; read line; echo \"got $line\"";
+        let (mut run, master) = containment
+            .start_terminal(&RunLimits::default(), &sh(script), Path::new("/"), (24, 91))
             .expect("started");
+        let mut master = std::fs::File::from(master);
         let mut seen = String::new();
         read_until(&mut master, &mut seen, "ctty-ok");
+        read_until(&mut master, &mut seen, "24 91");
+        assert!(seen.contains("tty=/dev/pts/0"), "{seen:?}");
+        assert!(seen.contains("pts=0 ptmx "), "{seen:?}");
         master.write_all(b"hello\n").unwrap();
         read_until(&mut master, &mut seen, "got hello");
         let runtime = tokio::runtime::Builder::new_current_thread()

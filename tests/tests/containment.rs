@@ -305,7 +305,9 @@ fn doctor_names_the_containment_this_machine_gives() {
     );
 }
 
-/// The way a person's daemon runs: not as root, so each run gets its own user namespace too.
+/// The way a person's daemon runs: not as root, so each run gets its own user namespace too;
+/// there too a run holds no capability, sees only its own terminals and changes no kernel
+/// setting.
 #[test]
 fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     let dir = tempfile::tempdir().unwrap();
@@ -341,12 +343,16 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     wait_for("the daemon to listen", Duration::from_secs(30), || {
         std::os::unix::net::UnixStream::connect(&socket).ok()
     });
-    let (script, env) = hidden_from_policy(
-        r#"id -u; ls -A "$S" | wc -l; ps -e -o comm= | grep -c .;
-           cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
-           setsid -f sleep 3041; echo done"#,
+    let (script, mut env) = hidden_from_policy(
+        &format!(
+            r#"id -u; ls -A "$S" | wc -l; ps -e -o comm= | grep -c .;
+               cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
+               {PRIVILEGES}; ls -A /dev/pts; python3 -c "$ATTACKS" 1 | grep -c refused;
+               setsid -f sleep 3041; echo done"#
+        ),
         json!({"S": root.join("state")}),
     );
+    env["ATTACKS"] = json!(KERNEL_ATTACKS);
     let cli = computer_tests::shell_run_cli(&json!({ "script": script }), &json!({ "env": env }));
     let cli: Vec<&str> = cli.iter().map(String::as_str).collect();
     let output = as_nobody(&cli).output().unwrap();
@@ -359,8 +365,14 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    // nobody's uid; an empty state dir; only the init, the shell, `ps` and `grep`; no secret.
-    assert_eq!(stdout(&reply), "65534\n0\n4\n0\ndone\n", "{reply}");
+    // nobody's uid; an empty state dir; only the init, the shell, `ps` and `grep`; no secret;
+    // no capability (not even in its user namespace); a /dev/pts of its own; every kernel
+    // attack refused.
+    assert_eq!(
+        stdout(&reply),
+        format!("65534\n0\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"),
+        "{reply}"
+    );
     assert!(
         reply["killed_processes"].as_u64().unwrap_or(0) >= 1,
         "{reply}"
@@ -615,4 +627,485 @@ fn zygotes_of(parent: i32) -> Vec<i32> {
         }
     }
     found
+}
+
+/// Terminals of another agent's session and of the person's, attacked from runs (Linux: the
+/// person's pty is named with `ptsname_r`).
+#[cfg(target_os = "linux")]
+mod terminals {
+    use super::*;
+
+    /// One `shell COMMAND` call through `computer call` as the agent whose token is given.
+    fn shell_as(
+        daemon: &Daemon,
+        token: &str,
+        command: &str,
+        args: Value,
+        complications: Value,
+    ) -> Value {
+        let out = daemon
+            .command()
+            .env("COMPUTER_TOKEN", token)
+            .args(["call", "shell", command, "--json", "--args"])
+            .arg(args.to_string())
+            .arg("--complications")
+            .arg(complications.to_string())
+            .output()
+            .expect("run computer call");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+            panic!(
+                "shell {command}: not JSON ({err}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    fn add_agent(daemon: &Daemon, name: &str) -> String {
+        let out = daemon.cli(&["agents", "add", name]);
+        assert!(out.status.success(), "{}", out.stderr);
+        out.stdout.trim().to_string()
+    }
+
+    /// Reads `session` (as `token`) until `pattern` shows in its new output; that output.
+    fn session_read_until(daemon: &Daemon, token: &str, session: u64, pattern: &str) -> String {
+        let read = shell_as(
+            daemon,
+            token,
+            "read",
+            json!({"session": session, "until": pattern}),
+            json!({"timeout_ms": 20000}),
+        );
+        assert_eq!(read["met"], true, "waiting for {pattern:?}: {read}");
+        read["output"].as_str().unwrap_or_default().to_string()
+    }
+
+    fn session_send(daemon: &Daemon, token: &str, session: u64, text: &str) {
+        let sent = shell_as(
+            daemon,
+            token,
+            "send",
+            json!({"session": session, "text": text}),
+            json!({}),
+        );
+        assert_eq!(sent["ok"], true, "send {text:?}: {sent}");
+    }
+
+    /// A pty of the test's own, in the machine's /dev/pts: the person's terminal. Its master
+    /// (non-blocking) and its terminal side's name.
+    fn persons_terminal() -> (std::fs::File, String) {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain libc calls on a descriptor we own; ptsname_r writes into our buffer.
+        unsafe {
+            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(master >= 0, "posix_openpt");
+            assert_eq!(libc::grantpt(master), 0);
+            assert_eq!(libc::unlockpt(master), 0);
+            assert_eq!(libc::fcntl(master, libc::F_SETFL, libc::O_NONBLOCK), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+            let name = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            (std::fs::File::from_raw_fd(master), name)
+        }
+    }
+
+    /// What the attacks below write into terminals: a fake prompt.
+    const FAKE_PROMPT: &str = "[sudo] password for root: ";
+    /// What the owner types into its session while they run.
+    const TYPED_SECRET: &str = "s3cret-typed-by-the-owner";
+
+    /// An agent's run, job and session go after another agent's terminal session (while it types a
+    /// secret) and the person's terminal: they find no terminal but their own in /dev/pts, cannot
+    /// open, read or write the others' by name, and the owner's session reads on unharmed.
+    #[test]
+    fn another_agents_run_job_and_session_cannot_reach_a_sessions_terminal_or_the_persons() {
+        let daemon = Daemon::start_with_config(ALLOW_SHELL);
+        let owner = add_agent(&daemon, "owner");
+        let intruder = add_agent(&daemon, "intruder");
+        let (mut person, person_tty) = persons_terminal();
+
+        // The owner's session, and the name its terminal has (inside its own run).
+        let opened = shell_as(
+            &daemon,
+            &owner,
+            "open",
+            json!({"argv": ["bash", "--norc", "--noprofile"]}),
+            json!({}),
+        );
+        let session = opened["session"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{opened}"));
+        session_send(
+            &daemon,
+            &owner,
+            session,
+            "tty; ls /dev/pts | tr '\\n' ' '; echo\n",
+        );
+        let named = session_read_until(&daemon, &owner, session, r"(?m)^[0-9 ]*ptmx");
+        let owner_tty = named
+            .split_whitespace()
+            .find(|word| word.starts_with("/dev/pts/"))
+            .unwrap_or_else(|| panic!("no tty named: {named}"))
+            .to_string();
+        // Its own pty, the only one in its own /dev/pts.
+        assert_eq!(owner_tty, "/dev/pts/0", "{named}");
+        assert!(named.contains("\n0 ptmx"), "{named}");
+        // A pty of its own, inside the session, as `script` makes one.
+        session_send(
+            &daemon,
+            &owner,
+            session,
+            "script -qc 'echo inner=$(tty)' /dev/null\n",
+        );
+        session_read_until(&daemon, &owner, session, r"inner=/dev/pts/1");
+        session_send(
+            &daemon,
+            &owner,
+            session,
+            "read -rs secret; echo \"typed=${#secret}\"\n",
+        );
+
+        // Every pty name the intruder could try: the owner's, the person's, and the first few.
+        let targets =
+            format!("{owner_tty} {person_tty} /dev/pts/[0-9]* /dev/pts/0 /dev/pts/1 /dev/pts/2");
+        let env = json!({"TARGETS": targets});
+        // A job that listens on every terminal it can open while the owner types.
+        let go = tempfile::tempdir().unwrap();
+        let stop = go.path().join("stop");
+        let job = shell_as(
+            &daemon,
+            &intruder,
+            "run",
+            json!({"script": format!(
+                "ls -A /dev/pts | tr '\\n' ' '; echo; \
+                 for p in $TARGETS; do (stty -F \"$p\" raw -echo; exec cat \"$p\") 2>/dev/null & done; \
+                 echo listening; while [ ! -e '{}' ]; do sleep 0.05; done; echo stopped",
+                stop.display()
+            )}),
+            json!({"env": env, "detach": true}),
+        );
+        assert_eq!(job["ok"], true, "{job}");
+        let job_id = job["job"].clone();
+        // "ptmx \nlistening\n": what it prints once its listeners are started.
+        wait_for("the job to listen", Duration::from_secs(30), || {
+            let status = shell_as(
+                &daemon,
+                &intruder,
+                "job",
+                json!({"op": "status", "id": job_id}),
+                json!({}),
+            );
+            (status["output_bytes"].as_u64().unwrap_or(0) >= 16).then_some(())
+        });
+
+        // A run that writes a fake prompt to every terminal it can name.
+        let writer_script = format!(
+            "ls -A /dev/pts | tr '\\n' ' '; echo; \
+             for p in $TARGETS; do printf '{FAKE_PROMPT}' 2>/dev/null > \"$p\" && echo \"wrote $p\"; done; true"
+        );
+        let run = shell_as(
+            &daemon,
+            &intruder,
+            "run",
+            json!({"script": writer_script}),
+            json!({"env": env}),
+        );
+        assert_eq!(run["ok"], true, "{run}");
+        assert_eq!(
+            stdout(&run),
+            "ptmx \n",
+            "a run sees a terminal in /dev/pts, or wrote to one: {run}"
+        );
+
+        // A session of the intruder's does the same from a terminal of its own: its /dev/pts holds
+        // that one terminal (which it may write to: it is its own).
+        let theirs = shell_as(
+            &daemon,
+            &intruder,
+            "open",
+            json!({"argv": ["bash", "--norc", "--noprofile"]}),
+            json!({"env": {"TARGETS": targets}}),
+        );
+        let their_session = theirs["session"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{theirs}"));
+        // The secret as a pattern that does not spell it, so that the echoed line does not either.
+        let hidden_secret = format!(
+            "{}[{}]{}",
+            &TYPED_SECRET[..1],
+            &TYPED_SECRET[1..2],
+            &TYPED_SECRET[2..]
+        );
+        session_send(
+            &daemon,
+            &intruder,
+            their_session,
+            &format!(
+                "echo \"seen=$(ls -A /dev/pts | tr '\\n' ' ')\"; \
+                 for p in $TARGETS; do printf '{FAKE_PROMPT}' 2>/dev/null > \"$p\"; done; \
+                 (stty -F {owner_tty} raw -echo; timeout 2 cat {owner_tty}) 2>/dev/null | grep -c '{hidden_secret}'; echo done-$((6*7))\n"
+            ),
+        );
+
+        // The owner types its secret meanwhile; its session goes on as if nothing happened.
+        session_send(&daemon, &owner, session, &format!("{TYPED_SECRET}\n"));
+        let typed = session_read_until(&daemon, &owner, session, r"typed=\d+");
+        assert!(
+            typed.contains(&format!("typed={}", TYPED_SECRET.len())),
+            "{typed}"
+        );
+        let seen_by_intruder = session_read_until(&daemon, &intruder, their_session, r"done-42");
+        assert!(
+            seen_by_intruder
+                .lines()
+                .any(|line| line.trim_end() == "seen=0 ptmx"),
+            "the intruder's session sees more than its own terminal: {seen_by_intruder}"
+        );
+        assert!(
+            !seen_by_intruder.contains(TYPED_SECRET),
+            "{seen_by_intruder}"
+        );
+
+        session_send(&daemon, &owner, session, "echo still-$((40+2))\n");
+        let after = session_read_until(&daemon, &owner, session, r"still-42");
+        let screen = shell_as(
+            &daemon,
+            &owner,
+            "screen",
+            json!({"session": session}),
+            json!({}),
+        );
+        for (what, text) in [
+            ("read", after.as_str()),
+            ("read", typed.as_str()),
+            ("screen", &screen.to_string()),
+        ] {
+            assert!(
+                !text.contains("[sudo]"),
+                "a fake prompt reached the owner's {what}: {text}"
+            );
+        }
+
+        // The job heard nothing of it.
+        std::fs::write(&stop, b"").unwrap();
+        let result = shell_as(
+            &daemon,
+            &intruder,
+            "job",
+            json!({"op": "result", "id": job_id, "wait_ms": 30000}),
+            json!({}),
+        );
+        assert_eq!(result["ok"], true, "{result}");
+        let heard = stdout(&result);
+        assert!(heard.starts_with("ptmx \nlistening\n"), "{result}");
+        assert!(
+            !heard.contains(TYPED_SECRET),
+            "the job read the owner's secret: {result}"
+        );
+
+        // Nor did anything reach the person's terminal.
+        let mut buf = [0u8; 4096];
+        let reached = std::io::Read::read(&mut person, &mut buf).unwrap_or(0);
+        assert_eq!(
+            String::from_utf8_lossy(&buf[..reached]),
+            "",
+            "something was written to the person's terminal {person_tty}"
+        );
+    }
+}
+
+/// The script that tries, from a run of a root daemon, what would reach beyond containment:
+/// each attempt prints `name refused ERRNO`, or `name WORKED`.
+const KERNEL_ATTACKS: &str = r#"
+import ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, act):
+    try:
+        if act() == -1:
+            print(name, "refused", errno.errorcode[ctypes.get_errno()])
+        else:
+            print(name, "WORKED")
+    except OSError as err:
+        print(name, "refused", errno.errorcode.get(err.errno, err.errno))
+def rewrite(path):
+    # The current value written back: harmless where it would succeed.
+    with open(path) as f:
+        value = f.read()
+    with open(path, "w") as f:
+        f.write(value)
+def open_for_writing(path):
+    os.close(os.open(path, os.O_WRONLY))
+attempt("core_pattern", lambda: rewrite("/proc/sys/kernel/core_pattern"))
+attempt("sysctl", lambda: rewrite("/proc/sys/vm/swappiness"))
+attempt("sysrq", lambda: open_for_writing("/proc/sysrq-trigger"))
+attempt("sys", lambda: open_for_writing("/sys/kernel/rcu_expedited"))
+attempt("module", lambda: libc.init_module(None, ctypes.c_ulong(0), b""))
+attempt("raw_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close())
+attempt("mount", lambda: libc.mount(b"none", b"/tmp", b"tmpfs", ctypes.c_ulong(0), None))
+attempt("ptrace_init", lambda: libc.ptrace(16, 1, None, None))
+attempt("ptrace_daemon", lambda: libc.ptrace(16, int(sys.argv[1]), None, None))
+attempt("hostname", lambda: libc.sethostname(b"taken", ctypes.c_size_t(5)))
+"#;
+
+/// Refusals a root daemon's run must meet in `KERNEL_ATTACKS`, in order. A kernel built
+/// without magic SysRq has no `/proc/sysrq-trigger` (ENOENT), one without loadable modules no
+/// `init_module` (ENOSYS): the attack cannot work there either.
+fn kernel_refused() -> String {
+    let sysrq = if Path::new("/proc/sysrq-trigger").exists() {
+        "EROFS"
+    } else {
+        "ENOENT"
+    };
+    let module = if Path::new("/proc/modules").exists() {
+        "EPERM"
+    } else {
+        "ENOSYS"
+    };
+    format!(
+        "core_pattern refused EROFS\nsysctl refused EROFS\nsysrq refused {sysrq}\n\
+         sys refused EROFS\nmodule refused {module}\nraw_socket refused EPERM\n\
+         mount refused EPERM\nptrace_init refused EPERM\nptrace_daemon refused ESRCH\n\
+         hostname refused EPERM\n"
+    )
+}
+
+/// A run's capability sets and no_new_privs, as its /proc/self/status says.
+const PRIVILEGES: &str =
+    "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status | tr -s '\\t ' ' '";
+const NO_PRIVILEGES: &str = "CapInh: 0000000000000000\nCapPrm: 0000000000000000\n\
+    CapEff: 0000000000000000\nCapBnd: 0000000000000000\nCapAmb: 0000000000000000\nNoNewPrivs: 1\n";
+
+/// A root daemon's runs (the harness runs as root) hold no capability and cannot change the
+/// kernel: core_pattern, sysctl, sysrq, /sys, module loading, raw sockets, mount, ptrace and
+/// the host name are all refused, and the machine's disks and consoles are not in their /dev;
+/// while a run still writes root's files, talks over the network and runs programs.
+#[test]
+fn a_root_daemons_runs_are_no_stronger_than_a_users() {
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs the suite to run as root"
+    );
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let core_pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+    let attacks = daemon.shell_run_json(
+        &json!({"script": format!(
+            "{PRIVILEGES}; python3 -c \"$ATTACKS\" {}", daemon.pid()
+        )}),
+        &json!({"env": {"ATTACKS": KERNEL_ATTACKS}}),
+    );
+    assert_eq!(attacks["ok"], true, "{attacks}");
+    assert_eq!(
+        stdout(&attacks),
+        format!("{NO_PRIVILEGES}{}", kernel_refused()),
+        "{attacks}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+        core_pattern
+    );
+
+    // Ordinary work beside it: root's own files, a program, the network over loopback.
+    let work = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Devices root owns: the machine's disks, consoles and the kernel log. A run as uid 0 could
+    // open each by its mode, capabilities or not; its own /dev holds none of them.
+    use std::os::unix::fs::FileTypeExt;
+    let mut devices: Vec<String> = std::fs::read_dir("/dev")
+        .unwrap()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let kind = entry.file_type().ok()?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            (kind.is_block_device()
+                || ["console", "kmsg", "tty1", "mem", "port"].contains(&name.as_str()))
+            .then(|| format!("/dev/{name}"))
+        })
+        .collect();
+    devices.sort();
+    assert!(devices.iter().any(|d| d == "/dev/console"), "{devices:?}");
+    let device_attack = daemon.shell_run_json(
+        &json!({"script": r#"for d in $DEVICES; do
+              head -c 1 "$d" >/dev/null 2>&1 && echo "read $d";
+              printf x 2>/dev/null >> "$d" && echo "wrote $d";
+            done; ls -A /dev | tr '\n' ' '"#}),
+        &json!({"env": {"DEVICES": devices.join(" ")}}),
+    );
+    let listed = stdout(&device_attack);
+    assert!(
+        !listed.contains("read ") && !listed.contains("wrote "),
+        "{device_attack}"
+    );
+    let allowed = [
+        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "mqueue", "dri",
+        "snd", "fd", "stdin", "stdout", "stderr",
+    ];
+    for entry in listed.split_whitespace() {
+        assert!(
+            allowed.contains(&entry),
+            "the run's /dev holds {entry}: {device_attack}"
+        );
+    }
+    assert!(
+        listed.contains("null") && listed.contains("pts"),
+        "{device_attack}"
+    );
+
+    let ordinary = daemon.shell_run_json(
+        &json!({"script": r#"id -u; echo note > "$WORK/notes.txt" && cat "$WORK/notes.txt";
+            python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5); s.sendall(b'hello'); s.close(); print('sent')" "$PORT""#}),
+        &json!({"env": {"WORK": work.path(), "PORT": port.to_string()}}),
+    );
+    assert_eq!(stdout(&ordinary), "0\nnote\nsent\n", "{ordinary}");
+    let (mut peer, _) = listener.accept().unwrap();
+    let mut got = String::new();
+    std::io::Read::read_to_string(&mut peer, &mut got).unwrap();
+    assert_eq!(got, "hello");
+}
+
+/// A write to a hidden path fails with an error, never vanishing into a mask: the config, a
+/// file in the state dir, the sockets' directory.
+#[test]
+fn writes_to_hidden_paths_fail_loudly() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let config_before = sha256_of(&daemon.config);
+    let attack = run(
+        &daemon,
+        r#"printf '[defaults]\nact = "allow"\n' > "$CFG" && echo config-written;
+           printf x >> "$CFG" && echo config-appended;
+           touch "$STATE/planted" && echo state-written;
+           touch "$SOCK_DIR/planted" && echo sockets-written;
+           wc -c < "$CFG""#,
+        json!({
+            "CFG": daemon.config,
+            "STATE": daemon.state,
+            "SOCK_DIR": daemon.socket.parent().unwrap(),
+        }),
+    );
+    assert_eq!(
+        stdout(&attack),
+        "0\n",
+        "a write to a hidden path succeeded, or the masked config is not empty: {attack}"
+    );
+    assert_eq!(attack["ok"], true, "{attack}");
+    let errors = attack["stderr"].as_str().unwrap_or_default();
+    assert_eq!(
+        errors.matches("Read-only file system").count(),
+        4,
+        "each write says why it failed: {attack}"
+    );
+    assert_eq!(sha256_of(&daemon.config), config_before, "config changed");
+    assert!(!daemon.state.join("planted").exists());
+    // An ordinary write beside them succeeds.
+    let work = tempfile::tempdir().unwrap();
+    let ordinary = run(
+        &daemon,
+        r#"printf ok > "$WORK/file" && cat "$WORK/file""#,
+        json!({"WORK": work.path()}),
+    );
+    assert_eq!(stdout(&ordinary), "ok", "{ordinary}");
 }

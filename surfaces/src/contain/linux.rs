@@ -32,18 +32,40 @@ use std::sync::{Arc, Mutex};
 use super::zygote::{self, Request, Zygote};
 use super::{ContainError, ExecSpec, RunEnd, RunLimits};
 
-/// Capabilities a root daemon's runs lose: those that would undo the masks (mount, setns),
-/// reach around them (open_by_handle_at, raw devices) or reach other processes (ptrace).
-const ROOT_DROPPED_CAPS: &[u32] = &[
-    2,  // CAP_DAC_READ_SEARCH: open_by_handle_at walks around mounts
-    16, // CAP_SYS_MODULE
-    17, // CAP_SYS_RAWIO
-    18, // CAP_SYS_CHROOT
-    19, // CAP_SYS_PTRACE
-    21, // CAP_SYS_ADMIN: mount, umount, setns
-    22, // CAP_SYS_BOOT
-    27, // CAP_MKNOD
+/// Kernel settings and interfaces made read-only in every run, once mounted: a write to
+/// `core_pattern` would make the kernel run a program as root outside containment, `sysrq-trigger`
+/// reboots, `/sys` holds cgroups, devices and tunables. Those absent on a machine are skipped.
+const KERNEL_READ_ONLY: &[&std::ffi::CStr] = &[
+    c"/proc/sys",
+    c"/proc/sysrq-trigger",
+    c"/proc/irq",
+    c"/proc/bus",
+    c"/proc/fs",
+    c"/sys",
 ];
+
+/// The device nodes a root daemon's run finds in its own `/dev` (as the machine's, when it has
+/// them): what ordinary programs open. Disks, consoles, input devices and the like are not
+/// there: a run as uid 0 could open every node root owns, capabilities or not.
+const OWN_DEV_NODES: &[&std::ffi::CStr] = &[
+    c"null", c"zero", c"full", c"random", c"urandom", c"tty", c"ptmx",
+];
+/// Directories of the machine's `/dev` a root daemon's run finds in its own, bound in whole:
+/// shared memory and message queues programs share with the desktop, graphics and sound.
+const OWN_DEV_DIRS: &[&std::ffi::CStr] = &[c"shm", c"mqueue", c"dri", c"snd"];
+/// Symbolic links of every `/dev`.
+const OWN_DEV_LINKS: &[(&std::ffi::CStr, &std::ffi::CStr)] = &[
+    (c"fd", c"/proc/self/fd"),
+    (c"stdin", c"/proc/self/fd/0"),
+    (c"stdout", c"/proc/self/fd/1"),
+    (c"stderr", c"/proc/self/fd/2"),
+];
+
+/// The empty file every masked file is covered with: on a read-only tmpfs, so that a write to
+/// a masked file fails (EROFS) instead of vanishing as one to `/dev/null` would. It is made on
+/// `/dev/pts` before the run's own devpts is mounted there, which hides it.
+const MASK_FILE_DIR: &std::ffi::CStr = c"/dev/pts";
+const MASK_FILE: &std::ffi::CStr = c"/dev/pts/computer-hidden";
 
 /// A record on the report pipe: a tag and three numbers, written in one `write` (atomic, as it
 /// is shorter than PIPE_BUF).
@@ -72,6 +94,12 @@ const STAGES: &[&str] = &[
     "changing to the working directory",
     "watching for the program's end",
     "taking the terminal as the session's controlling terminal",
+    "making the empty file masks are made of",
+    "mounting the run's own /dev/pts",
+    "making kernel settings read-only",
+    "dropping capabilities",
+    "opening the run's own terminal",
+    "making the run's own /dev",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -92,6 +120,12 @@ pub(super) const STAGE_SUPERVISOR: i32 = 15;
 const STAGE_CWD: i32 = 16;
 const STAGE_SIGNALS: i32 = 17;
 const STAGE_TERMINAL: i32 = 18;
+const STAGE_MASK_SOURCE: i32 = 19;
+const STAGE_DEVPTS: i32 = 20;
+const STAGE_KERNEL_READ_ONLY: i32 = 21;
+const STAGE_CAPABILITIES: i32 = 22;
+const STAGE_OPEN_TERMINAL: i32 = 23;
+const STAGE_OWN_DEV: i32 = 24;
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -110,7 +144,7 @@ pub(super) struct Plan {
     pub(super) pins: Vec<CString>,
     /// Directories covered by an empty read-only tmpfs.
     pub(super) masked_dirs: Vec<CString>,
-    /// Files (and sockets) covered by a read-only bind of /dev/null.
+    /// Files (and sockets) covered by a read-only bind of an empty file on a read-only tmpfs.
     pub(super) masked_files: Vec<CString>,
     /// This run gets an empty network namespace.
     pub(super) no_network: bool,
@@ -162,7 +196,7 @@ impl Plan {
         };
         let namespaces = if uid == 0 {
             "mount and PID namespaces per run (no user namespace: the daemon is root, so runs \
-             lose the mount, ptrace and raw-device capabilities instead)"
+             run as root with every capability dropped)"
         } else {
             "user, mount and PID namespaces per run"
         };
@@ -172,8 +206,10 @@ impl Plan {
             .map(|p| p.display().to_string())
             .collect();
         let described = format!(
-            "{namespaces}; hidden from runs: {}; a run sees only its own processes, and \
-             everything it started is killed when it ends",
+            "{namespaces}; hidden from runs: {}; a run sees only its own processes and its own \
+             terminals (a private /dev/pts), holds no capability, cannot gain privileges \
+             (no_new_privs), finds /proc/sys and /sys read-only, and everything it started is \
+             killed when it ends",
             hidden_list.join(", ")
         );
         Ok(Plan {
@@ -263,7 +299,7 @@ impl Launcher {
         cwd: &Path,
         with_stdin: bool,
     ) -> Result<Started, ContainError> {
-        let request = request_for(limits, exec, cwd, false)?;
+        let request = request_for(limits, exec, cwd, None)?;
         let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stdin, stdin_r) = if with_stdin {
@@ -282,17 +318,36 @@ impl Launcher {
         })
     }
 
-    /// Starts `exec` contained on `terminal` (a pty's slave side): its stdin, stdout and
-    /// stderr, and the controlling terminal of the new session the program leads.
+    /// Starts `exec` contained on a terminal of its own: a pty made by the run's init in the
+    /// run's private devpts (so that no other run, and nothing outside, can open its terminal
+    /// side), `rows` by `cols`, that is the program's stdin, stdout, stderr and the controlling
+    /// terminal of the new session it leads. Returns the run and the pty's master side, which
+    /// the init sends back over a socket of this run's.
     pub(super) fn start_terminal(
         &self,
         limits: &RunLimits,
         exec: &ExecSpec,
         cwd: &Path,
-        terminal: OwnedFd,
-    ) -> Result<Run, ContainError> {
-        let request = request_for(limits, exec, cwd, true)?;
-        self.hand_over(&request, [&terminal, &terminal, &terminal])
+        (rows, cols): (u16, u16),
+    ) -> Result<(Run, OwnedFd), ContainError> {
+        let request = request_for(limits, exec, cwd, Some((rows, cols)))?;
+        let (ours, theirs) = zygote::seqpacket_pair().map_err(setup("the terminal's socket"))?;
+        let mut run = self.hand_over(&request, [&theirs, &theirs, &theirs])?;
+        drop(theirs);
+        // The daemon holds the master after the run ends: the slot's devpts must never serve
+        // another run, which could open the pty's terminal side again.
+        run.reusable = false;
+        match receive_terminal(&ours, PROBE_LIMIT_MS) {
+            Some(master) => Ok((run, master)),
+            // The init reported why (and closed its end of the socket), or was lost.
+            None => Err(match run.wait_blocking(PROBE_LIMIT_MS) {
+                Err(err) => err,
+                Ok(_) => ContainError::Setup {
+                    stage: STAGES[STAGE_OPEN_TERMINAL as usize],
+                    source: io::Error::other("the run ended without sending its terminal"),
+                },
+            }),
+        }
     }
 
     /// Hands `request` and the run's stdio to the zygote; returns the daemon's side of it.
@@ -342,8 +397,33 @@ impl Launcher {
             stop: Some(stop),
             done: None,
             slot,
+            reusable: true,
             zygote: Some(self.zygote.clone()),
         })
+    }
+}
+
+/// Waits (at most `limit_ms`) for the master side of a run's terminal on `socket`; `None` when
+/// the run's init closed its end without sending it.
+fn receive_terminal(socket: &OwnedFd, limit_ms: i32) -> Option<OwnedFd> {
+    let mut poll = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: poll reads and writes the one pollfd we own.
+        let ready = unsafe { libc::poll(&mut poll, 1, limit_ms) };
+        if ready < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        if ready <= 0 {
+            return None;
+        }
+        return match zygote::recv_message(socket.as_raw_fd(), libc::MSG_DONTWAIT) {
+            Ok(Some((zygote::MESSAGE_TERMINAL, fds))) if fds.len() == 1 => fds.into_iter().next(),
+            _ => None,
+        };
     }
 }
 
@@ -357,7 +437,7 @@ fn request_for(
     limits: &RunLimits,
     exec: &ExecSpec,
     cwd: &Path,
-    terminal: bool,
+    terminal: Option<(u16, u16)>,
 ) -> Result<Request, ContainError> {
     Ok(Request {
         no_network: limits.no_network,
@@ -419,6 +499,8 @@ pub(super) struct Run {
     done: Option<RunEnd>,
     /// The slot the run was handed to directly, given back when the run ends cleanly.
     slot: Option<OwnedFd>,
+    /// Whether its slot may serve another run (not after a terminal run: see `start_terminal`).
+    reusable: bool,
     /// Told once the run has ended: its slot comes back, or a new one is asked for.
     zygote: Option<Arc<Mutex<Zygote>>>,
 }
@@ -434,7 +516,7 @@ impl Run {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match self.slot.take() {
-            Some(slot) if clean => zygote.give_back(slot),
+            Some(slot) if clean && self.reusable => zygote.give_back(slot),
             // Its init ends when it finds the socket closed.
             _ => {}
         }
@@ -742,7 +824,6 @@ fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {
 
 /// What the program's clone needs: C data made before it, read until the exec.
 struct Launch<'a> {
-    plan: &'a Plan,
     terminal: bool,
     report: RawFd,
     path: &'a CString,
@@ -769,7 +850,7 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     // (CLONE_VFORK).
     unsafe {
         let launch = &*(arg as *const Launch);
-        prepare_program(launch.plan);
+        prepare_program();
         if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
             write_record(launch.report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
             libc::_exit(127);
@@ -832,9 +913,46 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 fail_later(slot, STAGE_MASK_DIR);
             }
         }
+        if !plan.masked_files.is_empty() {
+            // An empty file on a tmpfs made read-only (its superblock, not only this mount),
+            // so that every bind of it refuses writes, whatever a writable limit clears.
+            if libc::mount(
+                c"computer-hidden".as_ptr(),
+                MASK_FILE_DIR.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                c"size=4k,mode=0500".as_ptr().cast(),
+            ) != 0
+            {
+                fail_later(slot, STAGE_MASK_SOURCE);
+            }
+            let made = libc::open(
+                MASK_FILE.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o400,
+            );
+            if made < 0 {
+                fail_later(slot, STAGE_MASK_SOURCE);
+            }
+            libc::close(made);
+            if libc::mount(
+                none,
+                MASK_FILE_DIR.as_ptr(),
+                none,
+                libc::MS_REMOUNT
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV
+                    | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+            {
+                fail_later(slot, STAGE_MASK_SOURCE);
+            }
+        }
         for file in &plan.masked_files {
             if libc::mount(
-                c"/dev/null".as_ptr(),
+                MASK_FILE.as_ptr(),
                 file.as_ptr(),
                 none,
                 libc::MS_BIND,
@@ -844,12 +962,40 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                     none,
                     file.as_ptr(),
                     none,
-                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+                    libc::MS_BIND
+                        | libc::MS_REMOUNT
+                        | libc::MS_RDONLY
+                        | libc::MS_NOSUID
+                        | libc::MS_NODEV
+                        | libc::MS_NOEXEC,
                     std::ptr::null(),
                 ) != 0
             {
                 fail_later(slot, STAGE_MASK_FILE);
             }
+        }
+        if !plan.rootless && !own_dev() {
+            fail_later(slot, STAGE_OWN_DEV);
+        }
+        // The run's own terminals: a devpts instance of its own on /dev/pts (hiding the empty
+        // file above), its ptmx as /dev/ptmx. No pty of another run, of a session, or of the
+        // person's is there to open.
+        if libc::mount(
+            c"devpts".as_ptr(),
+            c"/dev/pts".as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"newinstance,ptmxmode=0666,mode=0620".as_ptr().cast(),
+        ) != 0
+            || libc::mount(
+                c"/dev/pts/ptmx".as_ptr(),
+                c"/dev/ptmx".as_ptr(),
+                none,
+                libc::MS_BIND,
+                std::ptr::null(),
+            ) != 0
+        {
+            fail_later(slot, STAGE_DEVPTS);
         }
         if let Some(writable) = &plan.writable {
             // Everything read-only, then each writable path a fresh bind with the flag cleared.
@@ -880,6 +1026,28 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         {
             fail_later(slot, STAGE_PROC);
         }
+        // After the writable paths, so that none of them can make these writable again.
+        for path in KERNEL_READ_ONLY {
+            if libc::access(path.as_ptr(), libc::F_OK) != 0 {
+                continue;
+            }
+            if libc::mount(
+                path.as_ptr(),
+                path.as_ptr(),
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ) != 0
+                || set_read_only(path, true) != 0
+            {
+                fail_later(slot, STAGE_KERNEL_READ_ONLY);
+            }
+        }
+        // Nothing more to mount: from here on the init, and every run it serves, holds no
+        // capability and can gain none (no setuid bit or file capability counts).
+        if !drop_all_capabilities() {
+            fail_later(slot, STAGE_CAPABILITIES);
+        }
         // What the run will need, made while nothing waits on it: the watch on the program's
         // end, and the stack its clone starts on (touched now, so its pages are not faulted in
         // on the run's path).
@@ -902,7 +1070,7 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 _ => libc::_exit(0),
             };
-            serve_run(plan, slot, fds, children, null, &stack);
+            serve_run(slot, fds, children, null, &stack);
         }
     }
 }
@@ -910,7 +1078,6 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
 /// Runs one request in the init, reports its end, and returns once every process of it is
 /// gone (the next run must find nothing of this one).
 unsafe fn serve_run(
-    plan: &Plan,
     slot: RawFd,
     mut fds: Vec<OwnedFd>,
     children: RawFd,
@@ -930,16 +1097,40 @@ unsafe fn serve_run(
             report_setup_error(report, STAGE_CWD, errno());
             return;
         }
-        for (from, to) in [
-            (zygote::FD_STDIN, 0),
-            (zygote::FD_STDOUT, 1),
-            (zygote::FD_STDERR, 2),
-        ] {
-            libc::dup2(fds[from].as_raw_fd(), to);
+        if let Some(size) = request.terminal {
+            // The run's terminal, made here in the run's own devpts: its master side goes back
+            // to the daemon over the socket that came as the run's stdin.
+            let terminal = match open_terminal(size) {
+                Ok(terminal) => terminal,
+                Err(errno) => {
+                    report_setup_error(report, STAGE_OPEN_TERMINAL, errno);
+                    return;
+                }
+            };
+            let sent = zygote::send_message(
+                fds[zygote::FD_STDIN].as_raw_fd(),
+                zygote::MESSAGE_TERMINAL,
+                &[terminal.master.as_raw_fd()],
+                libc::MSG_DONTWAIT,
+            );
+            if let Err(err) = sent {
+                report_setup_error(report, STAGE_OPEN_TERMINAL, err.raw_os_error().unwrap_or(0));
+                return;
+            }
+            for fd in 0..3 {
+                libc::dup2(terminal.slave.as_raw_fd(), fd);
+            }
+        } else {
+            for (from, to) in [
+                (zygote::FD_STDIN, 0),
+                (zygote::FD_STDOUT, 1),
+                (zygote::FD_STDERR, 2),
+            ] {
+                libc::dup2(fds[from].as_raw_fd(), to);
+            }
         }
         let launch = Launch {
-            plan,
-            terminal: request.terminal,
+            terminal: request.terminal.is_some(),
             report,
             path: &request.program,
             argv: pointers(&request.argv),
@@ -1052,6 +1243,104 @@ unsafe fn drain(signals: RawFd) {
     while unsafe { libc::read(signals, info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
+/// Covers `/dev` with a read-only tmpfs holding only [`OWN_DEV_NODES`] (made anew with the
+/// machine's numbers and modes), [`OWN_DEV_DIRS`] (bound from the machine's), the usual links
+/// and an empty `pts` for the run's devpts. For a root daemon's runs (in the init, which still
+/// holds the capabilities to make nodes). Whether it all held.
+unsafe fn own_dev() -> bool {
+    // SAFETY: system calls on paths and descriptors of this function; stat buffers we own.
+    unsafe {
+        let none = std::ptr::null::<libc::c_char>();
+        // The machine's /dev, reachable through this descriptor once covered.
+        let machine = libc::open(
+            c"/dev".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if machine < 0 {
+            return false;
+        }
+        let machine = OwnedFd::from_raw_fd(machine);
+        let mut nodes = Vec::new();
+        for name in OWN_DEV_NODES {
+            let mut stat: libc::stat = std::mem::zeroed();
+            if libc::fstatat(machine.as_raw_fd(), name.as_ptr(), &mut stat, 0) == 0
+                && stat.st_mode & libc::S_IFMT == libc::S_IFCHR
+            {
+                nodes.push((*name, stat.st_mode, stat.st_rdev));
+            }
+        }
+        if libc::mount(
+            c"computer-dev".as_ptr(),
+            c"/dev".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"size=64k,mode=0755".as_ptr().cast(),
+        ) != 0
+        {
+            return false;
+        }
+        let dev = libc::open(
+            c"/dev".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if dev < 0 {
+            return false;
+        }
+        let dev = OwnedFd::from_raw_fd(dev);
+        for (name, mode, rdev) in nodes {
+            if libc::mknodat(dev.as_raw_fd(), name.as_ptr(), mode, rdev) != 0 {
+                return false;
+            }
+            // mknod applies the umask; the machine's mode is what programs expect.
+            if libc::fchmodat(dev.as_raw_fd(), name.as_ptr(), mode & 0o7777, 0) != 0 {
+                return false;
+            }
+        }
+        for (name, target) in OWN_DEV_LINKS {
+            if libc::symlinkat(target.as_ptr(), dev.as_raw_fd(), name.as_ptr()) != 0 {
+                return false;
+            }
+        }
+        if libc::mkdirat(dev.as_raw_fd(), c"pts".as_ptr(), 0o755) != 0 {
+            return false;
+        }
+        for name in OWN_DEV_DIRS {
+            let mut stat: libc::stat = std::mem::zeroed();
+            if libc::fstatat(machine.as_raw_fd(), name.as_ptr(), &mut stat, 0) != 0
+                || stat.st_mode & libc::S_IFMT != libc::S_IFDIR
+            {
+                continue;
+            }
+            let from = CString::new(format!(
+                "/proc/self/fd/{}/{}",
+                machine.as_raw_fd(),
+                name.to_string_lossy()
+            ))
+            .expect("no NUL");
+            let to = CString::new(format!("/dev/{}", name.to_string_lossy())).expect("no NUL");
+            if libc::mkdirat(dev.as_raw_fd(), name.as_ptr(), 0o755) != 0
+                || libc::mount(
+                    from.as_ptr(),
+                    to.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ) != 0
+            {
+                return false;
+            }
+        }
+        // Nothing can be added to it: no node, no hard link to one.
+        libc::mount(
+            none,
+            c"/dev".as_ptr(),
+            none,
+            libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ) == 0
+    }
+}
+
 /// Sets or clears the read-only flag on the mount at `path` and every mount beneath it.
 unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long {
     #[repr(C)]
@@ -1137,36 +1426,72 @@ unsafe fn count_processes() -> i32 {
     }
 }
 
-/// The program's last steps before exec: a clean signal mask, no capability that would undo
-/// the masks, no descriptor beyond stdin, stdout and stderr.
-unsafe fn prepare_program(plan: &Plan) {
+/// The program's last steps before exec: a clean signal mask, no descriptor beyond stdin,
+/// stdout and stderr. (It holds no capability already: the init dropped them all.)
+unsafe fn prepare_program() {
     // SAFETY: system calls only.
     unsafe {
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        if !plan.rootless {
-            for &cap in ROOT_DROPPED_CAPS {
-                libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong);
-            }
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL,
-                0,
-                0,
-                0,
-            );
-            drop_effective(ROOT_DROPPED_CAPS);
-        }
         // Close-on-exec rather than close: the report pipe must stay open until the exec, to
         // tell of its failure.
         close_from(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     }
 }
 
-/// Removes `caps` from this process's effective, permitted and inheritable sets; with them out
-/// of the bounding set too, an exec as root does not regain them.
-unsafe fn drop_effective(caps: &[u32]) {
+/// A pty made in this process's devpts (the run's own): its master side and its terminal side,
+/// both close-on-exec and neither this process's controlling terminal.
+struct Terminal {
+    master: OwnedFd,
+    slave: OwnedFd,
+}
+
+/// Opens a new pty of `(rows, cols)` through `/dev/ptmx`; the errno of the step that failed.
+unsafe fn open_terminal((rows, cols): (u16, u16)) -> Result<Terminal, i32> {
+    // SAFETY: open and ioctls on descriptors this function owns, with arguments of the types
+    // the kernel expects.
+    unsafe {
+        let master = libc::open(
+            c"/dev/ptmx".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if master < 0 {
+            return Err(errno());
+        }
+        let master = OwnedFd::from_raw_fd(master);
+        let unlock: libc::c_int = 0;
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        if libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) != 0
+            || libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) != 0
+        {
+            return Err(errno());
+        }
+        // The terminal side opened from the master itself: no path lookup to go astray.
+        let slave = libc::ioctl(
+            master.as_raw_fd(),
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if slave < 0 {
+            return Err(errno());
+        }
+        Ok(Terminal {
+            master,
+            slave: OwnedFd::from_raw_fd(slave),
+        })
+    }
+}
+
+/// Drops every capability of this process, from its bounding, ambient, inheritable, permitted
+/// and effective sets, and sets `no_new_privs`: what it starts (as root too) holds none and can
+/// gain none, by a setuid program or file capabilities. Whether it all held.
+fn drop_all_capabilities() -> bool {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -1184,22 +1509,37 @@ unsafe fn drop_effective(caps: &[u32]) {
         version: VERSION_3,
         pid: 0,
     };
-    let mut data = [Data {
+    let none = [Data {
         effective: 0,
         permitted: 0,
         inheritable: 0,
     }; 2];
-    // SAFETY: capget/capset read and write the structures we own, laid out as the kernel's.
+    // SAFETY: prctl with integer arguments; capset reads the structures we own, laid out as
+    // the kernel's.
     unsafe {
-        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
-            return;
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return false;
         }
-        for &cap in caps {
-            let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
-            data[word].effective &= !bit;
-            data[word].permitted &= !bit;
-            data[word].inheritable &= !bit;
+        // Every capability the kernel knows, until it says there is no such one. The bounding
+        // set goes first: dropping from it needs CAP_SETPCAP, which the capset below removes.
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                if errno() == libc::EINVAL {
+                    break;
+                }
+                return false;
+            }
         }
-        libc::syscall(libc::SYS_capset, &mut header, data.as_ptr());
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return false;
+        }
+        libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) == 0
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! # Layout
 //! - `linux.rs`: a user (unless the daemon is root), mount and PID namespace per run; the
-//!   daemon's paths are masked, `/proc` shows only the run.
+//!   daemon's paths are masked, `/proc` shows only the run, `/dev/pts` only its own terminals,
+//!   kernel settings are read-only, and runs hold no capability (a root daemon's included).
 //! - `zygote.rs`: the small process, started from the daemon's binary, that forks each run's
 //!   supervisor and keeps the next run's sandbox prepared.
 //! - `macos.rs`: a Seatbelt profile (`sandbox-exec`) denying the same paths and signals.
@@ -225,22 +226,24 @@ impl Containment {
         Err(ContainError::Unavailable(self.status.detail.clone()))
     }
 
-    /// Starts `exec` contained on `terminal`, a pty's slave side (opened `O_NOCTTY`): the
-    /// program leads a new session with it as controlling terminal, stdin, stdout and stderr.
-    /// Stopping the run ends every process of it, setsid and double forks included.
+    /// Starts `exec` contained on a terminal of its own, `rows` by `cols`: a pty made inside
+    /// the run, in its private devpts, so that no other run (and nothing outside the daemon)
+    /// can open its terminal side. The program leads a new session with it as controlling
+    /// terminal, stdin, stdout and stderr. Returns the run and the pty's master side. Stopping
+    /// the run ends every process of it, setsid and double forks included.
     pub fn start_terminal(
         &self,
         limits: &RunLimits,
         exec: &ExecSpec,
         cwd: &Path,
-        terminal: std::os::fd::OwnedFd,
-    ) -> Result<RunHandle, ContainError> {
+        (rows, cols): (u16, u16),
+    ) -> Result<(RunHandle, std::os::fd::OwnedFd), ContainError> {
         #[cfg(target_os = "linux")]
         if let Some(launcher) = &self.launcher {
-            let run = launcher.start_terminal(limits, exec, cwd, terminal)?;
-            return Ok(RunHandle { inner: run });
+            let (run, master) = launcher.start_terminal(limits, exec, cwd, (rows, cols))?;
+            return Ok((RunHandle { inner: run }, master));
         }
-        let _ = (limits, exec, cwd, terminal);
+        let _ = (limits, exec, cwd, rows, cols);
         Err(ContainError::Unavailable(self.status.detail.clone()))
     }
 

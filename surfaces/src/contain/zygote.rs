@@ -36,6 +36,9 @@ pub(super) const MESSAGE_WANT_SLOT: u8 = b'W';
 pub(super) const MESSAGE_SLOT: u8 = b'S';
 /// A slot's init to the daemon: everything of the last run is gone; send the next.
 pub(super) const MESSAGE_READY: u8 = b'Y';
+/// A slot's init to the daemon, on a terminal run's own socket: the master side of the pty it
+/// made for the run in the run's devpts.
+pub(super) const MESSAGE_TERMINAL: u8 = b'T';
 
 /// How many prepared slots the daemon asks for ahead: one for the next run, one for a run
 /// beside it.
@@ -58,9 +61,11 @@ pub(super) const FD_STOP: usize = 5;
 pub(super) struct Request {
     pub no_network: bool,
     pub writable: Option<Vec<CString>>,
-    /// The program leads a session of its own whose controlling terminal is its stdin (a
-    /// pty's slave side), as a terminal session's shell must.
-    pub terminal: bool,
+    /// When set (rows, columns), the run's init makes a pty of that size in the run's own
+    /// devpts, sends its master side back over the socket that travels as the run's stdin, and
+    /// the program leads a session of its own with the terminal side as its controlling
+    /// terminal, stdin, stdout and stderr, as a terminal session's shell must.
+    pub terminal: Option<(u16, u16)>,
     pub program: CString,
     pub cwd: CString,
     pub argv: Vec<CString>,
@@ -78,7 +83,10 @@ impl Request {
         out.flag(self.no_network);
         out.flag(self.writable.is_some());
         out.list(self.writable.as_deref().unwrap_or_default());
-        out.flag(self.terminal);
+        out.flag(self.terminal.is_some());
+        let (rows, cols) = self.terminal.unwrap_or_default();
+        out.number(u32::from(rows));
+        out.number(u32::from(cols));
         out.bytes(self.program.as_bytes());
         out.bytes(self.cwd.as_bytes());
         out.list(&self.argv);
@@ -91,10 +99,13 @@ impl Request {
         let no_network = input.flag()?;
         let has_writable = input.flag()?;
         let writable = input.list()?;
+        let has_terminal = input.flag()?;
+        let rows = u16::try_from(input.number()?).ok()?;
+        let cols = u16::try_from(input.number()?).ok()?;
         let request = Request {
             no_network,
             writable: has_writable.then_some(writable),
-            terminal: input.flag()?,
+            terminal: has_terminal.then_some((rows, cols)),
             program: input.c_string()?,
             cwd: input.c_string()?,
             argv: input.list()?,
@@ -154,6 +165,10 @@ struct Writer(Vec<u8>);
 impl Writer {
     fn flag(&mut self, value: bool) {
         self.0.push(u8::from(value));
+    }
+
+    fn number(&mut self, value: u32) {
+        self.0.extend_from_slice(&value.to_le_bytes());
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
@@ -333,7 +348,8 @@ pub(super) fn recv_message(socket: RawFd, flags: i32) -> io::Result<Option<(u8, 
     }
 }
 
-fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A connected pair of SOCK_SEQPACKET sockets, close-on-exec.
+pub(super) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two new descriptors into the array we own.
     if unsafe {
@@ -785,7 +801,7 @@ mod tests {
         let request = Request {
             no_network: true,
             writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
-            terminal: true,
+            terminal: Some((30, 100)),
             program: c("/bin/sh"),
             cwd: c("/home/p"),
             argv: vec![c("sh"), c("-c"), c("echo é; true")],
@@ -797,7 +813,7 @@ mod tests {
         assert_eq!(back.writable, request.writable);
         assert_eq!(back.argv, request.argv);
         assert_eq!(back.env, request.env);
-        assert!(back.terminal);
+        assert_eq!(back.terminal, Some((30, 100)));
         assert!(!back.uses_default_limits());
 
         let plain = Request {
@@ -826,6 +842,9 @@ mod tests {
         with_nul.flag(false);
         with_nul.flag(false);
         with_nul.0.extend_from_slice(&0u32.to_le_bytes());
+        with_nul.flag(false);
+        with_nul.number(0);
+        with_nul.number(0);
         with_nul.bytes(b"/bin/t\0rue");
         assert!(Request::decode(&with_nul.0).is_none());
     }

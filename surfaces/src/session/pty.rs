@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -65,6 +65,28 @@ pub(super) fn spawn(
     let failed = |what: &str, err: &dyn std::fmt::Display| SurfaceError::Failed {
         message: format!("the session could not start: {what}: {err}"),
     };
+    if containment.starts_runs() {
+        // The pty is made inside the run, in its own devpts: no other run can open its
+        // terminal side. The daemon gets the master side only.
+        let (handle, master) = containment
+            .start_terminal(limits, exec, cwd, (size.rows, size.cols))
+            .map_err(|err| SurfaceError::Failed {
+                message: format!("the session could not be contained, so it did not start: {err}"),
+            })?;
+        let master = ContainedMaster(master);
+        let reader = master
+            .try_clone_reader()
+            .map_err(|err| failed("reading the pty", &err))?;
+        let writer = master
+            .take_writer()
+            .map_err(|err| failed("writing the pty", &err))?;
+        return Ok(Spawned {
+            master: Box::new(master),
+            reader,
+            writer,
+            process: contained(handle),
+        });
+    }
     let pair = portable_pty::native_pty_system()
         .openpty(size)
         .map_err(|err| failed("opening a pty", &err))?;
@@ -77,27 +99,7 @@ pub(super) fn spawn(
         .take_writer()
         .map_err(|err| failed("writing the pty", &err))?;
 
-    let process = if containment.starts_runs() {
-        // The contained program gets the slave side as its own descriptor; the daemon keeps
-        // none, so that the pty reads end when the session's last process is gone.
-        let tty = pair
-            .master
-            .tty_name()
-            .ok_or_else(|| failed("naming the pty", &"the pty has no name"))?;
-        let terminal = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
-            .open(&tty)
-            .map_err(|err| failed("opening the pty's terminal side", &err))?;
-        drop(pair.slave);
-        let handle = containment
-            .start_terminal(limits, exec, cwd, OwnedFd::from(terminal))
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("the session could not be contained, so it did not start: {err}"),
-            })?;
-        contained(handle)
-    } else {
+    let process = {
         let mut command = std::process::Command::new(&exec.program);
         command.args(exec.argv.iter().skip(1));
         command.env_clear();
@@ -150,7 +152,66 @@ pub(super) fn spawn(
     })
 }
 
-use std::os::unix::fs::OpenOptionsExt;
+/// The master side of a pty made inside a contained run (see `Containment::start_terminal`):
+/// read, written and resized as portable-pty's own.
+struct ContainedMaster(OwnedFd);
+
+impl ContainedMaster {
+    fn file(&self) -> std::io::Result<std::fs::File> {
+        Ok(std::fs::File::from(self.0.try_clone()?))
+    }
+}
+
+impl MasterPty for ContainedMaster {
+    fn resize(&self, size: PtySize) -> anyhow::Result<()> {
+        let winsize = libc::winsize {
+            ws_row: size.rows,
+            ws_col: size.cols,
+            ws_xpixel: size.pixel_width,
+            ws_ypixel: size.pixel_height,
+        };
+        // SAFETY: TIOCSWINSZ reads the winsize we own from a descriptor we own.
+        if unsafe { libc::ioctl(self.0.as_raw_fd(), libc::TIOCSWINSZ, &winsize) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(())
+    }
+
+    fn get_size(&self) -> anyhow::Result<PtySize> {
+        // SAFETY: TIOCGWINSZ writes into the winsize we own.
+        let mut winsize: libc::winsize = unsafe { std::mem::zeroed() };
+        if unsafe { libc::ioctl(self.0.as_raw_fd(), libc::TIOCGWINSZ, &mut winsize) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(PtySize {
+            rows: winsize.ws_row,
+            cols: winsize.ws_col,
+            pixel_width: winsize.ws_xpixel,
+            pixel_height: winsize.ws_ypixel,
+        })
+    }
+
+    fn try_clone_reader(&self) -> anyhow::Result<Box<dyn Read + Send>> {
+        Ok(Box::new(self.file()?))
+    }
+
+    fn take_writer(&self) -> anyhow::Result<Box<dyn Write + Send>> {
+        Ok(Box::new(self.file()?))
+    }
+
+    fn process_group_leader(&self) -> Option<libc::pid_t> {
+        None
+    }
+
+    fn as_raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.0.as_raw_fd())
+    }
+
+    /// Its name is the run's (`/dev/pts/N` of the run's own devpts), meaningless out here.
+    fn tty_name(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+}
 
 /// The environment variable that marks every process of an uncontained session.
 const MARKER_VAR: &str = "COMPUTER_SESSION";
