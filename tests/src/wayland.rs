@@ -202,11 +202,7 @@ impl Sway {
 
     /// A screenshot by `grim` (screencopy through its own client), as a PNG file's bytes.
     pub fn grim(&self, path: &Path) -> Vec<u8> {
-        let status = self
-            .command("grim")
-            .arg(path)
-            .status()
-            .expect("grim runs");
+        let status = self.command("grim").arg(path).status().expect("grim runs");
         assert!(status.success(), "grim failed");
         std::fs::read(path).expect("grim's png")
     }
@@ -215,8 +211,8 @@ impl Sway {
 /// `foot` running `cat` in raw mode into a file: every byte the keys produce lands there.
 pub struct TypingTarget {
     _app: App,
-    pid: u32,
-    file: std::path::PathBuf,
+    pub pid: u32,
+    pub file: PathBuf,
 }
 
 impl TypingTarget {
@@ -232,9 +228,11 @@ impl TypingTarget {
         let pid = app.pid();
         sway.wait_view(pid);
         // The shell has set the terminal raw once the file exists (cat opened it).
-        wait_for("foot's cat to open its file", Duration::from_secs(20), || {
-            file.exists().then_some(())
-        });
+        wait_for(
+            "foot's cat to open its file",
+            Duration::from_secs(20),
+            || file.exists().then_some(()),
+        );
         TypingTarget {
             _app: app,
             pid,

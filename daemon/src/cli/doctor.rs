@@ -120,7 +120,9 @@ pub async fn run(json_output: bool) -> u8 {
         for (name, availability) in &surfaces {
             match availability {
                 Availability::Ready => match backend_of(&registry, *name) {
-                    Some(backend) => println!("  {name:<12} ready\n  {:<12} backend: {backend}", ""),
+                    Some(backend) => {
+                        println!("  {name:<12} ready\n  {:<12} backend: {backend}", "")
+                    }
                     None => println!("  {name:<12} ready"),
                 },
                 Availability::Unavailable { reason, fix } => {

@@ -91,7 +91,9 @@ fn choose() -> Chosen {
     let backend = Arc::new(wayland::Backend::new());
     let protocols = backend.protocols();
     let reached = protocols.is_some();
-    let wlroots = protocols.as_ref().is_some_and(wayland::Protocols::is_wlroots);
+    let wlroots = protocols
+        .as_ref()
+        .is_some_and(wayland::Protocols::is_wlroots);
     if !wlroots && let Some(d) = display {
         return x11(format!(
             "WAYLAND_DISPLAY={socket} {}, so DISPLAY={d} (Xwayland) is used: only X11 apps are \
@@ -165,7 +167,8 @@ pub(crate) fn backend_name() -> &'static str {
 /// The surface over one backend, with its readiness logged.
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 fn surface_over<B: desktop::Backend>(backend: Arc<B>) -> Arc<dyn Surface> {
-    if let crate::Availability::Unavailable { reason, .. } = desktop::Backend::availability(&*backend)
+    if let crate::Availability::Unavailable { reason, .. } =
+        desktop::Backend::availability(&*backend)
     {
         tracing::info!(%reason, "gui backend's display not reachable now");
     }
@@ -217,9 +220,9 @@ pub fn evidence() -> Option<Arc<dyn EvidenceCapture>> {
         // Without Screen Recording permission a capture shows only the desktop wallpaper and
         // the menu bar: offering evidence then would receipt pictures that prove nothing.
         let PlatformBackend::MacOs(backend) = &chosen().backend;
-        backend.can_capture().then(|| {
-            Arc::new(surface::Evidence::new(backend.clone())) as Arc<dyn EvidenceCapture>
-        })
+        backend
+            .can_capture()
+            .then(|| Arc::new(surface::Evidence::new(backend.clone())) as Arc<dyn EvidenceCapture>)
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {

@@ -695,7 +695,11 @@ fn pointer_point<D: Desktop>(
 fn offered_commands(offers: impl Fn(&str) -> bool) -> &'static [CommandSpec] {
     static CHOSEN: std::sync::Mutex<Vec<&'static [CommandSpec]>> =
         std::sync::Mutex::new(Vec::new());
-    let wanted: Vec<CommandSpec> = COMMANDS.iter().filter(|c| offers(c.name)).copied().collect();
+    let wanted: Vec<CommandSpec> = COMMANDS
+        .iter()
+        .filter(|c| offers(c.name))
+        .copied()
+        .collect();
     if wanted.len() == COMMANDS.len() {
         return COMMANDS;
     }
@@ -1382,9 +1386,8 @@ fn refuse_if_targets_protected<D: Desktop>(
     protected: &ProtectedProcesses,
 ) -> Result<(), Failure> {
     // A window whose process the backend cannot tell may be an approver's: deny when in doubt.
-    let is_protected = |w: &WindowInfo| {
-        w.pid.is_some_and(|pid| protected.contains(pid)) || !conn.knows_owner(w)
-    };
+    let is_protected =
+        |w: &WindowInfo| w.pid.is_some_and(|pid| protected.contains(pid)) || !conn.knows_owner(w);
     let refused = |what: String| {
         Failure::Surface(SurfaceError::Refused {
             message: format!(

@@ -16,12 +16,11 @@ use std::time::{Duration, Instant};
 
 use wayland_client::globals::{GlobalListContents, registry_queue_init};
 use wayland_client::protocol::{
-    wl_buffer::WlBuffer, wl_keyboard, wl_output, wl_output::WlOutput, wl_pointer, wl_registry::WlRegistry,
-    wl_seat::WlSeat, wl_shm, wl_shm::WlShm, wl_shm_pool::WlShmPool,
+    wl_buffer::WlBuffer, wl_keyboard, wl_output, wl_output::WlOutput, wl_pointer,
+    wl_registry::WlRegistry, wl_seat::WlSeat, wl_shm, wl_shm::WlShm, wl_shm_pool::WlShmPool,
 };
 use wayland_client::{
-    Connection, Dispatch, EventQueue, Proxy, QueueHandle, WEnum, delegate_noop,
-    event_created_child,
+    Connection, Dispatch, EventQueue, Proxy, QueueHandle, WEnum, delegate_noop, event_created_child,
 };
 use wayland_protocols::xdg::xdg_output::zv1::client::{
     zxdg_output_manager_v1::ZxdgOutputManagerV1, zxdg_output_v1, zxdg_output_v1::ZxdgOutputV1,
@@ -43,14 +42,22 @@ use self::virtual_keyboard::{
     zwp_virtual_keyboard_manager_v1::ZwpVirtualKeyboardManagerV1,
     zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1,
 };
-use super::desktop::{self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
+use super::desktop::{
+    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+};
 use super::keys::{Combo, char_keysym};
 use super::wayland_keymap::{self as keymap, Layout};
 use super::wayland_sway;
 use crate::Availability;
 
 /// The virtual-keyboard protocol, generated from its XML (no crate in the tree carries it).
-#[allow(dead_code, non_camel_case_types, unused_imports, missing_docs, clippy::all)]
+#[allow(
+    dead_code,
+    non_camel_case_types,
+    unused_imports,
+    missing_docs,
+    clippy::all
+)]
 mod virtual_keyboard {
     use wayland_client;
     use wayland_client::protocol::*;
@@ -261,9 +268,9 @@ impl WlConn {
         let (globals, mut queue) = registry_queue_init::<State>(&conn)
             .map_err(|err| unavailable(format!("the compositor's globals: {err}")))?;
         let qh = queue.handle();
-        let names: Vec<String> = globals.contents().with_list(|list| {
-            list.iter().map(|g| g.interface.clone()).collect()
-        });
+        let names: Vec<String> = globals
+            .contents()
+            .with_list(|list| list.iter().map(|g| g.interface.clone()).collect());
         let offered = |name: &str| names.iter().any(|n| n == name);
         let mut protocols = Protocols {
             ext_image_copy_capture: offered("ext_image_copy_capture_manager_v1"),
@@ -288,12 +295,11 @@ impl WlConn {
         });
         for (index, name) in outputs.iter().enumerate() {
             let version = globals.contents().with_list(|list| {
-                list.iter().find(|g| g.name == *name).map_or(1, |g| g.version)
+                list.iter()
+                    .find(|g| g.name == *name)
+                    .map_or(1, |g| g.version)
             });
-            let output: WlOutput =
-                globals
-                    .registry()
-                    .bind(*name, version.min(4), &qh, index);
+            let output: WlOutput = globals.registry().bind(*name, version.min(4), &qh, index);
             state.outputs.push(Output {
                 proxy: Some(output),
                 scale: 1,
@@ -388,7 +394,9 @@ impl WlConn {
     /// Handles events that arrived without a roundtrip: reads what the socket holds now.
     fn dispatch_waiting(&self, queue: &mut Queue) -> DisplayResult<()> {
         let Queue { queue, state } = queue;
-        queue.flush().map_err(|err| failed(format!("flush: {err}")))?;
+        queue
+            .flush()
+            .map_err(|err| failed(format!("flush: {err}")))?;
         if let Some(guard) = queue.prepare_read() {
             match guard.read() {
                 Ok(_) => {}
@@ -423,7 +431,8 @@ impl WlConn {
         Ok(rects.fold(first, |a, b| {
             let x = a.x.min(b.x);
             let y = a.y.min(b.y);
-            let right = (i64::from(a.x) + i64::from(a.width)).max(i64::from(b.x) + i64::from(b.width));
+            let right =
+                (i64::from(a.x) + i64::from(a.width)).max(i64::from(b.x) + i64::from(b.width));
             let bottom =
                 (i64::from(a.y) + i64::from(a.height)).max(i64::from(b.y) + i64::from(b.height));
             Rect {
@@ -531,11 +540,10 @@ impl WlConn {
                 return Err(failed("the compositor refused the capture"));
             }
         }
-        let (format, width, height, stride) = queue
-            .state
-            .capture
-            .shm
-            .ok_or_else(|| failed("the compositor offers no shared-memory buffer to copy into"))?;
+        let (format, width, height, stride) =
+            queue.state.capture.shm.ok_or_else(|| {
+                failed("the compositor offers no shared-memory buffer to copy into")
+            })?;
         let format = match format {
             WEnum::Value(format) => format,
             WEnum::Unknown(code) => return Err(failed(format!("unknown pixel format {code:#x}"))),
@@ -585,7 +593,9 @@ impl WlConn {
     /// Blocks until at least one event is handled or the deadline passes.
     fn wait_event(&self, queue: &mut Queue, deadline: Instant, what: &str) -> DisplayResult<()> {
         let Queue { queue, state } = queue;
-        queue.flush().map_err(|err| failed(format!("flush: {err}")))?;
+        queue
+            .flush()
+            .map_err(|err| failed(format!("flush: {err}")))?;
         if queue
             .dispatch_pending(state)
             .map_err(|err| failed(format!("dispatch: {err}")))?
@@ -931,9 +941,8 @@ fn matching_view<'v>(
     toplevels: &[&Toplevel],
     views: &'v [wayland_sway::SwayView],
 ) -> Option<&'v wayland_sway::SwayView> {
-    let same = |v: &&wayland_sway::SwayView| {
-        v.app_id == toplevel.app_id && v.title == toplevel.title
-    };
+    let same =
+        |v: &&wayland_sway::SwayView| v.app_id == toplevel.app_id && v.title == toplevel.title;
     let twins = toplevels
         .iter()
         .filter(|t| t.app_id == toplevel.app_id && t.title == toplevel.title)
@@ -1058,7 +1067,12 @@ impl Dispatch<WlOutput, usize> for State {
         };
         match event {
             wl_output::Event::Geometry { x, y, .. } => output.position = (x, y),
-            wl_output::Event::Mode { flags, width, height, .. } => {
+            wl_output::Event::Mode {
+                flags,
+                width,
+                height,
+                ..
+            } => {
                 if matches!(flags, WEnum::Value(f) if f.contains(wl_output::Mode::Current)) {
                     output.mode = (width, height);
                 }
@@ -1184,9 +1198,9 @@ impl Dispatch<ZwlrForeignToplevelHandleV1, ()> for State {
             }
             zwlr_foreign_toplevel_handle_v1::Event::State { state: states } => {
                 let activated = zwlr_foreign_toplevel_handle_v1::State::Activated as u32;
-                toplevel.activated = states
-                    .chunks_exact(4)
-                    .any(|word| u32::from_ne_bytes([word[0], word[1], word[2], word[3]]) == activated);
+                toplevel.activated = states.chunks_exact(4).any(|word| {
+                    u32::from_ne_bytes([word[0], word[1], word[2], word[3]]) == activated
+                });
             }
             zwlr_foreign_toplevel_handle_v1::Event::Closed => {
                 toplevel.closed = true;
