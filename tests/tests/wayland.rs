@@ -437,3 +437,85 @@ async fn keys_are_refused_when_the_focused_window_cannot_be_confirmed() {
     target.wait_typed(b"ok");
     daemon.assert_chain_holds();
 }
+
+/// A hostile agent acts on an approver's terminal on Wayland: a click on it, keys while it has
+/// the focus, focusing it are refused (sway tells its pid). Windows whose owner cannot be told
+/// (two with the same app id and title, which sway's facts cannot be joined to) may be an
+/// approver's: pointer input is refused while one is open and approvers are connected. A click
+/// on an ordinary window works before that.
+#[tokio::test(flavor = "multi_thread")]
+async fn input_on_an_approver_is_refused_on_wayland_even_where_owners_are_unknown() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let sway = Sway::shared();
+    let daemon = daemon();
+    let ordinary = ClickApp::launch("wayland-ordinary-window");
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/as_approver.py");
+    let control = daemon.control_socket();
+    let approver = sway.launch(
+        "foot",
+        &[
+            "--app-id",
+            "approver-terminal",
+            "--title",
+            "approver-terminal",
+            "python3",
+            script.to_str().unwrap(),
+            control.to_str().unwrap(),
+            "cat",
+        ],
+    );
+    let window = window_of(&daemon, approver.pid()).await;
+    let (x, y) = (
+        window["x"].as_i64().unwrap() + 20,
+        window["y"].as_i64().unwrap() + 20,
+    );
+    // Refused once the approver inside the terminal has connected.
+    let mut clicked = Value::Null;
+    for _ in 0..200 {
+        clicked = gui(&daemon, "click", json!({"x": x, "y": y})).await;
+        if clicked["ok"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.assert_refused_as_targeting_an_approver(&clicked, "gui click on the approver");
+    let focus = gui(&daemon, "focus", json!({"window": window["id"]})).await;
+    daemon.assert_refused_as_targeting_an_approver(&focus, "gui focus of the approver");
+    let typed = gui(&daemon, "type", json!({"text": "y\n"})).await;
+    daemon.assert_refused_as_targeting_an_approver(&typed, "gui type into the approver");
+
+    // An ordinary window's owner is known: clicking it works.
+    let target = window_of(&daemon, ordinary.pid).await;
+    let point =
+        json!({"x": target["x"].as_i64().unwrap() + 30, "y": target["y"].as_i64().unwrap() + 30});
+    let out = gui(&daemon, "click", point.clone()).await;
+    assert_eq!(out["ok"], true, "{out}");
+    ordinary.next_click();
+
+    // Twins whose owners cannot be told: any of them may be an approver's.
+    let _twins: Vec<App> = (0..2)
+        .map(|_| sway.launch("foot", &["--app-id", "twin", "--title", "twin", "cat"]))
+        .collect();
+    wait_for("both twins listed", Duration::from_secs(20), || {
+        (sway
+            .views()
+            .iter()
+            .filter(|v| v["app_id"] == "twin")
+            .count()
+            == 2)
+            .then_some(())
+    });
+    let listed = gui(&daemon, "windows", json!({})).await;
+    let twins: Vec<&Value> = listed["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["app"] == "twin")
+        .collect();
+    assert_eq!(twins.len(), 2, "{listed}");
+    assert!(twins.iter().all(|w| w["pid"].is_null()), "{listed}");
+    let out = gui(&daemon, "click", point).await;
+    daemon.assert_refused_as_targeting_an_approver(&out, "a click while owners are unknown");
+    daemon.assert_chain_holds();
+}
