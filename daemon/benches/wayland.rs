@@ -74,7 +74,7 @@ fn main() {
         .map(|w| w["id"].clone())
         .expect("the typing target is listed");
     gui(&mut client, "focus", json!({"window": id}));
-    let text = "héllo wörld ✓ 日本語 🙂 ÆØÅ abc12";
+    let text = "héllo wörld ✓ 日本語 🙂 ÆØÅ abc12xyz";
     assert_eq!(text.chars().count(), 32);
     let typing_runs = 20;
     let mut expected = Vec::new();

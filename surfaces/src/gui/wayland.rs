@@ -631,14 +631,25 @@ impl WlConn {
             .map_err(|err| failed(format!("dispatch: {err}")))
     }
 
+    /// The windows as the events read so far tell (the background reader keeps them current).
     pub fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
+        self.windows_as_of(false)
+    }
+
+    /// The windows; with `confirmed`, after a roundtrip, so that every change the compositor
+    /// made before now is in (what keys are checked against right before they are sent).
+    fn windows_as_of(&self, confirmed: bool) -> DisplayResult<Vec<WindowInfo>> {
         if !self.protocols.foreign_toplevel {
             return Err(failed(
                 "the compositor offers no foreign-toplevel protocol: windows cannot be listed",
             ));
         }
         let mut queue = self.lock_queue();
-        self.sync(&mut queue)?;
+        if confirmed {
+            self.sync(&mut queue)?;
+        } else {
+            self.dispatch_waiting(&mut queue)?;
+        }
         let monitors: Vec<wayland_client::backend::ObjectId> = queue
             .state
             .outputs
@@ -695,7 +706,11 @@ impl WlConn {
     /// The activated toplevel, which keys reach; None when no window is activated (the focus
     /// is on no window, or on a panel or lock screen the protocol does not list).
     pub fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
-        Ok(self.windows()?.iter().find(|w| w.focused).map(|w| w.id))
+        Ok(self
+            .windows_as_of(true)?
+            .iter()
+            .find(|w| w.focused)
+            .map(|w| w.id))
     }
 
     /// Activates `window` and waits (bounded) until the compositor reports it activated.
