@@ -88,8 +88,7 @@ fn choose() -> Chosen {
             (None, _) => "neither WAYLAND_DISPLAY nor DISPLAY is set".into(),
         });
     };
-    let backend = Arc::new(wayland::Backend::new());
-    let protocols = backend.protocols();
+    let protocols = wayland::advertised();
     let reached = protocols.is_some();
     let wlroots = protocols
         .as_ref()
@@ -105,9 +104,12 @@ fn choose() -> Chosen {
             }
         ));
     }
+    let backend = Arc::new(wayland::Backend::new());
+    // Connects now: the virtual pointer and keyboard then exist long before the first call.
+    let _ = backend.protocols();
     let compositor = compositor_name();
     let description = match &protocols {
-        Some(p) => format!(
+        Some(p) if p.is_wlroots() => format!(
             "wayland-wlroots ({}; {compositor}); chosen because WAYLAND_DISPLAY={socket} and the \
              compositor offers the wlroots protocols; missing: {}; Xwayland apps: {}",
             p.used().join(", "),
@@ -117,6 +119,11 @@ fn choose() -> Chosen {
             } else {
                 "none reachable (no DISPLAY)"
             }
+        ),
+        Some(_) => format!(
+            "wayland; chosen because WAYLAND_DISPLAY={socket} and DISPLAY is not set, but the \
+             compositor offers none of the wlroots protocols ({compositor}): GNOME and KDE are \
+             not supported yet"
         ),
         None => format!(
             "wayland-wlroots ({compositor}); chosen because WAYLAND_DISPLAY={socket}, but the \

@@ -158,6 +158,26 @@ impl Protocols {
     }
 }
 
+/// The protocols the compositor at `WAYLAND_DISPLAY` advertises, read from its registry
+/// without binding any; None when it cannot be reached.
+pub fn advertised() -> Option<Protocols> {
+    let conn = Connection::connect_to_env().ok()?;
+    let (globals, _queue) = registry_queue_init::<State>(&conn).ok()?;
+    let names: Vec<String> = globals
+        .contents()
+        .with_list(|list| list.iter().map(|g| g.interface.clone()).collect());
+    let offered = |name: &str| names.iter().any(|n| n == name);
+    Some(Protocols {
+        screencopy: offered("zwlr_screencopy_manager_v1"),
+        foreign_toplevel: offered("zwlr_foreign_toplevel_manager_v1"),
+        virtual_pointer: offered("zwlr_virtual_pointer_manager_v1"),
+        virtual_keyboard: offered("zwp_virtual_keyboard_manager_v1"),
+        xdg_output: offered("zxdg_output_manager_v1"),
+        ext_image_copy_capture: offered("ext_image_copy_capture_manager_v1"),
+        ext_foreign_toplevel_list: offered("ext_foreign_toplevel_list_v1"),
+    })
+}
+
 /// A monitor as the compositor describes it.
 #[derive(Debug, Clone, Default)]
 struct Output {
