@@ -22,7 +22,9 @@ case "$(uname -s)" in
     # secrets: a Secret Service (gnome-keyring) and secret-tool, which the keychain suite and
     # bench cross-check against; anchors: ImageMagick's `import`; and the tools tests call
     # (systemd-analyze checks the user unit `computer service install` writes); terminal
-    # sessions: vim for their suite, tmux as their benchmark's anchor.
+    # sessions: vim for their suite, tmux as their benchmark's anchor; Wayland: a wlroots
+    # compositor that runs headless (sway), grim (an independent screencopy capture), wtype (the
+    # typing benchmark's anchor) and foot (a terminal the Wayland suite types into).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -31,6 +33,7 @@ case "$(uname -s)" in
       gnome-keyring libsecret-tools keyutils bubblewrap
       imagemagick perl util-linux coreutils procps python3 python3-pip
       systemd vim tmux
+      sway grim wtype foot
     )
     missing=()
     for package in "${wanted[@]}"; do

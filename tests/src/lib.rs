@@ -6,10 +6,13 @@
 //! - [`desktop`]: the desktop surface suites drive: a private headless one on Linux (Xvfb,
 //!   openbox, D-Bus, AT-SPI), the session's own on macOS.
 //! - [`keyring`]: a real Secret Service (gnome-keyring) on a private bus, for the keychain suite.
+//! - [`wayland`]: a private headless sway (wlroots) for the Wayland suite (Linux).
 
 pub mod desktop;
 #[cfg(target_os = "linux")]
 pub mod keyring;
+#[cfg(target_os = "linux")]
+pub mod wayland;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

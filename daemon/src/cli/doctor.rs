@@ -93,7 +93,7 @@ pub async fn run(json_output: bool) -> u8 {
             "config": {"path": config_path, "status": config_status},
             "containment": containment,
             "keychain": keychain,
-            "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability})).collect::<Vec<_>>(),
+            "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability, "backend": backend_of(&registry, *name)})).collect::<Vec<_>>(),
         });
         println!("{report}");
     } else {
@@ -119,7 +119,12 @@ pub async fn run(json_output: bool) -> u8 {
         println!("surfaces");
         for (name, availability) in &surfaces {
             match availability {
-                Availability::Ready => println!("  {name:<12} ready"),
+                Availability::Ready => match backend_of(&registry, *name) {
+                    Some(backend) => {
+                        println!("  {name:<12} ready\n  {:<12} backend: {backend}", "")
+                    }
+                    None => println!("  {name:<12} ready"),
+                },
                 Availability::Unavailable { reason, fix } => {
                     println!(
                         "  {name:<12} unavailable: {reason}\n  {:<12} fix: {fix}",
@@ -139,6 +144,12 @@ pub async fn run(json_output: bool) -> u8 {
     } else {
         exit::OK
     }
+}
+
+/// The backend a surface of this registry uses here, and for the gui why it was chosen and what
+/// the session lacks (the running daemon may have chosen otherwise in its own environment).
+fn backend_of(registry: &Registry, name: SurfaceName) -> Option<&'static str> {
+    registry.get(name).map(|surface| surface.backend())
 }
 
 /// The macOS privacy permissions this binary holds (Automation for System Events and Finder,

@@ -1,6 +1,6 @@
 //! The contract between the gui surface and a platform backend: geometry, pixels, window and
 //! monitor facts, and the `Desktop` (one open connection to the screen and input) and `Backend`
-//! (how connections are made and dropped) traits that X11 and macOS implement.
+//! (how connections are made and dropped) traits that X11, wlroots Wayland and macOS implement.
 
 use std::sync::Arc;
 
@@ -112,6 +112,22 @@ pub trait Desktop: Send + Sync + 'static {
     fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
         Ok(self.windows()?.iter().find(|w| w.focused).map(|w| w.id))
     }
+    /// Whether keys are refused while `keyboard_target` cannot tell their window. On X11 keys
+    /// may go to an unknown window unless a terminal is open; on Wayland the focus may be on
+    /// a surface no protocol lists (a panel, a lock screen), so keys go only to a known window.
+    fn focus_must_be_known(&self) -> bool {
+        false
+    }
+    /// Whether the backend knows `window`'s process and place: where it does not (a Wayland
+    /// compositor that tells neither), input near it is refused while approvers are connected,
+    /// since the window may be one of theirs.
+    fn knows_owner(&self, _window: &WindowInfo) -> bool {
+        true
+    }
+    /// Whether `cursor` can read the pointer position (no Wayland protocol lets a client).
+    fn reads_cursor(&self) -> bool {
+        true
+    }
     fn cursor(&self) -> DisplayResult<(i32, i32)>;
     fn move_to(&self, x: i32, y: i32) -> DisplayResult<()>;
     /// Clicks `count` times, at `at` or where the pointer is.
@@ -136,6 +152,11 @@ pub trait Backend: Send + Sync + 'static {
     fn conn(&self) -> Result<Arc<Self::Conn>, Availability>;
     /// Drops a connection that failed, so the next use makes a new one.
     fn forget(&self, broken: &Arc<Self::Conn>);
+    /// Whether `command` works with this backend here (what the compositor offers); the tool
+    /// lists only those that do.
+    fn offers(&self, _command: &str) -> bool {
+        true
+    }
     fn availability(&self) -> Availability {
         match self.conn() {
             Ok(_) => Availability::Ready,

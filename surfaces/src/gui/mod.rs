@@ -1,6 +1,8 @@
 //! The gui surface: screenshots, windows, pointer and keyboard; and the evidence capturer.
-//! On Linux the backend is X11 (x11rb: GetImage, EWMH, RandR, XTEST); on macOS it is xcap
-//! captures and CoreGraphics events; other platforms have none in this build.
+//! On Linux the backend is chosen at run time from what the session offers: a wlroots-style
+//! Wayland compositor (screencopy, foreign-toplevel, virtual pointer and keyboard) or X11
+//! (x11rb: GetImage, EWMH, RandR, XTEST); on macOS it is xcap captures and CoreGraphics
+//! events; other platforms have none in this build.
 //!
 //! # Layout
 //! - `desktop`: the platform-neutral contract (`Desktop`, `Backend`) and its types.
@@ -8,6 +10,8 @@
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
 //! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
 //! - `x11` (Linux), `macos` and `macos_keys` (macOS): the backends.
+//! - `wayland` (Linux), with `wayland_keymap` (the virtual keyboard's keymaps) and
+//!   `wayland_sway` (window rectangles and pids from sway's IPC): the wlroots backend.
 
 use std::sync::Arc;
 
@@ -24,44 +28,175 @@ mod macos_keys;
 mod surface;
 pub mod terminal;
 #[cfg(target_os = "linux")]
+mod wayland;
+#[cfg(target_os = "linux")]
+mod wayland_keymap;
+#[cfg(target_os = "linux")]
+mod wayland_sway;
+#[cfg(target_os = "linux")]
 mod x11;
 
-#[cfg(target_os = "linux")]
-type PlatformBackend = x11::Backend;
-#[cfg(target_os = "macos")]
-type PlatformBackend = macos::Backend;
-
+/// The backend this process drives, chosen once (the surface and the evidence capturer share
+/// its connection), with why it was chosen.
 #[cfg(any(target_os = "linux", target_os = "macos"))]
-fn backend() -> Arc<PlatformBackend> {
-    // One connection for the surface and the evidence capturer.
-    static BACKEND: std::sync::OnceLock<Arc<PlatformBackend>> = std::sync::OnceLock::new();
-    BACKEND
-        .get_or_init(|| Arc::new(PlatformBackend::new()))
-        .clone()
+struct Chosen {
+    backend: PlatformBackend,
+    /// What `computer doctor` and the log say: the backend, why, and what is missing.
+    description: String,
 }
 
-/// What the log says about the backend.
 #[cfg(target_os = "linux")]
-const BACKEND_NAME: &str = "x11 (x11rb: GetImage, EWMH, RandR, XTEST)";
+enum PlatformBackend {
+    X11(Arc<x11::Backend>),
+    Wayland(Arc<wayland::Backend>),
+}
 #[cfg(target_os = "macos")]
-const BACKEND_NAME: &str = "macos (xcap captures, CoreGraphics events)";
+enum PlatformBackend {
+    MacOs(Arc<macos::Backend>),
+}
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn chosen() -> &'static Chosen {
+    static CHOSEN: std::sync::OnceLock<Chosen> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let chosen = choose();
+        tracing::info!(backend = %chosen.description, "gui backend chosen");
+        chosen
+    })
+}
+
+/// The Linux choice: Wayland when the session is a Wayland one whose compositor offers the
+/// wlroots protocols; X11 when DISPLAY is set and the compositor offers none of them (GNOME and
+/// KDE: X11 apps through Xwayland), or in an X11 session; else the Wayland backend, which says
+/// what is missing.
+#[cfg(target_os = "linux")]
+fn choose() -> Chosen {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let wayland_display = var("WAYLAND_DISPLAY");
+    let display = var("DISPLAY");
+    let session = var("XDG_SESSION_TYPE");
+    let x11 = |why: String| Chosen {
+        backend: PlatformBackend::X11(Arc::new(x11::Backend::new())),
+        description: format!("x11 (x11rb: GetImage, EWMH, RandR, XTEST); chosen because {why}"),
+    };
+    let Some(socket) = wayland_display else {
+        return x11(match (display, session) {
+            (Some(d), _) => format!("DISPLAY={d} is set and WAYLAND_DISPLAY is not"),
+            (None, Some(s)) if s == "wayland" => "XDG_SESSION_TYPE=wayland but WAYLAND_DISPLAY \
+                                                  is not set, so no compositor can be reached"
+                .into(),
+            (None, _) => "neither WAYLAND_DISPLAY nor DISPLAY is set".into(),
+        });
+    };
+    let protocols = wayland::advertised();
+    let reached = protocols.is_some();
+    let wlroots = protocols
+        .as_ref()
+        .is_some_and(wayland::Protocols::is_wlroots);
+    if !wlroots && let Some(d) = display {
+        return x11(format!(
+            "WAYLAND_DISPLAY={socket} {}, so DISPLAY={d} (Xwayland) is used: only X11 apps are \
+             seen and driven",
+            if reached {
+                "offers none of the wlroots protocols (GNOME and KDE are not supported yet)"
+            } else {
+                "cannot be reached now"
+            }
+        ));
+    }
+    let backend = Arc::new(wayland::Backend::new());
+    // Connects now: the virtual pointer and keyboard then exist long before the first call.
+    let _ = backend.protocols();
+    let compositor = compositor_name();
+    let description = match &protocols {
+        Some(p) if p.is_wlroots() => format!(
+            "wayland-wlroots ({}; {compositor}); chosen because WAYLAND_DISPLAY={socket} and the \
+             compositor offers the wlroots protocols; missing: {}; Xwayland apps: {}",
+            p.used().join(", "),
+            p.missing().join("; "),
+            if display.is_some() {
+                "not driven by this backend (start a second daemon with DISPLAY only)"
+            } else {
+                "none reachable (no DISPLAY)"
+            }
+        ),
+        Some(_) => format!(
+            "wayland; chosen because WAYLAND_DISPLAY={socket} and DISPLAY is not set, but the \
+             compositor offers none of the wlroots protocols ({compositor}): GNOME and KDE are \
+             not supported yet"
+        ),
+        None => format!(
+            "wayland-wlroots ({compositor}); chosen because WAYLAND_DISPLAY={socket}, but the \
+             compositor cannot be reached now"
+        ),
+    };
+    Chosen {
+        backend: PlatformBackend::Wayland(backend),
+        description,
+    }
+}
+
+/// Which compositor runs, as far as the environment tells.
+#[cfg(target_os = "linux")]
+fn compositor_name() -> String {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if var("SWAYSOCK").is_some() {
+        "sway, with window rectangles and pids from its IPC".into()
+    } else if var("HYPRLAND_INSTANCE_SIGNATURE").is_some() {
+        "Hyprland; window rectangles and pids unknown".into()
+    } else if let Some(desktop) = var("XDG_CURRENT_DESKTOP") {
+        format!("{desktop}; window rectangles and pids unknown")
+    } else {
+        "compositor not named; window rectangles and pids unknown".into()
+    }
+}
+
+#[cfg(target_os = "macos")]
+fn choose() -> Chosen {
+    Chosen {
+        backend: PlatformBackend::MacOs(Arc::new(macos::Backend::new())),
+        description: "macos (xcap captures, CoreGraphics events)".into(),
+    }
+}
+
+/// What the log and `computer doctor` say about the backend: which, why, what is missing.
+pub(crate) fn backend_name() -> &'static str {
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    {
+        &chosen().description
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        "none in this build"
+    }
+}
+
+/// The surface over one backend, with its readiness logged.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn surface_over<B: desktop::Backend>(backend: Arc<B>) -> Arc<dyn Surface> {
+    if let crate::Availability::Unavailable { reason, .. } =
+        desktop::Backend::availability(&*backend)
+    {
+        tracing::info!(%reason, "gui backend's display not reachable now");
+    }
+    Arc::new(surface::GuiSurface::new(backend))
+}
 
 /// The gui surface for this platform, if this build has one. On Linux and macOS it is always
 /// returned; whether it can be used now is what its `probe` says (no DISPLAY, X server
-/// unreachable, no window server...).
+/// unreachable, no compositor, no window server...).
 pub fn surface() -> Option<Arc<dyn Surface>> {
-    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[cfg(target_os = "linux")]
     {
-        let backend = backend();
-        match desktop::Backend::availability(&*backend) {
-            crate::Availability::Ready => {
-                tracing::info!(backend = BACKEND_NAME, "gui backend chosen")
-            }
-            crate::Availability::Unavailable { reason, .. } => {
-                tracing::info!(backend = BACKEND_NAME, %reason, "gui backend chosen; display not reachable now")
-            }
-        }
-        Some(Arc::new(surface::GuiSurface::new(backend)))
+        Some(match &chosen().backend {
+            PlatformBackend::X11(backend) => surface_over(backend.clone()),
+            PlatformBackend::Wayland(backend) => surface_over(backend.clone()),
+        })
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let PlatformBackend::MacOs(backend) = &chosen().backend;
+        Some(surface_over(backend.clone()))
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
@@ -69,25 +204,32 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
     }
 }
 
+/// The evidence capturer over a backend that can capture the screen now.
+#[cfg(target_os = "linux")]
+fn evidence_over<B: desktop::Backend>(backend: &Arc<B>) -> Option<Arc<dyn EvidenceCapture>> {
+    let ready = desktop::Backend::availability(&**backend) == crate::Availability::Ready
+        && backend.offers("screenshot");
+    ready.then(|| Arc::new(surface::Evidence::new(backend.clone())) as Arc<dyn EvidenceCapture>)
+}
+
 /// The evidence capturer for this platform, if this build has one and the screen can be
 /// captured now (the tool then lists the `evidence` complication and `return.image`).
 pub fn evidence() -> Option<Arc<dyn EvidenceCapture>> {
     #[cfg(target_os = "linux")]
     {
-        let backend = backend();
-        match desktop::Backend::availability(&*backend) {
-            crate::Availability::Ready => Some(Arc::new(surface::Evidence::new(backend))),
-            crate::Availability::Unavailable { .. } => None,
+        match &chosen().backend {
+            PlatformBackend::X11(backend) => evidence_over(backend),
+            PlatformBackend::Wayland(backend) => evidence_over(backend),
         }
     }
     #[cfg(target_os = "macos")]
     {
         // Without Screen Recording permission a capture shows only the desktop wallpaper and
         // the menu bar: offering evidence then would receipt pictures that prove nothing.
-        let backend = backend();
+        let PlatformBackend::MacOs(backend) = &chosen().backend;
         backend
             .can_capture()
-            .then(|| Arc::new(surface::Evidence::new(backend)) as Arc<dyn EvidenceCapture>)
+            .then(|| Arc::new(surface::Evidence::new(backend.clone())) as Arc<dyn EvidenceCapture>)
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
@@ -100,5 +242,12 @@ pub fn evidence() -> Option<Arc<dyn EvidenceCapture>> {
 /// sha256 hex).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 pub fn capture_screen_png() -> Result<(Vec<u8>, u32, u32, String), String> {
-    surface::capture_screen_png(backend().as_ref())
+    match &chosen().backend {
+        #[cfg(target_os = "linux")]
+        PlatformBackend::X11(backend) => surface::capture_screen_png(backend.as_ref()),
+        #[cfg(target_os = "linux")]
+        PlatformBackend::Wayland(backend) => surface::capture_screen_png(backend.as_ref()),
+        #[cfg(target_os = "macos")]
+        PlatformBackend::MacOs(backend) => surface::capture_screen_png(backend.as_ref()),
+    }
 }

@@ -1,4 +1,4 @@
-//! The gui surface on any backend (X11, macOS): command args and their validation, the prepared
+//! The gui surface on any backend (X11, wlroots Wayland, macOS): command args and their validation, the prepared
 //! actions that run on the platform's `Desktop`, screenshot scaling and encoding into artifacts,
 //! and the evidence capturer.
 
@@ -53,6 +53,11 @@ const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy"];
 const TYPE_FIELDS: &[&str] = &["chars?", "secret?", "window?"];
 const KEY_FIELDS: &[&str] = &["combo", "window?"];
 const FOCUS_FIELDS: &[&str] = &["window", "focused"];
+
+/// Why keys are refused where the backend must know their window and cannot tell it.
+const NO_KNOWN_FOCUS: &str = "no window is focused, or the focus is on a surface that is no \
+     window (a panel, a lock screen), so where keys would land cannot be confirmed; focus a \
+     window first (`gui focus`)";
 
 /// The default long side of a screenshot: big enough to read, small enough for a model.
 const DEFAULT_MAX_DIM: u32 = 1280;
@@ -554,7 +559,7 @@ impl<B: Backend> GuiSurface<B> {
                     );
                 }
                 Action::Click {
-                    at: point(a.x, a.y, screen()?)?,
+                    at: pointer_point(conn, a.x, a.y, screen()?)?,
                     button: a.button.unwrap_or(Button::Left),
                     count,
                 }
@@ -588,7 +593,7 @@ impl<B: Backend> GuiSurface<B> {
                     .valid(["dx", "dy"]));
                 }
                 Action::Scroll {
-                    at: point(a.x, a.y, screen()?)?,
+                    at: pointer_point(conn, a.x, a.y, screen()?)?,
                     dx: a.dx,
                     dy: a.dy,
                 }
@@ -666,6 +671,50 @@ impl<B: Backend> GuiSurface<B> {
     }
 }
 
+/// The point of a pointer action; required where the backend cannot read the pointer.
+fn pointer_point<D: Desktop>(
+    conn: &D,
+    x: Option<i32>,
+    y: Option<i32>,
+    screen: Rect,
+) -> Result<Option<(i32, i32)>, ToolError> {
+    let at = point(x, y, screen)?;
+    if at.is_none() && !conn.reads_cursor() {
+        return Err(ToolError::invalid(
+            "give x and y: where the pointer is cannot be read on this backend (Wayland tells no \
+             client)",
+        )
+        .at("args")
+        .valid(["x", "y"]));
+    }
+    Ok(at)
+}
+
+/// The gui commands `offers` keeps, as one list per distinct choice for the life of the
+/// process (the tool's command lists are `'static`; a process sees one or two choices).
+fn offered_commands(offers: impl Fn(&str) -> bool) -> &'static [CommandSpec] {
+    static CHOSEN: std::sync::Mutex<Vec<&'static [CommandSpec]>> =
+        std::sync::Mutex::new(Vec::new());
+    let wanted: Vec<CommandSpec> = COMMANDS
+        .iter()
+        .filter(|c| offers(c.name))
+        .copied()
+        .collect();
+    if wanted.len() == COMMANDS.len() {
+        return COMMANDS;
+    }
+    let mut chosen = CHOSEN.lock().unwrap_or_else(|e| e.into_inner());
+    let same = |list: &&&'static [CommandSpec]| {
+        list.len() == wanted.len() && list.iter().zip(&wanted).all(|(a, b)| a.name == b.name)
+    };
+    if let Some(list) = chosen.iter().find(same) {
+        return list;
+    }
+    let list: &'static [CommandSpec] = Box::leak(wanted.into_boxed_slice());
+    chosen.push(list);
+    list
+}
+
 fn unknown_window(id: u32, known: impl IntoIterator<Item = u32>, path: &str) -> ToolError {
     ToolError::invalid(format!(
         "no managed window has id {id}; `gui windows` lists them"
@@ -702,7 +751,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
     }
 
     fn backend(&self) -> &'static str {
-        super::BACKEND_NAME
+        super::backend_name()
     }
 
     fn needs_desktop(&self) -> bool {
@@ -710,7 +759,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
-        COMMANDS
+        offered_commands(|command| self.backend.offers(command))
     }
 
     fn probe(&self) -> Availability {
@@ -740,6 +789,18 @@ impl<B: Backend> Surface for GuiSurface<B> {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let conn = self.backend.conn().map_err(unavailable)?;
+        if COMMANDS.iter().any(|c| c.name == command) && !self.backend.offers(command) {
+            return Err(ToolError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "gui {command} does not work with this backend ({}); `computer doctor` \
+                     says what the session lacks",
+                    super::backend_name()
+                ),
+            )
+            .at("command")
+            .valid(self.commands().iter().map(|c| c.name)));
+        }
         let mut action = self.validate(&conn, command, args, complications)?;
         match &mut action {
             Action::Type { text, keys } => {
@@ -793,6 +854,9 @@ impl<B: Backend> GuiSurface<B> {
         let live: Vec<u32> = windows.iter().map(|w| w.id).collect();
         self.terminals.lines.retain(&live);
         let target = conn.keyboard_target()?;
+        if target.is_none() && conn.focus_must_be_known() {
+            return Err(DisplayError(NO_KNOWN_FOCUS.into()));
+        }
         match target.and_then(|id| windows.iter().find(|w| w.id == id)) {
             Some(window) if self.terminals.is_terminal(window) => {
                 let (line, generation) = self.terminals.lines.line(window.id);
@@ -1089,6 +1153,9 @@ fn send_keys<D: Desktop>(
     let refused = |message: String| Failure::Surface(SurfaceError::Failed { message });
     let mut held = terminals.lines.hold();
     let now = conn.keyboard_target()?;
+    if now.is_none() && conn.focus_must_be_known() {
+        return Err(refused(format!("{NO_KNOWN_FOCUS}; nothing was sent")));
+    }
     if now != plan.target || now.is_none() {
         let windows = conn.windows()?;
         let now_terminal = match now {
@@ -1236,7 +1303,10 @@ fn perform<D: Desktop>(
         }
         Action::Click { at, button, count } => {
             conn.click(at, button, count)?;
-            let (x, y) = conn.cursor()?;
+            let (x, y) = match at {
+                Some(point) => point,
+                None => conn.cursor()?,
+            };
             done(json!({"x": x, "y": y, "button": button_name(button), "count": count}))
         }
         Action::Drag { from, to, button } => {
@@ -1248,7 +1318,10 @@ fn perform<D: Desktop>(
         }
         Action::Scroll { at, dx, dy } => {
             conn.scroll(at, dx, dy)?;
-            let (x, y) = conn.cursor()?;
+            let (x, y) = match at {
+                Some(point) => point,
+                None => conn.cursor()?,
+            };
             done(json!({"x": x, "y": y, "dx": dx, "dy": dy}))
         }
         Action::Type {
@@ -1312,7 +1385,9 @@ fn refuse_if_targets_protected<D: Desktop>(
     action: &Action,
     protected: &ProtectedProcesses,
 ) -> Result<(), Failure> {
-    let is_protected = |w: &WindowInfo| w.pid.is_some_and(|pid| protected.contains(pid));
+    // A window whose process the backend cannot tell may be an approver's: deny when in doubt.
+    let is_protected =
+        |w: &WindowInfo| w.pid.is_some_and(|pid| protected.contains(pid)) || !conn.knows_owner(w);
     let refused = |what: String| {
         Failure::Surface(SurfaceError::Refused {
             message: format!(
@@ -1359,6 +1434,13 @@ fn refuse_if_targets_protected<D: Desktop>(
     // Any protected window containing the point refuses, whatever lies above it: stacking can
     // change between this check and the event, and a refusal is the safe side of that race.
     for w in conn.windows()?.iter().filter(|w| is_protected(w)) {
+        if !conn.knows_owner(w) {
+            return Err(refused(format!(
+                "window {} \"{}\" (whose process and place this backend cannot tell) may lie \
+                 under the point and may be one that",
+                w.id, w.title
+            )));
+        }
         if let Some((x, y)) = points.iter().find(|(x, y)| w.rect.contains(*x, *y)) {
             return Err(refused(format!(
                 "the point ({x},{y}) lies on window {} \"{}\", which",

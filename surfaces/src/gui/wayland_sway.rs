@@ -1,0 +1,141 @@
+//! What sway tells about its windows beyond the foreign-toplevel protocol: each view's
+//! rectangle on the layout and its process id, read from sway's IPC socket (`SWAYSOCK`,
+//! `GET_TREE`). The Wayland backend joins them to its toplevels by app id and title.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::desktop::Rect;
+
+/// A view (a window) as sway's tree shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwayView {
+    pub app_id: String,
+    pub title: String,
+    pub pid: Option<u32>,
+    pub rect: Rect,
+    pub focused: bool,
+}
+
+const MAGIC: &[u8] = b"i3-ipc";
+const GET_TREE: u32 = 4;
+/// A reply larger than this is not a tree sway would send; refuse rather than allocate it.
+const MAX_REPLY: usize = 64 << 20;
+
+/// sway's IPC socket from the environment, if this session names one.
+pub fn socket() -> Option<PathBuf> {
+    std::env::var_os("SWAYSOCK")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Every view in sway's tree (tiled and floating), or why the tree could not be read.
+pub fn views(socket: &Path) -> Result<Vec<SwayView>, String> {
+    let tree = request(socket, GET_TREE)?;
+    let mut views = Vec::new();
+    collect(&tree, &mut views);
+    Ok(views)
+}
+
+fn request(socket: &Path, kind: u32) -> Result<Value, String> {
+    let failed = |err: std::io::Error| format!("sway ipc at {}: {err}", socket.display());
+    let mut stream = UnixStream::connect(socket).map_err(failed)?;
+    let bound = Some(Duration::from_secs(2));
+    stream.set_read_timeout(bound).map_err(failed)?;
+    stream.set_write_timeout(bound).map_err(failed)?;
+    let mut message = MAGIC.to_vec();
+    message.extend_from_slice(&0u32.to_le_bytes());
+    message.extend_from_slice(&kind.to_le_bytes());
+    stream.write_all(&message).map_err(failed)?;
+    let mut header = [0u8; 14];
+    stream.read_exact(&mut header).map_err(failed)?;
+    if &header[..6] != MAGIC {
+        return Err(format!(
+            "sway ipc at {}: the reply is not i3-ipc",
+            socket.display()
+        ));
+    }
+    let length = u32::from_le_bytes([header[6], header[7], header[8], header[9]]) as usize;
+    if length > MAX_REPLY {
+        return Err(format!(
+            "sway ipc at {}: a {length}-byte reply is too large",
+            socket.display()
+        ));
+    }
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).map_err(failed)?;
+    serde_json::from_slice(&body).map_err(|err| format!("sway ipc reply: {err}"))
+}
+
+fn collect(node: &Value, views: &mut Vec<SwayView>) {
+    // Views are the nodes with a pid: containers, workspaces and outputs have none.
+    if let Some(pid) = node.get("pid").and_then(Value::as_u64) {
+        let rect = &node["rect"];
+        let number = |key: &str| rect.get(key).and_then(Value::as_i64).unwrap_or(0);
+        // An X client's "app id" is its WM_CLASS class (through Xwayland).
+        let app_id = node
+            .get("app_id")
+            .and_then(Value::as_str)
+            .or_else(|| node["window_properties"]["class"].as_str())
+            .unwrap_or_default();
+        views.push(SwayView {
+            app_id: app_id.to_string(),
+            title: node["name"].as_str().unwrap_or_default().to_string(),
+            pid: u32::try_from(pid).ok(),
+            rect: Rect {
+                x: number("x") as i32,
+                y: number("y") as i32,
+                width: number("width").max(0) as u32,
+                height: number("height").max(0) as u32,
+            },
+            focused: node["focused"].as_bool().unwrap_or(false),
+        });
+    }
+    for key in ["nodes", "floating_nodes"] {
+        for child in node[key].as_array().into_iter().flatten() {
+            collect(child, views);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn views_are_read_from_tiled_and_floating_nodes() {
+        let tree = json!({
+            "type": "root", "nodes": [{
+                "type": "output", "nodes": [{
+                    "type": "workspace",
+                    "nodes": [{"pid": 42, "app_id": "foot", "name": "~", "focused": true,
+                               "rect": {"x": 0, "y": 0, "width": 960, "height": 1080}}],
+                    "floating_nodes": [{"pid": 7, "app_id": null, "name": "xterm",
+                                        "window_properties": {"class": "XTerm"},
+                                        "rect": {"x": 10, "y": 20, "width": 300, "height": 200}}]
+                }]
+            }]
+        });
+        let mut views = Vec::new();
+        collect(&tree, &mut views);
+        assert_eq!(views.len(), 2);
+        assert_eq!(views[0].app_id, "foot");
+        assert!(views[0].focused);
+        assert_eq!(views[1].app_id, "XTerm");
+        assert_eq!(
+            views[1].rect,
+            Rect {
+                x: 10,
+                y: 20,
+                width: 300,
+                height: 200
+            }
+        );
+        assert_eq!(views[1].pid, Some(7));
+    }
+}

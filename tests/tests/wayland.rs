@@ -1,0 +1,521 @@
+//! The gui surface on a real headless sway (wlroots): the backend chosen at run time and named
+//! by `doctor`, screenshots compared against `grim`'s, the window list and focus against
+//! sway's IPC (`swaymsg`), Unicode typing and key combos checked by `foot` (a terminal in raw
+//! mode writing what it receives to a file), clicks checked by a GTK app on Wayland, evidence
+//! shots, and keys refused where their window cannot be confirmed.
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use computer_tests::desktop::App;
+use computer_tests::wayland::{Sway, TypingTarget};
+use computer_tests::{Daemon, structured, wait_for};
+use serde_json::{Value, json};
+
+/// The suites share one compositor: one test at a time owns its windows and focus.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A daemon on the shared sway, with no X display.
+fn daemon() -> Daemon {
+    Daemon::start_with_env("", &Sway::shared().env(), &["DISPLAY"])
+}
+
+async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
+    call(
+        daemon,
+        json!({"surface": "gui", "command": command, "args": args}),
+    )
+    .await
+}
+
+async fn call(daemon: &Daemon, arguments: Value) -> Value {
+    let client = daemon.client().await;
+    let result = client.call_raw(arguments).await.expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// A GTK window on Wayland that prints each button press with its window-local point.
+const CLICK_APP: &str = r#"
+import json, sys
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk, Gdk
+win = Gtk.Window(title=sys.argv[1])
+# No client-side title bar: a press there would start a window move instead of a click.
+win.set_decorated(False)
+area = Gtk.EventBox()
+area.add_events(Gdk.EventMask.BUTTON_PRESS_MASK)
+def press(w, ev):
+    if ev.type == Gdk.EventType.BUTTON_PRESS:
+        print(json.dumps({"click": ev.button, "x": int(ev.x), "y": int(ev.y)}), flush=True)
+area.connect("button-press-event", press)
+win.add(area)
+win.connect("destroy", Gtk.main_quit)
+win.show_all()
+Gtk.main()
+"#;
+
+struct ClickApp {
+    _app: App,
+    pid: u32,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl ClickApp {
+    fn launch(title: &str) -> ClickApp {
+        // Through `env` (which execs, keeping the pid), with the Python that has GTK bindings.
+        let python = computer_tests::desktop::gi_python();
+        let mut app = Sway::shared().launch("env", &[&python, "-c", CLICK_APP, title]);
+        let pid = app.pid();
+        let out = app.0.stdout.take().expect("stdout piped");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str(&line) {
+                    let _ = sender.send(value);
+                }
+            }
+        });
+        Sway::shared().wait_view(pid);
+        ClickApp {
+            _app: app,
+            pid,
+            lines,
+        }
+    }
+
+    fn next_click(&self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the GTK app reports the click")
+    }
+}
+
+/// The daemon's window entry for a process, once its list shows it.
+async fn window_of(daemon: &Daemon, pid: u32) -> Value {
+    for _ in 0..200 {
+        let out = gui(daemon, "windows", json!({})).await;
+        if let Some(window) = out["windows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|w| w["pid"].as_u64() == Some(u64::from(pid)))
+        {
+            return window.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no window of pid {pid} in gui windows");
+}
+
+/// Waits until sway says the window of `pid` has the focus.
+fn wait_sway_focus(pid: u32) {
+    wait_for(
+        &format!("sway to focus pid {pid}"),
+        Duration::from_secs(10),
+        || {
+            Sway::shared()
+                .views()
+                .iter()
+                .any(|v| v["pid"].as_u64() == Some(u64::from(pid)) && v["focused"] == true)
+                .then_some(())
+        },
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_wayland_backend_is_chosen_and_doctor_says_why_and_what_is_missing() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    let entry = doctor["surfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["surface"] == "gui")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["availability"]["status"], "ready", "{entry}");
+    let backend = entry["backend"].as_str().unwrap_or_default();
+    assert!(backend.starts_with("wayland-wlroots"), "{backend}");
+    assert!(backend.contains("WAYLAND_DISPLAY="), "why: {backend}");
+    assert!(backend.contains("wlr-screencopy"), "{backend}");
+    assert!(backend.contains("sway"), "{backend}");
+    assert!(backend.contains("missing:"), "{backend}");
+    assert!(backend.contains("pointer position"), "{backend}");
+
+    // The tool lists the gui commands that work here: no `cursor` (no protocol reads it).
+    let client = daemon.client().await;
+    let tools = client.list_tools().await.unwrap();
+    client.close().await;
+    let description = tools[0].description.as_deref().unwrap_or_default();
+    assert!(description.contains("gui.screenshot"), "{description}");
+    let gui_commands: Vec<&str> = description
+        .lines()
+        .filter_map(|line| line.strip_prefix("- gui."))
+        .filter_map(|rest| rest.split(' ').next())
+        .collect();
+    assert!(gui_commands.contains(&"click"), "{description}");
+    assert!(gui_commands.contains(&"type"), "{description}");
+    assert!(!gui_commands.contains(&"cursor"), "{description}");
+
+    // Asked anyway, it is refused with the commands that work, and receipted.
+    let out = gui(&daemon, "cursor", json!({})).await;
+    assert_eq!(out["error"]["code"], "unavailable", "{out}");
+    assert_eq!(out["error"]["path"], "command", "{out}");
+    assert!(
+        out["error"]["valid"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "click"),
+        "{out}"
+    );
+    // A click without a point cannot be aimed: the pointer position is unknown.
+    let out = gui(&daemon, "click", json!({})).await;
+    assert_eq!(out["error"]["code"], "invalid_call", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("x and y"),
+        "{out}"
+    );
+    daemon.assert_chain_holds();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn screenshots_match_grim_and_say_their_origin_and_scale() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let sway = Sway::shared();
+    let daemon = daemon();
+    // Something on screen besides the background: a terminal.
+    let _target = TypingTarget::launch("shot-target");
+    let monitors = gui(&daemon, "monitors", json!({})).await;
+    assert_eq!(
+        monitors["monitors"][0],
+        json!({"index": 0, "name": "HEADLESS-1", "x": 0, "y": 0, "width": 1920, "height": 1080, "primary": true}),
+        "{monitors}"
+    );
+    // The screen is still now (cat waits); grim and the daemon must agree pixel for pixel.
+    // A few tries allow for a frame still being drawn when one of them captured.
+    let mut last = String::new();
+    for attempt in 0..5 {
+        let out = gui(&daemon, "screenshot", json!({"max_dim": 4096})).await;
+        assert_eq!(out["ok"], true, "{out}");
+        assert_eq!(
+            (&out["width"], &out["height"], &out["scale"]),
+            (&json!(1920), &json!(1080), &json!(1.0)),
+            "{out}"
+        );
+        assert_eq!((&out["origin_x"], &out["origin_y"]), (&json!(0), &json!(0)));
+        let ours = image::load_from_memory(&std::fs::read(out["path"].as_str().unwrap()).unwrap())
+            .unwrap()
+            .to_rgb8();
+        let grim_file = sway.log_dir.join(format!("grim-{attempt}.png"));
+        let theirs = image::load_from_memory(&sway.grim(&grim_file))
+            .unwrap()
+            .to_rgb8();
+        assert_eq!(ours.dimensions(), theirs.dimensions());
+        let differing = ours
+            .pixels()
+            .zip(theirs.pixels())
+            .filter(|(a, b)| a != b)
+            .count();
+        if differing == 0 {
+            // A region keeps its origin, and a downscaled shot says its scale.
+            let out = gui(
+                &daemon,
+                "screenshot",
+                json!({"region": {"x": 100, "y": 50, "width": 200, "height": 100}}),
+            )
+            .await;
+            assert_eq!(
+                (&out["origin_x"], &out["origin_y"]),
+                (&json!(100), &json!(50))
+            );
+            let part =
+                image::load_from_memory(&std::fs::read(out["path"].as_str().unwrap()).unwrap())
+                    .unwrap()
+                    .to_rgb8();
+            assert_eq!(part.dimensions(), (200, 100));
+            assert_eq!(part.get_pixel(0, 0), theirs.get_pixel(100, 50));
+            assert_eq!(part.get_pixel(199, 99), theirs.get_pixel(299, 149));
+            let small = gui(&daemon, "screenshot", json!({"max_dim": 960})).await;
+            assert_eq!(
+                (&small["width"], &small["scale"]),
+                (&json!(960), &json!(2.0))
+            );
+            daemon.assert_chain_holds();
+            return;
+        }
+        last = format!("{differing} pixels differ on attempt {attempt}");
+    }
+    panic!("the daemon's screenshot never matched grim's: {last}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn windows_are_listed_with_sways_facts_and_focus_moves_between_them() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let sway = Sway::shared();
+    let daemon = daemon();
+    let first = TypingTarget::launch("list-first");
+    let second = TypingTarget::launch("list-second");
+    for target in [&first, &second] {
+        let window = window_of(&daemon, target.pid).await;
+        let view = sway.wait_view(target.pid);
+        assert_eq!(window["app"], view["app_id"], "{window}");
+        assert_eq!(window["title"], view["name"], "{window}");
+        assert_eq!(
+            [
+                &window["x"],
+                &window["y"],
+                &window["width"],
+                &window["height"]
+            ],
+            [
+                &view["rect"]["x"],
+                &view["rect"]["y"],
+                &view["rect"]["width"],
+                &view["rect"]["height"]
+            ],
+            "{window} vs sway {view}"
+        );
+        assert_eq!(window["monitor"], 0, "{window}");
+    }
+    // The later window has the focus; move it to the first and back, as sway sees it.
+    for target in [&first, &second, &first] {
+        let id = window_of(&daemon, target.pid).await["id"].clone();
+        let out = gui(&daemon, "focus", json!({"window": id})).await;
+        assert_eq!(out["ok"], true, "{out}");
+        assert_eq!(out["focused"], true, "{out}");
+        wait_sway_focus(target.pid);
+        let listed = gui(&daemon, "windows", json!({})).await;
+        let focused: Vec<&Value> = listed["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["focused"] == true)
+            .collect();
+        assert_eq!(focused.len(), 1, "{listed}");
+        assert_eq!(focused[0]["id"], id, "{listed}");
+    }
+    // An unknown id names the field and the ids that exist.
+    let out = gui(&daemon, "focus", json!({"window": 999_999})).await;
+    assert_eq!(out["error"]["path"], "args.window", "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unicode_text_and_key_combos_reach_the_focused_app() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let target = TypingTarget::launch("typing-target");
+    let id = window_of(&daemon, target.pid).await["id"].clone();
+    let out = gui(&daemon, "focus", json!({"window": id})).await;
+    assert_eq!(out["focused"], true, "{out}");
+
+    let text = "héllo wörld ✓ 日本語 🙂 ÆØÅ";
+    let out = gui(&daemon, "type", json!({"text": text})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["chars"], text.chars().count(), "{out}");
+    assert_eq!(out["window"]["id"], id, "the reply names the window: {out}");
+    target.wait_typed(text.as_bytes());
+
+    // A second call with other characters (a new keymap), then a combo: ctrl+u is 0x15.
+    let more = "Ω≈ç√";
+    let out = gui(&daemon, "type", json!({"text": more})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    let out = gui(&daemon, "key", json!({"combo": "ctrl+u"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    let mut want = format!("{text}{more}").into_bytes();
+    want.push(0x15);
+    target.wait_typed(&want);
+
+    // The receipt names the window the keys went to, for policy and approvers.
+    let receipts = daemon.receipts();
+    assert!(
+        receipts
+            .iter()
+            .any(|r| r.to_string().contains("typing-target")),
+        "no receipt names the target window"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clicks_land_at_the_point_in_a_gtk_app_on_wayland() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let app = ClickApp::launch("wayland-click-target");
+    let window = window_of(&daemon, app.pid).await;
+    let (left, top) = (window["x"].as_i64().unwrap(), window["y"].as_i64().unwrap());
+    for (dx, dy, button, number) in [(40, 30, "left", 1), (123, 77, "right", 3)] {
+        let out = gui(
+            &daemon,
+            "click",
+            json!({"x": left + dx, "y": top + dy, "button": button}),
+        )
+        .await;
+        assert_eq!(out["ok"], true, "{out}");
+        assert_eq!(
+            (&out["x"], &out["y"]),
+            (&json!(left + dx), &json!(top + dy))
+        );
+        let click = app.next_click();
+        assert_eq!(click["click"], number, "{click}");
+        assert_eq!(
+            (&click["x"], &click["y"]),
+            (&json!(dx), &json!(dy)),
+            "{click}"
+        );
+    }
+    // The click's facts name the window under the point, from the compositor.
+    let receipts = daemon.receipts();
+    assert!(
+        receipts
+            .iter()
+            .any(|r| r.to_string().contains("wayland-click-target")),
+        "no receipt names the clicked window"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn evidence_shots_are_taken_on_wayland() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let out = call(
+        &daemon,
+        json!({"surface": "shell", "command": "run", "args": {"argv": ["true"]},
+               "complications": {"evidence": "full"}}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    for label in ["before", "after"] {
+        let shot = &out["evidence"][label];
+        let path = shot["path"].as_str().unwrap_or_else(|| panic!("{out}"));
+        let image = image::load_from_memory(&std::fs::read(path).unwrap()).unwrap();
+        assert_eq!((image.width(), image.height()), (1920, 1080), "{shot}");
+    }
+    daemon.assert_chain_holds();
+}
+
+/// A hostile agent types when no window has the focus (the keys could reach a surface no
+/// protocol lists, such as a lock screen or panel): refused, nothing typed, receipted; typing
+/// into a focused window still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_are_refused_when_the_focused_window_cannot_be_confirmed() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let sway = Sway::shared();
+    let daemon = daemon();
+    let target = TypingTarget::launch("unfocused-target");
+    // An empty workspace takes the focus away from every window.
+    sway.swaymsg(&["workspace", "computer-empty"]).unwrap();
+    wait_for("no window focused", Duration::from_secs(10), || {
+        (!sway.views().iter().any(|v| v["focused"] == true)).then_some(())
+    });
+    let out = gui(&daemon, "type", json!({"text": "leak"})).await;
+    assert_eq!(out["ok"], false, "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be confirmed"),
+        "{out}"
+    );
+    let out = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(out["ok"], false, "{out}");
+
+    // Back on the window's workspace, focused: the same call types.
+    sway.swaymsg(&["workspace", "1"]).unwrap();
+    let id = window_of(&daemon, target.pid).await["id"].clone();
+    let out = gui(&daemon, "focus", json!({"window": id})).await;
+    assert_eq!(out["focused"], true, "{out}");
+    let out = gui(&daemon, "type", json!({"text": "ok"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    target.wait_typed(b"ok");
+    daemon.assert_chain_holds();
+}
+
+/// A hostile agent acts on an approver's terminal on Wayland: a click on it, keys while it has
+/// the focus, focusing it are refused (sway tells its pid). Windows whose owner cannot be told
+/// (two with the same app id and title, which sway's facts cannot be joined to) may be an
+/// approver's: pointer input is refused while one is open and approvers are connected. A click
+/// on an ordinary window works before that.
+#[tokio::test(flavor = "multi_thread")]
+async fn input_on_an_approver_is_refused_on_wayland_even_where_owners_are_unknown() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let sway = Sway::shared();
+    let daemon = daemon();
+    let ordinary = ClickApp::launch("wayland-ordinary-window");
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/as_approver.py");
+    let control = daemon.control_socket();
+    let approver = sway.launch(
+        "foot",
+        &[
+            "--app-id",
+            "approver-terminal",
+            "--title",
+            "approver-terminal",
+            "python3",
+            script.to_str().unwrap(),
+            control.to_str().unwrap(),
+            "cat",
+        ],
+    );
+    let window = window_of(&daemon, approver.pid()).await;
+    let (x, y) = (
+        window["x"].as_i64().unwrap() + 20,
+        window["y"].as_i64().unwrap() + 20,
+    );
+    // Refused once the approver inside the terminal has connected.
+    let mut clicked = Value::Null;
+    for _ in 0..200 {
+        clicked = gui(&daemon, "click", json!({"x": x, "y": y})).await;
+        if clicked["ok"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.assert_refused_as_targeting_an_approver(&clicked, "gui click on the approver");
+    let focus = gui(&daemon, "focus", json!({"window": window["id"]})).await;
+    daemon.assert_refused_as_targeting_an_approver(&focus, "gui focus of the approver");
+    let typed = gui(&daemon, "type", json!({"text": "y\n"})).await;
+    daemon.assert_refused_as_targeting_an_approver(&typed, "gui type into the approver");
+
+    // An ordinary window's owner is known: clicking it works.
+    let target = window_of(&daemon, ordinary.pid).await;
+    let point =
+        json!({"x": target["x"].as_i64().unwrap() + 30, "y": target["y"].as_i64().unwrap() + 30});
+    let out = gui(&daemon, "click", point.clone()).await;
+    assert_eq!(out["ok"], true, "{out}");
+    ordinary.next_click();
+
+    // Twins whose owners cannot be told: any of them may be an approver's.
+    let _twins: Vec<App> = (0..2)
+        .map(|_| sway.launch("foot", &["--app-id", "twin", "--title", "twin", "cat"]))
+        .collect();
+    wait_for("both twins listed", Duration::from_secs(20), || {
+        (sway
+            .views()
+            .iter()
+            .filter(|v| v["app_id"] == "twin")
+            .count()
+            == 2)
+            .then_some(())
+    });
+    let listed = gui(&daemon, "windows", json!({})).await;
+    let twins: Vec<&Value> = listed["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["app"] == "twin")
+        .collect();
+    assert_eq!(twins.len(), 2, "{listed}");
+    assert!(twins.iter().all(|w| w["pid"].is_null()), "{listed}");
+    let out = gui(&daemon, "click", point).await;
+    daemon.assert_refused_as_targeting_an_approver(&out, "a click while owners are unknown");
+    daemon.assert_chain_holds();
+}
