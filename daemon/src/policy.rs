@@ -1176,7 +1176,12 @@ mod tests {
                 ask("builtin:terminal-typing"),
             ),
             (plain_ls.into(), "ls", SurfaceName::Gui, ask("defaults.act")),
-            (plain_ls.into(), "ls", SurfaceName::Shell, allow("rules[0]")),
+            (
+                format!("{acts_allowed}{plain_ls}"),
+                "ls",
+                SurfaceName::Shell,
+                allow("rules[0]"),
+            ),
             // One that names terminal typing does, and only for what it names.
             (
                 terminal_ls.into(),
