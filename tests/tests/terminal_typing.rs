@@ -523,7 +523,7 @@ async fn nothing_started_in_a_terminal_an_agent_typed_into_answers_an_approval()
         );
         let pending = daemon.pending_approvals();
         assert!(
-            pending.iter().any(|r| r["id"].to_string() == id),
+            pending.iter().any(|r| r["id"] == request["id"]),
             "the {name} answered the request: {pending:?}"
         );
         assert!(
