@@ -71,16 +71,15 @@ fn group_and_session(pid: i32) -> [Option<i32>; 2] {
     [leader(2), leader(3)]
 }
 
+/// macOS's `ps` names a process's group leader, but its session only by a kernel address.
 #[cfg(not(target_os = "linux"))]
 fn group_and_session(pid: i32) -> [Option<i32>; 2] {
-    let out = std::process::Command::new("ps")
-        .args(["-o", "pgid=,sess=", "-p", &pid.to_string()])
-        .output();
-    let text = out
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-        .unwrap_or_default();
-    let mut ids = text.split_whitespace().map(|id| id.parse().ok());
-    [ids.next().flatten(), ids.next().flatten()]
+    let group = std::process::Command::new("ps")
+        .args(["-o", "pgid=", "-p", &pid.to_string()])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok());
+    [group, None]
 }
 
 #[cfg(not(target_os = "linux"))]
