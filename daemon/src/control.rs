@@ -13,7 +13,7 @@ use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::ancestry::{descends_from, lineage};
+use crate::ancestry::{descends_from, kin, lineage};
 use crate::approval::{Approvals, Approver};
 
 /// Longest request line on the control socket.
@@ -141,6 +141,9 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
             .filter_map(|p| u32::try_from(p).ok())
             .collect(),
     );
+    // What the peer was kin to when it connected: a process that later loses its parent (the
+    // shell that started it exits) is still known by it.
+    let kin_at_connect = kin(pid);
     let (read, mut write) = tokio::io::split(stream);
     // An approver sends a few short lines; cap what one connection may send at all.
     let mut lines =
@@ -165,11 +168,27 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
                     pid: Some(pid),
                     via,
                 };
-                match approvals.decide(id, answer, approver, expect.as_deref()) {
-                    Ok(()) => ControlReply::done(),
-                    Err(refused) => {
-                        tracing::info!(id, %refused, "an answer was refused");
-                        ControlReply::refused(refused.to_string())
+                let typed_into = typed_terminal(&approvals, pid, &kin_at_connect);
+                if let Some(terminal) = typed_into {
+                    tracing::warn!(
+                        id,
+                        peer = pid,
+                        terminal,
+                        "refused an answer from a terminal an agent typed into"
+                    );
+                    ControlReply::refused(format!(
+                        "refused: this answer comes from a process of terminal pid {terminal}, \
+                         which an agent's keys reached; what runs there may be the agent's \
+                         doing, so it cannot answer approvals. Request #{id} still waits: \
+                         answer it from another terminal or the approval window"
+                    ))
+                } else {
+                    match approvals.decide(id, answer, approver, expect.as_deref()) {
+                        Ok(()) => ControlReply::done(),
+                        Err(refused) => {
+                            tracing::info!(id, %refused, "an answer was refused");
+                            ControlReply::refused(refused.to_string())
+                        }
                     }
                 }
             }
@@ -186,6 +205,17 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
             return;
         }
     }
+}
+
+/// The terminal an agent typed into that the peer is kin to, now or when it connected. Such a
+/// peer's answer is not counted, and the request stays pending: an answer from there carries
+/// no sign of a person, and counting it as a deny would let an agent deny other agents'
+/// requests; a request nobody else answers is denied when its time runs out, as always.
+fn typed_terminal(approvals: &Approvals, pid: i32, kin_at_connect: &[i32]) -> Option<u32> {
+    let typed = approvals.approvers();
+    typed
+        .typed_terminal_among(kin_at_connect)
+        .or_else(|| typed.typed_terminal_among(&kin(pid)))
 }
 
 /// Writes one message as a line.

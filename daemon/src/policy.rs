@@ -42,6 +42,10 @@ pub struct PolicyInput<'a> {
     /// surface's args.
     pub facts: &'a ActionFacts,
     pub cwd: Option<&'a str>,
+    /// Set while the lines keys end in a terminal window (the gui surface) are decided as the
+    /// shell run they are: a shell of the person's, outside containment. Only allow rules that
+    /// name terminal typing (`terminal = true`) allow them; a default that allows asks.
+    pub typed_into_terminal: bool,
 }
 
 impl<'a> PolicyInput<'a> {
@@ -66,6 +70,7 @@ impl<'a> PolicyInput<'a> {
             action,
             facts,
             cwd: call.complications.cwd.as_deref(),
+            typed_into_terminal: false,
         }
     }
 }
@@ -296,13 +301,21 @@ pub struct Rule {
     /// only when it names every one.
     #[serde(default)]
     pub secrets: Option<Vec<Glob>>,
+    /// `true`: the rule decides only lines typed into a terminal window through the gui
+    /// surface (each decided as a shell run of that line: `argv0`, `glob`, `regex` match its
+    /// commands), and it is the only kind of allow rule that lets such a line run without a
+    /// person. `false`: the rule decides everything else. Unset: deny and ask rules decide
+    /// typed lines too; allow rules do not.
+    #[serde(default)]
+    pub terminal: Option<bool>,
     pub decision: Verdict,
 }
 
 impl Rule {
     /// The matchers that are about the call as a whole, not one command of it.
     fn call_matches(&self, input: &PolicyInput<'_>) -> bool {
-        self.surface.is_none_or(|s| s == input.surface)
+        self.terminal.is_none_or(|t| t == input.typed_into_terminal)
+            && self.surface.is_none_or(|s| s == input.surface)
             && self.command.as_deref().is_none_or(|c| c == input.command)
             && self
                 .cwd_prefix
@@ -399,6 +412,11 @@ impl Rule {
                 // What a call cannot show is never allowed by rule; nor are variables that
                 // change what the program loads, unless the rule names them.
                 if matches!(subject, Subject::Unknown) {
+                    return false;
+                }
+                // A line typed into a person's terminal runs uncontained, as the person: a rule
+                // written for contained runs does not reach it.
+                if input.typed_into_terminal && self.terminal != Some(true) {
                     return false;
                 }
                 // A rule written for a program does not hand it a secret it does not name.
@@ -858,6 +876,8 @@ impl RulePolicy {
             risk: Risk::Act,
             facts: run,
             cwd: None,
+            // A session's shell runs contained, as a shell run does; a terminal window's does not.
+            typed_into_terminal: input.surface == SurfaceName::Gui,
             ..*input
         };
         let gui_facts = ActionFacts {
@@ -946,7 +966,7 @@ impl Policy for RulePolicy {
         for subject in subjects {
             stricter(self.decide_part(input, subject));
         }
-        let (verdict, rule) = verdict.unwrap_or_else(|| self.default_for(input.risk));
+        let (verdict, rule) = verdict.unwrap_or_else(|| self.default_of(input));
         match verdict {
             Verdict::Allow => Decision::Allow { rule },
             Verdict::Ask => Decision::Ask { rule },
@@ -980,7 +1000,7 @@ impl RulePolicy {
                 verdict = Some((rule.decision, format!("rules[{index}]")));
             }
         }
-        let verdict = verdict.unwrap_or_else(|| self.default_for(input.risk));
+        let verdict = verdict.unwrap_or_else(|| self.default_of(input));
         if matches!(subject, Subject::Unknown) && verdict.0 == Verdict::Allow {
             // Commands that cannot be known might be the very ones a deny or ask rule names
             // (`sh -c "$(echo rm) x"` under a deny on `rm`): a person decides, never the default.
@@ -993,6 +1013,22 @@ impl RulePolicy {
             }
         }
         verdict
+    }
+
+    /// The default for a call no rule decides. A line typed into a terminal is asked where the
+    /// default would allow it: it runs outside containment, with the person's rights, so only
+    /// a rule that names terminal typing lets it run unseen.
+    fn default_of(&self, input: &PolicyInput<'_>) -> (Verdict, String) {
+        match self.default_for(input.risk) {
+            (Verdict::Allow, _) if input.typed_into_terminal => {
+                let rule = match input.facts.opaque {
+                    Some(_) => "builtin:opaque-terminal-line",
+                    None => "builtin:terminal-typing",
+                };
+                (Verdict::Ask, rule.into())
+            }
+            decided => decided,
+        }
     }
 
     fn default_for(&self, risk: Risk) -> (Verdict, String) {
@@ -1061,6 +1097,140 @@ mod tests {
 
     fn is_deny(decision: &Decision) -> bool {
         matches!(decision, Decision::Deny { .. })
+    }
+
+    /// Decides `line` ended by a Return in a terminal: typed into a terminal window through the
+    /// gui surface, or sent to a shell session (whose shell runs contained).
+    fn decide_line(policy: &RulePolicy, line: &str, surface: SurfaceName) -> Decision {
+        let caller = Caller {
+            uid: 1,
+            pid: None,
+            agent: "default".into(),
+            surfaces: None,
+        };
+        let run = ShellSurface::new(ShellLimits::default())
+            .prepare(
+                "run",
+                json!({"script": line}).as_object().unwrap(),
+                &Complications::default(),
+            )
+            .unwrap()
+            .facts();
+        let facts = ActionFacts {
+            terminal: Some(computer_surfaces::TerminalInput {
+                app: Some("XTerm".into()),
+                window: Some(7),
+                lines: vec![line.to_string()],
+                opaque: None,
+                run: Box::new(run),
+            }),
+            ..ActionFacts::default()
+        };
+        let command = match surface {
+            SurfaceName::Gui => "key",
+            _ => "send",
+        };
+        policy.decide(&PolicyInput {
+            caller: &caller,
+            surface,
+            command,
+            risk: Risk::Act,
+            action: "press Return",
+            facts: &facts,
+            cwd: None,
+            typed_into_terminal: false,
+        })
+    }
+
+    #[test]
+    fn a_line_typed_into_a_terminal_window_is_allowed_only_by_a_rule_that_names_terminal_typing() {
+        let acts_allowed = "[defaults]\nact = \"allow\"\n";
+        let plain_ls = "[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n";
+        // The gui side of a typed line is allowed too (rules[1]), so the line alone decides.
+        let terminal_ls = "[[rules]]\nterminal = true\nargv0 = [\"ls\"]\ndecision = \"allow\"\n\
+                           [[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n";
+        let terminal_rm = "[[rules]]\nterminal = true\nargv0 = [\"rm\"]\ndecision = \"deny\"\n";
+        let not_terminal_ls =
+            "[[rules]]\nterminal = false\nargv0 = [\"ls\"]\ndecision = \"deny\"\n";
+        let ask = |rule: &str| Decision::Ask { rule: rule.into() };
+        let allow = |rule: &str| Decision::Allow { rule: rule.into() };
+        let cases: &[(String, &str, SurfaceName, Decision)] = &[
+            // An allowing default asks for a typed line, not for a session's.
+            (
+                acts_allowed.into(),
+                "ls",
+                SurfaceName::Gui,
+                ask("builtin:terminal-typing"),
+            ),
+            (
+                acts_allowed.into(),
+                "ls",
+                SurfaceName::Shell,
+                allow("defaults.act"),
+            ),
+            // A rule for runs does not reach the person's terminal.
+            (
+                format!("{acts_allowed}{plain_ls}"),
+                "ls",
+                SurfaceName::Gui,
+                ask("builtin:terminal-typing"),
+            ),
+            (plain_ls.into(), "ls", SurfaceName::Gui, ask("defaults.act")),
+            (
+                format!("{acts_allowed}{plain_ls}"),
+                "ls",
+                SurfaceName::Shell,
+                allow("rules[0]"),
+            ),
+            // One that names terminal typing does, and only for what it names.
+            (
+                terminal_ls.into(),
+                "ls -l",
+                SurfaceName::Gui,
+                allow("rules[0]"),
+            ),
+            (
+                terminal_ls.into(),
+                "ls; touch x",
+                SurfaceName::Gui,
+                ask("defaults.act"),
+            ),
+            (
+                terminal_ls.into(),
+                "ls",
+                SurfaceName::Shell,
+                ask("defaults.act"),
+            ),
+            // Deny rules of either kind hold for typed lines.
+            (
+                format!("{acts_allowed}{terminal_rm}"),
+                "rm -rf x",
+                SurfaceName::Gui,
+                Decision::Deny {
+                    rule: "rules[0]".into(),
+                    reason: "denied by rules[0]".into(),
+                },
+            ),
+            (
+                format!("{acts_allowed}{terminal_rm}"),
+                "rm -rf x",
+                SurfaceName::Shell,
+                allow("defaults.act"),
+            ),
+            (
+                format!("{acts_allowed}{not_terminal_ls}"),
+                "ls",
+                SurfaceName::Gui,
+                ask("builtin:terminal-typing"),
+            ),
+        ];
+        for (config, line, surface, expected) in cases {
+            let decided = decide_line(&policy(config), line, *surface);
+            assert_eq!(
+                &decided, expected,
+                "{line:?} on {surface:?} under\n{config}"
+            );
+        }
     }
 
     #[test]

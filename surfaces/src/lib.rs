@@ -156,10 +156,17 @@ pub struct CallContext {
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered
 /// for as long as they are connected to the control socket. Surfaces consult it right before they
 /// act, so that an agent cannot click, type into or press its way through an approval prompt.
+///
+/// It also keeps the other side of that line: the terminals an agent's keys (or pointer) reached.
+/// What runs in such a terminal runs as the person, outside containment, and may have been
+/// started by the agent's keys; the control socket refuses answers from its processes.
 #[derive(Debug, Default)]
 pub struct ProtectedProcesses {
     /// pid → how many live registrations it holds (an approver may open several connections).
     pids: Mutex<HashMap<u32, usize>>,
+    /// Terminal processes an agent's input reached, by pid, with their start times (a pid
+    /// reused by a later process is not the terminal that was typed into).
+    typed_into: Mutex<HashMap<u32, Option<u64>>>,
 }
 
 impl ProtectedProcesses {
@@ -191,6 +198,52 @@ impl ProtectedProcesses {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// Records that an agent's input is about to reach the terminal run by process `pid`. Kept
+    /// for as long as that process lives: what the input started may answer much later (a
+    /// background job, a function, an alias typed now and run by a person's keys later).
+    pub fn typed_into(&self, pid: u32) {
+        let started = process_start(pid);
+        self.typed_into
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(pid, started);
+    }
+
+    /// The first of `pids` that is a terminal an agent's input reached, if any.
+    pub fn typed_terminal_among(&self, pids: &[i32]) -> Option<u32> {
+        let typed = self
+            .typed_into
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        pids.iter()
+            .filter_map(|pid| u32::try_from(*pid).ok())
+            .find(|pid| {
+                typed.get(pid).is_some_and(|started| {
+                    // A start time that cannot be read now counts as the same process: the
+                    // safe side.
+                    started.is_none() || process_start(*pid).is_none_or(|now| Some(now) == *started)
+                })
+            })
+    }
+}
+
+/// When process `pid` started (clock ticks after boot), where that can be read.
+#[cfg(target_os = "linux")]
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields after its last ')' do not.
+    // The start time is the 22nd field, the 20th after the name.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_start(_pid: u32) -> Option<u64> {
+    None
 }
 
 /// Keeps some pids protected while it lives.

@@ -109,7 +109,9 @@ fn gui_and_ax_actions_on_an_approver_are_refused_and_receipted() {
 #[test]
 fn the_terminal_hosting_an_approver_is_protected_too() {
     let _desktop = desktop_to_ourselves();
-    let daemon = Daemon::start_on_desktop("");
+    // Lines typed into terminals are allowed by rule (they are asked by default): only the
+    // approver protection can refuse.
+    let daemon = Daemon::start_on_desktop("[[rules]]\nterminal = true\ndecision = \"allow\"\n");
     let desktop = Desktop::shared();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/as_approver.py");
     let control = daemon.control_socket();

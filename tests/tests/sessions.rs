@@ -268,13 +268,87 @@ fn a_program_asking_for_the_cursor_position_gets_an_answer() {
     // The answer names the row and the column after `abc`.
     let read = read_until(&daemon, session, r"at \d+;4\n");
     assert!(output(&read).contains(";4"), "{read}");
-    // Device attributes too.
+    // Device attributes too. The answer above went into the shell's input, so the line the
+    // daemon follows is no longer known; Ctrl-U clears it first, as a person would.
     send(
         &daemon,
         session,
-        "printf '\\e[c'; read -rsdc da; echo \"attributes ${da#*[}\"\n",
+        "\u{15}printf '\\e[c'; read -rsdc da; echo \"attributes ${da#*[}\"\n",
     );
     read_until(&daemon, session, r"attributes \?1;2");
+}
+
+/// Queries whose answer the emulator writes into the shell's input, where bash leaves part of it
+/// on its next line (`\e[0n` leaves `n`), and a printable part of each answer.
+const QUERIES: &[(&str, &str)] = &[
+    ("\\e[5n", "0n"),
+    ("\\e[c", "1;2c"),
+    ("\\e[>c", "0;0;0c"),
+    ("\\e[6n", "R"),
+];
+
+#[test]
+fn a_query_answer_left_on_the_shell_line_is_never_run_unseen() {
+    // Acts are allowed by default: only the line's being unknown can ask.
+    let daemon = Daemon::start_with_config(CONTAINED);
+    // What the answer of `\e[5n` leaves on the line would run this program, found on PATH.
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let leftover = dir.path().join("n");
+    std::fs::write(&leftover, format!("#!/bin/sh\ntouch {}\n", ran.display())).unwrap();
+    std::fs::set_permissions(
+        &leftover,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.path().display());
+    let session = open(&daemon, Some(BASH), json!({"env": {"PATH": path}}));
+    for (index, (query, answer)) in QUERIES.iter().enumerate() {
+        send(
+            &daemon,
+            session,
+            &format!("printf '{query}'; echo queried-{index}\n"),
+        );
+        // The answer is taken in the same step as the query's output, which comes first.
+        read_until(&daemon, session, &format!("(?m)^queried-{index}"));
+        // The agent's Return: the shell would run what the answer left, so it is asked (and
+        // denied here), never decided as an empty line.
+        let enter = std::thread::scope(|scope| {
+            let sending = scope.spawn(|| {
+                call(
+                    &daemon,
+                    "send",
+                    json!({"session": session, "keys": ["Enter"]}),
+                )
+            });
+            let request = wait_for("the Return's approval", Duration::from_secs(20), || {
+                daemon.pending_approvals().into_iter().next()
+            });
+            assert_eq!(request["rule"], "builtin:opaque-terminal-line", "{request}");
+            let action = request["action"].as_str().unwrap_or_default();
+            assert!(
+                action.contains("answered a query") && action.contains(answer),
+                "{query}: the person is not told of the answer: {action}"
+            );
+            let id = request["id"].to_string();
+            assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+            sending.join().unwrap()
+        });
+        assert_eq!(enter["error"]["code"], "denied", "{query}: {enter}");
+        let intent = daemon.receipt_row(&enter["receipt"], "intent");
+        assert!(
+            intent["body"]["facts"]["terminal"]["opaque"]
+                .as_str()
+                .is_some_and(|why| why.contains("answered a query")),
+            "{query}: the receipt does not say the line is unknown: {intent}"
+        );
+        // Ctrl-U clears the line, the answer's leftover with it.
+        send(&daemon, session, "\u{15}");
+    }
+    // An ordinary line beside them is allowed and runs; the leftover never did.
+    send(&daemon, session, "echo ordinary-$((6*7))\n");
+    read_until(&daemon, session, "(?m)^ordinary-42");
+    assert!(!ran.exists(), "the answer's leftover `n` ran");
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! Typing into a terminal is a shell run: on the shared headless desktop, real xterms running a
 //! real shell, driven through the gui surface the way an agent would. Keys that end a line there
-//! are decided as the shell run of that line (deny rules hold, allow rules cover only what they
-//! name, a line edited in ways not followed is asked), this daemon's approval commands are
-//! denied whatever the rules say, and typing into other windows is unaffected.
+//! are decided as the shell run of that line, one outside containment, as the person (deny rules
+//! hold; only allow rules that name terminal typing allow, and a default that allows asks; a
+//! line edited in ways not followed is asked), this daemon's approval commands are denied
+//! whatever the rules say, nothing started in a terminal an agent typed into can answer an
+//! approval (a copy of the daemon, a script that runs it), and typing into other windows is
+//! unaffected.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +20,9 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// Acts are asked; gui actions are allowed by rule, as an agent trusted with the desktop has them.
 const GUI_ALLOWED: &str =
     "[defaults]\nact = \"ask\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n";
+
+/// A rule that lets `ls` typed into a terminal run without a person.
+const TERMINAL_LS: &str = "[[rules]]\nterminal = true\nargv0 = [\"ls\"]\ndecision = \"allow\"\n";
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
     let client = daemon.client().await;
@@ -254,9 +260,8 @@ async fn a_deny_rule_holds_for_a_line_typed_into_a_terminal() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allowed_command_typed_into_a_terminal_runs_there() {
     let _desktop = ONE_AT_A_TIME.lock().await;
-    let config = format!(
-        "{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n"
-    );
+    let config =
+        format!("{GUI_ALLOWED}{TERMINAL_LS}[[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n");
     let daemon = Daemon::start_on_desktop(&config);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("marker-file"), "").unwrap();
@@ -305,7 +310,7 @@ async fn an_allowed_command_typed_into_a_terminal_runs_there() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pasted_line_is_asked_not_allowed() {
     let _desktop = ONE_AT_A_TIME.lock().await;
-    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n");
+    let config = format!("{GUI_ALLOWED}{TERMINAL_LS}");
     let daemon = Daemon::start_on_desktop(&config);
     let _terminal = Terminal::open(&daemon, "terminal-typing-paste").await;
 
@@ -337,7 +342,9 @@ async fn a_pasted_line_is_asked_not_allowed() {
     assert_eq!(out["error"]["code"], "denied", "{out}");
 
     // With acts allowed by default, an opaque line is still asked, never allowed.
-    let open = Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n");
+    let open = Daemon::start_on_desktop(
+        "[defaults]\nact = \"allow\"\n[[rules]]\nterminal = true\nargv0 = [\"true\"]\ndecision = \"allow\"\n",
+    );
     let open_terminal = Terminal::open(&open, "terminal-typing-paste-open").await;
     assert_eq!(
         gui(&open, "key", json!({"combo": "ctrl+v"})).await["ok"],
@@ -356,6 +363,204 @@ async fn a_pasted_line_is_asked_not_allowed() {
     let typed = gui_task(&open, "type", json!({"text": "true\n"}));
     answer_opaque_line(&open, "deny");
     assert_eq!(typed.await.unwrap()["error"]["code"], "denied");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typing_into_a_terminal_is_asked_whatever_act_says_unless_a_rule_names_it() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    // Acts are allowed by default, and so is `touch` as a shell run: neither reaches a line
+    // typed into the person's terminal, which runs outside containment.
+    let config = "[defaults]\nact = \"allow\"\n[[rules]]\nsurface = \"shell\"\nargv0 = [\"touch\"]\ndecision = \"allow\"\n";
+    let daemon = Daemon::start_on_desktop(config);
+    let dir = tempfile::tempdir().unwrap();
+    let asked = dir.path().join("asked");
+    let _terminal = Terminal::open(&daemon, "terminal-typing-asked").await;
+    // Typing that ends no line is the gui action it is.
+    let partial = gui(&daemon, "type", json!({"text": "touch "})).await;
+    assert_eq!(partial["ok"], true, "{partial}");
+    let enter = gui_task(
+        &daemon,
+        "type",
+        json!({"text": format!("{}\n", asked.display())}),
+    );
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    assert_eq!(request["rule"], "builtin:terminal-typing", "{request}");
+    let action = request["action"].as_str().unwrap();
+    assert!(
+        action.contains(&format!("running the line \"touch {}\"", asked.display())),
+        "{action}"
+    );
+    let denied = daemon.cli(&["approvals", "deny", &request["id"].to_string()]);
+    assert!(denied.status.success(), "{}", denied.stderr);
+    assert_eq!(enter.await.unwrap()["error"]["code"], "denied");
+    assert!(!asked.exists(), "the asked line ran");
+
+    // `policy explain` says the same, from the daemon's own code.
+    let call = json!({"surface": "gui", "command": "type",
+                      "args": {"text": format!("touch {}\n", asked.display())}});
+    let explained = daemon.cli(&["policy", "explain", "--args", &call.to_string()]);
+    assert!(explained.status.success(), "{}", explained.stderr);
+    let explained = explained.json();
+    assert_eq!(explained["decision"]["decision"], "ask", "{explained}");
+    assert_eq!(
+        explained["decision"]["rule"], "builtin:terminal-typing",
+        "{explained}"
+    );
+
+    // A rule that names terminal typing lets the line run unseen.
+    let named = Daemon::start_on_desktop(
+        "[defaults]\nact = \"ask\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n[[rules]]\nterminal = true\nargv0 = [\"touch\"]\ndecision = \"allow\"\n",
+    );
+    let _named_terminal = Terminal::open(&named, "terminal-typing-named").await;
+    let allowed = dir.path().join("allowed");
+    let typed = gui(
+        &named,
+        "type",
+        json!({"text": format!("touch {}\n", allowed.display())}),
+    )
+    .await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    let intent = named.receipt_row(&typed["receipt"], "intent");
+    assert_eq!(intent["body"]["policy"]["rule"], "rules[1]", "{intent}");
+    tokio::task::block_in_place(|| {
+        wait_for("the allowed touch", Duration::from_secs(20), || {
+            allowed.exists().then_some(())
+        })
+    });
+    // That rule decides terminal typing only: the same program as a shell run is still asked.
+    let call = json!({"surface": "shell", "command": "run",
+                      "args": {"argv": ["touch", allowed.display().to_string()]}});
+    let explained = named.cli(&["policy", "explain", "--args", &call.to_string()]);
+    assert!(explained.status.success(), "{}", explained.stderr);
+    let explained = explained.json();
+    assert_eq!(explained["decision"]["decision"], "ask", "{explained}");
+    assert_eq!(explained["decision"]["rule"], "defaults.act", "{explained}");
+}
+
+/// A terminal the test starts with `script` running in it, as a person's own terminal running
+/// their command: no agent input ever reached it.
+fn persons_terminal(daemon: &Daemon, title: &str, script: &str) -> App {
+    let bin_dir = computer_bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "PATH={}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let control = format!(
+        "COMPUTER_CONTROL_SOCKET={}",
+        daemon.control_socket().display()
+    );
+    Desktop::shared().launch(
+        "env",
+        &[
+            &path, &control, "xterm", "-title", title, "-e", "sh", "-c", script,
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_started_in_a_terminal_an_agent_typed_into_answers_an_approval() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    // The person lets the agent type anything into terminals, and use the gui; its shell runs
+    // are asked. Even so, the agent's own request must wait for a person.
+    let config = format!(
+        "{GUI_ALLOWED}[[rules]]\nterminal = true\ndecision = \"allow\"\n[[rules]]\nsurface = \"shell\"\nargv0 = [\"sh\", \"printf\", \"chmod\"]\ndecision = \"allow\"\n"
+    );
+    let daemon = Daemon::start_on_desktop(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("self-approved");
+    let waiting = touch_task(&daemon, &file);
+    let request = tokio::task::block_in_place(|| first_pending(&daemon));
+    let id = request["id"].to_string();
+    let terminal = Terminal::open(&daemon, "terminal-typing-self-approval").await;
+
+    // A copy of the daemon's binary, under a name no rule knows, fed the answer on stdin.
+    let copy = dir.path().join("cpy");
+    let typed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("cp {} {}\n", computer_bin().display(), copy.display())}),
+    )
+    .await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    let size = std::fs::metadata(computer_bin()).unwrap().len();
+    tokio::task::block_in_place(|| {
+        wait_for("the copy", Duration::from_secs(60), || {
+            (std::fs::metadata(&copy).ok()?.len() == size).then_some(())
+        })
+    });
+    // A script written by a contained run of the agent's, which runs the daemon by its own name.
+    let script = dir.path().join("helper");
+    let written = daemon.call_json(
+        "shell",
+        "run",
+        &json!({"argv": ["sh", "-c", format!(
+            "printf '#!/bin/sh\\nexec %s approve\\n' computer > {0}; chmod +x {0}",
+            script.display()
+        )]})
+        .to_string(),
+    );
+    assert_eq!(written["ok"], true, "{written}");
+    for (name, program) in [
+        ("copy", format!("{} approve", copy.display())),
+        ("script", script.display().to_string()),
+    ] {
+        let out = dir.path().join(format!("{name}.out"));
+        let finished = dir.path().join(format!("{name}.finished"));
+        let line = format!(
+            "(sleep 1; echo a; sleep 1) | {program} > {} 2>&1; echo done > {}\n",
+            out.display(),
+            finished.display()
+        );
+        let typed = gui(&daemon, "type", json!({"text": line})).await;
+        assert_eq!(typed["ok"], true, "the {name} line was not typed: {typed}");
+        tokio::task::block_in_place(|| wait_for_file(&finished, "done"));
+        let said = std::fs::read_to_string(&out).unwrap();
+        // It reached the control socket and tried: the answer was refused, not lost.
+        assert!(
+            said.contains("could not answer") && said.contains("an agent's keys reached"),
+            "the {name}'s answer was not refused: {said}"
+        );
+        let pending = daemon.pending_approvals();
+        assert!(
+            pending.iter().any(|r| r["id"] == request["id"]),
+            "the {name} answered the request: {pending:?}"
+        );
+        assert!(
+            !file.exists(),
+            "the asked call ran after the {name}'s answer"
+        );
+    }
+    drop(terminal);
+
+    // A person's own answer, from a terminal no agent typed into, still counts.
+    let answered = dir.path().join("answered");
+    let _persons = persons_terminal(
+        &daemon,
+        "terminal-typing-person",
+        &format!(
+            "computer approvals allow {id} > {0} 2>&1; echo done >> {0}",
+            answered.display()
+        ),
+    );
+    tokio::task::block_in_place(|| wait_for_file(&answered, "done"));
+    let out = waiting.await.unwrap();
+    assert_eq!(out["ok"], true, "the person's answer did not count: {out}");
+    assert!(file.exists());
+    let rows: Vec<Value> = daemon
+        .receipts()
+        .into_iter()
+        .filter(|r| r["call_id"] == out["receipt"])
+        .collect();
+    let approval = rows
+        .iter()
+        .find_map(|r| r["body"]["approval"].as_object().cloned())
+        .expect("the call's approval in its receipt");
+    // Allowed by the person's answer from their own terminal, not by the agent's.
+    assert_eq!(approval["outcome"], "allowed", "{approval:?}");
+    assert_eq!(approval["by"]["via"], "cli", "{approval:?}");
+
+    daemon.assert_chain_holds();
 }
 
 /// Answers the pending request, which must be an opaque terminal line asked by the built-in rule.
@@ -420,7 +625,7 @@ async fn a_session_grant_for_a_return_covers_only_the_same_line() {
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_decided_for_one_terminal_never_reach_another() {
     let _desktop = ONE_AT_A_TIME.lock().await;
-    let config = format!("{GUI_ALLOWED}[[rules]]\nargv0 = [\"ls\"]\ndecision = \"allow\"\n");
+    let config = format!("{GUI_ALLOWED}{TERMINAL_LS}");
     let daemon = Daemon::start_on_desktop(&config);
     let dir = tempfile::tempdir().unwrap();
     let first = Terminal::open(&daemon, "terminal-typing-first").await;

@@ -160,6 +160,9 @@ struct TerminalPlan {
     effect: Effect,
     /// With an unknown target: every terminal window, any of which the keys may reach.
     possible: Vec<u32>,
+    /// The processes of the terminal windows the keys may reach (None: a window that names
+    /// none), recorded as typed into before the keys go.
+    processes: Vec<Option<u32>>,
 }
 
 impl KeyPlan {
@@ -867,6 +870,7 @@ impl<B: Backend> GuiSurface<B> {
                         generation,
                         effect: keys.apply(&line),
                         possible: Vec::new(),
+                        processes: vec![window.pid],
                     }),
                 })
             }
@@ -877,11 +881,12 @@ impl<B: Backend> GuiSurface<B> {
             None => {
                 // Deny when in doubt: keys whose window cannot be told may reach any open
                 // terminal, whose line is then not known.
-                let possible: Vec<u32> = windows
+                let terminals: Vec<&WindowInfo> = windows
                     .iter()
                     .filter(|w| self.terminals.is_terminal(w))
-                    .map(|w| w.id)
                     .collect();
+                let possible: Vec<u32> = terminals.iter().map(|w| w.id).collect();
+                let processes = terminals.iter().map(|w| w.pid).collect();
                 let terminal = (!possible.is_empty()).then(|| {
                     let unknown = Line {
                         text: String::new(),
@@ -895,6 +900,7 @@ impl<B: Backend> GuiSurface<B> {
                         generation: 0,
                         effect: keys.apply(&unknown),
                         possible,
+                        processes,
                     }
                 });
                 Ok(KeyPlan {
@@ -1121,6 +1127,18 @@ fn execute<D: Desktop>(
         _ => Vec::new(),
     };
     let pointer_hold = (!pointed.is_empty()).then(|| terminals.lines.hold());
+    if !pointed.is_empty() {
+        // A middle click pastes into a terminal, which may run what it pastes.
+        let reached: Vec<Option<u32>> = conn
+            .windows()?
+            .into_iter()
+            .filter(|w| {
+                terminals.is_terminal(w) && pointed.iter().any(|(x, y)| w.rect.contains(*x, *y))
+            })
+            .map(|w| w.pid)
+            .collect();
+        mark_typed_into(&ctx.protected, &reached)?;
+    }
     let outcome = perform(conn, action, ctx, terminals);
     if let Some(mut held) = pointer_hold {
         let windows = conn.windows().inspect_err(|_| {
@@ -1141,12 +1159,34 @@ fn execute<D: Desktop>(
     outcome
 }
 
+/// Records the terminals an agent's input is about to reach (by their processes), so that the
+/// control socket refuses answers from what runs in them. A terminal whose process cannot be
+/// told refuses the input: what it starts could not be told from a person's approver.
+fn mark_typed_into(
+    protected: &ProtectedProcesses,
+    processes: &[Option<u32>],
+) -> Result<(), Failure> {
+    if processes.iter().any(Option::is_none) {
+        return Err(Failure::Surface(SurfaceError::Failed {
+            message: "refused: the input would reach a terminal window that names no process \
+                      (no _NET_WM_PID), so what it starts there could not be kept from answering \
+                      approvals; nothing was sent"
+                .into(),
+        }));
+    }
+    for pid in processes.iter().flatten() {
+        protected.typed_into(*pid);
+    }
+    Ok(())
+}
+
 /// Sends a call's keys if they still reach the window they were decided for, and the line there
 /// is still the one decided on; then keeps the line they leave.
 fn send_keys<D: Desktop>(
     conn: &D,
     plan: &KeyPlan,
     terminals: &Terminals,
+    protected: &ProtectedProcesses,
     send: impl FnOnce(&D) -> Result<(), DisplayError>,
 ) -> Result<(), Failure> {
     // Not `Refused`, which says the target is an approver: the call failed before it acted.
@@ -1189,6 +1229,9 @@ fn send_keys<D: Desktop>(
             "the command line in terminal window {window} changed since this call was decided \
              (another call sent it keys); nothing was sent. Retry"
         )));
+    }
+    if let Some(terminal) = &plan.terminal {
+        mark_typed_into(protected, &terminal.processes)?;
     }
     let sent = send(conn);
     match (&plan.terminal, plan.target) {
@@ -1330,7 +1373,9 @@ fn perform<D: Desktop>(
         } => {
             // "\r\n" is one line break, not two.
             let text = text.replace("\r\n", "\n");
-            send_keys(conn, &keys, terminals, |conn| conn.type_text(&text))?;
+            send_keys(conn, &keys, terminals, &ctx.protected, |conn| {
+                conn.type_text(&text)
+            })?;
             let mut reply = json!({"chars": text.chars().count()});
             if let Some(window) = receiving_window(conn, keys.target) {
                 reply["window"] = window;
@@ -1345,7 +1390,9 @@ fn perform<D: Desktop>(
             let value = ctx.secrets.resolve(crate::secrets::IN_PLACE, &reference)?;
             let text = secrecy::ExposeSecret::expose_secret(&value);
             crate::secrets::check_typed_secret(text, MAX_TYPE_CHARS)?;
-            send_keys(conn, &keys, terminals, |conn| conn.type_text(text))?;
+            send_keys(conn, &keys, terminals, &ctx.protected, |conn| {
+                conn.type_text(text)
+            })?;
             // Neither the value nor its length: the model learns that it was typed.
             let mut reply = json!({"secret": "typed"});
             if let Some(window) = receiving_window(conn, keys.target) {
@@ -1358,7 +1405,9 @@ fn perform<D: Desktop>(
             parsed,
             keys,
         } => {
-            send_keys(conn, &keys, terminals, |conn| conn.press_combo(&parsed))?;
+            send_keys(conn, &keys, terminals, &ctx.protected, |conn| {
+                conn.press_combo(&parsed)
+            })?;
             let mut reply = json!({"combo": combo});
             if let Some(window) = receiving_window(conn, keys.target) {
                 reply["window"] = window;

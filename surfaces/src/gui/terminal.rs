@@ -137,7 +137,7 @@ pub struct Line {
 }
 
 impl Line {
-    fn make_opaque(&mut self, why: impl Into<String>) {
+    pub fn make_opaque(&mut self, why: impl Into<String>) {
         if self.opaque.is_none() {
             self.opaque = Some(why.into());
         }

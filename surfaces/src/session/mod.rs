@@ -465,8 +465,42 @@ struct State {
     /// The shell's command line, as far as followed, and its count of changes.
     line: Line,
     generation: u64,
+    /// Answers of the emulator to the program's queries, already counted on `line` and not yet
+    /// written: whoever writes next to the pty writes them first, so that the program's input
+    /// gets bytes in the very order the line was followed in.
+    answers: Vec<u8>,
     /// Where the last `read` ended.
     read_cursor: u64,
+}
+
+impl State {
+    /// Queues the emulator's answers to the program's queries. They go into the program's
+    /// input as if typed: a shell that reads them takes them onto its command line (`\e[0n`
+    /// leaves `n` there), so the line followed is no longer known, and the next Return is
+    /// never decided as the line the agent typed alone.
+    fn take_answers(&mut self, answers: Vec<u8>, shell: bool) {
+        if shell {
+            self.line.make_opaque(format!(
+                "the terminal answered a query of the program ({}) into its input, which the \
+                 shell may read as typed",
+                escape_answer(&answers)
+            ));
+            self.generation += 1;
+        }
+        self.answers.extend_from_slice(&answers);
+    }
+}
+
+/// An answer's bytes as a person would spell them (`\e[0n`).
+fn escape_answer(answer: &[u8]) -> String {
+    answer
+        .iter()
+        .map(|&b| match b {
+            0x1b => "\\e".to_string(),
+            0x20..=0x7e => (b as char).to_string(),
+            other => format!("\\x{other:02x}"),
+        })
+        .collect()
 }
 
 impl Session {
@@ -502,20 +536,34 @@ impl Session {
 
     /// Writes `bytes` to the program, waiting at most [`SEND_TIMEOUT`] for it to take them. (The
     /// bytes may hold a secret: they are zeroed once written.)
-    async fn write(&self, bytes: zeroize::Zeroizing<Vec<u8>>) -> Result<(), SurfaceError> {
-        let writer = self.writer.clone();
+    /// Writes `bytes` to the program, after the query answers still queued. `follow` moves the
+    /// tracked line on (or refuses, and nothing is written) under the writer's lock, so that the
+    /// line is followed in the order its bytes reach the program.
+    async fn write(
+        self: &Arc<Self>,
+        bytes: zeroize::Zeroizing<Vec<u8>>,
+        follow: impl FnOnce(&mut State) -> Result<(), SurfaceError> + Send + 'static,
+    ) -> Result<(), SurfaceError> {
+        let session = self.clone();
         let write = tokio::task::spawn_blocking(move || {
-            let mut writer = writer
+            let mut writer = session
+                .writer
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            writer.write_all(&bytes).and_then(|()| writer.flush())
+            let answers = {
+                let mut state = session.state();
+                follow(&mut state)?;
+                std::mem::take(&mut state.answers)
+            };
+            writer
+                .write_all(&answers)
+                .and_then(|()| writer.write_all(&bytes))
+                .and_then(|()| writer.flush())
+                .map_err(|err| SurfaceError::io(format!("writing to session {}", session.id), err))
         });
         match tokio::time::timeout(SEND_TIMEOUT, write).await {
             Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(err))) => Err(SurfaceError::io(
-                format!("writing to session {}", self.id),
-                err,
-            )),
+            Ok(Ok(Err(err))) => Err(err),
             Ok(Err(err)) => Err(SurfaceError::Failed {
                 message: format!("writing to session {} failed: {err}", self.id),
             }),
@@ -779,6 +827,7 @@ impl PreparedAction for Open {
                 term: term::Terminal::new(self.rows, self.cols, settings.log_bytes),
                 eof: false,
                 line: Line::default(),
+                answers: Vec::new(),
                 generation: 0,
                 read_cursor: 0,
             }),
@@ -841,11 +890,22 @@ fn start_reader(session: &Arc<Session>, mut reader: Box<dyn Read + Send>) {
                     session.changed.send_modify(|n| *n += 1);
                     return;
                 }
-                let answers = session.state().term.feed(&buf[..read]);
-                if !answers.is_empty() {
+                let answered = {
+                    let mut state = session.state();
+                    let answers = state.term.feed(&buf[..read]);
+                    let answered = !answers.is_empty();
+                    if answered {
+                        state.take_answers(answers, session.shell);
+                    }
+                    answered
+                };
+                if answered {
+                    // Written by whoever holds the writer first: this thread, or a send that
+                    // came in between (which writes them ahead of its own bytes).
                     let mut writer = writer
                         .lock()
                         .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    let answers = std::mem::take(&mut session.state().answers);
                     let _ = writer.write_all(&answers).and_then(|()| writer.flush());
                 }
                 session.changed.send_modify(|n| *n += 1);
@@ -1161,24 +1221,31 @@ impl PreparedAction for SendInput {
                 .hold_secrets([(crate::secrets::IN_PLACE.to_string(), value)]);
         }
         input.extend_from_slice(&self.bytes);
-        // The line is checked and moved on before the bytes go, under the state lock, so that
-        // two sends decided on the same line cannot both go through.
-        if let Some(effect) = &self.effect {
-            let mut state = self.session.state();
-            if state.generation != self.generation {
-                return Err(SurfaceError::Refused {
-                    message: format!(
-                        "session {}'s command line changed since this send was decided (another \
-                         send went first); send again",
-                        self.session.id
-                    ),
-                });
-            }
-            state.line = effect.after.clone();
-            state.generation += 1;
-        }
+        // The line is checked and moved on as the bytes go, under the state lock, so that two
+        // sends decided on the same line cannot both go through, and a query answer the
+        // emulator gave meanwhile is not missed.
+        let (id, decided) = (self.session.id, self.generation);
+        let effect = self.effect;
         let sent = input.len();
-        self.session.write(input).await?;
+        self.session
+            .write(input, move |state| {
+                let Some(effect) = effect else {
+                    return Ok(());
+                };
+                if state.generation != decided {
+                    return Err(SurfaceError::Refused {
+                        message: format!(
+                            "session {id}'s command line changed since this send was decided \
+                             (another send went first, or the terminal answered a query of the \
+                             program into its input); read the screen and send again"
+                        ),
+                    });
+                }
+                state.line = effect.after;
+                state.generation += 1;
+                Ok(())
+            })
+            .await?;
         let mut fields = Map::new();
         match self.secret {
             // Neither the value nor its length: the model learns that it was typed.
