@@ -117,15 +117,16 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     let split = text.find(|c: char| !c.is_ascii_digit())?;
     let (number, unit) = text.split_at(split);
     let number: u64 = number.parse().ok()?;
-    let millis = match unit {
-        "ms" => number,
-        "s" => number * 1_000,
-        "m" => number * 60_000,
-        "h" => number * 3_600_000,
-        "d" => number * 86_400_000,
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
         _ => return None,
     };
-    Some(Duration::from_millis(millis))
+    // A duration too long to hold is not one (it would otherwise wrap round to a short one).
+    number.checked_mul(unit_ms).map(Duration::from_millis)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -434,6 +435,18 @@ fn key_lines(text: &str, surfaces: &BTreeMap<SurfaceName, toml::Table>) -> BTree
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_too_long_to_hold_is_refused_not_wrapped() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2d"), Some(Duration::from_secs(2 * 86_400)));
+        assert_eq!(parse_duration("213503982334602d"), None);
+        assert_eq!(parse_duration("18446744073709551615s"), None);
+        let err = Config::parse("[approval]\ntimeout = \"213503982334602d\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a duration"), "{err}");
+    }
 
     #[test]
     fn empty_file_is_the_defaults() {

@@ -6,6 +6,11 @@
 //! case); URL-encoded (either hex case, `+` or `%20` for a space); JSON-escaped (as serde and as
 //! Python's `ensure_ascii` write it); XML/HTML-escaped. One Aho-Corasick automaton finds them
 //! all in a single pass, leftmost-longest, so a longer form wins over a shorter one inside it.
+//!
+//! A base64 form is masked whole: besides the characters the value alone decides, the first
+//! and last characters it shares with the bytes around it (which carry 2 or 4 of its bits) and
+//! the padding after it. Those characters take every value the neighbouring bytes could give
+//! them, so each alignment adds a few variants of the form (at most 16 × 17).
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use base64::Engine;
@@ -41,17 +46,22 @@ impl Masker {
     pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Masker {
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut replacements: Vec<Vec<u8>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (name, value) in secrets {
             if value.is_empty() {
                 continue;
             }
             let replacement = format!("[masked {name}]").into_bytes();
             for form in forms(value) {
-                if !patterns.contains(&form) {
+                if seen.insert(form.clone()) {
                     patterns.push(form);
                     replacements.push(replacement.clone());
                 }
             }
+        }
+        // The set's copies of the forms are secrets too.
+        for form in seen.drain() {
+            drop(zeroize::Zeroizing::new(form));
         }
         let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
         let automaton = (!patterns.is_empty()).then(|| {
@@ -312,7 +322,14 @@ fn forms(value: &[u8]) -> Vec<Vec<u8>> {
         &base64::engine::general_purpose::URL_SAFE,
     ] {
         for offset in 0..3 {
-            add(base64_core(engine, value, offset));
+            let core = base64_core(engine, value, offset);
+            // A form too short to mask alone stays unmasked with its edges too.
+            if core.len() >= MIN_FORM {
+                for whole in base64_whole(engine, value, offset) {
+                    add(whole);
+                }
+            }
+            add(core);
         }
     }
     add(hex::encode(value).into_bytes());
@@ -344,6 +361,48 @@ fn base64_core(engine: &base64::engine::GeneralPurpose, value: &[u8], offset: us
         return Vec::new();
     }
     encoded.as_bytes()[first..last].to_vec()
+}
+
+/// Every way the base64 of `value`, preceded by `offset` bytes, can read from its first
+/// character that holds a bit of `value` to its last, padding included: the character it shares
+/// with the byte before it takes each value those bytes' last bits give it, and the one it shares
+/// with the byte after it each value that byte's first bits give it, or none (the data ends:
+/// zero bits, then the padding when the engine pads).
+fn base64_whole(
+    engine: &base64::engine::GeneralPurpose,
+    value: &[u8],
+    offset: usize,
+) -> Vec<Vec<u8>> {
+    let start = offset * 8 / 6;
+    let end = ((offset + value.len()) * 8).div_ceil(6);
+    // Bits of the byte before `value` that share its first character, and of the byte after
+    // that share its last.
+    let before_bits = 2 * offset;
+    let after_bits = match (offset + value.len()) % 3 {
+        0 => 0,
+        1 => 4,
+        _ => 2,
+    };
+    let mut forms = Vec::new();
+    for before in 0..1u16 << before_bits {
+        let mut data = vec![0u8; offset];
+        if let Some(last) = data.last_mut() {
+            *last = before as u8;
+        }
+        data.extend_from_slice(value);
+        if after_bits == 0 {
+            forms.push(engine.encode(&data).as_bytes()[start..end].to_vec());
+            continue;
+        }
+        // The data ends with the value: the padding belongs to it.
+        forms.push(engine.encode(&data).as_bytes()[start..].to_vec());
+        for after in 0..1u16 << after_bits {
+            data.push((after << (8 - after_bits)) as u8);
+            forms.push(engine.encode(&data).as_bytes()[start..end].to_vec());
+            data.pop();
+        }
+    }
+    forms
 }
 
 /// Percent-encoding of every byte outside RFC 3986's unreserved set; `lower` hex digits, and a
@@ -457,6 +516,67 @@ mod tests {
         }
     }
 
+    /// `value`'s base64 between `prefix` and `suffix`, masked: exactly the characters that hold
+    /// none of `value`'s bits are left, the padding after it going with it.
+    fn check_base64_masked_whole(
+        engine: &base64::engine::GeneralPurpose,
+        value: &[u8],
+        prefix: &[u8],
+        suffix: &[u8],
+    ) -> Result<(), String> {
+        let masker = Masker::new([("API_TOKEN", value)]);
+        let encoded = engine.encode([prefix, value, suffix].concat());
+        let before = &encoded[..prefix.len() * 8 / 6];
+        let after = if suffix.is_empty() {
+            ""
+        } else {
+            &encoded[((prefix.len() + value.len()) * 8).div_ceil(6)..]
+        };
+        let masked = masker.mask_str(&encoded);
+        let expected = format!("{before}[masked API_TOKEN]{after}");
+        if masked == expected {
+            Ok(())
+        } else {
+            Err(format!(
+                "prefix {prefix:?}, suffix {suffix:?}: {encoded} -> {masked}, not {expected}"
+            ))
+        }
+    }
+
+    const ENGINES: [&base64::engine::GeneralPurpose; 4] = [
+        &base64::engine::general_purpose::STANDARD,
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ];
+
+    #[test]
+    fn a_base64_form_leaves_no_character_that_holds_a_bit_of_the_value() {
+        // The report: the last characters and the padding stayed beside the mask.
+        let value = b"abcd-token";
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD.encode(value),
+            "YWJjZC10b2tlbg=="
+        );
+        assert_eq!(
+            Masker::new([("API_TOKEN", value.as_slice())]).mask_str("YWJjZC10b2tlbg=="),
+            "[masked API_TOKEN]"
+        );
+        for engine in ENGINES {
+            for prefix in ["", "a", "ab", "abc", "abcd"] {
+                for suffix in ["", "x", "xy", "xyz", "\u{7f}\0"] {
+                    check_base64_masked_whole(
+                        engine,
+                        SECRET.as_bytes(),
+                        prefix.as_bytes(),
+                        suffix.as_bytes(),
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
+
     #[test]
     fn each_line_of_a_multi_line_value_is_masked_alone() {
         let key =
@@ -523,6 +643,19 @@ mod tests {
             prop_assert_eq!(&out, &whole);
             let needle = SECRET.as_bytes();
             prop_assert!(!out.windows(needle.len()).any(|w| w == needle));
+        }
+
+        /// Whatever the value and the bytes around it, its base64 is masked whole, in every
+        /// alphabet, padded or not.
+        #[test]
+        fn base64_is_masked_whole_at_every_alignment(
+            value in proptest::collection::vec(any::<u8>().prop_filter("one line", |b| *b != b'\n'), 4..40),
+            prefix in proptest::collection::vec(any::<u8>(), 0..6),
+            suffix in proptest::collection::vec(any::<u8>(), 0..6),
+            engine in 0usize..4,
+        ) {
+            let checked = check_base64_masked_whole(ENGINES[engine], &value, &prefix, &suffix);
+            prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
         }
 
         /// Releasing what is settled after every chunk masks as the whole text does too.

@@ -135,6 +135,8 @@ struct ShellSection {
     session_idle_ms: u64,
     /// Terminal sessions open at most.
     max_sessions: usize,
+    /// Terminal sessions one agent may have open at most; half of `max_sessions` when unset.
+    max_sessions_per_agent: Option<usize>,
     /// Output bytes each terminal session keeps for `read`.
     session_output_bytes: usize,
 }
@@ -150,6 +152,7 @@ impl Default for ShellSection {
             spill_limit_bytes: limits.capture.spill_bytes,
             session_idle_ms: sessions.idle.as_millis() as u64,
             max_sessions: sessions.max_sessions,
+            max_sessions_per_agent: None,
             session_output_bytes: sessions.log_bytes,
         }
     }
@@ -181,7 +184,28 @@ impl ShellSection {
         if self.session_output_bytes == 0 {
             return Err(("session_output_bytes", "must be at least 1".into()));
         }
+        match self.max_sessions_per_agent {
+            Some(0) => {
+                return Err((
+                    "max_sessions_per_agent",
+                    "must be at least 1 (to allow no sessions, deny `shell open` by a rule)".into(),
+                ));
+            }
+            Some(cap) if cap > self.max_sessions => {
+                return Err((
+                    "max_sessions_per_agent",
+                    format!("{cap} is over max_sessions ({})", self.max_sessions),
+                ));
+            }
+            _ => {}
+        }
         Ok(())
+    }
+
+    /// The per-agent cap: as set, or half of all sessions (at least one).
+    fn max_sessions_per_agent(&self) -> usize {
+        self.max_sessions_per_agent
+            .unwrap_or((self.max_sessions / 2).max(1))
     }
 }
 
@@ -261,6 +285,7 @@ impl Surface for ShellSurface {
         self.sessions.configure(SessionSettings {
             idle: Duration::from_millis(settings.session_idle_ms),
             max_sessions: settings.max_sessions,
+            max_sessions_per_agent: settings.max_sessions_per_agent(),
             log_bytes: settings.session_output_bytes,
         });
         Ok(())
@@ -1051,4 +1076,35 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(text: &str) -> ShellSection {
+        toml::from_str(text).expect("a [shell] section")
+    }
+
+    #[test]
+    fn the_per_agent_session_cap_is_half_of_all_unless_set() {
+        assert_eq!(section("").max_sessions_per_agent(), 8);
+        assert_eq!(section("max_sessions = 6").max_sessions_per_agent(), 3);
+        assert_eq!(section("max_sessions = 1").max_sessions_per_agent(), 1);
+        let set = section("max_sessions = 6\nmax_sessions_per_agent = 6");
+        assert!(set.check().is_ok());
+        assert_eq!(set.max_sessions_per_agent(), 6);
+    }
+
+    #[test]
+    fn a_per_agent_session_cap_of_none_or_over_all_is_refused_naming_the_key() {
+        let (key, message) = section("max_sessions_per_agent = 0").check().unwrap_err();
+        assert_eq!(key, "max_sessions_per_agent");
+        assert!(message.contains("at least 1"), "{message}");
+        let (key, message) = section("max_sessions = 4\nmax_sessions_per_agent = 5")
+            .check()
+            .unwrap_err();
+        assert_eq!(key, "max_sessions_per_agent");
+        assert_eq!(message, "5 is over max_sessions (4)");
+    }
 }

@@ -763,3 +763,85 @@ fn a_session_runs_contained_like_a_run() {
     let closed = call(&daemon, "close", json!({"session": session}));
     assert_eq!(closed["ok"], true, "{closed}");
 }
+
+#[test]
+fn one_agent_cannot_take_every_session_slot() {
+    let daemon =
+        Daemon::start_with_config(&format!("{CONTAINED}[shell]\nmax_sessions_per_agent = 2\n"));
+    let hog = add_agent(&daemon, "hog");
+    let other = add_agent(&daemon, "other");
+    let open_as = |token: &str| {
+        call_as(
+            &daemon,
+            Some(token),
+            "open",
+            json!({"argv": BASH}),
+            json!({}),
+        )
+    };
+
+    // The hog asks for five sessions at once, as an agent racing the cap would: only two start.
+    let replies: Vec<Value> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..5).map(|_| scope.spawn(|| open_as(&hog))).collect();
+        calls.into_iter().map(|call| call.join().unwrap()).collect()
+    });
+    let opened: Vec<u64> = replies
+        .iter()
+        .filter_map(|r| r["session"].as_u64())
+        .collect();
+    assert_eq!(opened.len(), 2, "two sessions for the hog: {replies:?}");
+    for refused in replies.iter().filter(|r| r["ok"] == false) {
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("`[shell] max_sessions_per_agent` = 2")
+                && message.contains("raise it")
+                && message.contains("close one first"),
+            "the refusal names the cap and how to raise it: {refused}"
+        );
+    }
+    let listed = call_as(&daemon, Some(&hog), "list", json!({}), json!({}));
+    assert_eq!(
+        listed["sessions"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+
+    // Another agent still gets a session, and it works.
+    let theirs = open_as(&other);
+    assert_eq!(
+        theirs["ok"], true,
+        "another agent opens a session: {theirs}"
+    );
+    let session = theirs["session"].as_u64().unwrap();
+    let sent = call_as(
+        &daemon,
+        Some(&other),
+        "send",
+        json!({"session": session, "text": "echo other-here\n"}),
+        json!({}),
+    );
+    assert_eq!(sent["ok"], true, "{sent}");
+    let read = call_as(
+        &daemon,
+        Some(&other),
+        "read",
+        json!({"session": session, "until": "(?m)^other-here"}),
+        json!({"timeout_ms": 20000}),
+    );
+    assert_eq!(read["met"], true, "{read}");
+
+    // Once the hog closes one of its sessions, it may open one again.
+    let closed = call_as(
+        &daemon,
+        Some(&hog),
+        "close",
+        json!({"session": opened[0]}),
+        json!({}),
+    );
+    assert_eq!(closed["ok"], true, "{closed}");
+    let again = open_as(&hog);
+    assert_eq!(
+        again["ok"], true,
+        "a freed slot is the hog's again: {again}"
+    );
+}

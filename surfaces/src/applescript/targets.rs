@@ -440,7 +440,10 @@ fn lex_javascript(source: &str) -> Lexed {
             }
             c if c.is_whitespace() => i += 1,
             '/' if chars.get(i + 1) == Some(&'/') => {
-                while i < chars.len() && chars[i] != '\n' {
+                // JavaScript ends a line at any of its line terminators: a comment read on to
+                // the next `\n` would hide the code after a `\r` or U+2028.
+                while i < chars.len() && !matches!(chars[i], '\n' | '\r' | '\u{2028}' | '\u{2029}')
+                {
                     i += 1;
                 }
             }
@@ -567,6 +570,17 @@ mod tests {
 
     fn jxa(source: &str, apps: &[&str], opaque: Option<&str>) {
         check(Language::JavaScript, source, apps, opaque)
+    }
+
+    #[test]
+    fn a_jxa_line_comment_ends_at_every_javascript_line_terminator() {
+        for end in ["\n", "\r", "\r\n", "\u{2028}", "\u{2029}"] {
+            jxa(
+                &format!("// note{end}Application(\"Terminal\").doScript(\"x\")"),
+                &["Terminal"],
+                None,
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //!   the masking of secrets in the output.
 //! - `keys.rs`: named keys as bytes, and what input does to a shell's command line.
 //! - `pty.rs`: starting the program contained on a pty, and ending every process of a session.
+//! - `fuzzing.rs` (feature `fuzzing`): the terminal, without its pty, for the fuzz targets.
 //!
 //! A session belongs to the agent that opened it; no other agent sees or drives it. Text sent to
 //! a session that runs a shell is a command line, stated as `ActionFacts.terminal` exactly as
@@ -18,6 +19,9 @@
 //! session keeps every value it was given, masks its log and screen with them, and lends them to
 //! each later call on it, so replies, receipts and log lines of those calls are masked too.
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod keys;
 mod pty;
 mod term;
@@ -104,6 +108,8 @@ pub struct SessionSettings {
     pub idle: Duration,
     /// Open sessions at most, all agents together.
     pub max_sessions: usize,
+    /// Open sessions at most for one agent, so that no agent can take every slot.
+    pub max_sessions_per_agent: usize,
     /// Output bytes (plain text) each session keeps for `read`.
     pub log_bytes: usize,
 }
@@ -113,6 +119,7 @@ impl Default for SessionSettings {
         SessionSettings {
             idle: Duration::from_secs(30 * 60),
             max_sessions: 16,
+            max_sessions_per_agent: 8,
             log_bytes: 1024 * 1024,
         }
     }
@@ -153,6 +160,9 @@ pub struct Sessions {
 #[derive(Default)]
 struct Table {
     open: BTreeMap<u32, Arc<Session>>,
+    /// Sessions being started, by id: their owners. They count against the caps from the
+    /// moment they pass them, so that opens running side by side cannot pass them together.
+    starting: BTreeMap<u32, String>,
     /// Recently closed sessions: whose they were, and why they are gone.
     closed: VecDeque<Closed>,
 }
@@ -189,6 +199,56 @@ impl Sessions {
         self.table
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes a slot for a session of `agent` that is about to start, or says which cap is
+    /// reached. The slot is given back when the reservation is dropped unless the session
+    /// took it ([`Reservation::open`]).
+    fn reserve(&self, agent: &str) -> Result<Reservation<'_>, SurfaceError> {
+        let settings = self.settings();
+        let mut table = self.table();
+        let taken = table.open.len() + table.starting.len();
+        let mine: Vec<String> = table
+            .open
+            .values()
+            .filter(|s| s.owner == agent)
+            .map(|s| s.id)
+            .chain(
+                table
+                    .starting
+                    .iter()
+                    .filter(|(_, owner)| *owner == agent)
+                    .map(|(id, _)| *id),
+            )
+            .map(|id| id.to_string())
+            .collect();
+        let yours = if mine.is_empty() {
+            "none".to_string()
+        } else {
+            mine.join(", ")
+        };
+        if taken >= settings.max_sessions {
+            return Err(SurfaceError::Failed {
+                message: format!(
+                    "{taken} sessions are open, this daemon's maximum (`[shell] max_sessions`); \
+                     close one first (yours: {yours})"
+                ),
+            });
+        }
+        if mine.len() >= settings.max_sessions_per_agent {
+            return Err(SurfaceError::Failed {
+                message: format!(
+                    "agent `{agent}` has {} sessions open, the most one agent may have \
+                     (`[shell] max_sessions_per_agent` = {}; a person can raise it in the \
+                     daemon's config); close one first (yours: {yours})",
+                    mine.len(),
+                    settings.max_sessions_per_agent
+                ),
+            });
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        table.starting.insert(id, agent.to_string());
+        Ok(Reservation { sessions: self, id })
     }
 
     /// The open session `id`, or what is known of it: for its owner, why it was closed.
@@ -734,30 +794,8 @@ impl PreparedAction for Open {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let settings = self.sessions.settings();
-        let id = {
-            let table = self.sessions.table();
-            if table.open.len() >= settings.max_sessions {
-                let mine: Vec<String> = table
-                    .open
-                    .values()
-                    .filter(|s| s.owner == ctx.agent)
-                    .map(|s| s.id.to_string())
-                    .collect();
-                return Err(SurfaceError::Failed {
-                    message: format!(
-                        "{} sessions are open, this daemon's maximum (`[shell] max_sessions`); \
-                         close one first (yours: {})",
-                        table.open.len(),
-                        if mine.is_empty() {
-                            "none".into()
-                        } else {
-                            mine.join(", ")
-                        }
-                    ),
-                });
-            }
-            self.sessions.next_id.fetch_add(1, Ordering::SeqCst) + 1
-        };
+        let reservation = self.sessions.reserve(&ctx.agent)?;
+        let id = reservation.id;
         let mut env = self.limits.base_env.clone();
         env.insert("TERM".into(), "xterm-256color".into());
         // What an agent types into a shell, a secret at a prompt included, stays out of the
@@ -844,7 +882,7 @@ impl PreparedAction for Open {
         session.hold_secrets(resolved);
         start_reader(&session, spawned.reader);
         watch_exit(&session);
-        self.sessions.table().open.insert(id, session.clone());
+        reservation.open(session.clone());
         watch_idle(&self.sessions, &session);
 
         let mut fields = Map::new();
@@ -864,6 +902,28 @@ impl PreparedAction for Open {
             receipt,
             ..Outcome::default()
         })
+    }
+}
+
+/// A session slot taken by an `open` that has not started its session yet.
+struct Reservation<'a> {
+    sessions: &'a Sessions,
+    id: u32,
+}
+
+impl Reservation<'_> {
+    /// The session started: it holds the slot now.
+    fn open(self, session: Arc<Session>) {
+        let mut table = self.sessions.table();
+        table.starting.remove(&self.id);
+        table.open.insert(self.id, session);
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        // After `open` this finds nothing; otherwise the start failed and the slot is free.
+        self.sessions.table().starting.remove(&self.id);
     }
 }
 
