@@ -179,18 +179,13 @@ async fn out_of_file_descriptors_the_daemon_backs_off_without_spinning_and_recov
         idle_files + 16 < limit as usize,
         "the daemon already holds {idle_files} files; the test needs headroom under {limit}"
     );
-    // Counted once the daemon has said all it says at start. The log holds two starts (the
-    // harness starts it, then starts it again under the limit), and the first may have been
-    // stopped before it said it was serving: wait for the lines of the second, the part of the
-    // log after the last start's first line.
+    // Counted once the daemon has said all it says at start (the log holds only this start).
     wait_for("the daemon's start lines", Duration::from_secs(20), || {
         let log = daemon.log_text();
-        let last_start = log.rfind("runs are contained")?;
-        let second = &log[last_start..];
-        let serving = second
+        let serving = log
             .lines()
             .any(|line| line.contains("computer_daemon::server") && line.contains(" serving"));
-        (serving && second.contains("control socket serving")).then_some(())
+        (serving && log.contains("control socket serving")).then_some(())
     });
     let lines_before = log_lines(&daemon);
 

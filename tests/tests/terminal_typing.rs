@@ -552,8 +552,10 @@ async fn nothing_started_in_a_terminal_an_agent_typed_into_answers_an_approval()
         .into_iter()
         .filter(|r| r["call_id"] == out["receipt"])
         .collect();
+    // An asked call's first intent says it waits (`pending`); a later row holds the answer.
     let approval = rows
         .iter()
+        .rev()
         .find_map(|r| r["body"]["approval"].as_object().cloned())
         .expect("the call's approval in its receipt");
     // Allowed by the person's answer from their own terminal, not by the agent's.
