@@ -459,8 +459,11 @@ fn command_and_wrapped(
                 }
             }
         }
+        // A wrapper comes before what it runs, as it does when it runs: `sh -c 'x'` reads
+        // `sh`, then `x`, although `x` is found while `sh`'s arguments are read.
+        let at = found.programs.len();
         let next = wrapped(&name, &current[1..], stdin, depth, found);
-        found.programs.push(current);
+        found.programs.insert(at, current);
         match next {
             Some(next) => {
                 // A wrapped name keeps its expansions as source text: `$x`, `*` and braces
@@ -693,6 +696,27 @@ mod tests {
             found.programs.iter().map(|argv| argv.join(" ")).collect(),
             found.opaque,
         )
+    }
+
+    #[test]
+    fn a_wrapper_comes_before_the_commands_it_runs() {
+        // Found by the `script` fuzz target: the shell of `sh -c '…'` came after its script's
+        // commands (with a one-byte script that looked like the shell had gone).
+        for (script, expected) in [
+            ("sh -c '\x01'", vec!["sh -c \x01", "\x01"]),
+            ("sh -c 'a; b'", vec!["sh -c a; b", "a", "b"]),
+            (
+                "env X=1 nice sh -c 'ls'",
+                vec!["env X=1 nice sh -c ls", "nice sh -c ls", "sh -c ls", "ls"],
+            ),
+        ] {
+            let (programs, opaque) = names(script);
+            assert_eq!(opaque, None, "{script}");
+            assert_eq!(programs, expected, "{script}");
+        }
+        let argv = argv_commands(&["sh".into(), "-c".into(), "\x01".into()], None);
+        assert_eq!(argv.programs[0], ["sh", "-c", "\x01"]);
+        assert_eq!(argv.programs[1], ["\x01"]);
     }
 
     #[test]
