@@ -441,8 +441,9 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     });
     for want in [
         "argv[0]    | sh\n",
-        "command 1  | rm -rf $HOME\n",
-        "command 2  | sh\n",
+        // The shell reading its stdin comes before the commands it runs there.
+        "command 1  | sh\n",
+        "command 2  | rm -rf $HOME\n",
         "env HOME   | /nonexistent-home-of-a-test",
     ] {
         assert!(text.contains(want), "{want:?} missing from\n{text}");

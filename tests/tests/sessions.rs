@@ -309,8 +309,13 @@ fn a_query_answer_left_on_the_shell_line_is_never_run_unseen() {
             session,
             &format!("printf '{query}'; echo queried-{index}\n"),
         );
-        // The answer is taken in the same step as the query's output, which comes first.
-        read_until(&daemon, session, &format!("(?m)^queried-{index}"));
+        // The echo's output line, not the typed one. The answer is taken in the same step as
+        // the query's output; the terminal may echo it (`^[[0n`) in front of that line.
+        read_until(
+            &daemon,
+            session,
+            &format!(r"(?m)^(\^\[[^\s]*)?queried-{index}"),
+        );
         // The agent's Return: the shell would run what the answer left, so it is asked (and
         // denied here), never decided as an empty line.
         let enter = std::thread::scope(|scope| {
