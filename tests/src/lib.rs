@@ -408,6 +408,32 @@ impl Daemon {
             .unwrap_or_default()
     }
 
+    /// The pending approval whose action names `file` (waited for, bounded).
+    pub fn pending_for(&self, file: &Path) -> Value {
+        let path = file.to_str().expect("a UTF-8 path");
+        wait_for("the request to be pending", Duration::from_secs(20), || {
+            self.pending_approvals()
+                .into_iter()
+                .find(|r| r["action"].as_str().is_some_and(|a| a.contains(path)))
+        })
+    }
+
+    /// `shell run touch FILE` on its own task, which the daemon's death may leave unanswered.
+    pub fn touch_until_the_daemon_dies(&self, file: &Path) {
+        let socket = self.socket.clone();
+        let file = file.to_path_buf();
+        tokio::spawn(async move {
+            let client = Client::connect(&socket).await.ok()?;
+            client
+                .call_raw(shell_run(
+                    serde_json::json!({"argv": ["touch", file]}),
+                    serde_json::json!({}),
+                ))
+                .await
+                .ok()
+        });
+    }
+
     /// One `shell run` through `computer call`, with `args` and `complications`; its JSON reply.
     pub fn shell_run_json(&self, args: &Value, complications: &Value) -> Value {
         let cli = shell_run_cli(args, complications);

@@ -15,36 +15,13 @@ use serde_json::{Value, json};
 
 const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n";
 
-fn pending_for(daemon: &Daemon, file: &std::path::Path) -> Value {
-    let path = file.to_str().unwrap();
-    wait_for("the request to be pending", Duration::from_secs(20), || {
-        daemon
-            .pending_approvals()
-            .into_iter()
-            .find(|r| r["action"].as_str().is_some_and(|a| a.contains(path)))
-    })
-}
-
-/// `shell run touch FILE` on its own task; `None` when the daemon went away before answering.
-fn touch_until_the_daemon_dies(daemon: &Daemon, file: &std::path::Path) {
-    let socket = daemon.socket.clone();
-    let file = file.to_path_buf();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.ok()?;
-        client
-            .call_raw(shell_run(json!({"argv": ["touch", file]}), json!({})))
-            .await
-            .ok()
-    });
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_id_from_before_a_restart_approves_nothing() {
     let mut daemon = Daemon::start_with_config(ASK_ACTS);
     let dir = tempfile::tempdir().unwrap();
     let before = dir.path().join("asked-before-the-restart");
-    touch_until_the_daemon_dies(&daemon, &before);
-    let old = tokio::task::block_in_place(|| pending_for(&daemon, &before));
+    daemon.touch_until_the_daemon_dies(&before);
+    let old = tokio::task::block_in_place(|| daemon.pending_for(&before));
     let old_id = old["id"].as_u64().unwrap();
 
     daemon.stop_with(libc::SIGKILL);
@@ -52,7 +29,7 @@ async fn a_stale_id_from_before_a_restart_approves_nothing() {
 
     let after = dir.path().join("asked-after-the-restart");
     let call = touch_task(&daemon, &after);
-    let new = tokio::task::block_in_place(|| pending_for(&daemon, &after));
+    let new = tokio::task::block_in_place(|| daemon.pending_for(&after));
     let new_id = new["id"].as_u64().unwrap();
     assert!(new_id > old_id, "ids continue: {old_id} then {new_id}");
 
@@ -110,7 +87,7 @@ async fn an_answer_naming_another_request_is_refused_and_the_terminal_names_its_
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("answered-in-the-terminal");
     let call = touch_task(&daemon, &file);
-    let pending = tokio::task::block_in_place(|| pending_for(&daemon, &file));
+    let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
 
     // What a stale window or terminal would send: the right id, another request's receipt.
     let refused = tokio::task::block_in_place(|| {
@@ -158,7 +135,7 @@ async fn a_request_leaves_with_its_agent_and_a_late_allow_runs_nothing() {
         "name": "COMPUTER",
         "arguments": shell_run(json!({"argv": ["touch", file]}), json!({}))}}),
     );
-    let pending = tokio::task::block_in_place(|| pending_for(&daemon, &file));
+    let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
     drop(raw);
     tokio::task::block_in_place(|| {
         wait_for(
@@ -185,7 +162,7 @@ async fn expires_in_ms_is_the_time_left_now() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("counting-down");
     let call = touch_task(&daemon, &file);
-    let first = tokio::task::block_in_place(|| pending_for(&daemon, &file));
+    let first = tokio::task::block_in_place(|| daemon.pending_for(&file));
     let first_left = first["expires_in_ms"].as_u64().unwrap();
     assert!(first_left <= 60_000, "{first}");
     let later_left = tokio::task::block_in_place(|| {
@@ -456,7 +433,7 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("plain");
     let call = touch_task(&daemon, &file);
-    let pending = tokio::task::block_in_place(|| pending_for(&daemon, &file));
+    let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
     assert!(pending.get("warnings").is_none(), "{pending}");
     assert_eq!(pending["will_run"]["argv"], json!(["touch", file]));
     let text = daemon.cli(&["approvals", "list"]).stdout;
@@ -613,7 +590,7 @@ async fn a_new_request_is_announced_on_the_desktop_without_its_secrets() {
         client.close().await;
         computer_tests::structured(&result)
     });
-    let pending = tokio::task::block_in_place(|| pending_for(&daemon, &file));
+    let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
     let (app, summary, body) = tokio::task::block_in_place(|| {
         wait_for("the Notify call", Duration::from_secs(20), || {
             server.calls.lock().unwrap().first().cloned()
@@ -664,7 +641,7 @@ async fn a_notification_service_that_never_answers_holds_nothing_up() {
         wait_for("the Notify call", Duration::from_secs(20), || {
             (!server.calls.lock().unwrap().is_empty()).then_some(())
         });
-        pending_for(&daemon, &file)
+        daemon.pending_for(&file)
     });
     // The service holds its answer; the request is listed and answered all the same.
     let allowed = daemon.cli(&["approvals", "allow", &pending["id"].to_string()]);

@@ -265,39 +265,13 @@ fn shown_rows(daemon: &Daemon, receipt: &str) -> Vec<Value> {
     out.json().as_array().cloned().unwrap_or_default()
 }
 
-fn pending_touch(daemon: &Daemon, file: &std::path::Path) -> Value {
-    let path = file.to_str().unwrap();
-    wait_for("the request to be pending", Duration::from_secs(20), || {
-        daemon
-            .pending_approvals()
-            .into_iter()
-            .find(|r| r["action"].as_str().is_some_and(|a| a.contains(path)))
-    })
-}
-
-/// `shell run touch FILE` on its own task, which the daemon's death may leave unanswered.
-fn touch_until_the_daemon_dies(daemon: &Daemon, file: &std::path::Path) {
-    let socket = daemon.socket.clone();
-    let file = file.to_path_buf();
-    tokio::spawn(async move {
-        let client = Client::connect(&socket).await.ok()?;
-        client
-            .call_raw(computer_tests::shell_run(
-                json!({"argv": ["touch", file]}),
-                json!({}),
-            ))
-            .await
-            .ok()
-    });
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_waiting_when_the_daemon_is_killed_reads_as_interrupted() {
     let mut daemon = Daemon::start_with_config(ASK_ACTS);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("asked-then-killed");
-    touch_until_the_daemon_dies(&daemon, &file);
-    let pending = tokio::task::block_in_place(|| pending_touch(&daemon, &file));
+    daemon.touch_until_the_daemon_dies(&file);
+    let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
     let receipt = pending["receipt"]
         .as_str()
         .expect("the approver sees a receipt id");
@@ -330,7 +304,7 @@ async fn a_request_waiting_when_the_daemon_is_killed_reads_as_interrupted() {
     // An ordinary call after the restart works, and is asked and answered as before.
     let again = dir.path().join("asked-after-the-restart");
     let call = computer_tests::touch_task(&daemon, &again);
-    let asked = tokio::task::block_in_place(|| pending_touch(&daemon, &again));
+    let asked = tokio::task::block_in_place(|| daemon.pending_for(&again));
     let allowed = daemon.cli(&["approvals", "allow", &asked["id"].to_string()]);
     assert!(allowed.status.success(), "{}", allowed.stderr);
     let out = call.await.unwrap();
@@ -353,7 +327,7 @@ async fn a_denied_ask_has_its_intent_and_its_result() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("asked-then-denied");
     let call = computer_tests::touch_task(&daemon, &file);
-    let asked = tokio::task::block_in_place(|| pending_touch(&daemon, &file));
+    let asked = tokio::task::block_in_place(|| daemon.pending_for(&file));
     let denied = daemon.cli(&["approvals", "deny", &asked["id"].to_string()]);
     assert!(denied.status.success(), "{}", denied.stderr);
     let out = call.await.unwrap();
