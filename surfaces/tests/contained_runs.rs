@@ -147,10 +147,13 @@ mod linux {
         let containment = containment(state.path());
         // /dev/tty opens only for a process with a controlling terminal; its terminal is the
         // only pty in the run's own /dev/pts, and `tty` names it; the setsid'd sleep must not
-        // outlive the run.
+        // outlive the run. The sleep says `detached` once it is in its own session: until
+        // then it is in the terminal's foreground group, and the shell's exit would hang it up
+        // (SIGHUP) before the run could count it.
         let script = "exec 3</dev/tty && echo ctty-ok; echo \"tty=$(tty)\"; \
                       echo \"pts=$(ls /dev/pts | tr '\\n' ' ')\"; stty size; \
-                      setsid -f sleep 1000; read line; echo \"got $line\"";
+                      setsid -f sh -c 'echo detached; exec sleep 1000'; read line; \
+                      echo \"got $line\"";
         let (mut run, master) = containment
             .start_terminal(&RunLimits::default(), &sh(script), Path::new("/"), (24, 91))
             .expect("started");
@@ -158,6 +161,7 @@ mod linux {
         let mut seen = String::new();
         read_until(&mut master, &mut seen, "ctty-ok");
         read_until(&mut master, &mut seen, "24 91");
+        read_until(&mut master, &mut seen, "detached");
         assert!(seen.contains("tty=/dev/pts/0"), "{seen:?}");
         assert!(seen.contains("pts=0 ptmx "), "{seen:?}");
         master.write_all(b"hello\n").unwrap();
