@@ -194,7 +194,18 @@ impl Desktop {
             if ready.is_some() {
                 break;
             }
-            assert!(attempt < 4, "the window manager never came up on {display}");
+            assert!(
+                attempt < 4,
+                "the window manager never came up on {display} (openbox: {:?}; root's \
+                 _NET_SUPPORTING_WM_CHECK: {:?}; logs in {})",
+                openbox.try_wait(),
+                Command::new("xprop")
+                    .args(["-display", &display, "-root", "_NET_SUPPORTING_WM_CHECK"])
+                    .output()
+                    .map(|out| String::from_utf8_lossy(&out.stdout).into_owned()
+                        + &String::from_utf8_lossy(&out.stderr)),
+                log_dir.display()
+            );
             let _ = openbox.kill();
             let _ = openbox.wait();
             openbox = start_openbox();

@@ -675,16 +675,29 @@ async fn gui_type_names_the_window_that_received_the_text() {
     assert_eq!(typed["chars"], 5);
     assert_eq!(typed["window"]["id"], window, "{typed}");
     assert_eq!(typed["window"]["title"], "Typed Into", "{typed}");
-    let read = structured(
-        &call(
-            &daemon,
-            "ax",
-            "read",
-            json!({"app": pid, "selector": "textInput \"Your name\""}),
-        )
-        .await,
-    );
-    assert_eq!(read["text"], "Grace", "{read}");
+    // The keys reached the X server when `type` answered; the app takes them from its queue on
+    // its own time, so the entry is read until it holds the text (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let read = structured(
+            &call(
+                &daemon,
+                "ax",
+                "read",
+                json!({"app": pid, "selector": "textInput \"Your name\""}),
+            )
+            .await,
+        );
+        if read["text"] == "Grace" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline
+                && "Grace".starts_with(read["text"].as_str().unwrap_or("?")),
+            "the entry should come to hold exactly the typed text: {read}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// The evidence reply gives each shot's size, which is the file's.
