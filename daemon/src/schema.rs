@@ -474,6 +474,25 @@ mod tests {
         }
     }
 
+    /// Each command's line carries its own args' words, never another command's: `shell.send`
+    /// says it types a stored secret, and `shell.read`'s wait bound is on `read`'s line.
+    #[test]
+    fn a_command_line_carries_its_own_docs() {
+        let registry = Registry::for_this_platform(&Default::default());
+        let all: Vec<&Arc<dyn Surface>> = registry.all().iter().collect();
+        let text = description(&registry, &all);
+        let line = |prefix: &str| {
+            text.lines()
+                .find(|line| line.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} line in:\n{text}"))
+                .to_string()
+        };
+        let send = line("- shell.send ");
+        assert!(send.contains("{secret:"), "{send}");
+        assert!(!send.contains("timeout_ms"), "{send}");
+        assert!(line("- shell.read ").contains("timeout_ms"), "{text}");
+    }
+
     #[test]
     fn args_render_in_few_tokens() {
         let schema = json!({

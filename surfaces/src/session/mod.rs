@@ -447,7 +447,7 @@ fn default_cols() -> u16 {
 #[serde(deny_unknown_fields)]
 pub struct SendArgs {
     session: u32,
-    /// as typed; \n is Enter. Or {secret:"keychain://svc/acct"} to type a stored secret unseen
+    // The type's doc is what the description says of this field (an untagged enum is its doc).
     #[serde(default)]
     text: Option<SendText>,
     /// Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-x M-x
@@ -455,8 +455,7 @@ pub struct SendArgs {
     keys: Option<Vec<String>>,
 }
 
-// `shell read`'s args.
-/// new output as text; waits are bounded by timeout_ms (=10000)
+/// text as typed (\n is Enter), or {secret:"keychain://svc/acct"} to type a stored secret unseen
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum SendText {
@@ -464,6 +463,8 @@ enum SendText {
     Secret { secret: String },
 }
 
+// `shell read`'s args.
+/// new output as text; waits are bounded by timeout_ms (=10000)
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
