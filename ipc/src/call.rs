@@ -170,6 +170,11 @@ pub struct Complications {
     /// A stricter sandbox for processes this call starts (never a looser one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Sandbox>,
+    /// `shell run` only: the run may call the tool back from its code (`computer call`, the
+    /// `computer_tools` Python module): `true` for the read-only default set, or a list of
+    /// `surface.command` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::tools::ToolsAsk>,
 }
 
 /// Tighter containment for one call's processes.
@@ -259,6 +264,7 @@ mod tests {
                     network: Some(false),
                     writable: Some(vec!["/tmp".into()]),
                 }),
+                tools: Some(crate::tools::ToolsAsk::Named(vec!["ax.tree".into()])),
             };
             round_trip(&call);
             assert_eq!(SurfaceName::parse(surface.as_str()), Some(surface));
