@@ -170,9 +170,7 @@ pub struct Complications {
     /// A stricter sandbox for processes this call starts (never a looser one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Sandbox>,
-    /// `shell run` only: the run may call the tool back from its code (`computer call`, the
-    /// `computer_tools` Python module): `true` for the read-only default set, or a list of
-    /// `surface.command` names.
+    /// shell run: let its code call this tool: true (read-only set) or ["surface.command"]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<crate::tools::ToolsAsk>,
 }

@@ -23,13 +23,29 @@ pub const ENV_RUN: &str = "COMPUTER_TOOLS_RUN";
 
 /// `complications.tools`: `true` for the default set (read-only commands), or the
 /// `surface.command` names the run may call (`["ax.tree", "gui.windows"]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ToolsAsk {
     /// `true`: the default set; `false`: none (as if not given).
     Default(bool),
     /// These commands, each `surface.command`.
     Named(Vec<String>),
+}
+
+// By hand: the derived schema (an `anyOf` with a description per branch) costs every
+// `tools/list` reply some 300 bytes for what one line says.
+impl JsonSchema for ToolsAsk {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ToolsAsk".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": ["boolean", "array"], "items": {"type": "string"}})
+    }
 }
 
 impl ToolsAsk {
