@@ -465,23 +465,28 @@ fn same_token(given: &str, minted: &str) -> bool {
         == 0
 }
 
-/// A connected SOCK_SEQPACKET pair: the daemon's end (non-blocking) and the run's.
+/// A connected pair for a run's channel: the daemon's end (non-blocking) and the run's, both
+/// close-on-exec (the run's end is inherited by a dup2 that clears the flag on the copy).
+/// `SOCK_SEQPACKET` on Linux (one message, one connection); macOS has no seqpacket Unix
+/// sockets, and a stream carries the same one-byte messages with their descriptors.
 fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    let kind = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let kind = libc::SOCK_STREAM;
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two new descriptors into the array we own.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    } != 0
-    {
+    if unsafe { libc::socketpair(libc::AF_UNIX, kind, 0, fds.as_mut_ptr()) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: both descriptors are new and ours alone.
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    for fd in [&ours, &theirs] {
+        // SAFETY: fcntl on a descriptor we own.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
     // SAFETY: fcntl on a descriptor we own.
     if unsafe { libc::fcntl(ours.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -628,6 +633,107 @@ fn args_doc(schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn registry() -> Registry {
+        Registry::from_surfaces(vec![Arc::new(computer_surfaces::shell::ShellSurface::new(
+            Default::default(),
+        ))])
+    }
+
+    fn caller(agent: &str, surfaces: Option<Vec<SurfaceName>>) -> Caller {
+        Caller {
+            uid: 0,
+            pid: None,
+            agent: agent.into(),
+            surfaces,
+        }
+    }
+
+    fn rules(allow: &[&str], agent: &[(&str, &[&str])]) -> ToolRules {
+        ToolRules {
+            config: ToolsConfig {
+                allow: allow.iter().map(|s| s.to_string()).collect(),
+                agent: agent
+                    .iter()
+                    .map(|(name, allow)| {
+                        let allow = allow.iter().map(|s| s.to_string()).collect();
+                        (name.to_string(), AgentTools { allow })
+                    })
+                    .collect(),
+            },
+            served: crate::jobs::served_commands(),
+        }
+    }
+
+    fn names(callable: &[Callable]) -> Vec<&str> {
+        callable.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_default_set_is_observe_risk_without_terminal_reads() {
+        let registry = registry();
+        let default = rules(&[], &[])
+            .resolve(&registry, &caller("a", None), &ToolsAsk::Default(true))
+            .unwrap();
+        // The shell's observe commands read terminals; only the daemon's `job` is left.
+        assert_eq!(names(&default), ["shell.job"]);
+        let none = rules(&[], &[])
+            .resolve(&registry, &caller("a", None), &ToolsAsk::Default(false))
+            .unwrap();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn config_widens_by_name_globally_and_per_agent() {
+        let registry = registry();
+        let ask = ToolsAsk::Named(vec!["shell.run".into()]);
+        let refused = rules(&[], &[("b", &["shell.run"])])
+            .resolve(&registry, &caller("a", None), &ask)
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Denied);
+        assert_eq!(refused.path.as_deref(), Some("complications.tools[0]"));
+        assert_eq!(refused.valid, ["shell.job"]);
+        let for_b = rules(&[], &[("b", &["shell.run"])])
+            .resolve(&registry, &caller("b", None), &ask)
+            .unwrap();
+        assert_eq!(names(&for_b), ["shell.run"]);
+        let for_all = rules(&["shell.run"], &[])
+            .resolve(&registry, &caller("a", None), &ToolsAsk::Default(true))
+            .unwrap();
+        assert_eq!(names(&for_all), ["shell.run", "shell.job"]);
+    }
+
+    #[test]
+    fn unknown_names_and_names_out_of_scope_are_refused_with_the_valid_ones() {
+        let registry = registry();
+        let unknown = rules(&[], &[])
+            .resolve(
+                &registry,
+                &caller("a", None),
+                &ToolsAsk::Named(vec!["shell.job".into(), "shell.nope".into()]),
+            )
+            .unwrap_err();
+        assert_eq!(unknown.code, ErrorCode::InvalidCall);
+        assert_eq!(unknown.path.as_deref(), Some("complications.tools[1]"));
+        assert!(unknown.valid.contains(&"shell.run".to_string()));
+        let scoped = caller("a", Some(vec![SurfaceName::Gui]));
+        let out = rules(&[], &[])
+            .resolve(
+                &registry,
+                &scoped,
+                &ToolsAsk::Named(vec!["shell.job".into()]),
+            )
+            .unwrap_err();
+        assert_eq!(out.code, ErrorCode::Denied);
+        assert!(
+            rules(&[], &[])
+                .resolve(&registry, &scoped, &ToolsAsk::Default(true))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(rules(&["shell.nope"], &[]).check(&registry).is_err());
+        assert!(rules(&["shell.run"], &[]).check(&registry).is_ok());
+    }
 
     #[test]
     fn tokens_compare_whole() {

@@ -103,26 +103,9 @@ impl ToolsClient {
 
     /// Opens a connection over the channel descriptor `channel`.
     pub fn connect(channel: i32, token: String) -> Result<ToolsClient, String> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let mut pair = [0; 2];
-        // SAFETY: socketpair writes two new descriptors into the array we own.
-        if unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                pair.as_mut_ptr(),
-            )
-        } != 0
-        {
-            return Err(format!(
-                "cannot make a socket pair: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: both descriptors are new and ours alone.
-        let (ours, theirs) =
-            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        use std::os::fd::AsRawFd;
+        let (stream, theirs) = std::os::unix::net::UnixStream::pair()
+            .map_err(|err| format!("cannot make a socket pair: {err}"))?;
         send_descriptor(channel, theirs.as_raw_fd()).map_err(|err| {
             format!(
                 "the run's tools channel (descriptor {channel}) does not answer: {err}; it closes \
@@ -130,7 +113,6 @@ impl ToolsClient {
             )
         })?;
         drop(theirs);
-        let stream = std::os::unix::net::UnixStream::from(ours);
         let writer = stream
             .try_clone()
             .map_err(|err| format!("cannot use the tools connection: {err}"))?;
@@ -164,6 +146,20 @@ impl ToolsClient {
     }
 }
 
+/// A closed channel is an error to report, not a SIGPIPE to die of (Linux; elsewhere the
+/// flag does not exist).
+#[cfg(target_os = "linux")]
+const SEND_FLAGS: i32 = libc::MSG_NOSIGNAL;
+#[cfg(all(unix, not(target_os = "linux")))]
+const SEND_FLAGS: i32 = 0;
+
+/// Descriptors received close-on-exec at once where the kernel can (Linux); elsewhere they are
+/// marked right after.
+#[cfg(target_os = "linux")]
+const RECEIVE_FLAGS: i32 = libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT;
+#[cfg(all(unix, not(target_os = "linux")))]
+const RECEIVE_FLAGS: i32 = libc::MSG_DONTWAIT;
+
 /// Sends `fd` as one message (a `C` byte and the descriptor) on the seqpacket `channel`.
 #[cfg(unix)]
 fn send_descriptor(channel: i32, fd: i32) -> std::io::Result<()> {
@@ -194,7 +190,7 @@ fn send_descriptor(channel: i32, fd: i32) -> std::io::Result<()> {
             std::mem::size_of::<i32>(),
         );
         loop {
-            if libc::sendmsg(channel, &message, libc::MSG_NOSIGNAL) >= 0 {
+            if libc::sendmsg(channel, &message, SEND_FLAGS) >= 0 {
                 return Ok(());
             }
             let err = std::io::Error::last_os_error();
@@ -229,11 +225,7 @@ pub fn receive_connection(channel: i32) -> std::io::Result<Option<std::os::fd::O
         message.msg_iovlen = 1;
         message.msg_control = control.as_mut_ptr().cast();
         message.msg_controllen = space as _;
-        let n = libc::recvmsg(
-            channel,
-            &mut message,
-            libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
-        );
+        let n = libc::recvmsg(channel, &mut message, RECEIVE_FLAGS);
         if n < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -253,6 +245,8 @@ pub fn receive_connection(channel: i32) -> std::io::Result<Option<std::os::fd::O
                         (&mut fd as *mut i32).cast::<u8>(),
                         std::mem::size_of::<i32>(),
                     );
+                    #[cfg(not(target_os = "linux"))]
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
                     fds.push(OwnedFd::from_raw_fd(fd));
                 }
             }
@@ -308,6 +302,7 @@ mod tests {
         assert_eq!(serde_json::from_value::<ToolsRequest>(value).unwrap(), list);
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_connection_travels_over_a_seqpacket_channel() {
         use std::io::{Read, Write};

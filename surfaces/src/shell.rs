@@ -662,7 +662,7 @@ impl PreparedAction for ShellRun {
         };
         if self.tools {
             format!(
-                "{what}, which may call the tool back (read-mostly, nothing that asks a person)"
+                "{what}, which may call the tool back from its code (each call decided and receipted on its own)"
             )
         } else {
             what
