@@ -358,3 +358,54 @@ async fn a_script_reads_sixteen_nodes_through_the_module_and_prints_one_line() {
         json!({"allowed": 16, "refused": 0})
     );
 }
+
+#[test]
+fn a_runs_calls_are_masked_with_the_runs_secrets() {
+    use computer_tests::desktop::Desktop;
+    use std::io::Write;
+    const VALUE: &str = "tools-suite-Secret-7731";
+    let keyring = computer_tests::keyring::Keyring::on_bus(&Desktop::shared().dbus_address);
+    let mut store = Desktop::shared()
+        .command("timeout")
+        .args(["20", "secret-tool", "store", "--label", "tools", "service"])
+        .args(["tools-suite", "username", "token"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    store
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(VALUE.as_bytes())
+        .unwrap();
+    assert!(store.wait().unwrap().success(), "secret-tool store");
+    let daemon = Daemon::start_with(
+        "[tools]\nallow = [\"shell.run\"]\n\n[[rules]]\nsecrets = [\"keychain://tools-suite/*\"]\ndecision = \"allow\"\n",
+        &Desktop::shared().env(),
+    );
+    // The run hands its secret to a call of its own (as an argument, where the call's own
+    // masking does not know it); what comes back to the script, and every receipt, is masked.
+    let seen = daemon.root.join("seen.json");
+    let reply = run(
+        &daemon,
+        &format!(
+            "computer call shell run --json -- echo \"$TOKEN\" > {}",
+            seen.display()
+        ),
+        json!({"tools": ["shell.run"], "secrets": {"TOKEN": "keychain://tools-suite/token"}}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let nested: Value = serde_json::from_str(&seen).expect("json");
+    assert_eq!(nested["ok"], true, "{nested}");
+    assert!(
+        !seen.contains(VALUE),
+        "the script got the value back: {seen}"
+    );
+    assert!(seen.contains("[masked TOKEN]"), "{seen}");
+    let rows = calls_via(&daemon, &reply["receipt"]);
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let receipts = daemon.cli(&["receipts", "export"]).stdout;
+    assert!(!receipts.contains(VALUE), "a receipt holds the value");
+    drop(keyring);
+}
