@@ -3,6 +3,9 @@
 //! generated `computer_tools` Python module; every call is decided, rate-limited and receipted
 //! with `via` the run's receipt; what the run may call is what it lists; nothing else of the
 //! daemon's is reachable from inside, and the capability dies with its run.
+//! Linux: runs are contained there (and the nodes read are AT-SPI's).
+
+#![cfg(target_os = "linux")]
 
 use std::time::{Duration, Instant};
 
