@@ -26,6 +26,8 @@ pub struct Config {
     /// What policy needs beyond rules and defaults (the loader variables).
     pub policy: PolicySection,
     pub rules: Vec<Rule>,
+    /// What runs given tools may call beyond the default set (`[tools]`).
+    pub tools: crate::tools::ToolsConfig,
     /// The surfaces' own sections, unread here: each surface checks and takes its own.
     pub surfaces: BTreeMap<SurfaceName, toml::Table>,
     /// Where each key of a surface's section was written (`shell.max_timeout_ms` → line), so
@@ -44,6 +46,7 @@ const DAEMON_SECTIONS: &[&str] = &[
     "jobs",
     "policy",
     "rules",
+    "tools",
 ];
 
 // By hand rather than derived: a surface's section is any table under the surface's name, and
@@ -72,6 +75,7 @@ impl<'de> Deserialize<'de> for Config {
                         "jobs" => config.jobs = map.next_value()?,
                         "policy" => config.policy = map.next_value()?,
                         "rules" => config.rules = map.next_value()?,
+                        "tools" => config.tools = map.next_value()?,
                         other => match SurfaceName::parse(other) {
                             Some(surface) => {
                                 config.surfaces.insert(surface, map.next_value()?);

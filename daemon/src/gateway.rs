@@ -4,7 +4,7 @@
 //! asks of the daemon besides calls: the tool as a caller sees it and who a token names.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use computer_ipc::{ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::Registry;
@@ -21,6 +21,7 @@ use crate::stages::{
     Early, Refusal, Shaped, Stages, approval_request, error_result, unreceipted_error,
 };
 use crate::steps::StepLimits;
+use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
 
 pub struct Gateway {
     /// What every stage of a call needs; shared with detached jobs, which outlive their call.
@@ -30,6 +31,8 @@ pub struct Gateway {
     step_limits: RwLock<StepLimits>,
     /// Detached calls and the `job` command (`jobs.rs`).
     jobs: Jobs,
+    /// Itself, for the runs it gives tools: their calls come back here while it lives.
+    me: Weak<Gateway>,
 }
 
 impl Gateway {
@@ -46,20 +49,71 @@ impl Gateway {
             crate::agents::store_path(artifact_dir.parent().unwrap_or(std::path::Path::new(".")));
         let jobs = Jobs::new(ledger.path().to_path_buf());
         let ledger = crate::secrets::SealedLedger::new(ledger);
-        Arc::new(Gateway {
-            stages: Arc::new(Stages::new(
-                registry,
-                policy,
-                approvals,
-                limiter,
-                ledger,
-                artifact_dir,
-            )),
+        let stages = Stages::new(registry, policy, approvals, limiter, ledger, artifact_dir);
+        *stages.tools.write().unwrap() = Arc::new(ToolRules {
+            config: ToolsConfig::default(),
+            served: crate::jobs::served_commands(),
+        });
+        Arc::new_cyclic(|me| Gateway {
+            stages: Arc::new(stages),
             agents_path,
             tool,
             step_limits: RwLock::new(Default::default()),
             jobs,
+            me: me.clone(),
         })
+    }
+
+    /// What runs given tools may call beyond the default set (`[tools]`); a name no surface
+    /// offers is refused, naming the valid ones, and the rules in force stay.
+    pub fn set_tools(&self, config: ToolsConfig) -> Result<(), String> {
+        let rules = ToolRules {
+            config,
+            served: crate::jobs::served_commands(),
+        };
+        rules.check(&self.stages.registry)?;
+        *self.stages.tools.write().unwrap() = Arc::new(rules);
+        Ok(())
+    }
+
+    /// The capability of one run given tools: its calls come back to [`Gateway::handle_via`]
+    /// as `caller`, tagged with the run's receipt id, within `callable`.
+    fn grant(
+        &self,
+        caller: &Caller,
+        via: &str,
+        callable: Vec<Callable>,
+        secrets: Arc<computer_surfaces::secrets::CallSecrets>,
+    ) -> RunGrant {
+        let names: Arc<Vec<String>> = Arc::new(callable.iter().map(|c| c.name.clone()).collect());
+        let (me, caller_of_run, via_run) = (self.me.clone(), caller.clone(), via.to_string());
+        let call: CallThrough = Arc::new(move |arguments, cancel| {
+            let (me, caller, via, names) = (
+                me.clone(),
+                caller_of_run.clone(),
+                via_run.clone(),
+                names.clone(),
+            );
+            Box::pin(async move {
+                match me.upgrade() {
+                    Some(gateway) => {
+                        gateway
+                            .handle_via(&caller, &via, &names, Some(arguments), cancel)
+                            .await
+                    }
+                    None => unreceipted_error(&ToolError::new(
+                        ErrorCode::ShuttingDown,
+                        "the daemon is shutting down",
+                    )),
+                }
+            })
+        });
+        RunGrant {
+            via: via.to_string(),
+            callable,
+            call,
+            secrets,
+        }
     }
 
     pub fn jobs(&self) -> &Jobs {
@@ -303,6 +357,26 @@ impl Gateway {
             Err(error) => return refuse(early, error.into()).await,
         };
         early.stated = Some(decided.stated.clone());
+        if call
+            .complications
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.wanted())
+        {
+            let error = ToolError::new(
+                ErrorCode::Denied,
+                "a run cannot give tools to a run it starts: the capability is for the run it was minted for",
+            )
+            .at("complications.tools");
+            return refuse(early, error.into()).await;
+        }
+        if decided.action.risk() == computer_surfaces::Risk::Secret {
+            let error = ToolError::new(
+                ErrorCode::Denied,
+                "secret values never reach a run's calls (a reveal, or a secret put into a run); make the call yourself, outside the run",
+            );
+            return refuse(early, error.into()).await;
+        }
         let refused = match &decided.decision {
             Decision::Allow { .. } => None,
             Decision::Deny { reason, .. } => Some(reason.clone()),
@@ -351,7 +425,11 @@ impl Gateway {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };
-        let ctx = stages.context(&call_id, caller, cancelled);
+        let mut ctx = stages.context(&call_id, caller, cancelled);
+        if let Some(callable) = decided.callable.clone() {
+            let grant = self.grant(caller, &call_id, callable, ctx.secrets.clone());
+            ctx.tools = Some(Arc::new(grant));
+        }
         if call.complications.detach {
             let fields = decided.surface.result_fields(&call.command);
             let asked = call.complications.return_budget.clone();

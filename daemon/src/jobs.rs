@@ -104,6 +104,15 @@ pub fn command_spec() -> CommandSpec {
     CommandSpec::of::<JobArgs>(JOB_COMMAND, Risk::Observe)
 }
 
+/// The `job` command on every surface that offers it: commands the daemon serves itself, which
+/// a run given tools may call like a surface's own.
+pub fn served_commands() -> Vec<(SurfaceName, CommandSpec)> {
+    DETACHABLE
+        .iter()
+        .map(|(surface, _)| (*surface, command_spec()))
+        .collect()
+}
+
 /// Whether `surface` offers the `job` command (it has a command that honours `detach`).
 pub fn offered_on(surface: SurfaceName) -> bool {
     DETACHABLE.iter().any(|(s, _)| *s == surface)

@@ -21,6 +21,8 @@
 //! - [`cancel`]: why a call stopped early (client, disconnect).
 //! - [`receipts`]: the hash-chained SQLite ledger with group commit.
 //! - [`schema`]: the `COMPUTER` tool definition.
+//! - [`tools`]: programmatic calls from a run given `complications.tools`: what it may call, its
+//!   capability (a token and an inherited channel) and the generated Python module.
 //! - [`secrets`]: redaction in the pipeline: outcomes, replies, receipts and log lines masked;
 //!   secret references in receipts as keyed digests.
 //! - [`config`]: embedded defaults and the optional TOML file.
@@ -47,4 +49,5 @@ pub mod secrets;
 pub mod server;
 pub mod stages;
 pub mod steps;
+pub mod tools;
 pub mod transport;

@@ -38,6 +38,8 @@ pub struct Stages {
     /// Every row is sealed on its way in: secret references as keyed digests, values masked.
     pub(crate) ledger: SealedLedger,
     pub(crate) artifact_dir: PathBuf,
+    /// What runs given tools may call (`[tools]`, and the commands the daemon serves).
+    pub(crate) tools: RwLock<Arc<crate::tools::ToolRules>>,
     closing: AtomicBool,
 }
 
@@ -104,6 +106,8 @@ pub(crate) struct Decided {
     /// The request as the surface redacts it, and the facts, as receipts record them.
     pub(crate) stated: (Value, Value),
     pub(crate) decision: Decision,
+    /// What the run may call back, when the call gives it tools (`complications.tools`).
+    pub(crate) callable: Option<Vec<crate::tools::Callable>>,
     /// Names this exact action for session grants: the same args may run another line (a
     /// Return in a terminal), so the facts are in it too.
     pub(crate) grant_key: String,
@@ -114,6 +118,8 @@ pub(crate) struct Decided {
 pub struct Deciding<'a> {
     pub registry: &'a Registry,
     pub policy: &'a dyn Policy,
+    /// What runs given tools may call.
+    pub tools: Arc<crate::tools::ToolRules>,
 }
 
 impl Deciding<'_> {
@@ -202,6 +208,10 @@ impl Deciding<'_> {
         raw: &Value,
     ) -> Result<Decided, ToolError> {
         self.unsupported_complications(call, surface.as_ref())?;
+        let callable = match &call.complications.tools {
+            Some(ask) if ask.wanted() => Some(self.tools.resolve(self.registry, caller, ask)?),
+            _ => None,
+        };
         let budget = Budget::from_request(
             call.complications.return_budget.as_ref(),
             surface.result_fields(&call.command),
@@ -245,6 +255,7 @@ impl Deciding<'_> {
             facts,
             stated,
             decision,
+            callable,
             grant_key,
         })
     }
@@ -307,6 +318,7 @@ fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
         ("secrets", !c.secrets.is_empty()),
         ("detach", c.detach),
         ("sandbox", c.sandbox.is_some()),
+        ("tools", c.tools.as_ref().is_some_and(|t| t.wanted())),
     ]
     .into_iter()
     .filter_map(|(name, used)| used.then_some(name))
@@ -443,6 +455,7 @@ impl Stages {
             limiter,
             ledger,
             artifact_dir,
+            tools: RwLock::default(),
             closing: AtomicBool::new(false),
         }
     }
@@ -489,7 +502,13 @@ impl Stages {
         Deciding {
             registry: &self.registry,
             policy: policy.as_ref(),
+            tools: self.tool_rules(),
         }
+    }
+
+    /// What runs given tools may call, of the moment (a SIGHUP swaps it).
+    pub(crate) fn tool_rules(&self) -> Arc<crate::tools::ToolRules> {
+        self.tools.read().unwrap().clone()
     }
 
     /// The rules of the moment (a SIGHUP swaps them; a call keeps those it was decided on).
@@ -665,6 +684,7 @@ impl Stages {
             output_bytes: Arc::default(),
             secrets: Default::default(),
             agent: caller.agent.clone(),
+            tools: None,
         }
     }
 

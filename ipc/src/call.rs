@@ -170,6 +170,9 @@ pub struct Complications {
     /// A stricter sandbox for processes this call starts (never a looser one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Sandbox>,
+    /// shell run: let its code call this tool: true (read-only set) or ["surface.command"]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::tools::ToolsAsk>,
 }
 
 /// Tighter containment for one call's processes.
@@ -259,6 +262,7 @@ mod tests {
                     network: Some(false),
                     writable: Some(vec!["/tmp".into()]),
                 }),
+                tools: Some(crate::tools::ToolsAsk::Named(vec!["ax.tree".into()])),
             };
             round_trip(&call);
             assert_eq!(SurfaceName::parse(surface.as_str()), Some(surface));

@@ -10,6 +10,8 @@
 //!   events, the pending request) and its client.
 //! - [`shown`]: what approvers are shown of a pending call, exactly: the structured view of what
 //!   will run and the one escaping function every approver uses.
+//! - [`tools`]: programmatic calls from a run given tools: what `complications.tools` asks,
+//!   the channel a run inherits, its wire and its client.
 
 pub mod call;
 pub mod client;
@@ -17,6 +19,7 @@ pub mod control;
 pub mod paths;
 pub mod reply;
 pub mod shown;
+pub mod tools;
 
 pub use call::{
     Complications, ComputerCall, Evidence, ReturnBudget, ReturnMode, Sandbox, StepsCall,
@@ -24,6 +27,7 @@ pub use call::{
 };
 pub use client::{Client, ClientError};
 pub use reply::{ErrorCode, ToolError};
+pub use tools::ToolsAsk;
 
 /// The name of the one tool the daemon serves.
 pub const TOOL_NAME: &str = "COMPUTER";

@@ -444,6 +444,7 @@ mod tests {
             output_bytes: Arc::default(),
             secrets: Default::default(),
             agent: "default".into(),
+            tools: None,
         }
     }
 

@@ -151,6 +151,31 @@ pub struct CallContext {
     /// The agent making the call (`default` without a token): what it starts that outlives the
     /// call (a terminal session) is its own.
     pub agent: String,
+    /// Programmatic calls for this call's run, when the daemon gave it tools
+    /// (`complications.tools` on `shell run`); `None` otherwise.
+    pub tools: Option<Arc<dyn RunTools>>,
+}
+
+/// A run's programmatic calls, as the daemon serves them: the shell surface opens the channel
+/// when the run starts, hands the run its end, and closes it when the run has ended. What the
+/// run may call, and how each call is decided and receipted, is the daemon's alone.
+pub trait RunTools: Send + Sync + std::fmt::Debug {
+    /// Mints the run's capability and opens its channel.
+    fn open(&self) -> Result<OpenedTools, SurfaceError>;
+}
+
+/// A run's open channel.
+pub struct OpenedTools {
+    /// The run's end of its channel, inherited as [`computer_ipc::tools::TOOLS_FD`].
+    pub channel: std::os::fd::OwnedFd,
+    /// Variables the run gets (the capability, the descriptor's number).
+    pub env: Vec<(String, String)>,
+    /// A directory put first on the run's `PATH` and `PYTHONPATH` (the `computer` command and
+    /// the generated `computer_tools` module).
+    pub bin_dir: PathBuf,
+    /// Closes the channel and revokes the capability; what the run's result receipt records of
+    /// its calls (`{allowed, refused}`).
+    pub close: Box<dyn FnOnce() -> Value + Send>,
 }
 
 /// Processes that agents' gui and ax actions may not target: the people's approvers, registered

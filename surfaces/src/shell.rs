@@ -246,6 +246,7 @@ impl Surface for ShellSurface {
             "return",
             "sandbox",
             "detach",
+            "tools",
         ];
         const WITH_SECRETS: &[&str] = &[
             "cwd",
@@ -255,6 +256,7 @@ impl Surface for ShellSurface {
             "return",
             "sandbox",
             "detach",
+            "tools",
             "secrets",
         ];
         // Listed only where a keychain answers: what the tool lists is what is callable.
@@ -389,6 +391,7 @@ impl Surface for ShellSurface {
             capture: limits.capture,
             containment: limits.containment.clone(),
             sandbox: run_limits(complications)?,
+            tools: complications.tools.as_ref().is_some_and(|t| t.wanted()),
         }))
     }
 }
@@ -445,6 +448,12 @@ impl ShellSurface {
         complications: &Complications,
         limits: &ShellLimits,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        if complications.tools.as_ref().is_some_and(|t| t.wanted()) {
+            return Err(ToolError::invalid(
+                "tools are given to a `shell run` only: a terminal session outlives any one call, and a capability must die with its run",
+            )
+            .at("complications.tools"));
+        }
         let (cwd, sandbox) = if command == "open" {
             (
                 checked_cwd_and_env(complications)?,
@@ -514,6 +523,9 @@ pub struct ShellRun {
     capture: CaptureLimits,
     containment: Arc<Containment>,
     sandbox: RunLimits,
+    /// The run may call the tool back (`complications.tools`): the daemon opens its channel
+    /// when it starts (`CallContext::tools`).
+    tools: bool,
 }
 
 impl ShellRun {
@@ -644,9 +656,16 @@ impl PreparedAction for ShellRun {
             Program::Argv(argv) => format!("run {argv:?}"),
             Program::Script(script) => format!("run the shell script {script:?}"),
         };
-        match &self.cwd {
+        let what = match &self.cwd {
             Some(cwd) => format!("{what} in {}", cwd.display()),
             None => what,
+        };
+        if self.tools {
+            format!(
+                "{what}, which may call the tool back from its code (each call decided and receipted on its own)"
+            )
+        } else {
+            what
         }
     }
 
@@ -665,6 +684,33 @@ impl PreparedAction for ShellRun {
                 name.into(),
                 secrecy::ExposeSecret::expose_secret(&value).into(),
             );
+        }
+        // The run's tools channel, opened only now (after policy and approval), and closed,
+        // whatever happens, when this returns.
+        let mut tools = ToolsGuard(match (self.tools, &ctx.tools) {
+            (false, _) => None,
+            (true, Some(tools)) => Some(tools.open()?),
+            (true, None) => {
+                return Err(SurfaceError::Tool(
+                    ToolError::invalid(
+                        "tools are given to a single call's `shell run`, not to a step of a multi-step call",
+                    )
+                    .at("complications.tools"),
+                ));
+            }
+        });
+        if let Some(opened) = &tools.0 {
+            for (key, value) in &opened.env {
+                env.insert(key.into(), value.into());
+            }
+            for key in ["PATH", "PYTHONPATH"] {
+                let mut joined = opened.bin_dir.clone().into_os_string();
+                if let Some(rest) = env.get(OsStr::new(key)).filter(|v| !v.is_empty()) {
+                    joined.push(":");
+                    joined.push(rest);
+                }
+                env.insert(key.into(), joined);
+            }
         }
         let exec = match &self.program {
             Program::Argv(argv) => {
@@ -701,10 +747,13 @@ impl PreparedAction for ShellRun {
             None => PathBuf::from("/"),
         };
         let stop_reading = CancellationToken::new();
+        let channel = tools.0.as_ref().map(|opened| &opened.channel);
         let ran = if self.containment.starts_runs() {
-            self.run_contained(&ctx, &exec, &cwd, &stop_reading).await
+            self.run_contained(&ctx, &exec, &cwd, &stop_reading, channel)
+                .await
         } else {
-            self.run_command(&ctx, &exec, &cwd, &stop_reading).await
+            self.run_command(&ctx, &exec, &cwd, &stop_reading, channel)
+                .await
         };
         zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
         let ran = ran?;
@@ -741,6 +790,9 @@ impl PreparedAction for ShellRun {
         let mut receipt = Map::new();
         receipt.insert("containment".into(), json!(self.containment.status()));
         receipt.insert("killed_processes".into(), json!(killed));
+        if let Some(opened) = tools.0.take() {
+            receipt.insert("tool_calls".into(), (opened.close)());
+        }
         if !self.sandbox.is_default() {
             receipt.insert(
                 "sandbox".into(),
@@ -776,6 +828,18 @@ pub(crate) fn zero_secret_env<'a>(exec: &mut ExecSpec, names: impl Iterator<Item
     }
 }
 
+/// A run's open tools channel: closed (the capability revoked) when the run is over, on every
+/// path out of it.
+struct ToolsGuard(Option<crate::OpenedTools>);
+
+impl Drop for ToolsGuard {
+    fn drop(&mut self) {
+        if let Some(opened) = self.0.take() {
+            (opened.close)();
+        }
+    }
+}
+
 /// How a run ended, and the readers of its output.
 struct Ran {
     exit_code: Option<i32>,
@@ -795,10 +859,11 @@ impl ShellRun {
         exec: &ExecSpec,
         cwd: &Path,
         stop_reading: &CancellationToken,
+        tools: Option<&std::os::fd::OwnedFd>,
     ) -> Result<Ran, SurfaceError> {
         let started = self
             .containment
-            .start(&self.sandbox, exec, cwd, self.stdin.is_some())
+            .start_with_tools(&self.sandbox, exec, cwd, self.stdin.is_some(), tools)
             .map_err(|err| SurfaceError::Failed {
                 message: format!("the run could not be contained, so it did not start: {err}"),
             })?;
@@ -877,8 +942,29 @@ impl ShellRun {
         exec: &ExecSpec,
         cwd: &Path,
         stop_reading: &CancellationToken,
+        tools: Option<&std::os::fd::OwnedFd>,
     ) -> Result<Ran, SurfaceError> {
         let mut command = tokio::process::Command::new(&exec.program);
+        if let Some(channel) = tools {
+            use std::os::fd::AsRawFd;
+            let channel = channel.as_raw_fd();
+            let tools_fd = computer_ipc::tools::TOOLS_FD;
+            // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) on
+            // descriptor numbers; nothing allocates.
+            unsafe {
+                command.pre_exec(move || {
+                    let inherited = if channel == tools_fd {
+                        libc::fcntl(tools_fd, libc::F_SETFD, 0)
+                    } else {
+                        libc::dup2(channel, tools_fd)
+                    };
+                    if inherited < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         if let Some((arg0, args)) = exec.argv.split_first() {
             command.arg0(arg0).args(args);
         }

@@ -46,6 +46,24 @@ pub async fn run(call: CallArgs) -> u8 {
             return exit::USAGE;
         }
     };
+    // Inside a run given tools, the call goes over the run's own channel (the agent socket is
+    // out of a run's reach, and refuses a run's processes besides).
+    if let Some(connected) = computer_ipc::tools::ToolsClient::from_env() {
+        let arguments = match request {
+            Value::Object(map) => map,
+            _ => unreachable!("build makes an object"),
+        };
+        let structured = match connected
+            .and_then(|mut client| client.request(computer_ipc::tools::ToolsOp::Call { arguments }))
+        {
+            Ok(structured) => structured,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return exit::UNAVAILABLE;
+            }
+        };
+        return print_result(&call, &structured);
+    }
     let client = match Client::connect_default().await {
         Ok(client) => client,
         Err(err) => {
@@ -63,13 +81,45 @@ pub async fn run(call: CallArgs) -> u8 {
         }
     };
     let structured = result.structured_content.unwrap_or(Value::Null);
+    print_result(&call, &structured)
+}
+
+/// Prints a call's result (as JSON with `--json`) and says how it went in the exit status.
+fn print_result(call: &CallArgs, structured: &Value) -> u8 {
     super::end_quietly_on_closed_pipe();
     if call.json {
         println!("{structured}");
     } else {
-        print_readable(&structured);
+        print_readable(structured);
     }
-    status_of(&structured)
+    status_of(structured)
+}
+
+/// `computer tools` inside a run given tools: the commands this run may call, one a line (with
+/// `--format json`, the list with each command's args schema). `None` outside such a run.
+pub fn tools_in_run(format: &str) -> Option<u8> {
+    let connected = computer_ipc::tools::ToolsClient::from_env()?;
+    let listed =
+        match connected.and_then(|mut client| client.request(computer_ipc::tools::ToolsOp::List)) {
+            Ok(listed) => listed,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return Some(exit::UNAVAILABLE);
+            }
+        };
+    super::end_quietly_on_closed_pipe();
+    if format == "json" {
+        println!("{listed}");
+        return Some(exit::OK);
+    }
+    for command in listed["callable"].as_array().into_iter().flatten() {
+        println!(
+            "{}\t{}",
+            command["name"].as_str().unwrap_or_default(),
+            command["risk"].as_str().unwrap_or_default()
+        );
+    }
+    Some(exit::OK)
 }
 
 fn build(call: &CallArgs) -> Result<Value, String> {

@@ -48,9 +48,10 @@ enum Command {
     Serve,
     /// Make one COMPUTER call through the daemon, e.g. `computer call shell run -- ls -la`.
     Call(call::CallArgs),
-    /// Print the tool definition as an ecosystem expects it.
+    /// Print the tool definition as an ecosystem expects it; inside a run given tools, the
+    /// commands the run may call (`--format json`: with their args' schemas).
     Tools {
-        #[arg(long, default_value = "mcp", value_parser = ["mcp", "openai", "anthropic"])]
+        #[arg(long, default_value = "mcp", value_parser = ["mcp", "openai", "anthropic", "json"])]
         format: String,
     },
     /// Read and check the receipts ledger.
@@ -250,7 +251,10 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => serve::run().await,
             Command::Call(args) => call::run(args).await,
-            Command::Tools { format } => tools(&format),
+            Command::Tools { format } => match call::tools_in_run(&format) {
+                Some(status) => status,
+                None => tools(&format),
+            },
             Command::Receipts(command) => receipts::run(command),
             Command::Mcp { no_spawn } => bridge::run(no_spawn).await,
             Command::Doctor { json } => doctor::run(json).await,
@@ -367,6 +371,10 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
     let deciding = crate::stages::Deciding {
         registry: &registry,
         policy: &policy,
+        tools: std::sync::Arc::new(crate::tools::ToolRules {
+            config: config.tools.clone(),
+            served: crate::jobs::served_commands(),
+        }),
     };
     let print = |value: serde_json::Value| {
         println!(

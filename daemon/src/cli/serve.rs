@@ -94,6 +94,9 @@ async fn serve() -> anyhow::Result<()> {
         artifact_dir,
     );
     gateway.set_step_limits(config.limits.steps());
+    gateway
+        .set_tools(config.tools.clone())
+        .map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
     gateway.jobs().set_limits(config.jobs.limits());
     tokio::spawn(control.run(approvals));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
@@ -247,6 +250,9 @@ async fn reload_on_sighup(gateway: Arc<Gateway>, config_path: PathBuf, protected
                     rate_limiter(&config),
                 );
                 gateway.set_step_limits(config.limits.steps());
+                if let Err(err) = gateway.set_tools(config.tools.clone()) {
+                    tracing::error!(error = %err, "SIGHUP: [tools] refused; the tools in force stay");
+                }
                 tracing::info!(config = %config_path.display(), rules = config.rules.len(), "SIGHUP: config reloaded");
             }
             Err(err) => {

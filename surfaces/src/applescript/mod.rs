@@ -596,6 +596,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             output_bytes: Arc::default(),
             secrets: Default::default(),
             agent: "default".into(),
+            tools: None,
         }
     }
 

@@ -278,7 +278,7 @@ impl Launcher {
             env: Vec::new(),
         };
         let started = self
-            .start(&RunLimits::default(), &exec, Path::new("/"), false)
+            .start(&RunLimits::default(), &exec, Path::new("/"), false, None)
             .map_err(into_io)?;
         let mut run = started.run;
         let end = run.wait_blocking(PROBE_LIMIT_MS).map_err(into_io)?;
@@ -298,8 +298,10 @@ impl Launcher {
         exec: &ExecSpec,
         cwd: &Path,
         with_stdin: bool,
+        tools: Option<&OwnedFd>,
     ) -> Result<Started, ContainError> {
-        let request = request_for(limits, exec, cwd, None)?;
+        let mut request = request_for(limits, exec, cwd, None)?;
+        request.tools = tools.is_some();
         let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stdin, stdin_r) = if with_stdin {
@@ -309,7 +311,7 @@ impl Launcher {
             let null = std::fs::File::open("/dev/null").map_err(setup("input pipe"))?;
             (None, OwnedFd::from(null))
         };
-        let run = self.hand_over(&request, [&stdin_r, &stdout_w, &stderr_w])?;
+        let run = self.hand_over(&request, [&stdin_r, &stdout_w, &stderr_w], tools)?;
         Ok(Started {
             run,
             stdin,
@@ -332,7 +334,7 @@ impl Launcher {
     ) -> Result<(Run, OwnedFd), ContainError> {
         let request = request_for(limits, exec, cwd, Some((rows, cols)))?;
         let (ours, theirs) = zygote::seqpacket_pair().map_err(setup("the terminal's socket"))?;
-        let mut run = self.hand_over(&request, [&theirs, &theirs, &theirs])?;
+        let mut run = self.hand_over(&request, [&theirs, &theirs, &theirs], None)?;
         drop(theirs);
         // The daemon holds the master after the run ends: the slot's devpts must never serve
         // another run, which could open the pty's terminal side again.
@@ -351,7 +353,12 @@ impl Launcher {
     }
 
     /// Hands `request` and the run's stdio to the zygote; returns the daemon's side of it.
-    fn hand_over(&self, request: &Request, stdio: [&OwnedFd; 3]) -> Result<Run, ContainError> {
+    fn hand_over(
+        &self,
+        request: &Request,
+        stdio: [&OwnedFd; 3],
+        tools: Option<&OwnedFd>,
+    ) -> Result<Run, ContainError> {
         let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
         let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
         let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
@@ -362,6 +369,8 @@ impl Launcher {
             stdio[2].as_raw_fd(),
             report_w.as_raw_fd(),
             stop_r.as_raw_fd(),
+            // Without tools the request's memfd stands in: the init hands it to nobody.
+            tools.unwrap_or(&memfd).as_raw_fd(),
         ];
         let slot = {
             let mut zygote = self
@@ -451,6 +460,7 @@ fn request_for(
             None => None,
         },
         terminal,
+        tools: false,
         program: c_string(exec.program.as_os_str().as_bytes())?,
         cwd: c_string(cwd.as_os_str().as_bytes())?,
         argv: exec
@@ -826,6 +836,8 @@ fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {
 struct Launch<'a> {
     terminal: bool,
     report: RawFd,
+    /// The run's end of its tools channel, inherited as `TOOLS_FD`; -1 without tools.
+    tools: RawFd,
     path: &'a CString,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
@@ -851,8 +863,27 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let launch = &*(arg as *const Launch);
         prepare_program();
+        let mut report = launch.report;
+        if launch.tools >= 0 {
+            // The one descriptor a run inherits beyond its stdio: its tools channel, at the
+            // number the run is told. The report pipe moves out of its way first (this is the
+            // program's own descriptor table: the init's is untouched).
+            let tools_fd = computer_ipc::tools::TOOLS_FD;
+            if report == tools_fd {
+                report = libc::fcntl(report, libc::F_DUPFD_CLOEXEC, tools_fd + 1);
+            }
+            let inherited = if launch.tools == tools_fd {
+                libc::fcntl(tools_fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(launch.tools, tools_fd)
+            };
+            if report < 0 || inherited < 0 {
+                write_record(launch.report, TAG_ERROR, STAGE_EXEC, errno(), 0);
+                libc::_exit(127);
+            }
+        }
         if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
-            write_record(launch.report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
+            write_record(report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
             libc::_exit(127);
         }
         libc::execve(
@@ -860,7 +891,7 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
             launch.argv.as_ptr(),
             launch.envp.as_ptr(),
         );
-        write_record(launch.report, TAG_ERROR, STAGE_EXEC, errno(), 0);
+        write_record(report, TAG_ERROR, STAGE_EXEC, errno(), 0);
         libc::_exit(127);
     }
 }
@@ -1132,6 +1163,11 @@ unsafe fn serve_run(
         let launch = Launch {
             terminal: request.terminal.is_some(),
             report,
+            tools: if request.tools {
+                fds[zygote::FD_TOOLS].as_raw_fd()
+            } else {
+                -1
+            },
             path: &request.program,
             argv: pointers(&request.argv),
             envp: pointers(&request.env),

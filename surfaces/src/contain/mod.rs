@@ -202,9 +202,22 @@ impl Containment {
         cwd: &Path,
         with_stdin: bool,
     ) -> Result<StartedRun, ContainError> {
+        self.start_with_tools(limits, exec, cwd, with_stdin, None)
+    }
+
+    /// As [`Containment::start`], and the program inherits `tools` (a run's tools channel) as
+    /// `computer_ipc::tools::TOOLS_FD`: the one descriptor a run gets beyond its stdio.
+    pub fn start_with_tools(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        with_stdin: bool,
+        tools: Option<&std::os::fd::OwnedFd>,
+    ) -> Result<StartedRun, ContainError> {
         #[cfg(target_os = "linux")]
         if let Some(launcher) = &self.launcher {
-            let started = launcher.start(limits, exec, cwd, with_stdin)?;
+            let started = launcher.start(limits, exec, cwd, with_stdin, tools)?;
             let wrap = |source: std::io::Error| ContainError::Setup {
                 stage: "the run's pipes",
                 source,
@@ -222,7 +235,7 @@ impl Containment {
                     .map_err(wrap)?,
             });
         }
-        let _ = (limits, exec, cwd, with_stdin);
+        let _ = (limits, exec, cwd, with_stdin, tools);
         Err(ContainError::Unavailable(self.status.detail.clone()))
     }
 

@@ -48,13 +48,16 @@ const READY_SLOTS: usize = 2;
 const MAX_IDLE_SLOTS: usize = 4;
 
 /// Descriptors of one run, in the order they travel.
-pub(super) const RUN_FDS: usize = 6;
+pub(super) const RUN_FDS: usize = 7;
 pub(super) const FD_REQUEST: usize = 0;
 pub(super) const FD_STDIN: usize = 1;
 pub(super) const FD_STDOUT: usize = 2;
 pub(super) const FD_STDERR: usize = 3;
 pub(super) const FD_REPORT: usize = 4;
 pub(super) const FD_STOP: usize = 5;
+/// The run's end of its tools channel when it was given tools (`Request::tools`); otherwise a
+/// stand-in that travels unused.
+pub(super) const FD_TOOLS: usize = 6;
 
 /// What one run asks for, as it crosses to the zygote and on to a slot's init.
 #[derive(Debug, Default)]
@@ -66,6 +69,8 @@ pub(super) struct Request {
     /// the program leads a session of its own with the terminal side as its controlling
     /// terminal, stdin, stdout and stderr, as a terminal session's shell must.
     pub terminal: Option<(u16, u16)>,
+    /// The program inherits [`FD_TOOLS`] as `computer_ipc::tools::TOOLS_FD`.
+    pub tools: bool,
     pub program: CString,
     pub cwd: CString,
     pub argv: Vec<CString>,
@@ -87,6 +92,7 @@ impl Request {
         let (rows, cols) = self.terminal.unwrap_or_default();
         out.number(u32::from(rows));
         out.number(u32::from(cols));
+        out.flag(self.tools);
         out.bytes(self.program.as_bytes());
         out.bytes(self.cwd.as_bytes());
         out.list(&self.argv);
@@ -102,10 +108,12 @@ impl Request {
         let has_terminal = input.flag()?;
         let rows = u16::try_from(input.number()?).ok()?;
         let cols = u16::try_from(input.number()?).ok()?;
+        let tools = input.flag()?;
         let request = Request {
             no_network,
             writable: has_writable.then_some(writable),
             terminal: has_terminal.then_some((rows, cols)),
+            tools,
             program: input.c_string()?,
             cwd: input.c_string()?,
             argv: input.list()?,
@@ -802,6 +810,7 @@ mod tests {
             no_network: true,
             writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
             terminal: Some((30, 100)),
+            tools: true,
             program: c("/bin/sh"),
             cwd: c("/home/p"),
             argv: vec![c("sh"), c("-c"), c("echo é; true")],
@@ -814,6 +823,7 @@ mod tests {
         assert_eq!(back.argv, request.argv);
         assert_eq!(back.env, request.env);
         assert_eq!(back.terminal, Some((30, 100)));
+        assert!(back.tools);
         assert!(!back.uses_default_limits());
 
         let plain = Request {

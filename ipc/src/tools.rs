@@ -1,0 +1,330 @@
+//! Programmatic calls from inside a run: what `complications.tools` asks for, the descriptor
+//! and variables a run given tools finds, the wire of its channel, and the client that speaks it
+//! (the `computer` CLI inside the run; the generated Python module speaks the same lines).
+//!
+//! The channel: the run inherits one end of a `SOCK_SEQPACKET` pair as descriptor
+//! [`TOOLS_FD`]; the daemon holds the other. A client makes a stream pair, sends one end over
+//! that descriptor (`SCM_RIGHTS`, one message per connection) and speaks JSON lines over the
+//! other: one [`ToolsRequest`] a line, one reply object a line, in order. Only processes of the
+//! run that kept the descriptor can open a connection: nothing in any file system leads to it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The descriptor a run given tools inherits: its end of the run's channel.
+pub const TOOLS_FD: i32 = 3;
+/// Names the inherited descriptor (so a client need not assume [`TOOLS_FD`]).
+pub const ENV_FD: &str = "COMPUTER_TOOLS_FD";
+/// The run's capability: every request carries it; it dies with the run.
+pub const ENV_TOKEN: &str = "COMPUTER_TOOLS_TOKEN";
+/// The receipt id of the run the tools were given to (every call it makes names it in `via`).
+pub const ENV_RUN: &str = "COMPUTER_TOOLS_RUN";
+
+/// `complications.tools`: `true` for the default set (read-only commands), or the
+/// `surface.command` names the run may call (`["ax.tree", "gui.windows"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolsAsk {
+    /// `true`: the default set; `false`: none (as if not given).
+    Default(bool),
+    /// These commands, each `surface.command`.
+    Named(Vec<String>),
+}
+
+// By hand: the derived schema (an `anyOf` with a description per branch) costs every
+// `tools/list` reply some 300 bytes for what one line says.
+impl JsonSchema for ToolsAsk {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ToolsAsk".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": ["boolean", "array"], "items": {"type": "string"}})
+    }
+}
+
+impl ToolsAsk {
+    /// Whether the run asks for any tools at all.
+    pub fn wanted(&self) -> bool {
+        !matches!(self, ToolsAsk::Default(false))
+    }
+}
+
+/// One request on a run's channel.
+// Not `deny_unknown_fields`: serde cannot deny them beside a flattened field; `ToolsOp`'s own
+// variants are checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsRequest {
+    /// The run's capability ([`ENV_TOKEN`]).
+    pub token: String,
+    #[serde(flatten)]
+    pub op: ToolsOp,
+}
+
+/// What a request asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ToolsOp {
+    /// One call of the tool (`surface`, `command`, `args`, `complications`); the reply is the
+    /// call's structured result, as `computer call --json` prints it.
+    Call { arguments: Map<String, Value> },
+    /// The commands this run may call; the reply is `{"callable": [{name, description, args}]}`.
+    List,
+}
+
+/// A connection to the channel of the run this process is in.
+#[cfg(unix)]
+pub struct ToolsClient {
+    token: String,
+    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
+    writer: std::os::unix::net::UnixStream,
+}
+
+#[cfg(unix)]
+impl ToolsClient {
+    /// Connects through the run's inherited descriptor; `None` when this process is not in a
+    /// run given tools (no [`ENV_TOKEN`]).
+    pub fn from_env() -> Option<Result<ToolsClient, String>> {
+        let token = std::env::var(ENV_TOKEN).ok()?;
+        let fd = match std::env::var(ENV_FD) {
+            Ok(text) => match text.parse::<i32>() {
+                Ok(fd) if fd >= 0 => fd,
+                _ => return Some(Err(format!("{ENV_FD}=`{text}` is not a descriptor number"))),
+            },
+            Err(_) => TOOLS_FD,
+        };
+        Some(ToolsClient::connect(fd, token))
+    }
+
+    /// Opens a connection over the channel descriptor `channel`.
+    pub fn connect(channel: i32, token: String) -> Result<ToolsClient, String> {
+        use std::os::fd::AsRawFd;
+        let (stream, theirs) = std::os::unix::net::UnixStream::pair()
+            .map_err(|err| format!("cannot make a socket pair: {err}"))?;
+        send_descriptor(channel, theirs.as_raw_fd()).map_err(|err| {
+            format!(
+                "the run's tools channel (descriptor {channel}) does not answer: {err}; it closes \
+                 when the run that was given tools ends"
+            )
+        })?;
+        drop(theirs);
+        let writer = stream
+            .try_clone()
+            .map_err(|err| format!("cannot use the tools connection: {err}"))?;
+        Ok(ToolsClient {
+            token,
+            reader: std::io::BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one request and reads its reply.
+    pub fn request(&mut self, op: ToolsOp) -> Result<Value, String> {
+        use std::io::{BufRead, Write};
+        let request = ToolsRequest {
+            token: self.token.clone(),
+            op,
+        };
+        let mut line = serde_json::to_string(&request).map_err(|err| err.to_string())?;
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(|err| format!("the tools channel closed: {err}"))?;
+        let mut reply = String::new();
+        match self.reader.read_line(&mut reply) {
+            Ok(0) => Err("the tools channel closed before it answered".into()),
+            Ok(_) => serde_json::from_str(&reply).map_err(|err| {
+                format!("the tools channel answered something else than JSON: {err}")
+            }),
+            Err(err) => Err(format!("the tools channel failed: {err}")),
+        }
+    }
+}
+
+/// A closed channel is an error to report, not a SIGPIPE to die of (Linux; elsewhere the
+/// flag does not exist).
+#[cfg(target_os = "linux")]
+const SEND_FLAGS: i32 = libc::MSG_NOSIGNAL;
+#[cfg(all(unix, not(target_os = "linux")))]
+const SEND_FLAGS: i32 = 0;
+
+/// Descriptors received close-on-exec at once where the kernel can (Linux); elsewhere they are
+/// marked right after.
+#[cfg(target_os = "linux")]
+const RECEIVE_FLAGS: i32 = libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT;
+#[cfg(all(unix, not(target_os = "linux")))]
+const RECEIVE_FLAGS: i32 = libc::MSG_DONTWAIT;
+
+/// Sends `fd` as one message (a `C` byte and the descriptor) on the seqpacket `channel`.
+#[cfg(unix)]
+fn send_descriptor(channel: i32, fd: i32) -> std::io::Result<()> {
+    let mut byte = [b'C'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let payload = std::mem::size_of::<i32>() as u32;
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: the message points at buffers that outlive the call; the control header is
+    // written within the space CMSG_SPACE gave.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = space as _;
+        let header = libc::CMSG_FIRSTHDR(&message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(payload) as _;
+        std::ptr::copy_nonoverlapping(
+            (&fd as *const i32).cast::<u8>(),
+            libc::CMSG_DATA(header),
+            std::mem::size_of::<i32>(),
+        );
+        loop {
+            if libc::sendmsg(channel, &message, SEND_FLAGS) >= 0 {
+                return Ok(());
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+}
+
+/// Receives one connection sent over a run's channel (the daemon's end, non-blocking):
+/// `Ok(None)` when the run's side is closed, `WouldBlock` when none is waiting. A message
+/// without exactly one descriptor is an `InvalidData` error (the caller reads on).
+#[cfg(unix)]
+pub fn receive_connection(channel: i32) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // Room for a few descriptors: a message carrying more is refused whole, not cut.
+    let payload = (4 * std::mem::size_of::<i32>()) as u32;
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: as in send_descriptor; the descriptors the kernel installed are taken into
+    // OwnedFds exactly once each.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = space as _;
+        let n = libc::recvmsg(channel, &mut message, RECEIVE_FLAGS);
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut fds = Vec::new();
+        let mut header = libc::CMSG_FIRSTHDR(&message);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(header);
+                let len = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<i32>() {
+                    let mut fd: i32 = 0;
+                    std::ptr::copy_nonoverlapping(
+                        data.add(i * std::mem::size_of::<i32>()),
+                        (&mut fd as *mut i32).cast::<u8>(),
+                        std::mem::size_of::<i32>(),
+                    );
+                    #[cfg(not(target_os = "linux"))]
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&message, header);
+        }
+        if fds.len() == 1 {
+            Ok(fds.pop())
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a connection message carries exactly one descriptor",
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tools_ask_reads_true_or_names() {
+        let ask: ToolsAsk = serde_json::from_value(json!(true)).unwrap();
+        assert_eq!(ask, ToolsAsk::Default(true));
+        assert!(ask.wanted());
+        let ask: ToolsAsk = serde_json::from_value(json!(["ax.tree"])).unwrap();
+        assert_eq!(ask, ToolsAsk::Named(vec!["ax.tree".into()]));
+        assert!(!ToolsAsk::Default(false).wanted());
+        assert!(serde_json::from_value::<ToolsAsk>(json!("ax.tree")).is_err());
+    }
+
+    #[test]
+    fn requests_round_trip_with_their_wire_names() {
+        let call = ToolsRequest {
+            token: "t".into(),
+            op: ToolsOp::Call {
+                arguments: Map::from_iter([("surface".to_string(), json!("gui"))]),
+            },
+        };
+        let value = serde_json::to_value(&call).unwrap();
+        assert_eq!(
+            value,
+            json!({"token": "t", "op": "call", "arguments": {"surface": "gui"}})
+        );
+        assert_eq!(serde_json::from_value::<ToolsRequest>(value).unwrap(), call);
+        let list = ToolsRequest {
+            token: "t".into(),
+            op: ToolsOp::List,
+        };
+        let value = serde_json::to_value(&list).unwrap();
+        assert_eq!(value, json!({"token": "t", "op": "list"}));
+        assert_eq!(serde_json::from_value::<ToolsRequest>(value).unwrap(), list);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_connection_travels_over_a_seqpacket_channel() {
+        use std::io::{Read, Write};
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut pair = [0; 2];
+        // SAFETY: socketpair writes two descriptors into the array.
+        assert_eq!(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, pair.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: new descriptors, ours alone.
+        let (daemon, run) =
+            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let mut client = ToolsClient::connect(run.as_raw_fd(), "t".into()).unwrap();
+        let served = receive_connection(daemon.as_raw_fd()).unwrap().unwrap();
+        let mut served = std::os::unix::net::UnixStream::from(served);
+        client.writer.write_all(b"ping\n").unwrap();
+        let mut got = [0u8; 5];
+        served.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping\n");
+        drop(run);
+        drop(client);
+        assert!(receive_connection(daemon.as_raw_fd()).unwrap().is_none());
+    }
+}
