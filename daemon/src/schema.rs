@@ -88,8 +88,8 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
          evidence (when asked). The receipt id is in structuredContent and _meta.\n\
          Or {steps:[...]}: several calls in one round, each decided and receipted on its own; \
          the reply is the last step's result.\n\
-         A call awaiting a person's approval sends progress; a host timeout that progress does not \
-         reset (often 60 s) cuts the wait short: answer sooner, raise it, or add a rule.",
+         A call awaiting approval sends progress; a host timeout that progress does not reset \
+         (often 60 s) cuts the wait short.",
     );
     if listed.iter().any(|s| crate::jobs::offered_on(s.name())) {
         text.push('\n');

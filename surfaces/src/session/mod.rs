@@ -455,7 +455,7 @@ pub struct SendArgs {
     keys: Option<Vec<String>>,
 }
 
-/// text as typed (\n is Enter), or {secret:"keychain://svc/acct"} to type a stored secret unseen
+/// as typed (\n=Enter), or {secret:"keychain://svc/acct"}: typed unseen
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum SendText {
@@ -464,7 +464,7 @@ enum SendText {
 }
 
 // `shell read`'s args.
-/// new output as text; waits are bounded by timeout_ms (=10000)
+/// new output; waits ≤ timeout_ms (=10000)
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
