@@ -916,6 +916,19 @@ static DAEMON_CONTROL_TEXT: std::sync::LazyLock<Regex> = std::sync::LazyLock::ne
 
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
+        let decided = self.decide_by_rules(input);
+        match decided {
+            // A question only a person answers (a backend's consent): no rule allows it.
+            Decision::Allow { .. } if input.facts.consent.is_some() => Decision::Ask {
+                rule: "builtin:consent".into(),
+            },
+            decided => decided,
+        }
+    }
+}
+
+impl RulePolicy {
+    fn decide_by_rules(&self, input: &PolicyInput<'_>) -> Decision {
         if let Some(decision) = self.decide_shell_in_disguise(input) {
             return decision;
         }
