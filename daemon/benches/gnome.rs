@@ -12,7 +12,7 @@ mod linux {
     use std::time::{Duration, Instant};
 
     use computer_tests::gnome::{IndependentCast, Mutter, Probe};
-    use computer_tests::{Daemon, RawConnection};
+    use computer_tests::{Daemon, RawConnection, wait_for};
     use serde_json::{Value, json};
 
     /// One gui call over a raw connection (no client library in the timing); it must succeed.
@@ -32,11 +32,34 @@ mod linux {
         format!("{:.2} ms", d.as_secs_f64() * 1e3)
     }
 
+    /// The person's consent, kept in the fixture's keychain: the first screenshot asks, and the
+    /// bench answers as the person would (`computer approvals allow`). The in-process backend
+    /// reads the same keychain.
+    fn grant_consent(daemon: &Daemon) {
+        let socket = daemon.socket.clone();
+        let call = std::thread::spawn(move || {
+            let mut client = RawConnection::connect(&socket);
+            client.initialize("2025-11-25");
+            gui(&mut client, "screenshot", json!({}))
+        });
+        let pending = wait_for("the consent to be asked", Duration::from_secs(30), || {
+            daemon
+                .pending_approvals()
+                .into_iter()
+                .find(|r| r.to_string().contains("consent needed"))
+        });
+        let allowed = daemon.cli(&["approvals", "allow", &pending["id"].to_string()]);
+        assert!(allowed.status.success(), "{}", allowed.stderr);
+        call.join().expect("the consented screenshot");
+    }
+
     pub fn main() {
         // SAFETY: set before any other thread exists; the harness reads it to find the binary.
         unsafe { std::env::set_var("COMPUTER_BIN", env!("CARGO_BIN_EXE_computer")) };
         let mutter = Mutter::shared();
         let probe = Probe::launch("bench-gnome");
+        let daemon = Daemon::start_with_env("", &mutter.env(), &["DISPLAY", "SWAYSOCK"]);
+        grant_consent(&daemon);
 
         // (1) Full-screen capture + PNG + sha256, in process, vs gst-launch writing a PNG.
         for (key, value) in mutter.env() {
@@ -71,7 +94,6 @@ mod linux {
         let (ours, gst) = (p50(ours), p50(gst));
 
         // (2) Receipted calls over the socket: a screenshot, typing, a click.
-        let daemon = Daemon::start_with_env("", &mutter.env(), &["DISPLAY", "SWAYSOCK"]);
         let mut client = RawConnection::connect(&daemon.socket);
         client.initialize("2025-11-25");
         gui(&mut client, "screenshot", json!({}));

@@ -285,6 +285,21 @@ impl Session {
             .map_err(dbus_failed("NotifyKeyboardKeysym"))
     }
 
+    /// Sends key events in order without waiting for each reply, then waits for the last one:
+    /// Mutter handles a connection's calls in order, so when it answers, all were handled.
+    async fn keysyms(&self, events: &[(u32, bool)]) -> DisplayResult<()> {
+        let Some((last, before)) = events.split_last() else {
+            return Ok(());
+        };
+        for &(keysym, pressed) in before {
+            self.remote_desktop
+                .call_noreply("NotifyKeyboardKeysym", &(keysym, pressed))
+                .await
+                .map_err(dbus_failed("NotifyKeyboardKeysym"))?;
+        }
+        self.keysym(last.0, last.1).await
+    }
+
     async fn motion(&self, x: i32, y: i32) -> DisplayResult<()> {
         // Stream coordinates: the monitor's own, in the stream's pixels.
         let (sx, sy) = self
@@ -576,27 +591,23 @@ impl GnomeConn {
 
     pub fn type_text(&self, text: &str) -> DisplayResult<()> {
         let keysyms = typable_keysyms(text)?;
-        self.input("typing", move |s| async move {
-            for keysym in keysyms {
-                s.keysym(keysym, true).await?;
-                s.keysym(keysym, false).await?;
-            }
-            Ok(())
-        })
+        let events: Vec<(u32, bool)> = keysyms
+            .into_iter()
+            .flat_map(|keysym| [(keysym, true), (keysym, false)])
+            .collect();
+        self.input("typing", move |s| async move { s.keysyms(&events).await })
     }
 
     pub fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        let combo = combo.clone();
+        let events: Vec<(u32, bool)> = combo
+            .modifiers
+            .iter()
+            .map(|&m| (m, true))
+            .chain([(combo.key, true), (combo.key, false)])
+            .chain(combo.modifiers.iter().rev().map(|&m| (m, false)))
+            .collect();
         self.input("a key combination", move |s| async move {
-            for &modifier in &combo.modifiers {
-                s.keysym(modifier, true).await?;
-            }
-            s.keysym(combo.key, true).await?;
-            s.keysym(combo.key, false).await?;
-            for &modifier in combo.modifiers.iter().rev() {
-                s.keysym(modifier, false).await?;
-            }
-            Ok(())
+            s.keysyms(&events).await
         })
     }
 }
