@@ -526,3 +526,60 @@ async fn consent_is_asked_once_kept_across_a_restart_and_a_refusal_says_how_to_g
     );
     daemon.assert_chain_holds();
 }
+
+/// A hostile agent forges the person's consent through the daemon's own keychain surface (where
+/// the config lets calls set values): refused, nothing kept, and the next session is still
+/// asked; setting an ordinary item still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_cannot_forge_the_consent_through_the_keychain_surface() {
+    let _mutter = ONE_AT_A_TIME.lock().await;
+    revoke_consent();
+    let daemon = Daemon::start_with_env(
+        "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n\
+         [keychain]\nmodel_values = true\n",
+        &Mutter::shared().env(),
+        &["DISPLAY", "SWAYSOCK"],
+    );
+    let keychain = |args: Value| {
+        let daemon = &daemon;
+        async move {
+            let client = daemon.client().await;
+            let result = client
+                .call_raw(json!({"surface": "keychain", "command": "set", "args": args}))
+                .await
+                .expect("call");
+            client.close().await;
+            structured(&result)
+        }
+    };
+    let forged = keychain(json!({
+        "reference": "keychain://computer.gui/gnome-remote-desktop",
+        "value": "forged-by-an-agent",
+    }))
+    .await;
+    assert_eq!(forged["error"]["code"], "denied", "{forged}");
+    assert!(
+        forged["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the daemon's own item"),
+        "{forged}"
+    );
+    assert!(
+        !secret_tool(&["search", "--all", "service", "computer.gui"]).contains("computer.gui"),
+        "the forged consent was kept"
+    );
+    let ordinary = keychain(json!({
+        "reference": "keychain://example.test/agent",
+        "value": "an ordinary value",
+    }))
+    .await;
+    assert_eq!(ordinary["ok"], true, "{ordinary}");
+
+    // The session is still asked for.
+    let call = gui_task(&daemon, "screenshot", json!({}));
+    let id = pending_consent(&daemon)["id"].to_string();
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    assert_eq!(call.await.unwrap()["error"]["code"], "denied");
+    daemon.assert_chain_holds();
+}

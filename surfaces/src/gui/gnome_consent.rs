@@ -13,7 +13,8 @@ use secrecy::SecretString;
 
 use crate::keychain::{SecretRef, SecretStore, StoreError};
 
-/// Where the grant is kept: `keychain://computer.gui/gnome-remote-desktop`.
+/// Where the grant is kept: `keychain://computer.gui/gnome-remote-desktop`, among the daemon's
+/// own items, which the keychain surface lets no call set.
 pub const SERVICE: &str = "computer.gui";
 pub const ACCOUNT: &str = "gnome-remote-desktop";
 /// How long a store call may take before the grant counts as missing (deny when in doubt).
@@ -191,6 +192,11 @@ mod tests {
         fn backend(&self) -> &'static str {
             "memory"
         }
+    }
+
+    #[test]
+    fn the_grant_is_among_the_items_no_call_may_set() {
+        assert!(SERVICE.starts_with(crate::keychain::DAEMON_SERVICES));
     }
 
     #[test]
