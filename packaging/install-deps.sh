@@ -24,7 +24,9 @@ case "$(uname -s)" in
     # (systemd-analyze checks the user unit `computer service install` writes); terminal
     # sessions: vim for their suite, tmux as their benchmark's anchor; Wayland: a wlroots
     # compositor that runs headless (sway), grim (an independent screencopy capture), wtype (the
-    # typing benchmark's anchor) and foot (a terminal the Wayland suite types into).
+    # typing benchmark's anchor) and foot (a terminal the Wayland suite types into); GNOME:
+    # Mutter (runs headless with its RemoteDesktop and ScreenCast D-Bus API), PipeWire and
+    # WirePlumber (screen-cast frames), and gst-launch with pipewiresrc (an independent capture).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -34,6 +36,8 @@ case "$(uname -s)" in
       imagemagick perl util-linux coreutils procps python3 python3-pip
       systemd vim tmux
       sway grim wtype foot
+      mutter pipewire wireplumber gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base
+      gstreamer1.0-plugins-good
     )
     missing=()
     for package in "${wanted[@]}"; do

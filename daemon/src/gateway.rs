@@ -268,8 +268,13 @@ impl Gateway {
                     .await;
                 let recorded = serde_json::to_value(&resolution).unwrap_or_default();
                 if let Resolution::Denied { reason, .. } = &resolution {
+                    // A refused consent says what was asked and how to grant it.
+                    let message = match &decided.facts.consent {
+                        Some(question) => format!("not approved: {reason}; {question}"),
+                        None => format!("not approved: {reason}"),
+                    };
                     let refusal = Refusal {
-                        error: ToolError::new(ErrorCode::Denied, format!("not approved: {reason}")),
+                        error: ToolError::new(ErrorCode::Denied, message),
                         context: json!({"policy": decided.decision, "approval": recorded}),
                     };
                     return refuse(early, refusal).await;

@@ -916,6 +916,19 @@ static DAEMON_CONTROL_TEXT: std::sync::LazyLock<Regex> = std::sync::LazyLock::ne
 
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
+        let decided = self.decide_by_rules(input);
+        match decided {
+            // A question only a person answers (a backend's consent): no rule allows it.
+            Decision::Allow { .. } if input.facts.consent.is_some() => Decision::Ask {
+                rule: "builtin:consent".into(),
+            },
+            decided => decided,
+        }
+    }
+}
+
+impl RulePolicy {
+    fn decide_by_rules(&self, input: &PolicyInput<'_>) -> Decision {
         if let Some(decision) = self.decide_shell_in_disguise(input) {
             return decision;
         }
@@ -1536,6 +1549,43 @@ mod tests {
             ..ActionFacts::default()
         };
         policy.decide(&PolicyInput::of(&caller, &call, "press", Risk::Act, &facts))
+    }
+
+    /// A backend's question for the person (the GNOME gui backend's consent) is asked even
+    /// where a rule or the default allows; a deny still denies.
+    #[test]
+    fn a_consent_question_is_asked_whatever_allows_it() {
+        let caller = Caller {
+            uid: 1,
+            pid: None,
+            agent: "default".into(),
+            surfaces: None,
+        };
+        let call = ComputerCall {
+            surface: SurfaceName::Gui,
+            command: "screenshot".into(),
+            args: serde_json::Map::new(),
+            complications: Complications::default(),
+        };
+        let facts = ActionFacts {
+            consent: Some("consent needed: a remote-desktop session".into()),
+            ..ActionFacts::default()
+        };
+        let input = PolicyInput::of(&caller, &call, "screenshot", Risk::Observe, &facts);
+        let allowing = policy(
+            "[defaults]\nobserve = \"allow\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n",
+        );
+        assert_eq!(
+            allowing.decide(&input),
+            Decision::Ask {
+                rule: "builtin:consent".into()
+            }
+        );
+        let denying = policy("[[rules]]\nsurface = \"gui\"\ndecision = \"deny\"\n");
+        assert!(matches!(denying.decide(&input), Decision::Deny { .. }));
+        let without = ActionFacts::default();
+        let plain = PolicyInput::of(&caller, &call, "screenshot", Risk::Observe, &without);
+        assert!(matches!(allowing.decide(&plain), Decision::Allow { .. }));
     }
 
     fn target(app: Option<&str>, window: Option<&str>, resolved: bool) -> Option<TargetFacts> {

@@ -425,6 +425,11 @@ pub struct ActionFacts {
     /// are resolved only when it runs. An action that references any is Secret risk.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<secrets::SecretUse>,
+    /// A question a person must answer before the action may run, whatever the rules say (the
+    /// GNOME gui backend's consent to start its remote-desktop session): policy asks instead of
+    /// allowing, and a refusal repeats the question's text, which says how to grant it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consent: Option<String>,
 }
 
 /// Keys sent to a terminal window (or to a window that may be one) that end command lines.

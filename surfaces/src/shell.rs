@@ -648,6 +648,7 @@ impl PreparedAction for ShellRun {
             args: Some(self.receipt_args()),
             terminal: None,
             secrets: crate::secrets::env_uses(&self.secrets),
+            consent: None,
         }
     }
 

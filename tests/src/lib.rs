@@ -7,8 +7,11 @@
 //!   openbox, D-Bus, AT-SPI), the session's own on macOS.
 //! - [`keyring`]: a real Secret Service (gnome-keyring) on a private bus, for the keychain suite.
 //! - [`wayland`]: a private headless sway (wlroots) for the Wayland suite (Linux).
+//! - [`gnome`]: a private headless Mutter with PipeWire for the GNOME suite (Linux).
 
 pub mod desktop;
+#[cfg(target_os = "linux")]
+pub mod gnome;
 #[cfg(target_os = "linux")]
 pub mod keyring;
 #[cfg(target_os = "linux")]

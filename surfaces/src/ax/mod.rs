@@ -53,6 +53,57 @@ use commands::{Ax, Refs};
 
 pub use selector::{ParseError, Selector};
 
+/// A top-level window as AT-SPI lists it, for the gui surface on compositors that list no
+/// windows to clients (GNOME's Mutter): which app, which process, its title, whether it is the
+/// active one. AT-SPI gives no screen position on Wayland (extents are window-local).
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone)]
+pub(crate) struct AccessibleWindow {
+    pub app: String,
+    pub pid: Option<u32>,
+    pub title: String,
+    pub active: bool,
+    /// The window's accessible (bus name and path): stable while the window lives.
+    pub key: (String, String),
+}
+
+/// Reads top-level windows from AT-SPI with the ax surface's own bus code.
+#[cfg(target_os = "linux")]
+pub(crate) struct WindowReader(atspi::Atspi);
+
+#[cfg(target_os = "linux")]
+impl WindowReader {
+    pub fn new() -> WindowReader {
+        WindowReader(atspi::Atspi::from_env())
+    }
+
+    /// Every top-level window of every app on the accessibility bus. An app that does not
+    /// answer in time is left out; a window whose state cannot be read is not active.
+    pub async fn windows(&self, deadline: Instant) -> Result<Vec<AccessibleWindow>, String> {
+        let apps = self.0.apps(deadline, true).await.map_err(|err| match err {
+            AxError::Unavailable(why) | AxError::Other(why) => why,
+            AxError::Timeout { app, after } => {
+                format!("the accessibility registry ({app}) did not answer within {after:?}")
+            }
+            AxError::Gone => "the accessibility registry is gone".into(),
+        })?;
+        Ok(apps
+            .into_iter()
+            .filter(|app| app.unresponsive.is_none())
+            .flat_map(|app| {
+                let (name, pid) = (app.name.clone(), app.pid);
+                app.windows.into_iter().map(move |w| AccessibleWindow {
+                    app: name.clone(),
+                    pid,
+                    title: w.name,
+                    active: w.active,
+                    key: (w.element.bus, w.element.path),
+                })
+            })
+            .collect())
+    }
+}
+
 /// The ax surface for this platform, if this build has one.
 pub fn surface() -> Option<Arc<dyn Surface>> {
     #[cfg(target_os = "linux")]

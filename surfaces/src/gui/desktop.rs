@@ -124,6 +124,12 @@ pub trait Desktop: Send + Sync + 'static {
     fn knows_owner(&self, _window: &WindowInfo) -> bool {
         true
     }
+    /// Whether `windows` gives every window's place: where it does not (GNOME, whose windows
+    /// come from AT-SPI without positions, and not every window is there), pointer input is
+    /// refused while approvers are connected, since the point may lie on one of theirs.
+    fn places_known(&self) -> bool {
+        true
+    }
     /// Whether `cursor` can read the pointer position (no Wayland protocol lets a client).
     fn reads_cursor(&self) -> bool {
         true
@@ -137,6 +143,11 @@ pub trait Desktop: Send + Sync + 'static {
     fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()>;
     /// Scrolls by notches (+down/right), at `at` or where the pointer is.
     fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()>;
+    /// Why `text` cannot be typed here, before any key is sent (the GNOME backend reaches only
+    /// the keys of the session's layout); None when it can.
+    fn untypable(&self, _text: &str) -> Option<String> {
+        None
+    }
     /// Types `text` exactly (any Unicode; "\n" is Return, "\t" Tab, "\u{8}" BackSpace).
     fn type_text(&self, text: &str) -> DisplayResult<()>;
     fn press_combo(&self, combo: &Combo) -> DisplayResult<()>;
@@ -156,6 +167,17 @@ pub trait Backend: Send + Sync + 'static {
     /// lists only those that do.
     fn offers(&self, _command: &str) -> bool {
         true
+    }
+    /// A question a person must answer before `command` may run here, whatever the rules say
+    /// (the GNOME backend's consent to start its remote-desktop session); None when nothing
+    /// needs asking.
+    fn consent_needed(&self, _command: &str) -> DisplayResult<Option<String>> {
+        Ok(None)
+    }
+    /// Keeps the answer to that question: called when a call that asked it runs, which only a
+    /// person's approval lets happen.
+    fn grant_consent(&self) -> DisplayResult<()> {
+        Ok(())
     }
     fn availability(&self) -> Availability {
         match self.conn() {

@@ -1,7 +1,8 @@
 //! The gui surface: screenshots, windows, pointer and keyboard; and the evidence capturer.
 //! On Linux the backend is chosen at run time from what the session offers: a wlroots-style
-//! Wayland compositor (screencopy, foreign-toplevel, virtual pointer and keyboard) or X11
-//! (x11rb: GetImage, EWMH, RandR, XTEST); on macOS it is xcap captures and CoreGraphics
+//! Wayland compositor (screencopy, foreign-toplevel, virtual pointer and keyboard), GNOME's
+//! Mutter (its RemoteDesktop and ScreenCast D-Bus API, frames over PipeWire, windows from
+//! AT-SPI) or X11 (x11rb: GetImage, EWMH, RandR, XTEST); on macOS it is xcap captures and CoreGraphics
 //! events; other platforms have none in this build.
 //!
 //! # Layout
@@ -12,6 +13,8 @@
 //! - `x11` (Linux), `macos` and `macos_keys` (macOS): the backends.
 //! - `wayland` (Linux), with `wayland_keymap` (the virtual keyboard's keymaps) and
 //!   `wayland_sway` (window rectangles and pids from sway's IPC): the wlroots backend.
+//! - `gnome` (Linux), with `gnome_frames` (the screen-cast stream read over PipeWire) and
+//!   `gnome_consent` (the person's consent, kept in the keychain): the GNOME (Mutter) backend.
 
 use std::sync::Arc;
 
@@ -19,6 +22,12 @@ use crate::{EvidenceCapture, Surface};
 
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod desktop;
+#[cfg(target_os = "linux")]
+mod gnome;
+#[cfg(target_os = "linux")]
+mod gnome_consent;
+#[cfg(target_os = "linux")]
+mod gnome_frames;
 pub mod keys;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos;
@@ -49,6 +58,7 @@ struct Chosen {
 enum PlatformBackend {
     X11(Arc<x11::Backend>),
     Wayland(Arc<wayland::Backend>),
+    Gnome(Arc<gnome::Backend>),
 }
 #[cfg(target_os = "macos")]
 enum PlatformBackend {
@@ -66,9 +76,9 @@ fn chosen() -> &'static Chosen {
 }
 
 /// The Linux choice: Wayland when the session is a Wayland one whose compositor offers the
-/// wlroots protocols; X11 when DISPLAY is set and the compositor offers none of them (GNOME and
-/// KDE: X11 apps through Xwayland), or in an X11 session; else the Wayland backend, which says
-/// what is missing.
+/// wlroots protocols; GNOME when it offers none of them and Mutter's remote-desktop API is on
+/// the session bus; X11 when DISPLAY is set and neither holds (KDE: X11 apps through
+/// Xwayland), or in an X11 session; else the Wayland backend, which says what is missing.
 #[cfg(target_os = "linux")]
 fn choose() -> Chosen {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -93,15 +103,28 @@ fn choose() -> Chosen {
     let wlroots = protocols
         .as_ref()
         .is_some_and(wayland::Protocols::is_wlroots);
+    let mutter = if wlroots {
+        None
+    } else {
+        Some(gnome::offered())
+    };
+    if let Some(Ok(true)) = mutter {
+        return gnome_chosen(&socket, reached, display.as_deref());
+    }
+    let no_mutter = match &mutter {
+        Some(Err(why)) => format!("; Mutter's remote-desktop API not checked: {why}"),
+        _ => format!("; {} is not on the session bus", gnome::REMOTE_DESKTOP),
+    };
     if !wlroots && let Some(d) = display {
         return x11(format!(
-            "WAYLAND_DISPLAY={socket} {}, so DISPLAY={d} (Xwayland) is used: only X11 apps are \
-             seen and driven",
+            "WAYLAND_DISPLAY={socket} {}{no_mutter}, so DISPLAY={d} (Xwayland) is used: only \
+             X11 apps are seen and driven{}",
             if reached {
-                "offers none of the wlroots protocols (GNOME and KDE are not supported yet)"
+                "offers none of the wlroots protocols"
             } else {
                 "cannot be reached now"
-            }
+            },
+            kde_note()
         ));
     }
     let backend = Arc::new(wayland::Backend::new());
@@ -122,8 +145,8 @@ fn choose() -> Chosen {
         ),
         Some(_) => format!(
             "wayland; chosen because WAYLAND_DISPLAY={socket} and DISPLAY is not set, but the \
-             compositor offers none of the wlroots protocols ({compositor}): GNOME and KDE are \
-             not supported yet"
+             compositor offers none of the wlroots protocols ({compositor}){no_mutter}{}",
+            kde_note()
         ),
         None => format!(
             "wayland-wlroots ({compositor}); chosen because WAYLAND_DISPLAY={socket}, but the \
@@ -133,6 +156,45 @@ fn choose() -> Chosen {
     Chosen {
         backend: PlatformBackend::Wayland(backend),
         description,
+    }
+}
+
+/// The GNOME (Mutter) backend, and why it was chosen and what it lacks.
+#[cfg(target_os = "linux")]
+fn gnome_chosen(socket: &str, reached: bool, display: Option<&str>) -> Chosen {
+    Chosen {
+        backend: PlatformBackend::Gnome(Arc::new(gnome::Backend::new())),
+        description: format!(
+            "gnome-mutter (org.gnome.Mutter.RemoteDesktop and ScreenCast over D-Bus, frames over \
+             PipeWire, windows and focus from AT-SPI); chosen because WAYLAND_DISPLAY={socket} \
+             {} and {} is on the session bus; missing: window positions (pointer input is \
+             refused while approvers are connected), raising windows (no `focus`), reading the \
+             pointer (no `cursor`), windows of apps without AT-SPI, monitors other than the \
+             primary, keys outside printable ASCII; Xwayland apps: {}",
+            if reached {
+                "offers none of the wlroots protocols"
+            } else {
+                "cannot be reached now"
+            },
+            gnome::REMOTE_DESKTOP,
+            if display.is_some() {
+                "not driven by this backend (start a second daemon with DISPLAY only)"
+            } else {
+                "none reachable (no DISPLAY)"
+            }
+        ),
+    }
+}
+
+/// What `doctor` says on KDE Plasma: KWin's own remote-desktop path is not built yet.
+#[cfg(target_os = "linux")]
+fn kde_note() -> &'static str {
+    let kde = std::env::var("XDG_CURRENT_DESKTOP").is_ok_and(|d| d.to_uppercase().contains("KDE"));
+    if kde {
+        "; KDE Plasma (KWin) is not supported yet: its screen cast and input need the \
+         xdg-desktop-portal-kde path, which is not built"
+    } else {
+        ""
     }
 }
 
@@ -191,6 +253,7 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
         Some(match &chosen().backend {
             PlatformBackend::X11(backend) => surface_over(backend.clone()),
             PlatformBackend::Wayland(backend) => surface_over(backend.clone()),
+            PlatformBackend::Gnome(backend) => surface_over(backend.clone()),
         })
     }
     #[cfg(target_os = "macos")]
@@ -220,6 +283,7 @@ pub fn evidence() -> Option<Arc<dyn EvidenceCapture>> {
         match &chosen().backend {
             PlatformBackend::X11(backend) => evidence_over(backend),
             PlatformBackend::Wayland(backend) => evidence_over(backend),
+            PlatformBackend::Gnome(backend) => evidence_over(backend),
         }
     }
     #[cfg(target_os = "macos")]
@@ -247,6 +311,8 @@ pub fn capture_screen_png() -> Result<(Vec<u8>, u32, u32, String), String> {
         PlatformBackend::X11(backend) => surface::capture_screen_png(backend.as_ref()),
         #[cfg(target_os = "linux")]
         PlatformBackend::Wayland(backend) => surface::capture_screen_png(backend.as_ref()),
+        #[cfg(target_os = "linux")]
+        PlatformBackend::Gnome(backend) => surface::capture_screen_png(backend.as_ref()),
         #[cfg(target_os = "macos")]
         PlatformBackend::MacOs(backend) => surface::capture_screen_png(backend.as_ref()),
     }

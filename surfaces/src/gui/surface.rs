@@ -639,6 +639,9 @@ impl<B: Backend> GuiSurface<B> {
                     ))
                     .at("args.text"));
                 }
+                if let Some(why) = conn.untypable(&text) {
+                    return Err(ToolError::invalid(why).at("args.text"));
+                }
                 Action::Type {
                     text: Typed::Text(text),
                     keys: KeyPlan::default(),
@@ -838,6 +841,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
         };
         let window = args.get("window").and_then(Value::as_u64);
         let target = target_of(&*conn, &action, window).map_err(x_failed)?;
+        let consent = self.backend.consent_needed(command).map_err(x_failed)?;
         Ok(Box::new(GuiRun {
             backend: self.backend.clone(),
             conn,
@@ -846,6 +850,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
             target,
             args: receipt_value(&Value::Object(args.clone())),
             terminals: self.terminals.clone(),
+            consent,
         }))
     }
 }
@@ -921,6 +926,9 @@ struct GuiRun<B: Backend> {
     target: Option<TargetFacts>,
     args: Value,
     terminals: Arc<Terminals>,
+    /// The question a person must answer first (the backend's consent), asked whatever the
+    /// rules say; its answer is kept when this runs.
+    consent: Option<String>,
 }
 
 /// The window an action acts on or reads: the one it names, the active one for keyboard input,
@@ -972,6 +980,60 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
     }
 
     fn describe(&self) -> String {
+        let what = self.describe_action();
+        match &self.consent {
+            Some(question) => format!("{what}; {question}"),
+            None => what,
+        }
+    }
+
+    fn facts(&self) -> ActionFacts {
+        ActionFacts {
+            consent: self.consent.clone(),
+            ..self.action_facts()
+        }
+    }
+
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
+        let GuiRun {
+            backend,
+            conn,
+            action,
+            terminals,
+            consent,
+            ..
+        } = *self;
+        if consent.is_some() {
+            // A person approved this call, and with it the backend's question.
+            let granting = backend.clone();
+            tokio::task::spawn_blocking(move || granting.grant_consent())
+                .await
+                .map_err(|err| SurfaceError::Failed {
+                    message: format!("keeping the consent stopped: {err}"),
+                })?
+                .map_err(|err| SurfaceError::Failed { message: err.0 })?;
+        }
+        let worker = conn.clone();
+        let result =
+            tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
+                .await
+                .map_err(|err| SurfaceError::Failed {
+                    message: format!("the gui action panicked: {err}"),
+                })?;
+        match result {
+            Ok(outcome) => Ok(outcome),
+            Err(Failure::X(err)) => {
+                // The connection may be broken: the next call reconnects.
+                backend.forget(&conn);
+                Err(SurfaceError::Failed { message: err.0 })
+            }
+            Err(Failure::Surface(err)) => Err(err),
+        }
+    }
+}
+
+impl<B: Backend> GuiRun<B> {
+    fn describe_action(&self) -> String {
         match &self.action {
             Action::Screenshot { area, .. } => format!(
                 "screenshot of {}x{} at ({},{})",
@@ -1010,7 +1072,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         }
     }
 
-    fn facts(&self) -> ActionFacts {
+    fn action_facts(&self) -> ActionFacts {
         let terminal = match &self.action {
             Action::Type { keys, .. } | Action::Key { keys, .. } => keys.terminal_input(),
             _ => None,
@@ -1036,32 +1098,6 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             terminal,
             secrets,
             ..ActionFacts::default()
-        }
-    }
-
-    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
-        let GuiRun {
-            backend,
-            conn,
-            action,
-            terminals,
-            ..
-        } = *self;
-        let worker = conn.clone();
-        let result =
-            tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
-                .await
-                .map_err(|err| SurfaceError::Failed {
-                    message: format!("the gui action panicked: {err}"),
-                })?;
-        match result {
-            Ok(outcome) => Ok(outcome),
-            Err(Failure::X(err)) => {
-                // The connection may be broken: the next call reconnects.
-                backend.forget(&conn);
-                Err(SurfaceError::Failed { message: err.0 })
-            }
-            Err(Failure::Surface(err)) => Err(err),
         }
     }
 }
@@ -1480,6 +1516,13 @@ fn refuse_if_targets_protected<D: Desktop>(
             return Ok(());
         }
     };
+    if !conn.places_known() {
+        return Err(refused(
+            "the point may lie on a window whose place this backend cannot tell (GNOME: Mutter \
+             tells no window positions), and so may be one that"
+                .into(),
+        ));
+    }
     // Any protected window containing the point refuses, whatever lies above it: stacking can
     // change between this check and the event, and a refusal is the safe side of that race.
     for w in conn.windows()?.iter().filter(|w| is_protected(w)) {

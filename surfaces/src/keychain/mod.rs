@@ -20,4 +20,4 @@ pub use reference::{RefError, SecretRef};
 pub use store::{
     ItemInfo, STORE_DEADLINE, SecretStore, StoreError, call_with_deadline, system_store,
 };
-pub use surface::KeychainSurface;
+pub use surface::{DAEMON_SERVICES, KeychainSurface};

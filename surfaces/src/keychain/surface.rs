@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use computer_ipc::{Complications, SurfaceName, ToolError};
+use computer_ipc::{Complications, ErrorCode, SurfaceName, ToolError};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -271,6 +271,18 @@ impl Surface for KeychainSurface {
             }
             "set" => {
                 let set: SetArgs = decode_args(args)?;
+                if set.reference.service.starts_with(DAEMON_SERVICES) {
+                    // The daemon's own items (the person's consent to the GNOME gui backend's
+                    // remote-desktop session): a call that wrote one would consent for them.
+                    return Err(ToolError::new(
+                        ErrorCode::Denied,
+                        format!(
+                            "{} is the daemon's own item (services starting with \"{DAEMON_SERVICES}\" hold what only the person grants, such as the consent to the GNOME remote-desktop session); a call may not set it: the person grants it by approving the gui call that asks",
+                            set.reference
+                        ),
+                    )
+                    .at("args.reference"));
+                }
                 let Some(value) = set.value else {
                     return Err(ToolError::invalid(format!(
                         "keychain set takes its value from the person, not from a call: ask them to run `computer secrets set {}` in a terminal (it reads the value without echo); a call may pass `value` only where the daemon's config sets [keychain] model_values = true",
@@ -319,6 +331,9 @@ impl Surface for KeychainSurface {
         }))
     }
 }
+
+/// The services of the daemon's own keychain items, which calls may not set.
+pub const DAEMON_SERVICES: &str = "computer.";
 
 enum Op {
     List,

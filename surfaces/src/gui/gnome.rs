@@ -1,0 +1,912 @@
+//! The gui surface on GNOME's compositor (Mutter) through its own D-Bus API: one
+//! `org.gnome.Mutter.RemoteDesktop` session, kept for the backend's life, with a
+//! `org.gnome.Mutter.ScreenCast` stream of the primary monitor joined to it. Screenshots are
+//! the latest frame of that stream, read over PipeWire (`gnome_frames`); the pointer moves
+//! through `NotifyPointerMotionAbsolute` on the stream and clicks through
+//! `NotifyPointerButton`; keys go through `NotifyKeyboardKeysym`. Mutter lists no windows to
+//! clients (`org.gnome.Shell.Introspect` is gnome-shell's), so windows, their apps, pids and
+//! which one is active come from AT-SPI through the ax surface's code; their places are unknown.
+//!
+//! Why Mutter's API and not the xdg-desktop-portal: the portal's consent dialog is drawn by
+//! gnome-shell, which a headless Mutter lacks; ARCHITECTURE.md argues it in full.
+//!
+//! Every D-Bus call runs on a small runtime of this module's own, so the blocking `Desktop`
+//! methods can be called from any thread (the surface calls some from async tasks).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
+
+use super::desktop::{
+    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+};
+use super::gnome_consent::{self, Consent};
+use super::gnome_frames::{Frame, FrameStream};
+use super::keys::{Combo, char_keysym};
+use crate::Availability;
+use crate::ax::WindowReader;
+
+/// Mutter's remote-desktop service: its presence on the session bus picks this backend.
+pub const REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
+const REMOTE_DESKTOP_PATH: &str = "/org/gnome/Mutter/RemoteDesktop";
+const REMOTE_DESKTOP_SESSION: &str = "org.gnome.Mutter.RemoteDesktop.Session";
+const SCREEN_CAST: &str = "org.gnome.Mutter.ScreenCast";
+const SCREEN_CAST_PATH: &str = "/org/gnome/Mutter/ScreenCast";
+const SCREEN_CAST_SESSION: &str = "org.gnome.Mutter.ScreenCast.Session";
+const SCREEN_CAST_STREAM: &str = "org.gnome.Mutter.ScreenCast.Stream";
+const DISPLAY_CONFIG: &str = "org.gnome.Mutter.DisplayConfig";
+const DISPLAY_CONFIG_PATH: &str = "/org/gnome/Mutter/DisplayConfig";
+/// The commands that need the remote-desktop session (the screen or input), and with it the
+/// person's consent; `windows` (AT-SPI) and `monitors` (DisplayConfig) do not.
+const SESSION_COMMANDS: &[&str] = &[
+    "screenshot",
+    "move",
+    "click",
+    "drag",
+    "scroll",
+    "type",
+    "key",
+];
+
+/// How long one D-Bus call (or the wait for the stream's node) may take before the call fails.
+const REPLY_BOUND: Duration = Duration::from_secs(3);
+/// How long the first frame of a new stream may take.
+const FIRST_FRAME_BOUND: Duration = Duration::from_secs(5);
+/// Linux input codes of the mouse buttons (BTN_LEFT, BTN_RIGHT, BTN_MIDDLE).
+const BTN_LEFT: i32 = 0x110;
+const BTN_RIGHT: i32 = 0x111;
+const BTN_MIDDLE: i32 = 0x112;
+/// The keysym Mutter's virtual keyboard is primed with. Mutter makes a session's virtual
+/// keyboard and pointer on their first event, and clients bind them only when the seat says it
+/// has them: the first events of each reach no client (measured with GTK 3 on Mutter 43). A
+/// lone Shift types nothing, and a relative motion of (0, 0) moves nothing.
+const SHIFT_L: u32 = 0xffe1;
+/// After the devices are made, the time clients get to bind them (keys sent before are lost:
+/// measured 0.3 s too short, 0.5 s enough with GTK 3). Paid once per session, which lasts as
+/// long as the backend.
+const INPUT_SETTLE: Duration = Duration::from_millis(700);
+
+fn failed(what: impl std::fmt::Display) -> DisplayError {
+    DisplayError(format!("gnome: {what}"))
+}
+
+/// The runtime every D-Bus call of this backend runs on (two threads, made once).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("gnome-dbus")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for the GNOME backend's D-Bus calls")
+    })
+}
+
+/// Runs `work` on the backend's runtime and waits for it, at most `bound`. Safe to call from
+/// any thread, async tasks included: the wait is a plain channel receive.
+fn block_on<T: Send + 'static>(
+    bound: Duration,
+    what: &str,
+    work: impl Future<Output = Result<T, DisplayError>> + Send + 'static,
+) -> DisplayResult<T> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let task = runtime().spawn(async move {
+        let _ = sender.send(work.await);
+    });
+    match receiver.recv_timeout(bound) {
+        Ok(result) => result,
+        Err(_) => {
+            task.abort();
+            Err(failed(format!("{what} did not finish within {bound:?}")))
+        }
+    }
+}
+
+fn dbus_failed(what: &str) -> impl Fn(zbus::Error) -> DisplayError + '_ {
+    move |err| failed(format!("{what}: {err}"))
+}
+
+/// Whether `org.gnome.Mutter.RemoteDesktop` has an owner on the session bus now.
+pub fn offered() -> Result<bool, String> {
+    block_on(REPLY_BOUND, "asking the session bus", async {
+        let bus = zbus::Connection::session()
+            .await
+            .map_err(dbus_failed("the session bus"))?;
+        name_has_owner(&bus, REMOTE_DESKTOP).await
+    })
+    .map_err(|err| err.0)
+}
+
+async fn name_has_owner(bus: &zbus::Connection, name: &str) -> DisplayResult<bool> {
+    let proxy = zbus::fdo::DBusProxy::new(bus)
+        .await
+        .map_err(dbus_failed("the session bus"))?;
+    let name = zbus::names::BusName::try_from(name.to_string()).map_err(failed)?;
+    proxy
+        .name_has_owner(name)
+        .await
+        .map_err(|err| failed(format!("NameHasOwner: {err}")))
+}
+
+async fn proxy(
+    bus: &zbus::Connection,
+    destination: &'static str,
+    path: String,
+    interface: &'static str,
+) -> DisplayResult<zbus::Proxy<'static>> {
+    zbus::Proxy::new(bus, destination, path, interface)
+        .await
+        .map_err(dbus_failed(interface))
+}
+
+/// The remote-desktop session and its screen-cast stream: made on the first call that needs
+/// the screen or input, kept for the connection's life (a virtual keyboard and pointer that
+/// last), stopped when dropped.
+struct Session {
+    remote_desktop: zbus::Proxy<'static>,
+    /// The stream's object path: pointer positions are given relative to it.
+    stream_path: OwnedObjectPath,
+    /// The recorded monitor, in Mutter's logical coordinates.
+    monitor: Rect,
+    frames: FrameStream,
+    /// Set when Mutter closes the session (it restarted, or stopped the session itself).
+    closed: Arc<AtomicBool>,
+}
+
+impl Session {
+    async fn start(bus: zbus::Connection) -> DisplayResult<Session> {
+        let remote_desktop_root = proxy(
+            &bus,
+            REMOTE_DESKTOP,
+            REMOTE_DESKTOP_PATH.into(),
+            REMOTE_DESKTOP,
+        )
+        .await?;
+        let session_path: OwnedObjectPath = remote_desktop_root
+            .call("CreateSession", &())
+            .await
+            .map_err(dbus_failed("RemoteDesktop.CreateSession"))?;
+        let remote_desktop = proxy(
+            &bus,
+            REMOTE_DESKTOP,
+            session_path.to_string(),
+            REMOTE_DESKTOP_SESSION,
+        )
+        .await?;
+        let session_id: String = remote_desktop
+            .get_property("SessionId")
+            .await
+            .map_err(dbus_failed("RemoteDesktop.Session.SessionId"))?;
+        let screen_cast_root =
+            proxy(&bus, SCREEN_CAST, SCREEN_CAST_PATH.into(), SCREEN_CAST).await?;
+        let options: HashMap<&str, Value<'_>> = HashMap::from([(
+            "remote-desktop-session-id",
+            Value::from(session_id.as_str()),
+        )]);
+        let cast_path: OwnedObjectPath = screen_cast_root
+            .call("CreateSession", &(options,))
+            .await
+            .map_err(dbus_failed("ScreenCast.CreateSession"))?;
+        let screen_cast = proxy(
+            &bus,
+            SCREEN_CAST,
+            cast_path.to_string(),
+            SCREEN_CAST_SESSION,
+        )
+        .await?;
+        // "" is the primary monitor; the cursor is left out of frames, as X11 GetImage does.
+        let record: HashMap<&str, Value<'_>> = HashMap::new();
+        let stream_path: OwnedObjectPath =
+            screen_cast
+                .call("RecordMonitor", &("", record))
+                .await
+                .map_err(dbus_failed("ScreenCast.Session.RecordMonitor"))?;
+        let stream = proxy(
+            &bus,
+            SCREEN_CAST,
+            stream_path.to_string(),
+            SCREEN_CAST_STREAM,
+        )
+        .await?;
+        // Subscribed before Start, which is what makes Mutter announce the node.
+        let mut added = stream
+            .receive_signal("PipeWireStreamAdded")
+            .await
+            .map_err(dbus_failed("ScreenCast.Stream.PipeWireStreamAdded"))?;
+        let mut closed_signal = remote_desktop
+            .receive_signal("Closed")
+            .await
+            .map_err(dbus_failed("RemoteDesktop.Session.Closed"))?;
+        remote_desktop
+            .call::<_, _, ()>("Start", &())
+            .await
+            .map_err(dbus_failed("RemoteDesktop.Session.Start"))?;
+        let node: u32 = tokio::time::timeout(REPLY_BOUND, added.next())
+            .await
+            .map_err(|_| failed("Mutter announced no PipeWire node for the screen cast"))?
+            .ok_or_else(|| failed("the screen-cast stream ended before it started"))?
+            .body()
+            .deserialize()
+            .map_err(|err| failed(format!("PipeWireStreamAdded: {err}")))?;
+        let parameters: HashMap<String, OwnedValue> = stream
+            .get_property("Parameters")
+            .await
+            .map_err(dbus_failed("ScreenCast.Stream.Parameters"))?;
+        let pair = |key: &str| -> Option<(i32, i32)> {
+            parameters
+                .get(key)
+                .and_then(|v| <(i32, i32)>::try_from(v.try_clone().ok()?).ok())
+        };
+        let (x, y) = pair("position").unwrap_or((0, 0));
+        let (width, height) =
+            pair("size").ok_or_else(|| failed("the screen-cast stream names no monitor size"))?;
+        let monitor = Rect {
+            x,
+            y,
+            width: u32::try_from(width).map_err(|_| failed("a negative monitor width"))?,
+            height: u32::try_from(height).map_err(|_| failed("a negative monitor height"))?,
+        };
+        let closed = Arc::new(AtomicBool::new(false));
+        let flag = closed.clone();
+        tokio::spawn(async move {
+            if closed_signal.next().await.is_some() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        let frames = FrameStream::connect(node).map_err(failed)?;
+        let session = Session {
+            remote_desktop,
+            stream_path,
+            monitor,
+            frames,
+            closed,
+        };
+        session.keysym(SHIFT_L, true).await?;
+        session.keysym(SHIFT_L, false).await?;
+        session
+            .remote_desktop
+            .call::<_, _, ()>("NotifyPointerMotionRelative", &(0.0f64, 0.0f64))
+            .await
+            .map_err(dbus_failed("NotifyPointerMotionRelative"))?;
+        tokio::time::sleep(INPUT_SETTLE).await;
+        Ok(session)
+    }
+
+    async fn keysym(&self, keysym: u32, pressed: bool) -> DisplayResult<()> {
+        self.remote_desktop
+            .call::<_, _, ()>("NotifyKeyboardKeysym", &(keysym, pressed))
+            .await
+            .map_err(dbus_failed("NotifyKeyboardKeysym"))
+    }
+
+    /// Sends key events in order without waiting for each reply, then waits for the last one:
+    /// Mutter handles a connection's calls in order, so when it answers, all were handled.
+    async fn keysyms(&self, events: &[(u32, bool)]) -> DisplayResult<()> {
+        let Some((last, before)) = events.split_last() else {
+            return Ok(());
+        };
+        for &(keysym, pressed) in before {
+            self.remote_desktop
+                .call_noreply("NotifyKeyboardKeysym", &(keysym, pressed))
+                .await
+                .map_err(dbus_failed("NotifyKeyboardKeysym"))?;
+        }
+        self.keysym(last.0, last.1).await
+    }
+
+    async fn motion(&self, x: i32, y: i32) -> DisplayResult<()> {
+        // Stream coordinates: the monitor's own, in the stream's pixels.
+        let (sx, sy) = self
+            .frames
+            .size()
+            .unwrap_or((self.monitor.width, self.monitor.height));
+        let fx = f64::from(x - self.monitor.x) * f64::from(sx) / f64::from(self.monitor.width);
+        let fy = f64::from(y - self.monitor.y) * f64::from(sy) / f64::from(self.monitor.height);
+        self.remote_desktop
+            .call::<_, _, ()>(
+                "NotifyPointerMotionAbsolute",
+                &(self.stream_path.as_str(), fx, fy),
+            )
+            .await
+            .map_err(dbus_failed("NotifyPointerMotionAbsolute"))
+    }
+
+    async fn button(&self, button: Button, pressed: bool) -> DisplayResult<()> {
+        let code = match button {
+            Button::Left => BTN_LEFT,
+            Button::Right => BTN_RIGHT,
+            Button::Middle => BTN_MIDDLE,
+        };
+        self.remote_desktop
+            .call::<_, _, ()>("NotifyPointerButton", &(code, pressed))
+            .await
+            .map_err(dbus_failed("NotifyPointerButton"))
+    }
+
+    async fn scroll(&self, axis: u32, steps: i32) -> DisplayResult<()> {
+        self.remote_desktop
+            .call::<_, _, ()>("NotifyPointerAxisDiscrete", &(axis, steps))
+            .await
+            .map_err(dbus_failed("NotifyPointerAxisDiscrete"))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Mutter also ends the session when this connection closes; Stop says so at once.
+        let remote_desktop = self.remote_desktop.clone();
+        runtime().spawn(async move {
+            let _ = remote_desktop.call::<_, _, ()>("Stop", &()).await;
+        });
+    }
+}
+
+/// One connection to the session bus, the AT-SPI window reader and (once a call needs the
+/// screen or input) the remote-desktop session.
+pub struct GnomeConn {
+    bus: zbus::Connection,
+    consent: Arc<Consent>,
+    windows: Arc<WindowReader>,
+    session: Mutex<Option<Arc<Session>>>,
+    /// Window ids by AT-SPI accessible, so an id stays the same window across calls.
+    window_ids: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl GnomeConn {
+    fn connect(consent: Arc<Consent>) -> Result<GnomeConn, Availability> {
+        let unavailable = |reason: String| Availability::Unavailable {
+            reason,
+            fix: "run the daemon inside the GNOME session (its WAYLAND_DISPLAY and \
+                  DBUS_SESSION_BUS_ADDRESS), with Mutter running"
+                .into(),
+        };
+        let bus = block_on(REPLY_BOUND, "connecting to the session bus", async {
+            let bus = zbus::Connection::session()
+                .await
+                .map_err(dbus_failed("the session bus"))?;
+            if !name_has_owner(&bus, REMOTE_DESKTOP).await? {
+                return Err(failed(format!(
+                    "{REMOTE_DESKTOP} is not on the session bus (Mutter is not running, or \
+                     this is not its session)"
+                )));
+            }
+            Ok(bus)
+        })
+        .map_err(|err| unavailable(err.0))?;
+        Ok(GnomeConn {
+            bus,
+            consent,
+            windows: Arc::new(WindowReader::new()),
+            session: Mutex::new(None),
+            window_ids: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock_session(&self) -> MutexGuard<'_, Option<Arc<Session>>> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The remote-desktop session, started on first use (and again after Mutter closed it).
+    fn session(&self) -> DisplayResult<Arc<Session>> {
+        let mut slot = self.lock_session();
+        if let Some(session) = slot.as_ref()
+            && !session.closed.load(Ordering::SeqCst)
+        {
+            return Ok(session.clone());
+        }
+        *slot = None;
+        // Never without the person's consent, whichever call (or evidence shot) gets here first.
+        if !self
+            .consent
+            .granted(gnome_consent::RECHECK_AFTER)
+            .map_err(failed)?
+        {
+            return Err(failed(gnome_consent::question()));
+        }
+        let bus = self.bus.clone();
+        let session = Arc::new(block_on(
+            REPLY_BOUND * 3,
+            "starting the remote-desktop session",
+            Session::start(bus),
+        )?);
+        session
+            .frames
+            .wait_first(FIRST_FRAME_BOUND)
+            .map_err(failed)?;
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Runs input calls on the session, in order, as one task.
+    fn input<F, Fut>(&self, what: &str, work: F) -> DisplayResult<()>
+    where
+        F: FnOnce(Arc<Session>) -> Fut,
+        Fut: Future<Output = DisplayResult<()>> + Send + 'static,
+    {
+        let session = self.session()?;
+        block_on(REPLY_BOUND * 4, what, work(session))
+    }
+
+    /// Whether Mutter still answers on this connection and the session (if any) is open.
+    fn healthy(&self) -> bool {
+        let closed = self
+            .lock_session()
+            .as_ref()
+            .is_some_and(|s| s.closed.load(Ordering::SeqCst));
+        let bus = self.bus.clone();
+        !closed
+            && block_on(REPLY_BOUND, "asking the session bus", async move {
+                name_has_owner(&bus, REMOTE_DESKTOP).await
+            })
+            .unwrap_or(false)
+    }
+
+    /// The running session, if one is (it is not started here).
+    fn running(&self) -> Option<Arc<Session>> {
+        self.lock_session()
+            .as_ref()
+            .filter(|s| !s.closed.load(Ordering::SeqCst))
+            .cloned()
+    }
+
+    /// Ends the session (a revoked consent): the next call that needs it asks again.
+    fn end_session(&self) {
+        self.lock_session().take();
+    }
+
+    /// The monitors as Mutter's DisplayConfig tells them, without a remote-desktop session.
+    pub fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
+        let bus = self.bus.clone();
+        block_on(REPLY_BOUND, "reading Mutter's DisplayConfig", async move {
+            let config = proxy(
+                &bus,
+                DISPLAY_CONFIG,
+                DISPLAY_CONFIG_PATH.into(),
+                DISPLAY_CONFIG,
+            )
+            .await?;
+            let state: CurrentState = config
+                .call("GetCurrentState", &())
+                .await
+                .map_err(dbus_failed("DisplayConfig.GetCurrentState"))?;
+            Ok(logical_monitors(&state))
+        })
+    }
+
+    /// The primary monitor: the one recorded and driven.
+    fn monitor(&self) -> DisplayResult<Rect> {
+        if let Some(session) = self.running() {
+            return Ok(session.monitor);
+        }
+        self.monitors()?
+            .into_iter()
+            .find(|m| m.primary)
+            .map(|m| m.rect)
+            .ok_or_else(|| failed("Mutter's DisplayConfig names no primary monitor"))
+    }
+
+    pub fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+        let session = self.session()?;
+        let frame = session.frames.latest().map_err(failed)?;
+        frame.crop(session.monitor, area).map_err(failed)
+    }
+
+    /// The windows AT-SPI lists (apps that expose no accessibility tree are not seen).
+    pub fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
+        let reader = self.windows.clone();
+        let listed = block_on(REPLY_BOUND, "listing windows over AT-SPI", async move {
+            reader
+                .windows(Instant::now() + Duration::from_millis(2500))
+                .await
+                .map_err(failed)
+        })?;
+        let mut ids = self.window_ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.retain(|key, _| listed.iter().any(|w| &w.key == key));
+        let mut next = ids.values().max().copied().unwrap_or(0) + 1;
+        Ok(listed
+            .into_iter()
+            .map(|w| {
+                let id = *ids.entry(w.key.clone()).or_insert_with(|| {
+                    next += 1;
+                    next - 1
+                });
+                WindowInfo {
+                    id,
+                    title: w.title,
+                    app: w.app,
+                    instance: String::new(),
+                    pid: w.pid,
+                    // Unknown: AT-SPI's extents are window-local on Wayland, and Mutter tells
+                    // clients no window positions.
+                    rect: Rect {
+                        x: 0,
+                        y: 0,
+                        width: 0,
+                        height: 0,
+                    },
+                    focused: w.active,
+                    monitor: None,
+                }
+            })
+            .collect())
+    }
+
+    /// The one window AT-SPI says is active; None when none is, or when several say so.
+    pub fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
+        let windows = self.windows()?;
+        let mut active = windows.iter().filter(|w| w.focused);
+        Ok(match (active.next(), active.next()) {
+            (Some(only), None) => Some(only.id),
+            _ => None,
+        })
+    }
+
+    pub fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
+        self.input("a click", move |s| async move {
+            if let Some((x, y)) = at {
+                s.motion(x, y).await?;
+            }
+            for _ in 0..count {
+                s.button(button, true).await?;
+                s.button(button, false).await?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
+        self.input("a drag", move |s| async move {
+            s.motion(from.0, from.1).await?;
+            s.button(button, true).await?;
+            const STEPS: i32 = 8;
+            for step in 1..=STEPS {
+                let x = from.0 + (to.0 - from.0) * step / STEPS;
+                let y = from.1 + (to.1 - from.1) * step / STEPS;
+                s.motion(x, y).await?;
+            }
+            s.button(button, false).await
+        })
+    }
+
+    pub fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
+        self.input("a scroll", move |s| async move {
+            if let Some((x, y)) = at {
+                s.motion(x, y).await?;
+            }
+            if dy != 0 {
+                s.scroll(0, dy).await?;
+            }
+            if dx != 0 {
+                s.scroll(1, dx).await?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn type_text(&self, text: &str) -> DisplayResult<()> {
+        let keysyms = typable_keysyms(text)?;
+        let events: Vec<(u32, bool)> = keysyms
+            .into_iter()
+            .flat_map(|keysym| [(keysym, true), (keysym, false)])
+            .collect();
+        self.input("typing", move |s| async move { s.keysyms(&events).await })
+    }
+
+    pub fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
+        let events: Vec<(u32, bool)> = combo
+            .modifiers
+            .iter()
+            .map(|&m| (m, true))
+            .chain([(combo.key, true), (combo.key, false)])
+            .chain(combo.modifiers.iter().rev().map(|&m| (m, false)))
+            .collect();
+        self.input("a key combination", move |s| async move {
+            s.keysyms(&events).await
+        })
+    }
+}
+
+/// The keysyms of `text`, or which characters cannot be typed. Mutter 43 types a keysym only if
+/// the session's keyboard layout has a key for it (it warns "No keycode found" and drops the
+/// rest), and every layout has the printable ASCII characters; anything else is refused before
+/// a key is sent, never typed in part.
+fn typable_keysyms(text: &str) -> DisplayResult<Vec<u32>> {
+    let untypable: Vec<String> = text
+        .chars()
+        .filter(|c| !(c.is_ascii_graphic() || matches!(c, ' ' | '\n' | '\r' | '\t' | '\u{8}')))
+        .map(|c| format!("{:?} (U+{:04X})", c, c as u32))
+        .collect();
+    if !untypable.is_empty() {
+        return Err(DisplayError(format!(
+            "on GNOME the gui surface types printable ASCII, Return, Tab and BackSpace only: \
+             Mutter's NotifyKeyboardKeysym reaches only keys the session's layout has. Cannot \
+             type {}; nothing was typed. For other text use `ax set_value` on the field",
+            untypable.join(", ")
+        )));
+    }
+    Ok(text.chars().map(char_keysym).collect())
+}
+
+/// `org.gnome.Mutter.DisplayConfig.GetCurrentState`: serial, physical monitors (connector
+/// spec, modes, properties), logical monitors (x, y, scale, transform, primary, the physical
+/// monitors in it, properties), properties.
+type MonitorSpec = (String, String, String, String);
+type Mode = (
+    String,
+    i32,
+    i32,
+    f64,
+    f64,
+    Vec<f64>,
+    HashMap<String, OwnedValue>,
+);
+type CurrentState = (
+    u32,
+    Vec<(MonitorSpec, Vec<Mode>, HashMap<String, OwnedValue>)>,
+    Vec<(
+        i32,
+        i32,
+        f64,
+        u32,
+        bool,
+        Vec<MonitorSpec>,
+        HashMap<String, OwnedValue>,
+    )>,
+    HashMap<String, OwnedValue>,
+);
+
+/// The logical monitors in layout coordinates: each one's size is its first monitor's current
+/// mode, rotated by its transform and, in the logical layout mode, divided by its scale.
+fn logical_monitors(state: &CurrentState) -> Vec<MonitorInfo> {
+    let (_, physical, logical, properties) = state;
+    // 1 = logical (sizes in logical pixels), 2 = physical; Mutter's default is logical.
+    let logical_layout = properties
+        .get("layout-mode")
+        .and_then(|v| u32::try_from(v).ok())
+        .is_none_or(|mode| mode == 1);
+    logical
+        .iter()
+        .enumerate()
+        .filter_map(|(index, (x, y, scale, transform, primary, specs, _))| {
+            let spec = specs.first()?;
+            let (_, modes, _) = physical.iter().find(|(s, _, _)| s == spec)?;
+            let current = modes.iter().find(|m| {
+                m.6.get("is-current")
+                    .and_then(|v| bool::try_from(v).ok())
+                    .unwrap_or(false)
+            })?;
+            let (mut width, mut height) = (f64::from(current.1), f64::from(current.2));
+            if transform % 2 == 1 {
+                std::mem::swap(&mut width, &mut height);
+            }
+            if logical_layout && *scale > 0.0 {
+                width /= scale;
+                height /= scale;
+            }
+            Some(MonitorInfo {
+                index,
+                name: spec.0.clone(),
+                rect: Rect {
+                    x: *x,
+                    y: *y,
+                    width: width.round() as u32,
+                    height: height.round() as u32,
+                },
+                primary: *primary,
+            })
+        })
+        .collect()
+}
+
+/// The process-wide connection: made on first use, remade after it breaks, not retried more
+/// than once a second while Mutter is unreachable.
+pub struct Backend {
+    state: Mutex<BackendState>,
+    consent: Arc<Consent>,
+}
+
+struct BackendState {
+    conn: Option<Arc<GnomeConn>>,
+    last_error: Option<(Instant, Availability)>,
+}
+
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl Backend {
+    pub fn new() -> Backend {
+        Backend {
+            state: Mutex::new(BackendState {
+                conn: None,
+                last_error: None,
+            }),
+            consent: Arc::new(Consent::new(crate::keychain::system_store())),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BackendState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn conn(&self) -> Result<Arc<GnomeConn>, Availability> {
+        let mut state = self.lock();
+        if let Some(conn) = &state.conn {
+            return Ok(conn.clone());
+        }
+        if let Some((at, why)) = &state.last_error
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(why.clone());
+        }
+        match GnomeConn::connect(self.consent.clone()) {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                state.conn = Some(conn.clone());
+                state.last_error = None;
+                Ok(conn)
+            }
+            Err(why) => {
+                state.last_error = Some((Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Drops a connection after a failed call only if it is broken: the session (and with it
+    /// the devices clients have bound) is kept across calls that failed for their own reasons.
+    pub fn forget(&self, broken: &Arc<GnomeConn>) {
+        if broken.healthy() {
+            return;
+        }
+        let mut state = self.lock();
+        if state
+            .conn
+            .as_ref()
+            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
+        {
+            state.conn = None;
+        }
+    }
+}
+
+impl desktop::Desktop for GnomeConn {
+    type Frame = Frame;
+
+    fn screen(&self) -> DisplayResult<Rect> {
+        self.monitor()
+    }
+    fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+        GnomeConn::grab(self, area)
+    }
+    fn same_frame(a: &Frame, b: &Frame) -> bool {
+        a.width == b.width && a.height == b.height && a.rgb == b.rgb
+    }
+    fn to_rgb(&self, frame: &Frame) -> Rgb {
+        Rgb {
+            width: frame.width,
+            height: frame.height,
+            pixels: frame.rgb.clone(),
+        }
+    }
+    fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
+        GnomeConn::monitors(self)
+    }
+    fn window_ids(&self) -> DisplayResult<Vec<u32>> {
+        Ok(self.windows()?.iter().map(|w| w.id).collect())
+    }
+    fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
+        GnomeConn::windows(self)
+    }
+    fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
+        GnomeConn::keyboard_target(self)
+    }
+    fn focus_must_be_known(&self) -> bool {
+        true
+    }
+    fn reads_cursor(&self) -> bool {
+        false
+    }
+    fn knows_owner(&self, window: &WindowInfo) -> bool {
+        window.pid.is_some()
+    }
+    fn places_known(&self) -> bool {
+        false
+    }
+    fn cursor(&self) -> DisplayResult<(i32, i32)> {
+        Err(failed(
+            "Mutter tells clients no pointer position: give the point (x, y) explicitly",
+        ))
+    }
+    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
+        self.input(
+            "a pointer move",
+            move |s| async move { s.motion(x, y).await },
+        )
+    }
+    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
+        GnomeConn::click(self, at, button, count)
+    }
+    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
+        GnomeConn::drag(self, from, to, button)
+    }
+    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
+        GnomeConn::scroll(self, at, dx, dy)
+    }
+    fn untypable(&self, text: &str) -> Option<String> {
+        typable_keysyms(text).err().map(|err| err.0)
+    }
+    fn type_text(&self, text: &str) -> DisplayResult<()> {
+        GnomeConn::type_text(self, text)
+    }
+    fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
+        GnomeConn::press_combo(self, combo)
+    }
+    fn focus(&self, _window: u32) -> DisplayResult<bool> {
+        Err(failed(
+            "Mutter offers clients no way to raise or focus a window (that is gnome-shell's)",
+        ))
+    }
+}
+
+impl desktop::Backend for Backend {
+    type Conn = GnomeConn;
+
+    fn conn(&self) -> Result<Arc<GnomeConn>, Availability> {
+        Backend::conn(self)
+    }
+    fn forget(&self, broken: &Arc<GnomeConn>) {
+        Backend::forget(self, broken)
+    }
+    fn offers(&self, command: &str) -> bool {
+        // No window can be raised, and the pointer's position cannot be read.
+        !matches!(command, "focus" | "cursor")
+    }
+    fn consent_needed(&self, command: &str) -> DisplayResult<Option<String>> {
+        if !SESSION_COMMANDS.contains(&command) {
+            return Ok(None);
+        }
+        let running = self
+            .lock()
+            .conn
+            .as_ref()
+            .and_then(|c| c.running().map(|_| c.clone()));
+        let fresh = if running.is_some() {
+            gnome_consent::RECHECK_AFTER
+        } else {
+            Duration::ZERO
+        };
+        if self.consent.granted(fresh).map_err(failed)? {
+            return Ok(None);
+        }
+        // Revoked while the session ran: it ends now, and this call asks again.
+        if let Some(conn) = running {
+            conn.end_session();
+        }
+        Ok(Some(gnome_consent::question()))
+    }
+    fn grant_consent(&self) -> DisplayResult<()> {
+        self.consent.grant().map_err(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ascii_text_types_and_other_characters_are_refused_whole() {
+        assert_eq!(
+            typable_keysyms("Hi!\n").unwrap(),
+            vec!['H' as u32, 'i' as u32, '!' as u32, 0xff0d]
+        );
+        let refused = typable_keysyms("café €").unwrap_err().0;
+        assert!(refused.contains("'é' (U+00E9)"), "{refused}");
+        assert!(refused.contains("'€' (U+20AC)"), "{refused}");
+        assert!(refused.contains("nothing was typed"), "{refused}");
+    }
+}

@@ -1,0 +1,308 @@
+//! A private headless GNOME compositor (Mutter) for the GNOME suites, started once per test
+//! binary and torn down with it: a private session bus, then `pipewire` and `wireplumber` on a
+//! runtime directory of the suite's own (Mutter's screen casts reach clients over PipeWire),
+//! then `mutter --headless --wayland --no-x11 --virtual-monitor 1920x1080`, which owns
+//! `org.gnome.Mutter.RemoteDesktop` and `ScreenCast` on that bus. Mutter runs as root (unlike
+//! sway). GTK apps reach it with `GDK_BACKEND=wayland` and register on AT-SPI through the bus.
+//! A Secret Service (gnome-keyring, unlocked) on the same bus holds the person's consent.
+//! Independent checkers: what the apps report (clicks, text, colours they paint).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::desktop::{App, gi_python, spawn_tied};
+use crate::keyring::Keyring;
+use crate::wait_for;
+
+/// The running compositor's coordinates.
+pub struct Mutter {
+    /// The bus, PipeWire, WirePlumber and Mutter; they die with the test process.
+    _processes: Vec<Child>,
+    /// The Secret Service on the compositor's bus.
+    pub keyring: Keyring,
+    /// The runtime directory (mode 0700) holding `wayland-0` and `pipewire-0`.
+    pub runtime_dir: PathBuf,
+    /// The private session bus Mutter owns its names on.
+    pub dbus_address: String,
+    pub log_dir: PathBuf,
+}
+
+impl Mutter {
+    /// The compositor shared by this test binary, started on first use.
+    pub fn shared() -> &'static Mutter {
+        static MUTTER: OnceLock<Mutter> = OnceLock::new();
+        MUTTER.get_or_init(Mutter::start)
+    }
+
+    fn start() -> Mutter {
+        let log_dir = std::env::temp_dir().join(format!("computer-mutter-{}", std::process::id()));
+        std::fs::create_dir_all(&log_dir).unwrap();
+        let log =
+            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
+        let runtime_dir = log_dir.join("runtime");
+        std::fs::create_dir_all(&runtime_dir).unwrap();
+        std::fs::set_permissions(&runtime_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+        let mut dbus = Command::new("dbus-daemon");
+        dbus.args(["--session", "--nofork", "--print-address=1"])
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log("dbus.log"));
+        let mut dbus = spawn_tied(dbus);
+        let mut address = String::new();
+        BufReader::new(dbus.stdout.take().unwrap())
+            .read_line(&mut address)
+            .expect("dbus-daemon prints its address");
+        let mut processes = vec![dbus];
+        let keyring = Keyring::on_bus(address.trim());
+        let mut compositor = Mutter {
+            _processes: Vec::new(),
+            keyring,
+            runtime_dir: runtime_dir.clone(),
+            dbus_address: address.trim().to_string(),
+            log_dir: log_dir.clone(),
+        };
+        let daemon = |program: &str, args: &[&str]| {
+            let mut command = compositor.command(program);
+            command
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(log(&format!("{program}.out.log")))
+                .stderr(log(&format!("{program}.log")));
+            spawn_tied(command)
+        };
+        processes.push(daemon("pipewire", &[]));
+        wait_for("PipeWire's socket", Duration::from_secs(30), || {
+            runtime_dir.join("pipewire-0").exists().then_some(())
+        });
+        processes.push(daemon("wireplumber", &[]));
+        processes.push(daemon(
+            "mutter",
+            &[
+                "--headless",
+                "--wayland",
+                "--no-x11",
+                "--virtual-monitor",
+                "1920x1080",
+            ],
+        ));
+        wait_for(
+            "Mutter's Wayland socket and remote-desktop API",
+            Duration::from_secs(60),
+            || {
+                (runtime_dir.join("wayland-0").exists() && compositor.owned(REMOTE_DESKTOP))
+                    .then_some(())
+            },
+        );
+        compositor._processes = processes;
+        compositor
+    }
+
+    /// Whether `name` has an owner on the compositor's bus (asked with `dbus-send`).
+    pub fn owned(&self, name: &str) -> bool {
+        self.command("dbus-send")
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.NameHasOwner",
+                &format!("string:{name}"),
+            ])
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("boolean true"))
+    }
+
+    /// The environment that puts a process (app or daemon) on this compositor, and on no X
+    /// display.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("WAYLAND_DISPLAY", "wayland-0".into()),
+            ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
+            ("XDG_SESSION_TYPE", "wayland".into()),
+            ("XDG_CURRENT_DESKTOP", "GNOME".into()),
+            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
+            ("GDK_BACKEND", "wayland".into()),
+        ]
+    }
+
+    /// A command on this compositor.
+    pub fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command
+            .envs(self.env())
+            .env_remove("DISPLAY")
+            .env_remove("SWAYSOCK");
+        command
+    }
+
+    /// Starts a long-lived app on this compositor; it dies when the guard drops, or with the
+    /// test process at the latest.
+    pub fn launch(&self, program: &str, args: &[&str]) -> App {
+        let mut command = self.command(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(self.log_dir.join(format!("{program}.log"))).unwrap(),
+            ));
+        App(spawn_tied(command))
+    }
+}
+
+/// An independent screen cast of Mutter's primary monitor (`tests/clients/mutter_screencast.py`,
+/// a session of its own): `gst-launch-1.0 pipewiresrc` takes frames from its PipeWire node.
+pub struct IndependentCast {
+    app: App,
+    pub node: u32,
+}
+
+impl IndependentCast {
+    pub fn start() -> IndependentCast {
+        let mutter = Mutter::shared();
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/mutter_screencast.py");
+        let mut command = mutter.command(&gi_python());
+        command
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(mutter.log_dir.join("mutter_screencast.log")).unwrap(),
+            ));
+        let mut app = App(spawn_tied(command));
+        let mut line = String::new();
+        BufReader::new(app.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("the screen cast prints its node");
+        let node = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("a PipeWire node id, not {line:?}"));
+        IndependentCast { app, node }
+    }
+
+    /// One frame through `gst-launch-1.0 pipewiresrc path=NODE num-buffers=1`, as a PNG file.
+    pub fn capture(&self, path: &std::path::Path) -> Vec<u8> {
+        let status = Mutter::shared()
+            .command("gst-launch-1.0")
+            .args(["-q", "pipewiresrc"])
+            .arg(format!("path={}", self.node))
+            .args([
+                "num-buffers=1",
+                "!",
+                "videoconvert",
+                "!",
+                "pngenc",
+                "!",
+                "filesink",
+            ])
+            .arg(format!("location={}", path.display()))
+            .stdout(Stdio::null())
+            .status()
+            .expect("gst-launch-1.0 runs");
+        assert!(status.success(), "gst-launch-1.0 failed");
+        std::fs::read(path).expect("gst-launch's png")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.app.pid()
+    }
+}
+
+/// `secret-tool ARGS` on the compositor's bus (an independent view of the keychain); its
+/// stdout and stderr.
+pub fn secret_tool(args: &[&str]) -> String {
+    let out = Mutter::shared()
+        .command("secret-tool")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("secret-tool runs");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Mutter's remote-desktop service name.
+pub const REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
+
+/// Where the probe app paints its colour patches (screen coordinates: it is fullscreen).
+pub const RED_PATCH: (i32, i32, i32, i32) = (200, 300, 200, 100);
+pub const BLUE_PATCH: (i32, i32, i32, i32) = (1500, 800, 160, 120);
+
+/// `tests/clients/gtk_fullscreen_probe.py` on the shared Mutter: a fullscreen GTK window on
+/// Wayland (so its own coordinates are the screen's) with a text entry that has the keyboard
+/// focus; it paints two colour patches and reports, one JSON line each, every button press
+/// with its point and every change of the entry's text.
+pub struct Probe {
+    app: App,
+    pub title: String,
+    lines: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Probe {
+    pub fn launch(title: &str) -> Probe {
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_fullscreen_probe.py");
+        let python = gi_python();
+        // Through `env` (which execs, keeping the pid).
+        let mut app =
+            Mutter::shared().launch("env", &[python.as_str(), script.to_str().unwrap(), title]);
+        let out = app.0.stdout.take().expect("stdout piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str(&line) {
+                    sink.lock().unwrap().push(value);
+                }
+            }
+        });
+        let probe = Probe {
+            app,
+            title: title.into(),
+            lines,
+        };
+        probe.wait_for_line("the probe to draw its first frame", |v| v["drawn"] == true);
+        probe
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.app.pid()
+    }
+
+    /// Waits (bounded) for a reported line that `matches`; returns it.
+    pub fn wait_for_line(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        wait_for(what, Duration::from_secs(20), || {
+            self.lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|v| matches(v))
+                .cloned()
+        })
+    }
+
+    /// Every line reported so far.
+    pub fn lines(&self) -> Vec<Value> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// The entry's text as last reported.
+    pub fn text(&self) -> Option<String> {
+        self.lines()
+            .iter()
+            .rev()
+            .find_map(|v| v["text"].as_str().map(str::to_string))
+    }
+}
