@@ -15,6 +15,12 @@ use brush_parser::word::{WordPiece, WordPieceWithSource};
 /// How deep `sh -c` and substitutions may nest before a script is called opaque.
 const MAX_DEPTH: usize = 8;
 
+/// How deep parentheses may nest in text handed to the parser. brush-parser backtracks between
+/// a subshell and an arithmetic command at each unclosed `(`, so its time doubles with each one
+/// (`((((((((((((((((((((-<&-` took over 10 s; found by the `script` fuzz target); counted
+/// without regard to quotes, which can only make a script opaque, never hide a command.
+const MAX_PARENS: usize = 8;
+
 /// Shells whose `-c` text is parsed as a script of its own.
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
 
@@ -85,9 +91,33 @@ fn parsed<T, E: std::fmt::Display>(parse: impl FnOnce() -> Result<T, E>) -> Resu
     }
 }
 
+/// Whether `text`'s parentheses nest deeper than [`MAX_PARENS`].
+fn nests_too_deep(text: &str) -> bool {
+    let mut depth = 0usize;
+    for byte in text.bytes() {
+        match byte {
+            b'(' => {
+                depth += 1;
+                if depth > MAX_PARENS {
+                    return true;
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 fn walk_script(script: &str, depth: usize, found: &mut ScriptCommands) {
     if depth > MAX_DEPTH {
         found.opaque("shell text nests deeper than this daemon follows");
+        return;
+    }
+    if nests_too_deep(script) {
+        found.opaque(format!(
+            "parentheses nest deeper than {MAX_PARENS}, more than this daemon reads"
+        ));
         return;
     }
     let options = options();
@@ -149,8 +179,14 @@ fn walk_command(command: &Command, depth: usize, found: &mut ScriptCommands) {
 
 fn walk_compound(compound: &CompoundCommand, depth: usize, found: &mut ScriptCommands) {
     match compound {
-        CompoundCommand::Arithmetic(arithmetic) => {
-            substitution_guard(&arithmetic.expr.value, "an arithmetic command", found)
+        CompoundCommand::Arithmetic(_) => {
+            // bash evaluates `((x))`; dash (Debian's /bin/sh) and other POSIX shells run it as
+            // nested subshells, so `((rm -rf x))` runs `rm` there. The parser also reads spaced
+            // subshells (`( ( ls ) )`) this way, so no command could be listed with confidence.
+            found.opaque(
+                "`((…))` is arithmetic in bash but runs its text as commands in dash and other \
+                 POSIX shells (which /bin/sh may be)",
+            )
         }
         CompoundCommand::ArithmeticForClause(clause) => {
             for expr in [&clause.initializer, &clause.condition, &clause.updater]
@@ -228,7 +264,12 @@ fn walk_redirect(
         },
         IoRedirect::HereDocument(fd, here) => {
             let text = if here.requires_expansion {
-                match parsed(|| brush_parser::word::parse_heredoc(&here.doc.value, &options())) {
+                let pieces = if nests_too_deep(&here.doc.value) {
+                    Err(format!("its parentheses nest deeper than {MAX_PARENS}"))
+                } else {
+                    parsed(|| brush_parser::word::parse_heredoc(&here.doc.value, &options()))
+                };
+                match pieces {
                     Ok(pieces) => render(&pieces, &here.doc.value, depth, found).text,
                     Err(err) => {
                         found.opaque(format!("a here-document does not parse: {err}"));
@@ -263,7 +304,12 @@ struct WordText {
 }
 
 fn word_text(raw: &str, depth: usize, found: &mut ScriptCommands) -> WordText {
-    match parsed(|| brush_parser::word::parse(raw, &options())) {
+    let word = if nests_too_deep(raw) {
+        Err(format!("its parentheses nest deeper than {MAX_PARENS}"))
+    } else {
+        parsed(|| brush_parser::word::parse(raw, &options()))
+    };
+    match word {
         Ok(pieces) => render(&pieces, raw, depth, found),
         Err(err) => {
             found.opaque(format!("the word `{raw}` does not parse: {err}"));
@@ -734,14 +780,61 @@ mod tests {
     fn a_script_the_parser_panics_on_is_opaque() {
         // Found by the `script` fuzz target (FUZZING.md): brush-parser unwraps an io number
         // into an `i32`, so a longer one panicked inside the call's policy check.
-        for script in ["444444444444444>>x", "ls 99999999999<in", "sh -c '444444444444444>x'"] {
+        for script in [
+            "444444444444444>>x",
+            "ls 99999999999<in",
+            "sh -c '444444444444444>x'",
+        ] {
             let (_, opaque) = names(script);
             assert!(opaque.is_some(), "{script} should be opaque");
         }
-        let argv = argv_commands(&["sh".into(), "-c".into(), "444444444444444>>x".into()], None);
+        let argv = argv_commands(
+            &["sh".into(), "-c".into(), "444444444444444>>x".into()],
+            None,
+        );
         assert!(argv.opaque.is_some());
         // An io number that fits is read as before.
         assert_eq!(names("ls 2>x"), (vec!["ls".to_string()], None));
+    }
+
+    #[test]
+    fn parentheses_nested_past_the_bound_make_a_script_opaque_at_once() {
+        // Found by the `script` fuzz target: unclosed parentheses made the parser's time double
+        // with each one (20 took over 10 s, holding the call's policy check).
+        for script in [
+            "((((((((((((((((((((-<&-".to_string(),
+            format!("{}true", "( ".repeat(40)),
+            format!("echo \"$({}\"", "(".repeat(40)),
+            format!("cat <<EOF\n$({}\nEOF\n", "(".repeat(40)),
+        ] {
+            let (_, opaque) = names(&script);
+            assert!(opaque.is_some(), "{script} should be opaque");
+        }
+        // Parentheses within the bound still read as commands.
+        let (programs, opaque) = names("( (ls); (cd /; pwd) ) | (wc -l); echo $(date) $((1+2))");
+        assert_eq!(opaque, None);
+        for program in ["ls", "cd /", "pwd", "wc -l", "date"] {
+            assert!(
+                programs.contains(&program.to_string()),
+                "{program}: {programs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_arithmetic_command_is_opaque_as_dash_runs_it_as_commands() {
+        // Found while checking the parenthesis bound: `((rm -rf x))` is arithmetic to bash and
+        // to the parser (no commands), but Debian's /bin/sh (dash) runs `rm` in it, and the
+        // parser read `( ( ( ls ) ) )`, which every shell runs, the same way.
+        for script in [
+            "((rm -rf x))",
+            "( ( ( rm -rf x ) ) )",
+            "((i++))",
+            "sh -c '((id))'",
+        ] {
+            let (programs, opaque) = names(script);
+            assert!(opaque.is_some(), "{script} should be opaque: {programs:?}");
+        }
     }
 
     #[test]
