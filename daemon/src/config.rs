@@ -10,7 +10,7 @@ use computer_ipc::SurfaceName;
 use computer_surfaces::{Registry, SurfaceLimits};
 use serde::Deserialize;
 
-use crate::policy::{Defaults, PolicySection, Rule};
+use crate::policy::{Defaults, PolicySection, Rule, RulePolicy};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
@@ -336,6 +336,19 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The policy the daemon runs with: the config's rules, defaults and loader variables, and
+    /// the daemon's protected paths. `policy explain` builds it the same way. (Here rather than
+    /// in `policy.rs`, so that policy never imports the config that imports it.)
+    pub fn rule_policy(&self, protected: &[std::path::PathBuf]) -> RulePolicy {
+        RulePolicy {
+            defaults: self.defaults.clone(),
+            rules: self.rules.clone(),
+            protected: protected.to_vec(),
+            loader_env: self.policy.loader_env.clone(),
+            home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+        }
+    }
+
     /// Reads `path` if it exists; the embedded defaults otherwise.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         match std::fs::read_to_string(path) {

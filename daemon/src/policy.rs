@@ -605,18 +605,6 @@ pub struct RulePolicy {
 }
 
 impl RulePolicy {
-    /// The policy the daemon runs with: the config's rules, defaults and loader variables, and
-    /// the daemon's protected paths. `policy explain` builds it the same way.
-    pub fn from_config(config: &crate::config::Config, protected: &[PathBuf]) -> RulePolicy {
-        RulePolicy {
-            defaults: config.defaults.clone(),
-            rules: config.rules.clone(),
-            protected: protected.to_vec(),
-            loader_env: config.policy.loader_env.clone(),
-            home: std::env::var_os("HOME").map(PathBuf::from),
-        }
-    }
-
     /// The protected path a shell action names, if any.
     fn protected_named(&self, input: &PolicyInput<'_>) -> Option<&Path> {
         let facts = input.facts;
@@ -1062,8 +1050,7 @@ mod tests {
 
     fn policy(toml_rules: &str) -> RulePolicy {
         let config = crate::config::Config::parse(toml_rules, "test").unwrap();
-        let mut policy =
-            RulePolicy::from_config(&config, &[PathBuf::from("/home/me/.config/computer")]);
+        let mut policy = config.rule_policy(&[PathBuf::from("/home/me/.config/computer")]);
         policy.home = Some(PathBuf::from("/home/me"));
         policy
     }

@@ -825,19 +825,12 @@ pub(crate) fn approval_request(
         will_run: crate::policy::will_run(&decided.described, &decided.facts),
         warnings: Vec::new(),
         cwd,
-        risk: risk_name(decided.action.risk()),
+        risk: decided.action.risk().name().to_string(),
         rule: rule.to_string(),
         asked_at_ms: 0,
         expires_in_ms: 0,
         steps: Vec::new(),
     }
-}
-
-pub(crate) fn risk_name(risk: computer_surfaces::Risk) -> String {
-    serde_json::to_value(risk)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// How long a cancelled action may take to end on its own (a shell run counts and kills what it

@@ -21,7 +21,7 @@ use crate::approval::{PendingRequest, Resolution};
 use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
-use crate::stages::{self, Decided, Early, Refusal, Shaped, Stages, risk_name};
+use crate::stages::{self, Decided, Early, Refusal, Shaped, Stages};
 
 pub use crate::config::StepLimits;
 
@@ -806,7 +806,7 @@ fn approval_request(
         will_run: Default::default(),
         warnings: Vec::new(),
         cwd: None,
-        risk: risk_name(risk),
+        risk: risk.name().to_string(),
         rule: rules.join(", "),
         asked_at_ms: 0,
         expires_in_ms: 0,

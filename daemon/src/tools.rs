@@ -286,7 +286,7 @@ impl RunTools for RunGrant {
         let list = json!({
             "callable": self.callable.iter().map(|c| json!({
                 "name": c.name,
-                "risk": crate::stages::risk_name(c.risk),
+                "risk": c.risk.name(),
                 "args": c.args,
             })).collect::<Vec<_>>(),
         });
@@ -584,7 +584,7 @@ def callable_commands():
         out.push_str(&format!(
             "\ndef {surface}_{name}(**args):\n    \"\"\"`{}` ({} risk).\n\n    Args:\n{}    \"\"\"\n    return call(\"{surface}\", \"{name}\", args)\n\n",
             command.name,
-            crate::stages::risk_name(command.risk),
+            command.risk.name().to_string(),
             args_doc(&command.args),
         ));
     }

@@ -52,6 +52,17 @@ pub enum Risk {
     Secret,
 }
 
+impl Risk {
+    /// The risk's name as receipts, approvers and replies spell it (its serialised form).
+    pub fn name(self) -> &'static str {
+        match self {
+            Risk::Observe => "observe",
+            Risk::Act => "act",
+            Risk::Secret => "secret",
+        }
+    }
+}
+
 /// One command a surface offers, as the tool description teaches it.
 #[derive(Debug, Clone, Copy)]
 pub struct CommandSpec {

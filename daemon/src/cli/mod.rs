@@ -367,7 +367,7 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
         &computer_ipc::paths::config_path(),
         &computer_ipc::paths::state_dir(),
     );
-    let policy = crate::policy::RulePolicy::from_config(&config, &protected);
+    let policy = config.rule_policy(&protected);
     let deciding = crate::stages::Deciding {
         registry: &registry,
         policy: &policy,

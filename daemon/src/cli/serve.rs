@@ -227,7 +227,7 @@ pub(crate) fn protected_paths(config_path: &Path, state_dir: &Path) -> Vec<PathB
 }
 
 fn rule_policy(config: &Config, protected: &[PathBuf]) -> RulePolicy {
-    RulePolicy::from_config(config, protected)
+    config.rule_policy(protected)
 }
 
 fn rate_limiter(config: &Config) -> RateLimiter {
