@@ -412,3 +412,59 @@ fn a_runs_calls_are_masked_with_the_runs_secrets() {
     assert!(!receipts.contains(VALUE), "a receipt holds the value");
     drop(keyring);
 }
+
+/// The same answer from a run as from outside: for calls a run may make, `computer call` inside
+/// the run and the same command line over the agent socket get the same error (code, path,
+/// valid choices) and the same receipted decision, as both compose the same stages.
+#[test]
+fn a_programmatic_call_gets_the_same_error_and_decision_as_a_single_call() {
+    let daemon = Daemon::start_with_config(
+        "[tools]\nallow = [\"shell.run\"]\n\n[[rules]]\nsurface = \"shell\"\ncommand = \"run\"\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
+    );
+    // (what, the run's args); none holds a single quote, so each goes into the script as is.
+    let table = [
+        ("unknown field", json!({"argv": ["true"], "bogus": 1})),
+        ("bad arg type", json!({"argv": "true"})),
+        ("neither argv nor script", json!({})),
+        (
+            "denied by a rule",
+            json!({"argv": ["rm", "-f", "/tmp/never-there"]}),
+        ),
+        ("allowed", json!({"argv": ["true"]})),
+    ];
+    let script: String = table
+        .iter()
+        .map(|(_, args)| format!("computer call shell run --json --args '{args}'; "))
+        .collect::<String>()
+        + "true";
+    let reply = run(&daemon, &script, json!({"tools": ["shell.run"]}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    let inside: Vec<Value> = stdout(&reply)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("{line}: {reply}")))
+        .collect();
+    assert_eq!(inside.len(), table.len(), "{reply}");
+    let decision =
+        |receipt: &Value| daemon.receipt_row(receipt, "intent")["body"]["policy"].clone();
+    for ((what, args), from_run) in table.iter().zip(&inside) {
+        let single = daemon.call_json("shell", "run", &args.to_string());
+        let comparable = |reply: &Value| {
+            json!({"ok": reply["ok"], "code": reply["error"]["code"],
+                   "path": reply["error"]["path"], "valid": reply["error"]["valid"]})
+        };
+        assert_eq!(
+            comparable(from_run),
+            comparable(&single),
+            "{what}: {from_run} vs {single}"
+        );
+        assert_eq!(
+            decision(&from_run["receipt"]),
+            decision(&single["receipt"]),
+            "{what}: the decision receipted"
+        );
+        let intent = daemon.receipt_row(&from_run["receipt"], "intent");
+        assert_eq!(intent["body"]["via"], reply["receipt"], "{what}: {intent}");
+    }
+    assert_eq!(inside[3]["error"]["code"], "denied", "{}", inside[3]);
+    assert_eq!(inside[4]["ok"], true, "{}", inside[4]);
+}
