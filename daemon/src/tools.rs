@@ -584,7 +584,7 @@ def callable_commands():
         out.push_str(&format!(
             "\ndef {surface}_{name}(**args):\n    \"\"\"`{}` ({} risk).\n\n    Args:\n{}    \"\"\"\n    return call(\"{surface}\", \"{name}\", args)\n\n",
             command.name,
-            command.risk.name().to_string(),
+            command.risk.name(),
             args_doc(&command.args),
         ));
     }

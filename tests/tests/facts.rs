@@ -185,7 +185,10 @@ async fn an_allow_does_not_reach_loader_variables_opaque_scripts_or_uncovered_co
     .await;
     // `((…))`: arithmetic to bash, nested subshells that run `touch` to dash (Debian's /bin/sh),
     // spaced or not; the allow must not cover it, and nothing may have run.
-    for script in ["git status; ((touch pwned))", "git status; ( ( ( touch pwned ) ) )"] {
+    for script in [
+        "git status; ((touch pwned))",
+        "git status; ( ( ( touch pwned ) ) )",
+    ] {
         asked_and_denied(
             &daemon,
             json!({"script": script}),
