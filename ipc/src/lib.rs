@@ -16,6 +16,8 @@
 pub mod call;
 pub mod client;
 pub mod control;
+#[cfg(unix)]
+pub mod fdpass;
 pub mod paths;
 pub mod reply;
 pub mod shown;

@@ -146,59 +146,10 @@ impl ToolsClient {
     }
 }
 
-/// A closed channel is an error to report, not a SIGPIPE to die of (Linux; elsewhere the
-/// flag does not exist).
-#[cfg(target_os = "linux")]
-const SEND_FLAGS: i32 = libc::MSG_NOSIGNAL;
-#[cfg(all(unix, not(target_os = "linux")))]
-const SEND_FLAGS: i32 = 0;
-
-/// Descriptors received close-on-exec at once where the kernel can (Linux); elsewhere they are
-/// marked right after.
-#[cfg(target_os = "linux")]
-const RECEIVE_FLAGS: i32 = libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT;
-#[cfg(all(unix, not(target_os = "linux")))]
-const RECEIVE_FLAGS: i32 = libc::MSG_DONTWAIT;
-
 /// Sends `fd` as one message (a `C` byte and the descriptor) on the seqpacket `channel`.
 #[cfg(unix)]
 fn send_descriptor(channel: i32, fd: i32) -> std::io::Result<()> {
-    let mut byte = [b'C'];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let payload = std::mem::size_of::<i32>() as u32;
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    // SAFETY: the message points at buffers that outlive the call; the control header is
-    // written within the space CMSG_SPACE gave.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
-        let header = libc::CMSG_FIRSTHDR(&message);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(payload) as _;
-        std::ptr::copy_nonoverlapping(
-            (&fd as *const i32).cast::<u8>(),
-            libc::CMSG_DATA(header),
-            std::mem::size_of::<i32>(),
-        );
-        loop {
-            if libc::sendmsg(channel, &message, SEND_FLAGS) >= 0 {
-                return Ok(());
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
-    }
+    crate::fdpass::send_message(channel, b'C', &[fd], 0)
 }
 
 /// Receives one connection sent over a run's channel (the daemon's end, non-blocking):
@@ -206,60 +157,17 @@ fn send_descriptor(channel: i32, fd: i32) -> std::io::Result<()> {
 /// without exactly one descriptor is an `InvalidData` error (the caller reads on).
 #[cfg(unix)]
 pub fn receive_connection(channel: i32) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
     // Room for a few descriptors: a message carrying more is refused whole, not cut.
-    let payload = (4 * std::mem::size_of::<i32>()) as u32;
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    // SAFETY: as in send_descriptor; the descriptors the kernel installed are taken into
-    // OwnedFds exactly once each.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
-        let n = libc::recvmsg(channel, &mut message, RECEIVE_FLAGS);
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if n == 0 {
-            return Ok(None);
-        }
-        let mut fds = Vec::new();
-        let mut header = libc::CMSG_FIRSTHDR(&message);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(header);
-                let len = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                for i in 0..len / std::mem::size_of::<i32>() {
-                    let mut fd: i32 = 0;
-                    std::ptr::copy_nonoverlapping(
-                        data.add(i * std::mem::size_of::<i32>()),
-                        (&mut fd as *mut i32).cast::<u8>(),
-                        std::mem::size_of::<i32>(),
-                    );
-                    #[cfg(not(target_os = "linux"))]
-                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-                    fds.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            header = libc::CMSG_NXTHDR(&message, header);
-        }
-        if fds.len() == 1 {
-            Ok(fds.pop())
-        } else {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "a connection message carries exactly one descriptor",
-            ))
-        }
+    let Some((_, mut fds)) = crate::fdpass::recv_message(channel, 4, libc::MSG_DONTWAIT)? else {
+        return Ok(None);
+    };
+    if fds.len() == 1 {
+        Ok(fds.pop())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "a connection message carries exactly one descriptor",
+        ))
     }
 }
 

@@ -255,44 +255,7 @@ pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
 
 /// Sends one message: the byte `tag` and `fds` (none is fine), with `flags` (MSG_DONTWAIT).
 pub(super) fn send_message(socket: RawFd, tag: u8, fds: &[RawFd], flags: i32) -> io::Result<()> {
-    let mut byte = [tag];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let payload = std::mem::size_of_val(fds);
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    // SAFETY: msghdr is plain data; every pointer set below points into buffers alive for the
-    // sendmsg call, and the control buffer is as large as CMSG_SPACE asks.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        if !fds.is_empty() {
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = space as _;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(header),
-                payload,
-            );
-        }
-        loop {
-            if libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL | flags) == 1 {
-                return Ok(());
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
-    }
+    computer_ipc::fdpass::send_message(socket, tag, fds, flags)
 }
 
 /// Receives one message of descriptors (close-on-exec) from a SOCK_SEQPACKET socket; `None`
@@ -304,56 +267,7 @@ pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
 /// Receives one message, its kind and its descriptors (close-on-exec), with `flags`
 /// (MSG_DONTWAIT: `WouldBlock` when none is waiting); `None` when the peer has closed it.
 pub(super) fn recv_message(socket: RawFd, flags: i32) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let payload = RUN_FDS * std::mem::size_of::<RawFd>();
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    // SAFETY: as in send_fds; the descriptors the kernel installed are taken into OwnedFds
-    // exactly once each.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
-        let n = loop {
-            let n = libc::recvmsg(socket, &mut message, libc::MSG_CMSG_CLOEXEC | flags);
-            if n >= 0 {
-                break n;
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        };
-        if n == 0 {
-            return Ok(None);
-        }
-        let mut fds = Vec::new();
-        let mut header = libc::CMSG_FIRSTHDR(&message);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(header);
-                let len = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                for i in 0..len / std::mem::size_of::<RawFd>() {
-                    let mut fd: RawFd = 0;
-                    std::ptr::copy_nonoverlapping(
-                        data.add(i * std::mem::size_of::<RawFd>()),
-                        (&mut fd as *mut RawFd).cast::<u8>(),
-                        std::mem::size_of::<RawFd>(),
-                    );
-                    fds.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            header = libc::CMSG_NXTHDR(&message, header);
-        }
-        Ok(Some((byte[0], fds)))
-    }
+    computer_ipc::fdpass::recv_message(socket, RUN_FDS, flags)
 }
 
 /// A connected pair of SOCK_SEQPACKET sockets, close-on-exec.
