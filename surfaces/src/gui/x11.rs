@@ -26,6 +26,9 @@ x11rb::atom_manager! {
         _NET_WM_NAME,
         _NET_WM_PID,
         _NET_WM_PING,
+        _NET_SUPPORTED,
+        _NET_REQUEST_FRAME_EXTENTS,
+        _NET_FRAME_EXTENTS,
         WM_PROTOCOLS,
         UTF8_STRING,
     }
@@ -553,6 +556,13 @@ impl XConn {
             self.motion(x, y)?;
             // Each step is its own event batch: a round trip keeps the motions distinct.
             self.sync()?;
+            if step == 1 {
+                // A window manager decides on the first motion whether a press on a frame is a
+                // move. One that lags behind (a loaded machine) would read every motion queued
+                // by then as one, decide on it, and meet the release before its move began: the
+                // window stays put. Let it catch up here, once.
+                self.window_manager_caught_up()?;
+            }
         }
         self.button(button_number(button), false)?;
         self.sync()
@@ -850,6 +860,75 @@ impl XConn {
                 window,
                 "the focused client did not answer a ping within 2 s"
             );
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded) until the window manager has read every event sent before now: it answers
+    /// an EWMH `_NET_REQUEST_FRAME_EXTENTS` for a probe window only after the events queued
+    /// ahead of it. A window manager that does not offer the request is not waited for.
+    fn window_manager_caught_up(&self) -> XResult<()> {
+        const BOUND: Duration = Duration::from_secs(2);
+        let supported = self
+            .conn
+            .get_property(
+                false,
+                self.root,
+                self.atoms._NET_SUPPORTED,
+                AtomEnum::ATOM,
+                0,
+                1024,
+            )?
+            .reply()?;
+        let offered = supported
+            .value32()
+            .is_some_and(|mut atoms| atoms.any(|a| a == self.atoms._NET_REQUEST_FRAME_EXTENTS));
+        if !offered {
+            return Ok(());
+        }
+        // An unmapped window of our own: the answer lands on it as a property change.
+        let probe = self.conn.generate_id()?;
+        self.conn.create_window(
+            0,
+            probe,
+            self.root,
+            -1,
+            -1,
+            1,
+            1,
+            0,
+            xproto::WindowClass::INPUT_ONLY,
+            0,
+            &xproto::CreateWindowAux::new().event_mask(EventMask::PROPERTY_CHANGE),
+        )?;
+        let request = ClientMessageEvent::new(
+            32,
+            probe,
+            self.atoms._NET_REQUEST_FRAME_EXTENTS,
+            [0, 0, 0, 0, 0],
+        );
+        self.conn.send_event(
+            false,
+            self.root,
+            EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
+            request,
+        )?;
+        self.conn.flush()?;
+        let deadline = Instant::now() + BOUND;
+        let mut answered = false;
+        while !answered && Instant::now() < deadline {
+            match self.conn.poll_for_event()? {
+                Some(x11rb::protocol::Event::PropertyNotify(event)) => {
+                    answered = event.window == probe && event.atom == self.atoms._NET_FRAME_EXTENTS;
+                }
+                Some(_) => {}
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        self.conn.destroy_window(probe)?;
+        self.sync()?;
+        if !answered {
+            tracing::warn!("the window manager did not answer a frame-extents request within 2 s");
         }
         Ok(())
     }
