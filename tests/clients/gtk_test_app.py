@@ -9,6 +9,9 @@ With `--more` after the title it also shows the widgets the other actions need, 
 `activated=<text>` (Enter in the entry), `expanded=True|False` (an expander),
 `selected=<row>` (a list box), `row expanded=<row>` / `row collapsed=<row>` (a tree view),
 `volume=<n>` (a spin button), `scrolled` (a short scrolled list moved its view).
+
+With `--reports N` it also opens N windows titled `Report 1`…`Report N`, each listing
+`REPORT_LINES` labelled lines: a many-window app for investigations that read whole trees.
 """
 
 import sys
@@ -19,12 +22,15 @@ gi.require_version("Gtk", "3.0")
 from gi.repository import GLib, Gtk  # noqa: E402
 
 
+REPORT_LINES = 200
+
+
 def say(line):
     print(line, flush=True)
 
 
 class App:
-    def __init__(self, title, more=False):
+    def __init__(self, title, more=False, reports=0):
         self.clicks = 0
         self.dialog = None
         win = Gtk.Window(title=title)
@@ -69,7 +75,26 @@ class App:
 
         win.show_all()
         self.window = win
+        self.reports = [self.open_report(n) for n in range(1, reports + 1)]
         GLib.idle_add(lambda: say("ready") and False)
+
+    def open_report(self, n):
+        report = Gtk.Window(title="Report %d" % n)
+        report.set_default_size(300, 200)
+        scrolled = Gtk.ScrolledWindow()
+        lines = Gtk.ListBox()
+        for line in range(1, REPORT_LINES + 1):
+            state = "failed" if (n * line) % 17 == 0 else "passed"
+            lines.add(
+                Gtk.Label(
+                    label="Report %d, check %d: %s in %d ms on runner linux-x64-%d (cache %s)"
+                    % (n, line, state, 3 + (n * 7 + line * 13) % 400, line % 8, "hit" if line % 3 else "miss")
+                )
+            )
+        scrolled.add(lines)
+        report.add(scrolled)
+        report.show_all()
+        return report
 
     def add_more(self, box):
         self.entry.connect("activate", lambda e: say("activated=" + e.get_text()))
@@ -154,5 +179,6 @@ if __name__ == "__main__":
     App(
         sys.argv[1] if len(sys.argv) > 1 else "Computer Test App",
         more="--more" in sys.argv[2:],
+        reports=int(sys.argv[sys.argv.index("--reports") + 1]) if "--reports" in sys.argv else 0,
     )
     Gtk.main()
