@@ -37,6 +37,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod gateway;
+pub mod help;
 pub mod jobs;
 pub mod mcp;
 pub mod notify;

@@ -4,13 +4,15 @@
 
 use std::sync::Arc;
 
-use computer_ipc::{ComputerCall, StepsCall, SurfaceName, TOOL_NAME};
+use computer_ipc::{ComputerCall, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{CommandSpec, Registry, Risk, Surface};
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-/// The one tool, as `tools/list` returns it.
+/// The one tool, as `tools/list` returns it: a short description that lists every command with
+/// the args it cannot do without, and `help` for the rest (progressive disclosure: the full
+/// reference of a surface is one call away instead of in every prompt).
 pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
     let listed: Vec<&Arc<dyn Surface>> = registry
         .ready()
@@ -18,8 +20,9 @@ pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
         .collect();
     let mut text = description(registry, &listed);
     text.push_str(&unavailable_here(registry, scope));
-    let mut tool = Tool::new(TOOL_NAME, text, input_schema(registry, &listed));
+    let mut tool = Tool::new(TOOL_NAME, text, input_schema(&listed));
     tool.title = Some("Computer".into());
+    tool.output_schema = Some(Arc::new(output_schema()));
     tool.annotations = Some(
         ToolAnnotations::with_title("Computer")
             .read_only(false)
@@ -31,28 +34,183 @@ pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
 }
 
 fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
-    let mut text = String::from(
-        "Act on this computer through structured surfaces; every call is receipted. \
-         Call {surface, command, args, complications}.\nSurfaces:\n",
-    );
+    let mut lines = String::new();
+    let mut any_secret = false;
     for surface in listed {
-        // Commands with the same args, risk and result fields share a line:
-        // `gui.cursor|move {} → x, y`.
-        let mut lines: Vec<(Vec<&str>, String, Risk, String)> = Vec::new();
-        for spec in &commands_of(surface.as_ref()) {
-            // One line per command: a doc comment that spans lines is joined.
-            let args = args_text(&(spec.args)().to_value()).replace('\n', " ");
-            let fields = result_fields_of(surface.as_ref(), spec.name).join(", ");
-            match lines.last_mut() {
-                Some((names, last, risk, last_fields))
-                    if *last == args && *risk == spec.risk && *last_fields == fields =>
-                {
-                    names.push(spec.name)
-                }
-                _ => lines.push((vec![spec.name], args, spec.risk, fields)),
-            }
+        let mut seen = Vec::new();
+        let commands: Vec<String> = commands_of(surface.as_ref())
+            .iter()
+            .map(|spec| {
+                let risk = match spec.risk {
+                    Risk::Observe => "",
+                    Risk::Act => "!",
+                    Risk::Secret => {
+                        any_secret = true;
+                        "!!"
+                    }
+                };
+                let needed = needed_args(&(spec.args)().to_value(), &mut seen);
+                format!("{}{needed}{risk}", spec.name)
+            })
+            .collect();
+        lines.push_str(&format!("{}: {}\n", surface.name(), commands.join(" ")));
+    }
+    let mut text = format!(
+        "Act on this computer; every call is receipted. Call {{surface, command, args, \
+         complications}}. {{surface:S, command:\"help\"}} returns S's reference: every arg, \
+         result field and complication (args {{command:C}}: C only); ask it before a command you \
+         have not used. Commands, with the args they need (! acts{}):\n{lines}",
+        if any_secret {
+            ", !! touches a secret"
+        } else {
+            ""
         }
-        for (names, args, risk, fields) in lines {
+    );
+    text.push_str(
+        "Result: the command's fields, ok and receipt; failed: ok:false, error {code, message, \
+         path?, valid?}. complications: timeout_ms, return {max_bytes=4000}",
+    );
+    if registry.evidence().is_some() {
+        text.push_str(", evidence: screenshot|full");
+    }
+    text.push_str(
+        ". Or {steps:[calls]}: several calls in one round, each receipted; \"$1.field\" in args \
+         is step 1's result field.",
+    );
+    text
+}
+
+/// The args a command cannot do without, each with its type and a short doc (`combo:e.g.
+/// Return|ctrl+shift+t`); fields whose docs offer each other as the alternative (`argv`: "or
+/// script") as `argv:[str]|script`; nothing when every arg is optional.
+/// A field already taught on the same surface's line (`seen`) is named only.
+fn needed_args(schema: &Value, seen: &mut Vec<String>) -> String {
+    const SHORT_DOC: usize = 48;
+    let properties = schema["properties"].as_object();
+    let mut field = |name: &str| -> String {
+        let Some(field) = properties.and_then(|p| p.get(name)) else {
+            return name.to_string();
+        };
+        let mut text = name.to_string();
+        if seen.iter().any(|s| s == name) {
+            return text;
+        }
+        seen.push(name.to_string());
+        let kind = type_text(field);
+        // An enum's values are worth more room than a doc: they are the valid words.
+        if !kind.is_empty() && kind.len() <= 2 * SHORT_DOC {
+            text.push(':');
+            text.push_str(&kind);
+        } else if let Some(doc) = field_doc(field).filter(|doc| doc.len() <= SHORT_DOC) {
+            text.push(if doc.starts_with('(') { ' ' } else { ':' });
+            text.push_str(doc);
+        }
+        text
+    };
+    let mut needed: Vec<String> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(&mut field)
+        .collect();
+    for (name, doc) in properties
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, f)| Some((name, f["description"].as_str()?)))
+    {
+        let other = doc
+            .split(" or ")
+            .nth(1)
+            .or(doc.strip_prefix("or "))
+            .and_then(|rest| {
+                rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .next()
+            })
+            .filter(|other| properties.is_some_and(|p| p.contains_key(*other)));
+        if let Some(other) = other {
+            let kind = properties
+                .and_then(|p| p.get(name))
+                .map(type_text)
+                .filter(|kind| !kind.is_empty() && !kind.contains(" or "))
+                .map(|kind| format!(":{kind}"))
+                .unwrap_or_default();
+            needed.push(format!("{name}{kind}|{other}"));
+        }
+    }
+    if needed.is_empty() {
+        String::new()
+    } else {
+        format!("{{{}}}", needed.join(", "))
+    }
+}
+
+/// A surface's full reference, for `help`: one line per command (`- gui.click {…} (act) → …`),
+/// or only `command`'s, then the complications the surface honours and how replies read.
+pub fn help_text(
+    registry: &Registry,
+    surface: &dyn Surface,
+    command: Option<&str>,
+) -> Result<String, ToolError> {
+    let lines = command_lines(surface);
+    if let Some(command) = command {
+        let line = lines
+            .iter()
+            .find(|(names, _)| names.contains(&command))
+            .map(|(_, line)| line.clone());
+        return line.ok_or_else(|| {
+            ToolError::invalid(format!(
+                "the {} surface has no command `{command}`",
+                surface.name()
+            ))
+            .at("args.command")
+            .valid(commands_of(surface).iter().map(|spec| spec.name))
+        });
+    }
+    let mut text: String = lines.into_iter().map(|(_, line)| line).collect();
+    text.push_str(&complications_text(registry, surface));
+    text.push_str(
+        "Result: JSON of the fields after → (`?`: only when it applies; flags that are false and \
+         empty outputs are left out); on failure ok:false and error {code, message, path?, \
+         valid?}, code no_match (nothing matches: what is there instead) | ambiguous (the \
+         matches listed) | action_failed | denied | invalid_call | unavailable | ...; cut (when \
+         output was cut to max_bytes: its full size and the artifact file holding all of it); \
+         evidence (when asked). The receipt id is in structuredContent and _meta.\n\
+         Or {steps:[...], stop_on_error?=true, timeout_ms?, return?:{select:[\"$1.exit_code\"]}}: \
+         several calls in one round, each decided and receipted on its own; \
+         {\"ref\":\"$1.matches[0].ref\"} in a step's args is that value of step 1's result; \
+         {wait:{ms}} pauses; the reply is the last step's result.\n\
+         A call awaiting approval sends progress; a host timeout that progress does not reset \
+         (often 60 s) cuts the wait short.",
+    );
+    if crate::jobs::offered_on(surface.name()) {
+        text.push('\n');
+        text.push_str(crate::jobs::DESCRIPTION);
+    }
+    text.push('\n');
+    Ok(text)
+}
+
+/// Each command's line, commands with the same args, risk and result fields sharing one:
+/// `- gui.cursor|move {} → x, y`. Returned with the names each line covers.
+fn command_lines(surface: &dyn Surface) -> Vec<(Vec<&'static str>, String)> {
+    let mut lines: Vec<(Vec<&'static str>, String, Risk, String)> = Vec::new();
+    for spec in &commands_of(surface) {
+        // One line per command: a doc comment that spans lines is joined.
+        let args = args_text(&(spec.args)().to_value()).replace('\n', " ");
+        let fields = result_fields_of(surface, spec.name).join(", ");
+        match lines.last_mut() {
+            Some((names, last, risk, last_fields))
+                if *last == args && *risk == spec.risk && *last_fields == fields =>
+            {
+                names.push(spec.name)
+            }
+            _ => lines.push((vec![spec.name], args, spec.risk, fields)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(names, args, risk, fields)| {
             // Observing is the default; what acts or touches secrets says so.
             let risk = match risk {
                 Risk::Observe => "",
@@ -64,56 +222,67 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
             } else {
                 format!(" → {fields}")
             };
-            text.push_str(&format!(
+            let line = format!(
                 "- {}.{} {{{args}}}{risk}{fields}\n",
                 surface.name(),
                 names.join("|")
-            ));
-        }
-    }
-    if registry.evidence().is_some() {
-        text.push_str(
-            "evidence: none|screenshot (after the screen settles)|full (before+after); \
-             screenshots are returned as file references; return.image=true inlines one.\n",
-        );
-    }
-    text.push_str(
-        "complications: cwd (absolute), env {NAME:value}, timeout_ms (default 30000), \
-         return {max_bytes=4000, mode=head|tail|head_tail, select=[fields]}.\n\
-         Result: JSON of the fields after → (`?`: only when it applies; flags that are false and \
-         empty outputs are left out); on failure ok:false and error {code, message, path?, \
-         valid?}, code no_match (nothing matches: what is there instead) | ambiguous (the \
-         matches listed) | action_failed | denied | invalid_call | unavailable | ...; cut (when \
-         output was cut to max_bytes: its full size and the artifact file holding all of it); \
-         evidence (when asked). The receipt id is in structuredContent and _meta.\n\
-         Or {steps:[...]}: several calls in one round, each decided and receipted on its own; \
-         the reply is the last step's result.\n\
-         A call awaiting approval sends progress; a host timeout that progress does not reset \
-         (often 60 s) cuts the wait short.",
-    );
-    if listed.iter().any(|s| crate::jobs::offered_on(s.name())) {
-        text.push('\n');
-        text.push_str(crate::jobs::DESCRIPTION);
-    }
-    text
+            );
+            (names, line)
+        })
+        .collect()
 }
 
-/// A surface's commands as the tool lists them: its own, and `job` where it honours `detach`
-/// (the daemon serves that one, see `jobs.rs`).
-/// The fields a command's reply may hold: the surface's own, or the daemon's for `job`.
-fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static [&'static str] {
+/// The complications a surface honours, each with its doc from the call type's schema.
+fn complications_text(registry: &Registry, surface: &dyn Surface) -> String {
+    let schema = call_schema();
+    let Some(properties) = schema["properties"]["complications"]["properties"].as_object() else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    for (name, property) in properties {
+        if !surface.complications().contains(&name.as_str()) {
+            continue;
+        }
+        if name == "evidence" && registry.evidence().is_none() {
+            continue;
+        }
+        let doc = property["description"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_end_matches('.');
+        parts.push(if property["properties"].is_object() {
+            // An object's fields, each with its doc, then the object's doc.
+            format!("- {name} {{{}}}", args_text(property).trim_end_matches('.'))
+        } else {
+            match type_text(property) {
+                kind if kind.is_empty() => format!("- {name}: {doc}"),
+                kind => format!("- {name}:{kind} {doc}"),
+            }
+        });
+    }
+    format!("complications (all optional):\n{}\n", parts.join("\n"))
+}
+
+/// The fields a command's reply may hold: the surface's own, or the daemon's for `job` and
+/// `help`.
+pub(crate) fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static [&'static str] {
     if command == crate::jobs::JOB_COMMAND && crate::jobs::offered_on(surface.name()) {
         crate::jobs::RESULT_FIELDS
+    } else if command == crate::help::HELP_COMMAND {
+        crate::help::RESULT_FIELDS
     } else {
         surface.result_fields(command)
     }
 }
 
-fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
+/// A surface's commands as the tool lists them: its own, `job` where it honours `detach` (the
+/// daemon serves that one, see `jobs.rs`) and `help` (see `help.rs`).
+pub(crate) fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
     let mut commands = surface.commands().to_vec();
     if crate::jobs::offered_on(surface.name()) {
         commands.push(crate::jobs::command_spec());
     }
+    commands.push(crate::help::command_spec());
     commands
 }
 
@@ -135,18 +304,26 @@ fn unavailable_here(registry: &Registry, scope: Option<&[SurfaceName]>) -> Strin
     text
 }
 
-fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
+/// The call's JSON Schema as generated from the ipc types (complications with their docs).
+fn call_schema() -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
         s.inline_subschemas = true;
         s.meta_schema = None;
     });
-    let schema = settings
+    let mut schema = settings
         .into_generator()
-        .into_root_schema_for::<ComputerCall>();
-    let mut schema = schema.to_value();
+        .into_root_schema_for::<ComputerCall>()
+        .to_value();
     strip(&mut schema);
-    add_steps(&mut schema);
+    schema
+}
 
+/// The input schema: the call's shape with the surfaces and commands listed here; args and
+/// complications are objects whose fields `help` teaches (the daemon checks them and names the
+/// field it refuses), so the schema that rides in every prompt stays small. A call is either
+/// surface+command or steps: neither is required on its own (several hosts refuse a top-level
+/// `oneOf`); a step has the single call's shape.
+fn input_schema(listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
     let surfaces: Vec<Value> = listed.iter().map(|s| json!(s.name().as_str())).collect();
     let mut commands: Vec<&str> = listed
         .iter()
@@ -154,66 +331,45 @@ fn input_schema(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> Map<String
         .collect();
     commands.sort_unstable();
     commands.dedup();
-
-    let properties = &mut schema["properties"];
-    properties["surface"] = json!({"enum": surfaces});
-    properties["command"] = json!({"enum": commands});
-    properties["args"] = json!({"type": "object", "description": "per command, see description"});
-    let can_screenshot = registry.evidence().is_some();
-    if let Some(complications) = properties["complications"]["properties"].as_object_mut() {
-        // Listed means callable: only what some listed surface honours.
-        complications.retain(|name, _| {
-            listed
-                .iter()
-                .any(|surface| surface.complications().contains(&name.as_str()))
-        });
-        if !can_screenshot {
-            complications.remove("evidence");
-            if let Some(ret) = complications
-                .get_mut("return")
-                .and_then(|r| r["properties"].as_object_mut())
-            {
-                ret.remove("image");
-            }
-        }
-    }
-    match schema {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
+    object(json!({
+        "type": "object",
+        "properties": {
+            "surface": {"enum": surfaces},
+            "command": {"enum": commands},
+            "args": {"type": "object"},
+            "complications": {"type": "object"},
+            "steps": {"type": "array", "items": {"type": "object"}},
+        },
+    }))
 }
 
-/// The multi-step form beside the single call: `steps` and its options join the properties, and
-/// neither `surface` nor `steps` is required on its own (the description says one of them is;
-/// several hosts refuse a top-level `oneOf`). A step's own shape is the single call's, said in
-/// the item's description rather than repeated.
-fn add_steps(schema: &mut Value) {
-    let settings = SchemaSettings::draft2020_12().with(|s| {
-        s.inline_subschemas = true;
-        s.meta_schema = None;
-    });
-    let mut steps = settings
-        .into_generator()
-        .into_root_schema_for::<StepsCall>()
-        .to_value();
-    strip(&mut steps);
-    if let (Some(properties), Some(more)) = (
-        schema["properties"].as_object_mut(),
-        steps["properties"].as_object_mut(),
-    ) {
-        if let Some(list) = more.get_mut("steps") {
-            list["items"] = json!({"type": "object"});
-        }
-        for (name, property) in std::mem::take(more) {
-            properties.insert(name, property);
-        }
-    }
-    if let Some(map) = schema.as_object_mut() {
-        map.remove("required");
-        map.insert(
-            "description".into(),
-            json!("One call: surface+command(+args, complications), or steps."),
-        );
+/// What `structuredContent` holds: always `ok`; the receipt id when the call was receipted;
+/// `error` when it failed; the command's own fields beside them (see `help`).
+fn output_schema() -> Map<String, Value> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "receipt": {"type": "string"},
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "path": {"type": "string"},
+                    "valid": {"type": "array"},
+                },
+                "required": ["code", "message"],
+            },
+        },
+        "required": ["ok"],
+    }))
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
     }
 }
 
@@ -431,16 +587,101 @@ pub fn render(tool: &Tool, format: &str) -> Value {
 mod tests {
     use super::*;
 
-    /// Every command of every surface built here, with every field its args type has, is in the
-    /// description: the text comes from the types `prepare` decodes.
+    fn all_surfaces(registry: &Registry) -> Vec<&Arc<dyn Surface>> {
+        registry.all().iter().collect()
+    }
+
+    /// The whole definition, every surface of this build listed, as `tools/list` sends it
+    /// (`{"tools":[…]}` inside the JSON-RPC envelope), stays within 3 KB.
     #[test]
-    fn the_description_lists_every_command_with_its_args() {
+    fn the_tool_definition_fits_in_3_kb_with_every_surface() {
         let registry = Registry::for_this_platform(&Default::default());
-        let all: Vec<&Arc<dyn Surface>> = registry.all().iter().collect();
-        assert!(all.len() >= 2, "shell and gui at least");
+        let all = all_surfaces(&registry);
+        assert!(all.len() >= 4, "shell, gui, ax and keychain at least");
+        let mut tool = Tool::new(TOOL_NAME, description(&registry, &all), input_schema(&all));
+        tool.output_schema = Some(Arc::new(output_schema()));
+        tool.title = Some("Computer".into());
+        tool.annotations = Some(
+            ToolAnnotations::with_title("Computer")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        );
+        let reply = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}});
+        let bytes = reply.to_string().len();
+        assert!(bytes <= 3 * 1024, "{bytes} bytes:\n{}", reply);
+    }
+
+    /// The description names every command of every surface, with the args it cannot do
+    /// without (required ones, and alternatives such as `argv|script`), and marks acts.
+    #[test]
+    fn the_description_names_every_command_with_the_args_it_needs() {
+        let registry = Registry::for_this_platform(&Default::default());
+        let all = all_surfaces(&registry);
         let text = description(&registry, &all);
         for surface in &all {
-            for spec in surface.commands() {
+            let line = text
+                .lines()
+                .find(|line| line.starts_with(&format!("{}: ", surface.name())))
+                .unwrap_or_else(|| panic!("no line for {}:\n{text}", surface.name()));
+            for spec in commands_of(surface.as_ref()) {
+                let word = command_word(line, spec.name)
+                    .unwrap_or_else(|| panic!("{} missing from {line}", spec.name));
+                let schema = (spec.args)().to_value();
+                for required in schema["required"].as_array().into_iter().flatten() {
+                    assert!(
+                        word.contains(required.as_str().unwrap()),
+                        "{required} missing from {word}"
+                    );
+                }
+                assert_eq!(
+                    word.ends_with('!') && !word.ends_with("!!"),
+                    spec.risk == Risk::Act,
+                    "{word}"
+                );
+            }
+        }
+        assert!(text.contains("run{argv:[str]|script}!"), "{text}");
+        assert!(text.contains("help"), "{text}");
+    }
+
+    /// A command's word in a surface's line: its name, its needed args in braces (which may
+    /// hold spaces and braces), its risk mark.
+    fn command_word<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+        let mut from = 0;
+        while let Some(found) = line[from..].find(name) {
+            let start = from + found;
+            from = start + name.len();
+            let before = line[..start].chars().last();
+            let after = line[from..].chars().next();
+            if before != Some(' ') || !matches!(after, None | Some('{' | '!' | ' ' | '\n')) {
+                continue;
+            }
+            let mut depth = 0;
+            let mut end = from;
+            for (i, c) in line[from..].char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ' ' if depth == 0 => break,
+                    _ => {}
+                }
+                end = from + i + c.len_utf8();
+            }
+            return Some(&line[start..end]);
+        }
+        None
+    }
+
+    /// `help` lists every command of its surface with every field its args type has and the
+    /// fields its reply may hold: the text comes from the types `prepare` decodes.
+    #[test]
+    fn help_lists_every_command_with_its_args_and_results() {
+        let registry = Registry::for_this_platform(&Default::default());
+        for surface in all_surfaces(&registry) {
+            let text = help_text(&registry, surface.as_ref(), None).unwrap();
+            for spec in commands_of(surface.as_ref()) {
                 let line = text
                     .lines()
                     .find(|line| {
@@ -465,13 +706,42 @@ mod tests {
                 let listed: Vec<&str> = results.split(", ").filter(|f| !f.is_empty()).collect();
                 assert_eq!(
                     listed,
-                    surface.result_fields(spec.name),
+                    result_fields_of(surface.as_ref(), spec.name),
                     "result fields of {}.{}",
                     surface.name(),
                     spec.name
                 );
+                // One command asked for: its line alone.
+                let one = help_text(&registry, surface.as_ref(), Some(spec.name)).unwrap();
+                assert_eq!(one, line.to_string() + "\n");
+            }
+            for honoured in surface.complications() {
+                if *honoured != "evidence" || registry.evidence().is_some() {
+                    assert!(
+                        text.contains(&format!("{honoured} "))
+                            || text.contains(&format!("{honoured}:")),
+                        "{honoured} missing:\n{text}"
+                    );
+                }
             }
         }
+    }
+
+    #[test]
+    fn help_for_a_command_the_surface_lacks_names_the_ones_it_has() {
+        let registry = Registry::for_this_platform(&Default::default());
+        let shell = registry
+            .all()
+            .iter()
+            .find(|s| s.name() == SurfaceName::Shell)
+            .unwrap();
+        let error = help_text(&registry, shell.as_ref(), Some("click")).unwrap_err();
+        assert_eq!(error.path.as_deref(), Some("args.command"));
+        let valid = error.valid;
+        assert!(
+            valid.iter().any(|v| v == "run") && valid.iter().any(|v| v == "help"),
+            "{valid:?}"
+        );
     }
 
     /// Each command's line carries its own args' words, never another command's: `shell.send`
@@ -479,8 +749,12 @@ mod tests {
     #[test]
     fn a_command_line_carries_its_own_docs() {
         let registry = Registry::for_this_platform(&Default::default());
-        let all: Vec<&Arc<dyn Surface>> = registry.all().iter().collect();
-        let text = description(&registry, &all);
+        let shell = registry
+            .all()
+            .iter()
+            .find(|s| s.name() == SurfaceName::Shell)
+            .unwrap();
+        let text = help_text(&registry, shell.as_ref(), None).unwrap();
         let line = |prefix: &str| {
             text.lines()
                 .find(|line| line.starts_with(prefix))

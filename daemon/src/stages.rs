@@ -214,9 +214,14 @@ impl Deciding<'_> {
         };
         let budget = Budget::from_request(
             call.complications.return_budget.as_ref(),
-            surface.result_fields(&call.command),
+            crate::schema::result_fields_of(surface.as_ref(), &call.command),
         )?;
-        let action = surface.prepare(&call.command, &call.args, &call.complications)?;
+        // `help` is the daemon's, on every surface; everything else is the surface's own.
+        let action = if call.command == crate::help::HELP_COMMAND {
+            crate::help::prepare(self.registry, &surface, &call.args)?
+        } else {
+            surface.prepare(&call.command, &call.args, &call.complications)?
+        };
         action.check_caller(&caller.agent)?;
         let described = action.describe();
         let facts = action.facts();

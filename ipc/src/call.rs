@@ -146,13 +146,13 @@ impl std::fmt::Display for SurfaceName {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Complications {
-    /// Working directory for the action.
+    /// Working directory for the action (absolute).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Environment variables added to a scrubbed environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Deadline for the action in milliseconds.
+    /// Deadline for the action in milliseconds (default 30000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Proof of the action's effect to capture.

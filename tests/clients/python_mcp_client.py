@@ -1,8 +1,8 @@
 """Drives `computer mcp` with the official MCP Python SDK: a client nobody here wrote.
 
 Usage: python_mcp_client.py COMPUTER_BIN
-Prints one JSON object: the negotiated protocol version, the listed tools, and a shell call's
-structured result. The environment (COMPUTER_SOCKET, ...) is passed through to the bridge.
+Prints one JSON object: the negotiated protocol version, the listed tools and the tool's output
+schema, a shell call's structured result, a failed call's and a `help` call's. The environment (COMPUTER_SOCKET, ...) is passed through to the bridge.
 """
 
 import asyncio
@@ -29,6 +29,12 @@ async def main(binary: str) -> None:
                 "COMPUTER",
                 {"surface": "shell", "command": "run", "args": {"argv": ["echo", "from python"]}},
             )
+            # A failed call and `help`: the SDK checks each structuredContent against the tool's
+            # outputSchema (a mismatch raises).
+            failed = await session.call_tool(
+                "COMPUTER", {"surface": "shell", "command": "run", "args": {"argv": "true"}}
+            )
+            reference = await session.call_tool("COMPUTER", {"surface": "shell", "command": "help"})
             print(
                 json.dumps(
                     {
@@ -37,6 +43,9 @@ async def main(binary: str) -> None:
                         "tools": [tool.name for tool in tools.tools],
                         "is_error": bool(field(result, "is_error", "isError")),
                         "structured": field(result, "structured_content", "structuredContent"),
+                        "output_schema": field(tools.tools[0], "output_schema", "outputSchema"),
+                        "failed": field(failed, "structured_content", "structuredContent"),
+                        "help": field(reference, "structured_content", "structuredContent"),
                     }
                 )
             )

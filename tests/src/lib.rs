@@ -609,6 +609,32 @@ pub fn structured(result: &rmcp::model::CallToolResult) -> Value {
         .expect("structured content")
 }
 
+/// A surface's reference, as its `help` command returns it: one line per command
+/// (`- gui.click {args} (act) → fields`), then its complications and how replies read.
+pub async fn help(client: &Client, surface: &str) -> String {
+    let result = client
+        .call_raw(serde_json::json!({"surface": surface, "command": "help"}))
+        .await
+        .expect("help call");
+    let reply = structured(&result);
+    reply["help"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{surface} help: {reply}"))
+        .to_string()
+}
+
+/// The commands `help` lists for a surface, by name (`click`, `type`, ...).
+pub async fn listed_commands(client: &Client, surface: &str) -> Vec<String> {
+    let prefix = format!("- {surface}.");
+    help(client, surface)
+        .await
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|rest| rest.split(' ').next())
+        .flat_map(|names| names.split('|').map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
 /// The `computer` arguments of one `shell run` with `args` and `complications`, JSON reply.
 pub fn shell_run_cli(args: &Value, complications: &Value) -> Vec<String> {
     [

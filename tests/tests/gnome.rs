@@ -160,14 +160,10 @@ async fn the_gnome_backend_is_chosen_and_doctor_says_why_and_what_is_missing() {
 
     // The tool lists what works here: no `focus` (no window can be raised), no `cursor`.
     let client = daemon.client().await;
-    let tools = client.list_tools().await.unwrap();
+    let listed = computer_tests::listed_commands(&client, "gui").await;
     client.close().await;
-    let description = tools[0].description.as_deref().unwrap_or_default();
-    let gui_commands: Vec<&str> = description
-        .lines()
-        .filter_map(|line| line.strip_prefix("- gui."))
-        .filter_map(|rest| rest.split(' ').next())
-        .collect();
+    let gui_commands: Vec<&str> = listed.iter().map(String::as_str).collect();
+    let description = format!("{gui_commands:?}");
     for offered in ["screenshot", "windows", "click", "type", "key"] {
         assert!(gui_commands.contains(&offered), "{offered}: {description}");
     }

@@ -437,20 +437,18 @@ async fn the_tool_lists_detach_and_the_job_command() {
     let daemon = Daemon::start();
     let client = daemon.client().await;
     let tools = client.list_tools().await.unwrap();
-    client.close().await;
     let schema = Value::Object((*tools[0].input_schema).clone());
     let commands = schema["properties"]["command"]["enum"].as_array().unwrap();
     assert!(commands.contains(&json!("job")), "{schema}");
-    assert!(
-        schema["properties"]["complications"]["properties"]["detach"].is_object(),
-        "{schema}"
-    );
     let description = tools[0].description.as_deref().unwrap();
     assert!(
-        description.contains("op:status|result|cancel|list"),
+        description.contains("job{op:status|result|cancel|list}"),
         "{description}"
     );
-    assert!(description.contains("detach=true"), "{description}");
+    let reference = computer_tests::help(&client, "shell").await;
+    client.close().await;
+    assert!(reference.contains("\n- detach:bool"), "{reference}");
+    assert!(reference.contains("detach=true"), "{reference}");
 }
 
 #[test]

@@ -507,5 +507,7 @@ async fn with_a_secret_service_the_tool_lists_the_keychain() {
         "{surfaces}"
     );
     let description = tools[0].description.as_deref().unwrap_or_default();
-    assert!(description.contains("keychain.get"), "{description}");
+    assert!(description.contains("\nkeychain: "), "{description}");
+    let commands = computer_tests::listed_commands(&client, "keychain").await;
+    assert!(commands.contains(&"get".to_string()), "{commands:?}");
 }

@@ -78,6 +78,19 @@ fn python_sdk_through_the_bridge_starts_a_daemon_and_runs_a_receipted_call() {
     assert_eq!(report["server"], "computer");
     assert_eq!(report["is_error"], false);
     assert_eq!(report["structured"]["stdout"], "from python\n");
+    // The SDK read the output schema and held every reply to it (it raises on a mismatch).
+    assert_eq!(
+        report["output_schema"]["required"],
+        json!(["ok"]),
+        "{report}"
+    );
+    assert_eq!(report["failed"]["error"]["path"], "args.argv", "{report}");
+    assert!(
+        report["help"]["help"]
+            .as_str()
+            .is_some_and(|h| h.contains("- shell.run {")),
+        "{report}"
+    );
     assert!(socket.exists(), "the bridge left a daemon serving");
 
     let receipt = report["structured"]["receipt"].as_str().unwrap();
@@ -105,9 +118,13 @@ fn python_sdk_through_the_bridge_uses_a_running_daemon() {
         ["2025-06-18", "2025-11-25"].contains(&report["protocol_version"].as_str().unwrap()),
         "{report}"
     );
-    let rows = daemon.receipts();
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0]["call_id"], report["structured"]["receipt"]);
+    // The echo's intent and result, beside the failed call's and the help call's rows.
+    let rows: Vec<Value> = daemon
+        .receipts()
+        .into_iter()
+        .filter(|row| row["call_id"] == report["structured"]["receipt"])
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
     daemon.assert_chain_holds();
 }
 
@@ -231,6 +248,25 @@ fn typescript_sdk_initializes_lists_calls_and_closes_the_relay_at_once() {
             .unwrap()
             .contains(&json!("argv"))
     );
+    // The SDK read the output schema and held every reply to it (a mismatch throws): a wrongly
+    // typed argument names its field, `help` answers, a multi-step call's selected reply.
+    assert_eq!(
+        report["output_schema"]["required"],
+        json!(["ok"]),
+        "{report}"
+    );
+    let bad = &report["bad_type"]["structured"];
+    assert_eq!(bad["error"]["code"], "invalid_call", "{bad}");
+    assert_eq!(bad["error"]["path"], "args.argv", "{bad}");
+    let help = &report["help"]["structured"];
+    assert!(
+        help["help"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("- shell.run {")),
+        "{help}"
+    );
+    let steps = &report["steps"]["structured"];
+    assert_eq!(steps["ok"], true, "{steps}");
     let unknown = &report["unknown_tool"]["result"]["structured"];
     assert_eq!(unknown["error"]["path"], "name", "{report}");
     assert_eq!(unknown["error"]["valid"], json!(["COMPUTER"]));
@@ -265,8 +301,9 @@ fn typescript_sdk_initializes_lists_calls_and_closes_the_relay_at_once() {
         .into_iter()
         .filter(|r| r["kind"] == "result")
         .count();
-    // echo, two invalid calls, an unknown tool, 20 concurrent, 4 `true`, and the last echo.
-    assert_eq!(results, 1 + 2 + 1 + 20 + 4 + 1);
+    // echo, three invalid calls, `help`, two steps and their call, an unknown tool, 20
+    // concurrent, 4 `true`, and the last echo.
+    assert_eq!(results, 1 + 3 + 1 + 3 + 1 + 20 + 4 + 1);
     daemon.assert_chain_holds();
 }
 

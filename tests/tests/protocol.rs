@@ -14,34 +14,55 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     assert_eq!(tool.name, "COMPUTER");
     let schema = Value::Object((*tool.input_schema).clone());
     assert_eq!(schema["properties"]["surface"]["enum"], json!(["shell"]));
-    // `job` follows detached runs (tests/tests/jobs.rs); the terminal session commands.
+    // `job` follows detached runs (tests/tests/jobs.rs); `help` is every surface's reference;
+    // the terminal session commands.
     assert_eq!(
         schema["properties"]["command"]["enum"],
         json!([
-            "close", "job", "list", "open", "read", "resize", "run", "screen", "send"
+            "close", "help", "job", "list", "open", "read", "resize", "run", "screen", "send"
         ])
     );
     // One call or `steps`: the schema requires neither form alone (the description and the
     // daemon's errors say one of them is).
     assert!(schema.get("required").is_none(), "{schema}");
     assert_eq!(schema["properties"]["steps"]["type"], "array", "{schema}");
-    let complications = &schema["properties"]["complications"]["properties"];
-    for listed in ["cwd", "env", "timeout_ms", "return", "detach"] {
+    let description = tool.description.as_deref().unwrap();
+    assert!(
+        description.contains("shell: run{argv:[str]|script}!"),
+        "{description}"
+    );
+    assert!(tool.annotations.is_some());
+    // What structuredContent holds is described: `ok` always, `receipt`, `error`.
+    let output = Value::Object((*tool.output_schema.clone().expect("outputSchema")).clone());
+    assert_eq!(output["required"], json!(["ok"]), "{output}");
+    assert_eq!(
+        output["properties"]["error"]["required"],
+        json!(["code", "message"])
+    );
+
+    // Complications are taught by `help`, only those callable here: no evidence without a
+    // display, no secrets without a keychain.
+    let reference = computer_tests::help(&client, "shell").await;
+    for listed in [
+        "cwd",
+        "env",
+        "timeout_ms",
+        "return",
+        "detach",
+        "sandbox",
+        "tools",
+    ] {
         assert!(
-            complications.get(listed).is_some(),
-            "{listed} missing: {complications}"
+            reference.contains(&format!("\n- {listed}")),
+            "{listed} missing: {reference}"
         );
     }
     for absent in ["evidence", "secrets"] {
         assert!(
-            complications.get(absent).is_none(),
-            "{absent} listed but not callable here"
+            !reference.contains(&format!("\n- {absent}")),
+            "{absent} listed but not callable here: {reference}"
         );
     }
-    assert_eq!(schema["additionalProperties"], json!(false));
-    let description = tool.description.as_deref().unwrap();
-    assert!(description.contains("shell.run"), "{description}");
-    assert!(tool.annotations.is_some());
 
     // The whole tools/list reply, as a client receives it, stays small.
     let mut raw = RawConnection::connect(&daemon.socket);
@@ -49,8 +70,70 @@ async fn tools_list_is_one_small_tool_listing_only_what_is_callable() {
     raw.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     let reply = raw.recv_response(1);
     let bytes = serde_json::to_vec(&reply).unwrap().len();
-    assert!(bytes < 6 * 1024, "tools/list reply is {bytes} bytes");
+    assert!(bytes <= 3 * 1024, "tools/list reply is {bytes} bytes");
     client.close().await;
+}
+
+/// `help` is a call like any other: decided, receipted, held to the return budget; what it
+/// teaches is what the daemon accepts.
+#[tokio::test(flavor = "multi_thread")]
+async fn help_is_a_receipted_call_that_teaches_what_the_daemon_accepts() {
+    let daemon = Daemon::start();
+    let client = daemon.client().await;
+    let help = |args: Value, complications: Value| {
+        let client = &client;
+        async move {
+            let result = client
+                .call_raw(json!({"surface": "shell", "command": "help", "args": args,
+                                 "complications": complications}))
+                .await
+                .unwrap();
+            structured(&result)
+        }
+    };
+    let whole = help(json!({}), json!({})).await;
+    assert_eq!(whole["ok"], true, "{whole}");
+    let text = whole["help"].as_str().unwrap();
+    assert!(
+        text.starts_with("- shell.run {argv?:[str] or script"),
+        "{text}"
+    );
+    let rows: Vec<Value> = daemon
+        .receipts()
+        .into_iter()
+        .filter(|row| row["call_id"] == whole["receipt"])
+        .collect();
+    assert_eq!(rows.len(), 2, "an intent and a result: {rows:?}");
+    assert_eq!(rows[0]["command"], "help");
+
+    // One command: its line alone, and a call written from it works.
+    let one = help(json!({"command": "resize"}), json!({})).await;
+    assert_eq!(
+        one["help"], "- shell.resize {cols, rows, session} (act) → rows, cols\n",
+        "{one}"
+    );
+    // A command the surface lacks: the ones it has.
+    let wrong = help(json!({"command": "click"}), json!({})).await;
+    assert_eq!(wrong["error"]["code"], "invalid_call", "{wrong}");
+    assert_eq!(wrong["error"]["path"], "args.command", "{wrong}");
+    assert!(
+        wrong["error"]["valid"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("run")),
+        "{wrong}"
+    );
+    let unknown_arg = help(json!({"surface": "gui"}), json!({})).await;
+    assert_eq!(
+        unknown_arg["error"]["path"], "args.surface",
+        "{unknown_arg}"
+    );
+    // The return budget holds: a cut reference says so.
+    let cut = help(json!({}), json!({"return": {"max_bytes": 200}})).await;
+    assert_eq!(cut["cut"]["help"]["shown"], 200, "{cut}");
+    assert_eq!(cut["cut"]["help"]["bytes"], text.len(), "{cut}");
+    client.close().await;
+    daemon.assert_chain_holds();
 }
 
 #[test]

@@ -82,20 +82,26 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
 
-/// The result fields the tool description promises, by `surface.command`: the names after `→`
+/// The result fields `help` promises, by `surface.command`: the names after `→`
 /// on each command's line, `?` marking those present only when they apply.
 async fn promised_fields(daemon: &Daemon) -> BTreeMap<String, Vec<String>> {
     let client = daemon.client().await;
     let tools = client.list_tools().await.expect("tools/list");
+    let mut description = String::new();
+    for surface in tools[0].input_schema["properties"]["surface"]["enum"]
+        .as_array()
+        .expect("surfaces")
+    {
+        description += &computer_tests::help(&client, surface.as_str().unwrap()).await;
+    }
     client.close().await;
-    let description = tools[0]
-        .description
-        .clone()
-        .expect("description")
-        .to_string();
     let mut promised = BTreeMap::new();
     for line in description.lines() {
-        let Some(rest) = line.strip_prefix("- ") else {
+        // Command lines are `- surface.command {…}`; the complications' lines have no dot.
+        let Some(rest) = line
+            .strip_prefix("- ")
+            .filter(|rest| rest.split(' ').next().is_some_and(|w| w.contains('.')))
+        else {
             continue;
         };
         let (head, fields) = rest.split_once(" → ").unwrap_or((rest, ""));
@@ -183,8 +189,8 @@ async fn quiet_point(daemon: &Daemon, pid: u32) -> (i64, i64) {
     (at(0) + at(2) / 2, at(1) + at(3) / 2)
 }
 
-/// One call of every command the desktop fixture can serve, each compared with the fields the
-/// tool description promises for it.
+/// One call of every command the desktop fixture can serve, each compared with the fields its
+/// surface's `help` promises for it.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_reply_shows_exactly_the_fields_its_description_promises() {
     let _turn = ONE_AT_A_TIME.lock().await;
@@ -244,6 +250,9 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
             "read",
             json!({"app": pid, "selector": "textInput \"Your name\""}),
         ),
+        ("shell", "help", json!({})),
+        ("gui", "help", json!({"command": "click"})),
+        ("ax", "help", json!({})),
     ];
     let mut seen = Vec::new();
     for (surface, command, args) in calls {

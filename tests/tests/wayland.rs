@@ -149,15 +149,11 @@ async fn the_wayland_backend_is_chosen_and_doctor_says_why_and_what_is_missing()
 
     // The tool lists the gui commands that work here: no `cursor` (no protocol reads it).
     let client = daemon.client().await;
-    let tools = client.list_tools().await.unwrap();
+    let listed = computer_tests::listed_commands(&client, "gui").await;
     client.close().await;
-    let description = tools[0].description.as_deref().unwrap_or_default();
-    assert!(description.contains("gui.screenshot"), "{description}");
-    let gui_commands: Vec<&str> = description
-        .lines()
-        .filter_map(|line| line.strip_prefix("- gui."))
-        .filter_map(|rest| rest.split(' ').next())
-        .collect();
+    let gui_commands: Vec<&str> = listed.iter().map(String::as_str).collect();
+    assert!(gui_commands.contains(&"screenshot"), "{gui_commands:?}");
+    let description = format!("{gui_commands:?}");
     assert!(gui_commands.contains(&"click"), "{description}");
     assert!(gui_commands.contains(&"type"), "{description}");
     assert!(!gui_commands.contains(&"cursor"), "{description}");

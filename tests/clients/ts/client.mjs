@@ -81,6 +81,14 @@ async function tour() {
   const echo = await client.callTool(shellRun({ argv: ['echo', 'from typescript'] }));
   const badSurface = await client.callTool({ name: 'COMPUTER', arguments: { surface: 'shelll', command: 'run' } });
   const badField = await client.callTool(shellRun({ argv: ['true'], cwd: '/' }));
+  // A wrongly typed argument, a daemon-served command and a multi-step call: the SDK checks
+  // each structuredContent against the tool's outputSchema (a mismatch throws).
+  const badType = await client.callTool(shellRun({ argv: 'true' }));
+  const help = await client.callTool({ name: 'COMPUTER', arguments: { surface: 'shell', command: 'help', args: { command: 'run' } } });
+  const steps = await client.callTool({
+    name: 'COMPUTER',
+    arguments: { steps: [{ surface: 'shell', command: 'run', args: { argv: ['true'] } }, { surface: 'shell', command: 'run', args: { argv: ['echo', 'two'] } }], return: { select: ['$1.exit_code', '$2.stdout'] } },
+  });
   let unknownTool;
   try {
     unknownTool = { result: parsed(await client.callTool({ name: 'NOT_A_TOOL', arguments: {} })) };
@@ -110,7 +118,10 @@ async function tour() {
       protocol_version: seen.initialize?.protocolVersion,
       server: seen.initialize?.serverInfo?.name,
       tools: tools.tools.map((t) => t.name),
-      tool_has_output_schema: tools.tools.some((t) => t.outputSchema !== undefined),
+      output_schema: tools.tools[0].outputSchema ?? null,
+      bad_type: parsed(badType),
+      help: parsed(help),
+      steps: parsed(steps),
       echo: parsed(echo),
       bad_surface: parsed(badSurface),
       bad_field: parsed(badField),
