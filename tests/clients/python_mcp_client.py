@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -44,6 +45,14 @@ async def main(binary: str) -> None:
                         "is_error": bool(field(result, "is_error", "isError")),
                         "structured": field(result, "structured_content", "structuredContent"),
                         "output_schema": field(tools.tools[0], "output_schema", "outputSchema"),
+                        # Both schemas are valid JSON Schema 2020-12 (this raises otherwise).
+                        "schemas_valid": all(
+                            jsonschema.Draft202012Validator.check_schema(schema) is None
+                            for schema in (
+                                field(tools.tools[0], "input_schema", "inputSchema"),
+                                field(tools.tools[0], "output_schema", "outputSchema"),
+                            )
+                        ),
                         "failed": field(failed, "structured_content", "structuredContent"),
                         "help": field(reference, "structured_content", "structuredContent"),
                     }

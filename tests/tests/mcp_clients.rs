@@ -84,6 +84,7 @@ fn python_sdk_through_the_bridge_starts_a_daemon_and_runs_a_receipted_call() {
         json!(["ok"]),
         "{report}"
     );
+    assert_eq!(report["schemas_valid"], true, "{report}");
     assert_eq!(report["failed"]["error"]["path"], "args.argv", "{report}");
     assert!(
         report["help"]["help"]
