@@ -610,6 +610,7 @@ mod tests {
         );
         let reply = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}});
         let bytes = reply.to_string().len();
+        println!("tools/list with every surface: {bytes} bytes");
         assert!(bytes <= 3 * 1024, "{bytes} bytes:\n{}", reply);
     }
 
