@@ -156,6 +156,55 @@ fn start_daemon_with(root: &Path, extra: &str) -> (std::process::Child, PathBuf)
     (child, socket)
 }
 
+/// Start-up, ten times each way, medians: from spawning `computer serve` (a fresh state dir,
+/// embedded defaults) to the answer of `tools/list` on its socket, against spawning the same
+/// binary for `--version` and waiting for it (the floor: exec, dynamic linking, exit).
+fn startup(root: &Path) -> (Duration, Duration) {
+    let (mut served, mut floor) = (Vec::new(), Vec::new());
+    for n in 0..10 {
+        let dir = root.join(format!("start-{n}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("computer.sock");
+        let started = Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_computer"))
+            .arg("serve")
+            .env("COMPUTER_SOCKET", &socket)
+            .env("COMPUTER_STATE_DIR", dir.join("state"))
+            .env("COMPUTER_CONFIG", dir.join("config.toml"))
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start computer serve");
+        // Polled rather than waited on: the socket is the daemon's first sign of life.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "daemon did not start");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let mut raw = RawConnection::connect(&socket);
+        raw.initialize("2025-11-25");
+        raw.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        let listed = raw.recv_response(1);
+        served.push(started.elapsed());
+        assert!(listed["result"]["tools"].is_array(), "{listed}");
+        let _ = child.kill();
+        let _ = child.wait();
+
+        let started = Instant::now();
+        let status = Command::new(env!("CARGO_BIN_EXE_computer"))
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        floor.push(started.elapsed());
+        assert!(status.success());
+    }
+    served.sort();
+    floor.sort();
+    (served[served.len() / 2], floor[floor.len() / 2])
+}
+
 fn rss_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -418,7 +467,10 @@ async fn run() {
         Err(_) => None,
     };
 
-    // 5. The tool definition every prompt carries.
+    // 5. Start-up, from spawn to the answer of `tools/list`.
+    let (started, floor) = startup(tmp.path());
+
+    // 6. The tool definition every prompt carries.
     let registry = Registry::for_this_platform(&Default::default());
     let tool = computer_daemon::schema::tool(&registry, None);
     let list_reply = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}});
@@ -489,7 +541,13 @@ async fn run() {
         ),
     }
     println!(
-        "| `tools/list` reply, all surfaces of this build | {list_bytes} B | a peer daemon's 60-tool list, 140 KB (quoted, not run here) | {:.3}× | < 6 KB |",
+        "| `tools/list` reply, all surfaces of this build | {list_bytes} B | a peer daemon's 60-tool list, 140 KB (quoted, not run here) | {:.3}× | ≤ 3 KB |",
         list_bytes as f64 / 140_000.0
+    );
+    println!(
+        "| start-up: spawn to the `tools/list` answer, median of 10 | {} | the same binary's `--version`, spawned and waited for: {} | {:.2}× | ≤ 10 ms |",
+        ms(started),
+        ms(floor),
+        started.as_secs_f64() / floor.as_secs_f64()
     );
 }

@@ -295,8 +295,11 @@ impl Surface for ShellSurface {
 
     fn probe(&self) -> Availability {
         let limits = self.limits();
-        let containment = limits.containment.status();
-        if containment.mechanism == "unavailable" {
+        // While the daemon still proves containment the shell is listed: runs wait for the
+        // proof, and are refused if it fails.
+        if let Some(containment) = limits.containment.status_now()
+            && containment.mechanism == "unavailable"
+        {
             return Availability::Unavailable {
                 reason: format!("runs cannot be contained here: {}", containment.detail),
                 fix: "see `computer doctor`".into(),
@@ -865,9 +868,7 @@ impl ShellRun {
         let started = self
             .containment
             .start_with_tools(&self.sandbox, exec, cwd, self.stdin.is_some(), tools)
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("the run could not be contained, so it did not start: {err}"),
-            })?;
+            .map_err(|err| err.for_call("the run could not be contained, so it did not start"))?;
         let mut run = started.handle;
         let stdout = tokio::spawn(read_stream(
             Some(started.stdout),
@@ -974,9 +975,7 @@ impl ShellRun {
             .envs(exec.env.iter().map(|(k, v)| (k, v)));
         self.containment
             .prepare(command.as_std_mut(), &self.sandbox, exec)
-            .map_err(|err| SurfaceError::Failed {
-                message: err.to_string(),
-            })?;
+            .map_err(|err| err.for_call("the run did not start"))?;
         command.current_dir(cwd);
         command
             .stdin(if self.stdin.is_some() {

@@ -8,6 +8,7 @@ fn main() {
     linux::a_contained_run_owns_its_terminal_and_leaves_nothing_behind();
     linux::a_reused_sandbox_holds_nothing_of_the_run_before();
     linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
+    linux::a_run_asked_for_while_containment_is_proven_waits_for_the_proof();
     println!("contained_runs: ok");
 }
 
@@ -57,6 +58,35 @@ mod linux {
         let end = end.expect("the run reports its end");
         assert_eq!(end.status, Some(0), "{script}: {out}");
         (out, end.killed)
+    }
+
+    /// A daemon proves containment in the background: a run asked for at once waits for the
+    /// proof and then runs contained (its own PID namespace: it is pid 1's child there).
+    pub fn a_run_asked_for_while_containment_is_proven_waits_for_the_proof() {
+        let state = tempfile::tempdir().unwrap();
+        let containment = Containment::proving(&ContainmentConfig {
+            enabled: true,
+            hidden: vec![state.path().to_path_buf()],
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (out, _) = runtime.block_on(run(&containment, "echo $$; ls /proc | grep -c '^[0-9]'"));
+        let status = containment
+            .status_now()
+            .expect("the proof is in once a run started");
+        assert_eq!(status.mechanism, "namespaces", "{}", status.detail);
+        let mut lines = out.lines();
+        let pid: u32 = lines.next().unwrap().parse().unwrap();
+        assert!(pid < 10, "the run sees its own PID namespace: {out}");
+        // The hidden state dir is masked: what it holds is not there inside the run.
+        std::fs::write(state.path().join("secret"), "x").unwrap();
+        let (listing, _) = runtime.block_on(run(
+            &containment,
+            &format!("ls -A {} | wc -l", state.path().display()),
+        ));
+        assert_eq!(listing.trim(), "0", "{listing}");
     }
 
     pub fn a_reused_sandbox_holds_nothing_of_the_run_before() {

@@ -69,12 +69,21 @@ async fn serve() -> anyhow::Result<()> {
         .with_context(|| format!("cannot count the artifacts in {}", artifact_dir.display()))?;
     let protected = protected_paths(&config_path, &state_dir);
     let mut limits = config.surface_limits();
-    limits.shell.containment = Arc::new(containment(&config, &config_path, &state_dir));
-    tracing::info!(
-        containment = limits.shell.containment.status().mechanism,
-        detail = %limits.shell.containment.status().detail,
-        "runs are contained"
-    );
+    // Proven in the background: the socket answers at once, runs wait for the proof.
+    let contained = Arc::new(Containment::proving(&containment_config(
+        &config,
+        &config_path,
+        &state_dir,
+    )));
+    limits.shell.containment = contained.clone();
+    tokio::task::spawn_blocking(move || {
+        let status = contained.status();
+        if status.allows_runs() {
+            tracing::info!(containment = status.mechanism, detail = %status.detail, "runs are contained");
+        } else {
+            tracing::error!(containment = status.mechanism, detail = %status.detail, "runs are refused");
+        }
+    });
     let registry = config
         .registry(&config_path.display().to_string(), &limits)?
         .with_artifact_quota(Arc::new(quota));
@@ -192,8 +201,13 @@ fn forbid_inspection() {
     }
 }
 
-/// The containment every run gets: it hides the daemon's config, state and sockets.
+/// The containment every run gets, proven now (for `computer doctor`).
 pub(crate) fn containment(config: &Config, config_path: &Path, state_dir: &Path) -> Containment {
+    Containment::new(&containment_config(config, config_path, state_dir))
+}
+
+/// What containment every run gets: it hides the daemon's config, state and sockets.
+fn containment_config(config: &Config, config_path: &Path, state_dir: &Path) -> ContainmentConfig {
     // A config file not written yet is hidden by hiding its directory, so no run can create it.
     let config_hidden = match config_path.parent() {
         Some(dir) if !config_path.exists() => dir.to_path_buf(),
@@ -205,10 +219,10 @@ pub(crate) fn containment(config: &Config, config_path: &Path, state_dir: &Path)
             hidden.push(dir.to_path_buf());
         }
     }
-    Containment::new(&ContainmentConfig {
+    ContainmentConfig {
         enabled: config.containment.mode == ContainmentMode::On,
         hidden,
-    })
+    }
 }
 
 /// What no shell run may name: the daemon's own config and state (in the spelling given and the

@@ -82,9 +82,17 @@ impl ContainmentStatus {
     }
 }
 
-/// The containment every run of this daemon gets, probed once at start.
+/// The containment every run of this daemon gets, probed once at start. A daemon proves it in
+/// the background ([`Containment::proving`]) so that its socket answers at once; a run waits for
+/// the proof, and none starts uncontained while it is pending.
 #[derive(Debug)]
 pub struct Containment {
+    proven: std::sync::Arc<std::sync::OnceLock<Proven>>,
+}
+
+/// What the proof found: the status, and what starts runs when containment works.
+#[derive(Debug)]
+struct Proven {
     status: ContainmentStatus,
     #[cfg(target_os = "linux")]
     launcher: Option<linux::Launcher>,
@@ -95,91 +103,71 @@ pub struct Containment {
 impl Default for Containment {
     /// Not set up: runs are refused. Only the daemon's config decides that runs go uncontained.
     fn default() -> Self {
-        Containment {
-            status: ContainmentStatus {
-                mechanism: "unconfigured",
-                detail: "containment was not set up for this surface".into(),
-            },
-            #[cfg(target_os = "linux")]
-            launcher: None,
-            #[cfg(target_os = "macos")]
-            profile: None,
-        }
+        Containment::of(Proven::without_runs(
+            "unconfigured",
+            "containment was not set up for this surface".into(),
+        ))
     }
 }
 
 impl Containment {
+    fn of(proven: Proven) -> Containment {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(proven);
+        Containment {
+            proven: std::sync::Arc::new(cell),
+        }
+    }
+
     /// Sets up containment for `config` and proves it works by running one contained process.
     pub fn new(config: &ContainmentConfig) -> Containment {
-        if !config.enabled {
-            return Containment {
-                status: ContainmentStatus {
-                    mechanism: "off",
-                    detail: "turned off by `[containment] mode = \"off\"`: runs can reach the \
-                             daemon's state, config and sockets"
-                        .into(),
-                },
-                #[cfg(target_os = "linux")]
-                launcher: None,
-                #[cfg(target_os = "macos")]
-                profile: None,
-            };
-        }
-        let hidden = existing_forms(&config.hidden);
-        #[cfg(target_os = "linux")]
-        {
-            match linux::Plan::new(&hidden).and_then(linux::Launcher::new) {
-                Ok(launcher) => Containment {
-                    status: ContainmentStatus {
-                        mechanism: "namespaces",
-                        detail: launcher.describe(),
-                    },
-                    launcher: Some(launcher),
-                },
-                Err(err) => Containment::unavailable(&format!(
-                    "cannot set up namespaces for runs: {err}; fix: allow unprivileged user \
-                     namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu an \
-                     AppArmor profile for `computer` granting `userns`), or set `[containment] \
-                     mode = \"off\"` to run uncontained"
-                )),
-            }
-        }
-        #[cfg(target_os = "macos")]
-        {
-            let profile = macos::profile(&hidden);
-            Containment {
-                status: ContainmentStatus {
-                    mechanism: "seatbelt",
-                    detail: "sandbox-exec profile: the daemon's state, config and sockets are \
-                             denied; signals only within the run"
-                        .into(),
-                },
-                profile: Some(profile),
-            }
-        }
-        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-        {
-            let _ = hidden;
-            Containment::unavailable("no containment mechanism on this platform")
-        }
+        Containment::of(Proven::prove(config))
     }
 
-    #[cfg(not(target_os = "macos"))]
-    fn unavailable(why: &str) -> Containment {
-        Containment {
-            status: ContainmentStatus {
-                mechanism: "unavailable",
-                detail: why.to_string(),
-            },
-            #[cfg(target_os = "linux")]
-            launcher: None,
-            #[cfg(target_os = "macos")]
-            profile: None,
+    /// As [`Containment::new`], proven on a thread of its own: returns at once. Until the
+    /// proof is in, [`Containment::status_now`] says nothing and runs wait for it; a proof that
+    /// fails (or panics) leaves containment unavailable, so runs are refused.
+    pub fn proving(config: &ContainmentConfig) -> Containment {
+        let proven = std::sync::Arc::new(std::sync::OnceLock::new());
+        let cell = proven.clone();
+        let config = config.clone();
+        let spawned = std::thread::Builder::new()
+            .name("containment-proof".into())
+            .spawn(move || {
+                let outcome = std::panic::catch_unwind(|| Proven::prove(&config));
+                let _ = cell.set(outcome.unwrap_or_else(|_| {
+                    Proven::without_runs(
+                        "unavailable",
+                        "proving containment failed unexpectedly; see the daemon's log".into(),
+                    )
+                }));
+                // The zygote started here dies when the thread that started it ends (a parent
+                // death signal follows the thread), so this thread lives as long as the daemon.
+                loop {
+                    std::thread::park();
+                }
+            });
+        if let Err(err) = spawned {
+            return Containment::of(Proven::without_runs(
+                "unavailable",
+                format!("cannot start the thread that proves containment: {err}"),
+            ));
         }
+        Containment { proven }
     }
 
+    fn proven(&self) -> &Proven {
+        self.proven.wait()
+    }
+
+    /// What containment runs get, waiting for the proof if it is still running.
     pub fn status(&self) -> &ContainmentStatus {
-        &self.status
+        &self.proven().status
+    }
+
+    /// What containment runs get, if the proof is in: never waits.
+    pub fn status_now(&self) -> Option<&ContainmentStatus> {
+        self.proven.get().map(|proven| &proven.status)
     }
 
     /// Whether runs start through [`Containment::start`] (Linux namespaces) rather than as a
@@ -187,7 +175,7 @@ impl Containment {
     pub fn starts_runs(&self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            self.launcher.is_some()
+            self.proven().launcher.is_some()
         }
         #[cfg(not(target_os = "linux"))]
         false
@@ -216,7 +204,7 @@ impl Containment {
         tools: Option<&std::os::fd::OwnedFd>,
     ) -> Result<StartedRun, ContainError> {
         #[cfg(target_os = "linux")]
-        if let Some(launcher) = &self.launcher {
+        if let Some(launcher) = &self.proven().launcher {
             let started = launcher.start(limits, exec, cwd, with_stdin, tools)?;
             let wrap = |source: std::io::Error| ContainError::Setup {
                 stage: "the run's pipes",
@@ -236,7 +224,7 @@ impl Containment {
             });
         }
         let _ = (limits, exec, cwd, with_stdin, tools);
-        Err(ContainError::Unavailable(self.status.detail.clone()))
+        Err(ContainError::Unavailable(self.status().detail.clone()))
     }
 
     /// Starts `exec` contained on a terminal of its own, `rows` by `cols`: a pty made inside
@@ -252,12 +240,12 @@ impl Containment {
         (rows, cols): (u16, u16),
     ) -> Result<(RunHandle, std::os::fd::OwnedFd), ContainError> {
         #[cfg(target_os = "linux")]
-        if let Some(launcher) = &self.launcher {
+        if let Some(launcher) = &self.proven().launcher {
             let (run, master) = launcher.start_terminal(limits, exec, cwd, (rows, cols))?;
             return Ok((RunHandle { inner: run }, master));
         }
         let _ = (limits, exec, cwd, rows, cols);
-        Err(ContainError::Unavailable(self.status.detail.clone()))
+        Err(ContainError::Unavailable(self.status().detail.clone()))
     }
 
     /// Prepares `command` to start under containment that wraps a command (macOS), or as it is
@@ -268,18 +256,18 @@ impl Containment {
         limits: &RunLimits,
         exec: &ExecSpec,
     ) -> Result<(), ContainError> {
-        if !self.status.allows_runs() {
-            return Err(ContainError::Unavailable(self.status.detail.clone()));
+        if !self.status().allows_runs() {
+            return Err(ContainError::Unavailable(self.status().detail.clone()));
         }
         #[cfg(target_os = "linux")]
-        if self.launcher.is_some() {
+        if self.proven().launcher.is_some() {
             // Contained runs start through `start`; a command prepared here would run bare.
             return Err(ContainError::Unavailable(
                 "contained runs start through Containment::start, not a prepared command".into(),
             ));
         }
         #[cfg(target_os = "macos")]
-        if let Some(profile) = &self.profile {
+        if let Some(profile) = &self.proven().profile {
             macos::wrap(command, &macos::with_limits(profile, limits));
             return Ok(());
         }
@@ -290,6 +278,72 @@ impl Containment {
         }
         let _ = (command, exec);
         Ok(())
+    }
+}
+
+impl Proven {
+    fn without_runs(mechanism: &'static str, detail: String) -> Proven {
+        Proven {
+            status: ContainmentStatus { mechanism, detail },
+            #[cfg(target_os = "linux")]
+            launcher: None,
+            #[cfg(target_os = "macos")]
+            profile: None,
+        }
+    }
+
+    fn prove(config: &ContainmentConfig) -> Proven {
+        if !config.enabled {
+            return Proven::without_runs(
+                "off",
+                "turned off by `[containment] mode = \"off\"`: runs can reach the daemon's \
+                 state, config and sockets"
+                    .into(),
+            );
+        }
+        let hidden = existing_forms(&config.hidden);
+        #[cfg(target_os = "linux")]
+        {
+            match linux::Plan::new(&hidden).and_then(linux::Launcher::new) {
+                Ok(launcher) => Proven {
+                    status: ContainmentStatus {
+                        mechanism: "namespaces",
+                        detail: launcher.describe(),
+                    },
+                    launcher: Some(launcher),
+                },
+                Err(err) => Proven::without_runs(
+                    "unavailable",
+                    format!(
+                        "cannot set up namespaces for runs: {err}; fix: allow unprivileged user \
+                         namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu an \
+                         AppArmor profile for `computer` granting `userns`), or set \
+                         `[containment] mode = \"off\"` to run uncontained"
+                    ),
+                ),
+            }
+        }
+        #[cfg(target_os = "macos")]
+        {
+            let profile = macos::profile(&hidden);
+            Proven {
+                status: ContainmentStatus {
+                    mechanism: "seatbelt",
+                    detail: "sandbox-exec profile: the daemon's state, config and sockets are \
+                             denied; signals only within the run"
+                        .into(),
+                },
+                profile: Some(profile),
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+        {
+            let _ = hidden;
+            Proven::without_runs(
+                "unavailable",
+                "no containment mechanism on this platform".into(),
+            )
+        }
     }
 }
 
@@ -351,6 +405,26 @@ pub enum ContainError {
     },
     #[error("the run's supervisor ended without reporting")]
     Lost,
+}
+
+impl ContainError {
+    /// The error a call gets, `context` first: containment that is unavailable here is the
+    /// surface's unavailability (code `unavailable`, however early the run was asked for), any
+    /// other failure a failed action.
+    pub fn for_call(self, context: &str) -> crate::SurfaceError {
+        match self {
+            ContainError::Unavailable(_) => crate::SurfaceError::Tool(
+                computer_ipc::ToolError::new(
+                    computer_ipc::ErrorCode::Unavailable,
+                    format!("{context}: {self}"),
+                )
+                .at("surface"),
+            ),
+            other => crate::SurfaceError::Failed {
+                message: format!("{context}: {other}"),
+            },
+        }
+    }
 }
 
 /// Each path as given and in its canonical spelling, for those that exist (a mount covers the

@@ -107,9 +107,7 @@ pub(super) fn spawn(
         command.env(MARKER_VAR, marker);
         containment
             .prepare(&mut command, limits, exec)
-            .map_err(|err| SurfaceError::Failed {
-                message: format!("the session did not start: {err}"),
-            })?;
+            .map_err(|err| err.for_call("the session did not start"))?;
         let mut builder = CommandBuilder::from_argv(
             std::iter::once(command.get_program().to_owned())
                 .chain(command.get_args().map(|a| a.to_owned()))
