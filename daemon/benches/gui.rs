@@ -1,7 +1,8 @@
 //! Benchmarks of the gui surface against same-run anchors on a private headless desktop (Xvfb +
 //! openbox, from the e2e harness): screen capture + PNG + sha256 in process vs ImageMagick
-//! `import`, a receipted click over the socket vs `xdotool`, and the model-visible bytes of a
-//! structured gui result vs an inline screenshot. Run with
+//! `import`, a receipted click over the socket vs `xdotool`, the model-visible bytes of a
+//! structured gui result vs an inline screenshot, and the daemon's memory: idle, after 100
+//! screenshots and a minute later (buffers returned, not kept), with its process tree. Run with
 //! `cargo bench -p computer-daemon --bench gui`; it prints markdown table rows.
 
 use std::time::{Duration, Instant};
@@ -25,6 +26,32 @@ fn p50(mut samples: Vec<Duration>) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// A process's resident set size, KiB (`VmRSS`).
+fn rss_kib(pid: i32) -> u64 {
+    status_kib(&format!("/proc/{pid}/status"), "VmRSS:")
+}
+
+/// The proportional set size of a process and every descendant, KiB: shared pages (the binary
+/// the daemon and its containment zygote share) counted once across them.
+fn tree_pss_kib(pid: i32) -> u64 {
+    let mut total = status_kib(&format!("/proc/{pid}/smaps_rollup"), "Pss:");
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+        total += tree_pss_kib(child);
+    }
+    total
+}
+
+fn status_kib(path: &str, field: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .find(|line| line.starts_with(field))
+        .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn main() {
@@ -76,6 +103,11 @@ fn main() {
     let daemon = Daemon::start_on_desktop("");
     let mut client = RawConnection::connect(&daemon.socket);
     client.initialize("2025-11-25");
+    // Idle: started, one connection made, containment proven (a run through it).
+    let (_, _) = client.call_tool(&json!({"surface": "shell", "command": "run",
+        "args": {"argv": ["true"]}}));
+    let idle_rss = rss_kib(daemon.pid());
+    let idle_tree_pss = tree_pss_kib(daemon.pid());
     let (x, y) = (700, 400);
     for _ in 0..20 {
         gui(&mut client, "click", json!({"x": x, "y": y}), json!({}));
@@ -123,7 +155,17 @@ fn main() {
         json!({"return": {"image": true}}),
     ));
 
+    // (4) Memory after 100 full-screen screenshots (each captured, scaled, PNG-encoded and
+    // hashed), at once and a minute later: what the daemon keeps of them.
+    for _ in 0..100 {
+        gui(&mut client, "screenshot", json!({}), json!({}));
+    }
+    let after_shots = rss_kib(daemon.pid());
+    std::thread::sleep(Duration::from_secs(60));
+    let minute_later = rss_kib(daemon.pid());
+
     let ratio = |a: f64, b: f64| format!("{:.3}×", a / b);
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
     println!("| measure | computer | anchor (same run) | ratio | target |");
     println!("|---|---|---|---|---|");
     println!(
@@ -145,5 +187,17 @@ fn main() {
     println!(
         "| model-visible bytes: `gui click` result | {click} B | {shot} B (same step answered with an inline screenshot) | {} | smaller |",
         ratio(click as f64, shot as f64)
+    );
+    println!("| daemon RSS idle | {} | — | — | ≤ 12 MiB |", mib(idle_rss));
+    println!(
+        "| PSS of the daemon's process tree idle (daemon, containment zygote, its slots) | {} | — | — | ≤ 20 MiB |",
+        mib(idle_tree_pss)
+    );
+    println!(
+        "| daemon RSS after 100 screenshots / one minute later | {} / {} | idle: {} | +{} a minute later | within 2 MiB of idle |",
+        mib(after_shots),
+        mib(minute_later),
+        mib(idle_rss),
+        mib(minute_later.saturating_sub(idle_rss))
     );
 }

@@ -30,6 +30,7 @@ pub async fn run() -> u8 {
 
 async fn serve() -> anyhow::Result<()> {
     forbid_inspection();
+    return_large_buffers();
     let config_path = paths::config_path();
     let config = crate::config::Config::load(&config_path)?;
     let socket_path = paths::socket_path();
@@ -187,6 +188,22 @@ fn lock_state_dir(state_dir: &Path, socket: &Path) -> anyhow::Result<std::fs::Fi
         .write_all(format!("{}\n{}\n", std::process::id(), socket.display()).as_bytes())
         .context("cannot write the state lock file")?;
     Ok(lock)
+}
+
+/// Has the allocator give large buffers back when they are freed. A screenshot's frame, scaled
+/// copy and PNG are megabytes each: glibc would otherwise raise its mmap threshold after the
+/// first one is freed and serve the next from heaps it keeps, one per thread that touched them,
+/// so a burst of screenshots would stay resident long after. Fixing the threshold maps every
+/// buffer over 256 KiB on its own (unmapped on free), and two arenas bound what small
+/// allocations spread over.
+fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before the daemon's threads exist
+    // beyond the runtime's own, which have not allocated large buffers yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
 }
 
 /// Makes the daemon not dumpable: no same-user process (a run that escaped its containment, or
