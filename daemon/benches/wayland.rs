@@ -115,6 +115,22 @@ mod linux {
             })
             .collect();
         let clicks = p50(clicks);
+        // Where a click's time goes: a receipted call that asks the compositor nothing
+        // (`monitors`, answered from what the connection already knows), and a window listing.
+        let floor = p50((0..100)
+            .map(|_| {
+                let started = Instant::now();
+                gui(&mut client, "monitors", json!({}));
+                started.elapsed()
+            })
+            .collect());
+        let listing = p50((0..100)
+            .map(|_| {
+                let started = Instant::now();
+                gui(&mut client, "windows", json!({}));
+                started.elapsed()
+            })
+            .collect());
 
         let ratio = |a: f64, b: f64| format!("{:.3}×", a / b);
         println!("| measure | computer | anchor (same run) | ratio | target |");
@@ -134,6 +150,14 @@ mod linux {
         println!(
             "| receipted `gui click` round trip over the socket (p50 of 200) | {} | — (no click tool for wlroots; compare the X11 row) | — | ≤ 1.5× X11 |",
             ms(clicks),
+        );
+        println!(
+            "| receipted `gui monitors` (no compositor round trip; the pipeline's floor, p50 of 100) | {} | — | — | — |",
+            ms(floor),
+        );
+        println!(
+            "| receipted `gui windows` (p50 of 100) | {} | — | — | — |",
+            ms(listing),
         );
     }
 }
