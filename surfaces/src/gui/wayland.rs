@@ -680,14 +680,6 @@ impl WlConn {
         }
         let mut queue = self.lock_queue();
         self.dispatch_waiting(&mut queue)?;
-        let monitors: Vec<wayland_client::backend::ObjectId> = queue
-            .state
-            .outputs
-            .iter()
-            .filter_map(|o| o.proxy.as_ref().map(Proxy::id))
-            .collect();
-        let toplevels: Vec<&Toplevel> =
-            queue.state.toplevels.iter().filter(|t| !t.closed).collect();
         // sway adds each window's rectangle and pid; elsewhere they are unknown.
         let views = self
             .sway
@@ -699,6 +691,27 @@ impl WlConn {
                 None
             })
             .unwrap_or_default();
+        // A window sway's tree shows mapped, whose output the Wayland events have not told
+        // yet: those events were sent before the tree's reply, on the other socket; one
+        // roundtrip brings them in.
+        let placed_later = {
+            let toplevels: Vec<&Toplevel> =
+                queue.state.toplevels.iter().filter(|t| !t.closed).collect();
+            toplevels
+                .iter()
+                .any(|t| t.outputs.is_empty() && matching_view(t, &toplevels, &views).is_some())
+        };
+        if placed_later {
+            self.sync(&mut queue)?;
+        }
+        let monitors: Vec<wayland_client::backend::ObjectId> = queue
+            .state
+            .outputs
+            .iter()
+            .filter_map(|o| o.proxy.as_ref().map(Proxy::id))
+            .collect();
+        let toplevels: Vec<&Toplevel> =
+            queue.state.toplevels.iter().filter(|t| !t.closed).collect();
         Ok(toplevels
             .iter()
             .map(|t| {
