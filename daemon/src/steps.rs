@@ -325,10 +325,21 @@ impl Steps<'_> {
             return Ok(());
         };
         let steps: Vec<usize> = upfront.asking.iter().map(|n| n + 1).collect();
+        // A refused consent says what was asked and how to grant it, as for a single call.
+        let mut questions: Vec<&str> = upfront
+            .asking
+            .iter()
+            .filter_map(|n| upfront.decided[*n].as_ref()?.facts.consent.as_deref())
+            .collect();
+        questions.dedup();
         let message = format!(
-            "not approved: {reason} (the request asked for step{} {}); nothing ran",
+            "not approved: {reason} (the request asked for step{} {}); nothing ran{}",
             if steps.len() == 1 { "" } else { "s" },
-            join_numbers(&steps)
+            join_numbers(&steps),
+            questions
+                .iter()
+                .map(|q| format!("; {q}"))
+                .collect::<String>()
         );
         for n in &upfront.asking {
             if let (Some(step), Plan::Call { call, .. }) = (&upfront.decided[*n], &plans[*n]) {
@@ -705,12 +716,11 @@ impl Steps<'_> {
                     .await;
                 let recorded = serde_json::to_value(&resolution).unwrap_or_default();
                 if let Resolution::Denied { reason, .. } = &resolution {
-                    let error = step_error(
-                        index,
-                        call,
-                        ErrorCode::Denied,
-                        &format!("not approved: {reason}"),
-                    );
+                    let message = match &step.facts.consent {
+                        Some(question) => format!("not approved: {reason}; {question}"),
+                        None => format!("not approved: {reason}"),
+                    };
+                    let error = step_error(index, call, ErrorCode::Denied, &message);
                     let context = json!({"policy": step.decision, "approval": recorded});
                     self.refuse_step(index, &resolved, Some(&step.stated), &error, context)
                         .await;

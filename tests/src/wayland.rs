@@ -40,11 +40,18 @@ impl Sway {
     /// The compositor shared by this test binary, started on first use.
     pub fn shared() -> &'static Sway {
         static SWAY: OnceLock<Sway> = OnceLock::new();
-        SWAY.get_or_init(Sway::start)
+        SWAY.get_or_init(|| Sway::start("shared"))
     }
 
-    fn start() -> Sway {
-        let log_dir = std::env::temp_dir().join(format!("computer-sway-{}", std::process::id()));
+    /// A compositor of the caller's own, for a test that changes what others rely on (sway
+    /// 1.7 cannot take a headless output away again once made); it stops when dropped.
+    pub fn own(name: &str) -> Sway {
+        Sway::start(name)
+    }
+
+    fn start(name: &str) -> Sway {
+        let log_dir =
+            std::env::temp_dir().join(format!("computer-sway-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&log_dir).unwrap();
         let log =
             |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
@@ -254,6 +261,16 @@ impl TypingTarget {
             String::from_utf8_lossy(&self.typed()),
             String::from_utf8_lossy(want)
         );
+    }
+}
+
+impl Drop for Sway {
+    fn drop(&mut self) {
+        // Only an own compositor is ever dropped (the shared one lives in a static).
+        for process in &mut self._processes {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
     }
 }
 

@@ -337,18 +337,56 @@ async fn keys_are_refused_when_no_active_window_can_be_confirmed() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(out["ok"], false, "{out}");
-    assert!(
-        out["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("cannot be confirmed"),
-        "{out}"
-    );
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot be confirmed"), "{out}");
+    // The remedy is one that works on GNOME, which has no `gui focus`.
+    assert!(message.contains("`gui click`"), "{out}");
+    assert!(!message.contains("focus a window first"), "{out}");
     let probe = Probe::launch("gnome-back");
     window_of(&daemon, probe.pid(), true).await;
     let out = gui(&daemon, "type", json!({"text": "ok"})).await;
     assert_eq!(out["ok"], true, "{out}");
     probe.wait_for_line("the typed text", |v| v["text"] == "ok");
+    daemon.assert_chain_holds();
+}
+
+/// A consent the person refuses inside a multi-step call says what was asked and how to grant
+/// it, as the refusal of a single call does; nothing is kept, and a call that needs no consent
+/// still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consent_refused_inside_steps_says_how_to_grant_it() {
+    let _mutter = ONE_AT_A_TIME.lock().await;
+    revoke_consent();
+    let daemon = daemon();
+    let socket = daemon.socket.clone();
+    let call = tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket)
+            .await
+            .expect("connect");
+        let result = client
+            .call_raw(json!({"steps": [
+                {"surface": "gui", "command": "monitors", "args": {}},
+                {"surface": "gui", "command": "screenshot", "args": {}},
+            ]}))
+            .await
+            .expect("call");
+        client.close().await;
+        structured(&result)
+    });
+    let id = pending_consent(&daemon)["id"].to_string();
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], false, "{out}");
+    let message = out["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not approved"), "{out}");
+    assert!(message.contains("consent needed"), "{out}");
+    assert!(message.contains("To grant it, approve"), "{out}");
+    assert!(
+        !secret_tool(&["search", "--all", "service", "computer.gui"]).contains("computer.gui"),
+        "a refused consent was kept"
+    );
+    let out = gui(&daemon, "windows", json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
     daemon.assert_chain_holds();
 }
 

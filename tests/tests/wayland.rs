@@ -66,9 +66,13 @@ struct ClickApp {
 
 impl ClickApp {
     fn launch(title: &str) -> ClickApp {
+        ClickApp::launch_on(Sway::shared(), title)
+    }
+
+    fn launch_on(sway: &Sway, title: &str) -> ClickApp {
         // Through `env` (which execs, keeping the pid), with the Python that has GTK bindings.
         let python = computer_tests::desktop::gi_python();
-        let mut app = Sway::shared().launch("env", &[&python, "-c", CLICK_APP, title]);
+        let mut app = sway.launch("env", &[&python, "-c", CLICK_APP, title]);
         let pid = app.pid();
         let out = app.0.stdout.take().expect("stdout piped");
         let (sender, lines) = mpsc::channel();
@@ -79,7 +83,7 @@ impl ClickApp {
                 }
             }
         });
-        Sway::shared().wait_view(pid);
+        sway.wait_view(pid);
         ClickApp {
             _app: app,
             pid,
@@ -304,6 +308,29 @@ async fn windows_are_listed_with_sways_facts_and_focus_moves_between_them() {
     assert_eq!(out["error"]["path"], "args.window", "{out}");
 }
 
+/// The first keys of a new virtual keyboard arrive whole: each fresh daemon makes one (the
+/// last one's went with it, so the seat has no keyboard until then and foot must bind the new
+/// one), and its first call types at once; the keys wait for the seat's announcement, not for
+/// a fixed pause.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_keys_of_a_new_virtual_keyboard_arrive_whole() {
+    let _sway = ONE_AT_A_TIME.lock().await;
+    let sway = Sway::shared();
+    let target = TypingTarget::launch("first-keys");
+    sway.swaymsg(&[&format!("[pid={}] focus", target.pid)])
+        .expect("focus the target through sway");
+    wait_sway_focus(target.pid);
+    let mut want = String::new();
+    for round in 0..3 {
+        let daemon = daemon();
+        let text = format!("first-{round}-ü");
+        let out = gui(&daemon, "type", json!({"text": text})).await;
+        assert_eq!(out["ok"], true, "{out}");
+        want.push_str(&text);
+        target.wait_typed(want.as_bytes());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn unicode_text_and_key_combos_reach_the_focused_app() {
     let _sway = ONE_AT_A_TIME.lock().await;
@@ -514,4 +541,140 @@ async fn input_on_an_approver_is_refused_on_wayland_even_where_owners_are_unknow
     let out = gui(&daemon, "click", point).await;
     daemon.assert_refused_as_targeting_an_approver(&out, "a click while owners are unknown");
     daemon.assert_chain_holds();
+}
+
+/// A second monitor plugged in while the daemon runs, at scale 2 and placed right of the first
+/// (`swaymsg create_output`, then `output … scale 2 pos 1920 0`): `monitors` lists both in
+/// layout units; a screenshot of it says its origin and scale (half a unit per pixel) and
+/// matches `grim -o` on that output pixel for pixel; a point read off that screenshot,
+/// mapped back by origin + pixel × scale, is where the GTK app on that monitor says the click
+/// landed; the whole screen across both scales is one image at one pixel per unit. On a sway
+/// of its own: sway 1.7 cannot take a headless output away again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_monitor_at_scale_two_is_listed_captured_and_clicked_exactly() {
+    let own = Sway::own("two-monitors");
+    let sway = &own;
+    let daemon = Daemon::start_with_env("", &sway.env(), &["DISPLAY"]);
+    // The daemon's connection exists before the monitor does: it must see it come.
+    let before = gui(&daemon, "monitors", json!({})).await;
+    assert_eq!(
+        before["monitors"].as_array().map(Vec::len),
+        Some(1),
+        "{before}"
+    );
+    sway.swaymsg(&["create_output"]).expect("create_output");
+    let name = wait_for("sway to add an output", Duration::from_secs(10), || {
+        outputs(sway).into_iter().find(|o| o != "HEADLESS-1")
+    });
+    sway.swaymsg(&[
+        "output",
+        &name,
+        "resolution",
+        "1280x720",
+        "position",
+        "1920",
+        "0",
+        "scale",
+        "2",
+    ])
+    .expect("configure the new output");
+    sway.swaymsg(&["focus", "output", &name]).expect("focus it");
+    let second = json!({"index": 1, "name": name, "x": 1920, "y": 0, "width": 640,
+                        "height": 360, "primary": false});
+    let mut listed = Value::Null;
+    for _ in 0..200 {
+        listed = gui(&daemon, "monitors", json!({})).await;
+        if listed["monitors"][1] == second {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(listed["monitors"][1], second, "{listed}");
+    assert_eq!(listed["monitors"][0]["name"], "HEADLESS-1", "{listed}");
+
+    // An app on the new monitor (new windows open on the focused output).
+    let app = ClickApp::launch_on(sway, "scaled-click-target");
+    let window = window_of(&daemon, app.pid).await;
+    assert_eq!(window["monitor"], 1, "{window}");
+    let (left, top) = (window["x"].as_i64().unwrap(), window["y"].as_i64().unwrap());
+    assert!(
+        left >= 1920,
+        "the window lies on the second monitor: {window}"
+    );
+
+    let mut matched = None;
+    for attempt in 0..5 {
+        let shot = gui(
+            &daemon,
+            "screenshot",
+            json!({"monitor": 1, "max_dim": 4096}),
+        )
+        .await;
+        assert_eq!(shot["ok"], true, "{shot}");
+        assert_eq!(
+            (&shot["origin_x"], &shot["origin_y"], &shot["scale"]),
+            (&json!(1920), &json!(0), &json!(0.5)),
+            "{shot}"
+        );
+        assert_eq!(
+            (&shot["width"], &shot["height"]),
+            (&json!(1280), &json!(720))
+        );
+        let ours = image::load_from_memory(&std::fs::read(shot["path"].as_str().unwrap()).unwrap())
+            .unwrap()
+            .to_rgb8();
+        let grim_file = sway.log_dir.join(format!("grim-scaled-{attempt}.png"));
+        let status = sway
+            .command("grim")
+            .args(["-o", &name])
+            .arg(&grim_file)
+            .status()
+            .expect("grim runs");
+        assert!(status.success(), "grim -o {name}");
+        let theirs = image::open(&grim_file).unwrap().to_rgb8();
+        assert_eq!(ours.dimensions(), theirs.dimensions());
+        if ours == theirs {
+            matched = Some(shot);
+            break;
+        }
+    }
+    let shot = matched.expect("the daemon's shot of the scaled monitor never matched grim's");
+
+    // A point read off the scaled shot: pixel (px, py) is layout point origin + pixel × scale.
+    let (px, py) = (2 * (left - 1920) + 246, 2 * top + 158);
+    let scale = shot["scale"].as_f64().unwrap();
+    let x = shot["origin_x"].as_i64().unwrap() + (px as f64 * scale) as i64;
+    let y = shot["origin_y"].as_i64().unwrap() + (py as f64 * scale) as i64;
+    let out = gui(&daemon, "click", json!({"x": x, "y": y})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    let click = app.next_click();
+    assert_eq!(
+        (&click["x"], &click["y"]),
+        (&json!(x - left), &json!(y - top)),
+        "the app saw the click elsewhere: {click}"
+    );
+    assert_eq!((x - left, y - top), (123, 79));
+
+    // The whole screen spans both scales: one image at one pixel per unit.
+    let whole = gui(&daemon, "screenshot", json!({"max_dim": 4096})).await;
+    assert_eq!(whole["ok"], true, "{whole}");
+    assert_eq!(
+        (&whole["width"], &whole["height"], &whole["scale"]),
+        (&json!(2560), &json!(1080), &json!(1.0)),
+        "{whole}"
+    );
+    daemon.assert_chain_holds();
+}
+
+/// The names of sway's active outputs.
+fn outputs(sway: &Sway) -> Vec<String> {
+    let list: Value =
+        serde_json::from_str(&sway.swaymsg(&["-t", "get_outputs"]).expect("get_outputs"))
+            .expect("JSON");
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["active"] == true)
+        .filter_map(|o| o["name"].as_str().map(str::to_string))
+        .collect()
 }

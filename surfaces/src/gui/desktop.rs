@@ -118,6 +118,10 @@ pub trait Desktop: Send + Sync + 'static {
     fn focus_must_be_known(&self) -> bool {
         false
     }
+    /// How an agent gives a window the focus on this backend, for the errors that ask it to.
+    fn how_to_focus(&self) -> &'static str {
+        "focus a window first (`gui focus`)"
+    }
     /// Whether the backend knows `window`'s process and place: where it does not (a Wayland
     /// compositor that tells neither), input near it is refused while approvers are connected,
     /// since the window may be one of theirs.

@@ -301,32 +301,65 @@ impl Session {
     }
 
     async fn motion(&self, x: i32, y: i32) -> DisplayResult<()> {
-        // Stream coordinates: the monitor's own, in the stream's pixels.
-        let (sx, sy) = self
-            .frames
-            .size()
-            .unwrap_or((self.monitor.width, self.monitor.height));
-        let fx = f64::from(x - self.monitor.x) * f64::from(sx) / f64::from(self.monitor.width);
-        let fy = f64::from(y - self.monitor.y) * f64::from(sy) / f64::from(self.monitor.height);
-        self.remote_desktop
-            .call::<_, _, ()>(
-                "NotifyPointerMotionAbsolute",
-                &(self.stream_path.as_str(), fx, fy),
-            )
-            .await
-            .map_err(dbus_failed("NotifyPointerMotionAbsolute"))
+        self.pointer_event(PointerEvent::Motion(x, y), true).await
     }
 
     async fn button(&self, button: Button, pressed: bool) -> DisplayResult<()> {
-        let code = match button {
-            Button::Left => BTN_LEFT,
-            Button::Right => BTN_RIGHT,
-            Button::Middle => BTN_MIDDLE,
-        };
-        self.remote_desktop
-            .call::<_, _, ()>("NotifyPointerButton", &(code, pressed))
+        self.pointer_event(PointerEvent::Button(button, pressed), true)
             .await
-            .map_err(dbus_failed("NotifyPointerButton"))
+    }
+
+    /// Sends pointer events in order without waiting for each reply, then waits for the last
+    /// one (as `keysyms` does): one wait for Mutter's main loop per call, not one per event.
+    async fn pointer_events(&self, events: &[PointerEvent]) -> DisplayResult<()> {
+        let Some((last, before)) = events.split_last() else {
+            return Ok(());
+        };
+        for &event in before {
+            self.pointer_event(event, false).await?;
+        }
+        self.pointer_event(*last, true).await
+    }
+
+    /// One pointer event; with `wait`, until Mutter has handled it.
+    async fn pointer_event(&self, event: PointerEvent, wait: bool) -> DisplayResult<()> {
+        match event {
+            PointerEvent::Motion(x, y) => {
+                // Stream coordinates: the monitor's own, in the stream's pixels.
+                let (sx, sy) = self
+                    .frames
+                    .size()
+                    .unwrap_or((self.monitor.width, self.monitor.height));
+                let fx =
+                    f64::from(x - self.monitor.x) * f64::from(sx) / f64::from(self.monitor.width);
+                let fy =
+                    f64::from(y - self.monitor.y) * f64::from(sy) / f64::from(self.monitor.height);
+                let body = (self.stream_path.as_str(), fx, fy);
+                self.notify("NotifyPointerMotionAbsolute", &body, wait)
+                    .await
+            }
+            PointerEvent::Button(button, pressed) => {
+                let code = match button {
+                    Button::Left => BTN_LEFT,
+                    Button::Right => BTN_RIGHT,
+                    Button::Middle => BTN_MIDDLE,
+                };
+                self.notify("NotifyPointerButton", &(code, pressed), wait)
+                    .await
+            }
+        }
+    }
+
+    async fn notify<B>(&self, method: &'static str, body: &B, wait: bool) -> DisplayResult<()>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        let sent = if wait {
+            self.remote_desktop.call::<_, _, ()>(method, body).await
+        } else {
+            self.remote_desktop.call_noreply(method, body).await
+        };
+        sent.map_err(dbus_failed(method))
     }
 
     async fn scroll(&self, axis: u32, steps: i32) -> DisplayResult<()> {
@@ -335,6 +368,13 @@ impl Session {
             .await
             .map_err(dbus_failed("NotifyPointerAxisDiscrete"))
     }
+}
+
+/// A pointer event for `Session::pointer_events`.
+#[derive(Debug, Clone, Copy)]
+enum PointerEvent {
+    Motion(i32, i32),
+    Button(Button, bool),
 }
 
 impl Drop for Session {
@@ -548,15 +588,16 @@ impl GnomeConn {
     }
 
     pub fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
+        let mut events: Vec<PointerEvent> = at
+            .map(|(x, y)| PointerEvent::Motion(x, y))
+            .into_iter()
+            .collect();
+        for _ in 0..count {
+            events.push(PointerEvent::Button(button, true));
+            events.push(PointerEvent::Button(button, false));
+        }
         self.input("a click", move |s| async move {
-            if let Some((x, y)) = at {
-                s.motion(x, y).await?;
-            }
-            for _ in 0..count {
-                s.button(button, true).await?;
-                s.button(button, false).await?;
-            }
-            Ok(())
+            s.pointer_events(&events).await
         })
     }
 
@@ -807,6 +848,11 @@ impl desktop::Desktop for GnomeConn {
     }
     fn focus_must_be_known(&self) -> bool {
         true
+    }
+    fn how_to_focus(&self) -> &'static str {
+        "GNOME lets clients raise no window (there is no `gui focus` here): click into the \
+         window first (`gui click` at a point in it, read off a screenshot), or ask the person \
+         to bring it to the front"
     }
     fn reads_cursor(&self) -> bool {
         false

@@ -54,10 +54,15 @@ const TYPE_FIELDS: &[&str] = &["chars?", "secret?", "window?"];
 const KEY_FIELDS: &[&str] = &["combo", "window?"];
 const FOCUS_FIELDS: &[&str] = &["window", "focused"];
 
-/// Why keys are refused where the backend must know their window and cannot tell it.
-const NO_KNOWN_FOCUS: &str = "no window is focused, or the focus is on a surface that is no \
-     window (a panel, a lock screen), so where keys would land cannot be confirmed; focus a \
-     window first (`gui focus`)";
+/// Why keys are refused where the backend must know their window and cannot tell it, and what
+/// gives a window the focus there.
+fn no_known_focus<D: Desktop>(conn: &D) -> String {
+    format!(
+        "no window is focused, or the focus is on a surface that is no window (a panel, a lock \
+         screen), so where keys would land cannot be confirmed; {}",
+        conn.how_to_focus()
+    )
+}
 
 /// The default long side of a screenshot: big enough to read, small enough for a model.
 const DEFAULT_MAX_DIM: u32 = 1280;
@@ -863,7 +868,7 @@ impl<B: Backend> GuiSurface<B> {
         self.terminals.lines.retain(&live);
         let target = conn.keyboard_target()?;
         if target.is_none() && conn.focus_must_be_known() {
-            return Err(DisplayError(NO_KNOWN_FOCUS.into()));
+            return Err(DisplayError(no_known_focus(conn)));
         }
         match target.and_then(|id| windows.iter().find(|w| w.id == id)) {
             Some(window) if self.terminals.is_terminal(window) => {
@@ -954,6 +959,11 @@ fn target_of<D: Desktop>(
         | Action::Type { .. }
         | Action::Key { .. } => None,
     };
+    if point.is_some() && !conn.places_known() {
+        // No window's place is known (GNOME): which one is under the point cannot be told, and
+        // listing them (a round of calls to every accessible app) would tell nothing.
+        return Ok(None);
+    }
     let windows = conn.windows()?;
     let chosen = match (point, window) {
         (Some((x, y)), _) => {
@@ -1163,7 +1173,9 @@ fn execute<D: Desktop>(
         _ => Vec::new(),
     };
     let pointer_hold = (!pointed.is_empty()).then(|| terminals.lines.hold());
-    if !pointed.is_empty() {
+    // Where no window's place is known, no terminal can be told to lie under the point (the
+    // list would be read for nothing); the lines are all made opaque after the action instead.
+    if !pointed.is_empty() && conn.places_known() {
         // A middle click pastes into a terminal, which may run what it pastes.
         let reached: Vec<Option<u32>> = conn
             .windows()?
@@ -1177,6 +1189,10 @@ fn execute<D: Desktop>(
     }
     let outcome = perform(conn, action, ctx, terminals);
     if let Some(mut held) = pointer_hold {
+        if !conn.places_known() {
+            held.make_all_opaque("a pointer action landed where no window's place is known");
+            return outcome;
+        }
         let windows = conn.windows().inspect_err(|_| {
             // Which terminals lie under the pointer cannot be told: none of the lines is known.
             held.make_all_opaque("a pointer action landed where it could not be told");
@@ -1230,7 +1246,10 @@ fn send_keys<D: Desktop>(
     let mut held = terminals.lines.hold();
     let now = conn.keyboard_target()?;
     if now.is_none() && conn.focus_must_be_known() {
-        return Err(refused(format!("{NO_KNOWN_FOCUS}; nothing was sent")));
+        return Err(refused(format!(
+            "{}; nothing was sent",
+            no_known_focus(conn)
+        )));
     }
     if now != plan.target || now.is_none() {
         let windows = conn.windows()?;

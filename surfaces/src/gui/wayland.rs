@@ -6,7 +6,9 @@
 //!
 //! The virtual pointer and keyboard live as long as the connection: a client binds
 //! `wl_keyboard`/`wl_pointer` only when the seat announces the capability, so a device made for
-//! one call and dropped after it reaches nobody.
+//! one call and dropped after it reaches nobody. The first keys wait until the announcement is
+//! seen (this connection binds the seat's keyboard too, and waits for its keymap). Outputs
+//! plugged in or out later are followed through the registry's events.
 
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -16,8 +18,9 @@ use std::time::{Duration, Instant};
 
 use wayland_client::globals::{GlobalListContents, registry_queue_init};
 use wayland_client::protocol::{
-    wl_buffer::WlBuffer, wl_keyboard, wl_output, wl_output::WlOutput, wl_pointer,
-    wl_registry::WlRegistry, wl_seat::WlSeat, wl_shm, wl_shm::WlShm, wl_shm_pool::WlShmPool,
+    wl_buffer::WlBuffer, wl_keyboard, wl_keyboard::WlKeyboard, wl_output, wl_output::WlOutput,
+    wl_pointer, wl_registry::WlRegistry, wl_seat, wl_seat::WlSeat, wl_shm, wl_shm::WlShm,
+    wl_shm_pool::WlShmPool,
 };
 use wayland_client::{
     Connection, Dispatch, EventQueue, Proxy, QueueHandle, WEnum, delegate_noop, event_created_child,
@@ -73,9 +76,6 @@ mod virtual_keyboard {
 
 /// How long a call waits for the compositor (a frame, an activation) before it fails.
 const REPLY_BOUND: Duration = Duration::from_secs(2);
-/// After the virtual keyboard appears, the time clients get to bind `wl_keyboard` before the
-/// first keys are sent (they bind when the seat's capabilities change).
-const KEYBOARD_SETTLE: Duration = Duration::from_millis(300);
 /// Linux input codes of the mouse buttons (BTN_LEFT, BTN_RIGHT, BTN_MIDDLE).
 const BTN_LEFT: u32 = 0x110;
 const BTN_RIGHT: u32 = 0x111;
@@ -181,6 +181,8 @@ pub fn advertised() -> Option<Protocols> {
 /// A monitor as the compositor describes it.
 #[derive(Debug, Clone, Default)]
 struct Output {
+    /// The output's global name in the registry, which the handlers find it by.
+    global: u32,
     proxy: Option<WlOutput>,
     name: String,
     /// From wl_output: the position, the current mode in pixels, the scale.
@@ -236,6 +238,34 @@ struct State {
     toplevels: Vec<Toplevel>,
     next_window: u32,
     capture: Capture,
+    /// Kept to describe outputs plugged in after the connection was made.
+    xdg_output_manager: Option<ZxdgOutputManagerV1>,
+    /// This connection's own `wl_keyboard`, bound when the seat announces a keyboard (as every
+    /// client does), and whether the compositor has sent it a keymap through it.
+    seat_keyboard: Option<WlKeyboard>,
+    seat_keymap_seen: bool,
+}
+
+impl State {
+    /// Binds the output `name` of the registry and asks for its layout area (xdg-output).
+    fn add_output(
+        &mut self,
+        registry: &WlRegistry,
+        name: u32,
+        version: u32,
+        qh: &QueueHandle<Self>,
+    ) {
+        let output: WlOutput = registry.bind(name, version.min(4), qh, name);
+        if let Some(manager) = &self.xdg_output_manager {
+            manager.get_xdg_output(&output, qh, name);
+        }
+        self.outputs.push(Output {
+            global: name,
+            proxy: Some(output),
+            scale: 1,
+            ..Output::default()
+        });
+    }
 }
 
 /// The event queue and the state it updates: used under one lock.
@@ -250,8 +280,8 @@ struct Devices {
     keyboard: Option<ZwpVirtualKeyboardV1>,
     /// The keymap the keyboard holds now.
     layout: Layout,
-    /// When the keyboard appeared (clients need a moment to bind it).
-    keyboard_since: Instant,
+    /// Whether the seat was seen to offer the virtual keyboard to clients (checked once).
+    keyboard_announced: bool,
 }
 
 /// One connection to the compositor and what was learnt from it.
@@ -264,7 +294,7 @@ pub struct WlConn {
     shm: WlShm,
     screencopy: Option<ZwlrScreencopyManagerV1>,
     protocols: Protocols,
-    sway: Option<std::path::PathBuf>,
+    sway: Option<wayland_sway::SwayIpc>,
     started: Instant,
 }
 
@@ -313,26 +343,17 @@ impl WlConn {
                 .map(|g| g.name)
                 .collect()
         });
-        for (index, name) in outputs.iter().enumerate() {
+        state.xdg_output_manager = globals
+            .bind::<ZxdgOutputManagerV1, _, _>(&qh, 1..=3, ())
+            .ok();
+        protocols.xdg_output = state.xdg_output_manager.is_some();
+        for name in outputs {
             let version = globals.contents().with_list(|list| {
                 list.iter()
-                    .find(|g| g.name == *name)
+                    .find(|g| g.name == name)
                     .map_or(1, |g| g.version)
             });
-            let output: WlOutput = globals.registry().bind(*name, version.min(4), &qh, index);
-            state.outputs.push(Output {
-                proxy: Some(output),
-                scale: 1,
-                ..Output::default()
-            });
-        }
-        if let Ok(manager) = globals.bind::<ZxdgOutputManagerV1, _, _>(&qh, 1..=3, ()) {
-            protocols.xdg_output = true;
-            for (index, output) in state.outputs.iter().enumerate() {
-                if let Some(proxy) = &output.proxy {
-                    manager.get_xdg_output(proxy, &qh, index);
-                }
-            }
+            state.add_output(globals.registry(), name, version, &qh);
         }
         let screencopy = globals
             .bind::<ZwlrScreencopyManagerV1, _, _>(&qh, 1..=3, ())
@@ -382,13 +403,13 @@ impl WlConn {
                 pointer,
                 keyboard,
                 layout,
-                keyboard_since: Instant::now(),
+                keyboard_announced: false,
             }),
             seat,
             shm,
             screencopy,
             protocols,
-            sway: wayland_sway::socket(),
+            sway: wayland_sway::socket().map(wayland_sway::SwayIpc::new),
             started: Instant::now(),
         };
         Ok(conn)
@@ -439,6 +460,10 @@ impl WlConn {
     pub fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
         let mut queue = self.lock_queue();
         self.dispatch_waiting(&mut queue)?;
+        // A monitor plugged in since has been bound but not yet described: wait for that.
+        if queue.state.outputs.iter().any(|o| o.rect().width == 0) {
+            self.sync(&mut queue)?;
+        }
         Ok(monitors_of(&queue.state))
     }
 
@@ -464,8 +489,11 @@ impl WlConn {
         }))
     }
 
-    /// Captures `area` (layout coordinates) from every output it covers, at the outputs' own
-    /// resolution (a scale-2 output gives two pixels per unit).
+    /// Captures `area` (layout coordinates) from every output it covers. On one output, or on
+    /// outputs of one integer scale, the image has that output's own resolution (a scale-2
+    /// output gives two pixels per unit); an area across outputs of different scales is
+    /// composed at one pixel per unit, each part sampled down from its output's pixels, so that
+    /// a pixel of the image still maps back to exactly one layout point.
     pub fn grab(&self, area: Rect) -> DisplayResult<Frame> {
         let Some(manager) = &self.screencopy else {
             return Err(failed(
@@ -484,21 +512,19 @@ impl WlConn {
                 Some((o.proxy.clone()?, rect, part, o.scale.max(1)))
             })
             .collect();
-        let scale = parts.first().map_or(1, |p| p.3);
-        if parts.iter().any(|p| p.3 != scale) {
-            return Err(failed(
-                "the area spans outputs of different scales: capture one monitor at a time \
-                 (`monitor`)",
-            ));
-        }
         if parts.is_empty() {
             return Err(failed("the area lies on no output"));
         }
-        let scale_u = scale as u32;
+        let scale = parts[0].3;
+        let per_unit = if parts.iter().all(|p| p.3 == scale) {
+            scale as u32
+        } else {
+            1
+        };
         let mut frame = Frame {
-            width: area.width * scale_u,
-            height: area.height * scale_u,
-            rgb: vec![0; (area.width * scale_u * area.height * scale_u * 3) as usize],
+            width: area.width * per_unit,
+            height: area.height * per_unit,
+            rgb: vec![0; (area.width * per_unit * area.height * per_unit * 3) as usize],
         };
         for (output, rect, part, _) in parts {
             let piece = self.capture_region(
@@ -511,14 +537,7 @@ impl WlConn {
                     ..part
                 },
             )?;
-            let left = ((part.x - area.x) as u32 * scale_u) as usize;
-            let top = ((part.y - area.y) as u32 * scale_u) as usize;
-            let width = (piece.width as usize).min(frame.width as usize - left);
-            for row in 0..(piece.height as usize).min(frame.height as usize - top) {
-                let from = row * piece.width as usize * 3;
-                let to = ((top + row) * frame.width as usize + left) * 3;
-                frame.rgb[to..to + width * 3].copy_from_slice(&piece.rgb[from..from + width * 3]);
-            }
+            paste(&mut frame, &piece, &part, &area, per_unit);
         }
         Ok(frame)
     }
@@ -651,24 +670,39 @@ impl WlConn {
             .map_err(|err| failed(format!("dispatch: {err}")))
     }
 
-    /// The windows as the events read so far tell (the background reader keeps them current).
+    /// The windows as the events read so far tell (the background reader keeps them current),
+    /// with each one's place and process from sway's tree, read now.
     pub fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
-        self.windows_as_of(false)
-    }
-
-    /// The windows; with `confirmed`, after a roundtrip, so that every change the compositor
-    /// made before now is in (what keys are checked against right before they are sent).
-    fn windows_as_of(&self, confirmed: bool) -> DisplayResult<Vec<WindowInfo>> {
         if !self.protocols.foreign_toplevel {
             return Err(failed(
                 "the compositor offers no foreign-toplevel protocol: windows cannot be listed",
             ));
         }
         let mut queue = self.lock_queue();
-        if confirmed {
+        self.dispatch_waiting(&mut queue)?;
+        // sway adds each window's rectangle and pid; elsewhere they are unknown.
+        let views = self
+            .sway
+            .as_ref()
+            .map(wayland_sway::SwayIpc::views)
+            .transpose()
+            .unwrap_or_else(|err| {
+                tracing::debug!(%err, "sway's window rectangles are unavailable");
+                None
+            })
+            .unwrap_or_default();
+        // A window sway's tree shows mapped, whose output the Wayland events have not told
+        // yet: those events were sent before the tree's reply, on the other socket; one
+        // roundtrip brings them in.
+        let placed_later = {
+            let toplevels: Vec<&Toplevel> =
+                queue.state.toplevels.iter().filter(|t| !t.closed).collect();
+            toplevels
+                .iter()
+                .any(|t| t.outputs.is_empty() && matching_view(t, &toplevels, &views).is_some())
+        };
+        if placed_later {
             self.sync(&mut queue)?;
-        } else {
-            self.dispatch_waiting(&mut queue)?;
         }
         let monitors: Vec<wayland_client::backend::ObjectId> = queue
             .state
@@ -678,17 +712,6 @@ impl WlConn {
             .collect();
         let toplevels: Vec<&Toplevel> =
             queue.state.toplevels.iter().filter(|t| !t.closed).collect();
-        // sway adds each window's rectangle and pid; elsewhere they are unknown.
-        let views = self
-            .sway
-            .as_deref()
-            .map(wayland_sway::views)
-            .transpose()
-            .unwrap_or_else(|err| {
-                tracing::debug!(%err, "sway's window rectangles are unavailable");
-                None
-            })
-            .unwrap_or_default();
         Ok(toplevels
             .iter()
             .map(|t| {
@@ -726,11 +749,22 @@ impl WlConn {
     /// The activated toplevel, which keys reach; None when no window is activated (the focus
     /// is on no window, or on a panel or lock screen the protocol does not list).
     pub fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
-        Ok(self
-            .windows_as_of(true)?
+        if !self.protocols.foreign_toplevel {
+            return Err(failed(
+                "the compositor offers no foreign-toplevel protocol: the focused window cannot \
+                 be told",
+            ));
+        }
+        // After a roundtrip, so that every change the compositor made before now is in. Only
+        // the activated state counts here: sway's tree (places, pids) is not read.
+        let mut queue = self.lock_queue();
+        self.sync(&mut queue)?;
+        Ok(queue
+            .state
+            .toplevels
             .iter()
-            .find(|w| w.focused)
-            .map(|w| w.id))
+            .find(|t| t.activated && !t.closed)
+            .map(|t| t.id))
     }
 
     /// Activates `window` and waits (bounded) until the compositor reports it activated.
@@ -864,12 +898,28 @@ impl WlConn {
         })
     }
 
-    /// Gives clients time to bind the new keyboard after it first appears (bounded, once).
-    fn keyboard_settled(&self, devices: &Devices) {
-        let waited = devices.keyboard_since.elapsed();
-        if waited < KEYBOARD_SETTLE {
-            std::thread::sleep(KEYBOARD_SETTLE - waited);
+    /// Waits (bounded, once per keyboard) until the seat offers the virtual keyboard to
+    /// clients: a client binds `wl_keyboard` only when the seat announces the capability, so keys
+    /// sent before that reach nobody. This connection binds one too when the announcement comes
+    /// (see the seat's handler), and the keymap arriving on it proves the compositor has
+    /// announced the keyboard and handed out its keymap; the focused client got the same
+    /// announcement in the same dispatch. A further roundtrip lets it bind before the keys.
+    fn keyboard_announced(&self, devices: &mut Devices) -> DisplayResult<()> {
+        if devices.keyboard_announced {
+            return Ok(());
         }
+        let deadline = Instant::now() + REPLY_BOUND;
+        let mut queue = self.lock_queue();
+        while !queue.state.seat_keymap_seen {
+            self.wait_event(
+                &mut queue,
+                deadline,
+                "the seat's keyboard (the virtual keyboard was not announced to clients)",
+            )?;
+        }
+        self.sync(&mut queue)?;
+        devices.keyboard_announced = true;
+        Ok(())
     }
 
     /// Puts `keysyms` on the keymap unless it holds them already.
@@ -896,7 +946,7 @@ impl WlConn {
         let keysyms: Vec<u32> = text.chars().map(char_keysym).collect();
         let mut devices = self.lock_devices();
         self.keyboard(&devices)?;
-        self.keyboard_settled(&devices);
+        self.keyboard_announced(&mut devices)?;
         for (run, distinct) in keymap::rounds(&keysyms) {
             self.ensure_layout(&mut devices, distinct)?;
             let keyboard = self.keyboard(&devices)?;
@@ -915,7 +965,7 @@ impl WlConn {
     pub fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
         let mut devices = self.lock_devices();
         self.keyboard(&devices)?;
-        self.keyboard_settled(&devices);
+        self.keyboard_announced(&mut devices)?;
         if let Some(modifier) = combo.modifiers.iter().find(|m| !keymap::is_modifier(**m)) {
             return Err(failed(format!(
                 "modifier keysym {modifier:#x} has no key on the virtual keyboard"
@@ -1034,6 +1084,39 @@ fn upload(keyboard: &ZwpVirtualKeyboardV1, layout: &Layout) -> DisplayResult<()>
     Ok(())
 }
 
+/// Copies `piece` (the capture of `part`, at whatever resolution its output has) into `frame`
+/// (the capture of `area` at `per_unit` pixels per layout unit): row by row where the two
+/// resolutions agree, else each pixel from the piece's pixel that covers its place.
+fn paste(frame: &mut Frame, piece: &Frame, part: &Rect, area: &Rect, per_unit: u32) {
+    let left = (part.x - area.x) as usize * per_unit as usize;
+    let top = (part.y - area.y) as usize * per_unit as usize;
+    let width = (part.width * per_unit) as usize;
+    let height = (part.height * per_unit) as usize;
+    let width = width.min(frame.width as usize - left);
+    let height = height.min(frame.height as usize - top);
+    if piece.width as usize == width && piece.height as usize >= height {
+        for row in 0..height {
+            let from = row * piece.width as usize * 3;
+            let to = ((top + row) * frame.width as usize + left) * 3;
+            frame.rgb[to..to + width * 3].copy_from_slice(&piece.rgb[from..from + width * 3]);
+        }
+        return;
+    }
+    if piece.width == 0 || piece.height == 0 || width == 0 || height == 0 {
+        return;
+    }
+    for row in 0..height {
+        let source_row = (row * piece.height as usize / height).min(piece.height as usize - 1);
+        for column in 0..width {
+            let source_column =
+                (column * piece.width as usize / width).min(piece.width as usize - 1);
+            let from = (source_row * piece.width as usize + source_column) * 3;
+            let to = ((top + row) * frame.width as usize + left + column) * 3;
+            frame.rgb[to..to + 3].copy_from_slice(&piece.rgb[from..from + 3]);
+        }
+    }
+}
+
 /// A capture as RGB.
 pub struct Frame {
     pub width: u32,
@@ -1077,27 +1160,48 @@ fn to_rgb(
 
 impl Dispatch<WlRegistry, GlobalListContents> for State {
     fn event(
-        _: &mut Self,
-        _: &WlRegistry,
-        _: wayland_client::protocol::wl_registry::Event,
+        state: &mut Self,
+        registry: &WlRegistry,
+        event: wayland_client::protocol::wl_registry::Event,
         _: &GlobalListContents,
         _: &Connection,
-        _: &QueueHandle<Self>,
+        qh: &QueueHandle<Self>,
     ) {
-        // Outputs plugged in later are seen by the next connection (after an error).
+        // Monitors plugged in or out while the connection lives.
+        use wayland_client::protocol::wl_registry::Event;
+        match event {
+            Event::Global {
+                name,
+                interface,
+                version,
+            } if interface == WlOutput::interface().name => {
+                state.add_output(registry, name, version, qh);
+            }
+            Event::GlobalRemove { name } => {
+                if let Some(gone) = state.outputs.iter().position(|o| o.global == name) {
+                    let output = state.outputs.remove(gone);
+                    if let Some(proxy) = output.proxy
+                        && proxy.version() >= 3
+                    {
+                        proxy.release();
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
-impl Dispatch<WlOutput, usize> for State {
+impl Dispatch<WlOutput, u32> for State {
     fn event(
         state: &mut Self,
         _: &WlOutput,
         event: wl_output::Event,
-        index: &usize,
+        global: &u32,
         _: &Connection,
         _: &QueueHandle<Self>,
     ) {
-        let Some(output) = state.outputs.get_mut(*index) else {
+        let Some(output) = state.outputs.iter_mut().find(|o| o.global == *global) else {
             return;
         };
         match event {
@@ -1119,16 +1223,16 @@ impl Dispatch<WlOutput, usize> for State {
     }
 }
 
-impl Dispatch<ZxdgOutputV1, usize> for State {
+impl Dispatch<ZxdgOutputV1, u32> for State {
     fn event(
         state: &mut Self,
         _: &ZxdgOutputV1,
         event: zxdg_output_v1::Event,
-        index: &usize,
+        global: &u32,
         _: &Connection,
         _: &QueueHandle<Self>,
     ) {
-        let Some(output) = state.outputs.get_mut(*index) else {
+        let Some(output) = state.outputs.iter_mut().find(|o| o.global == *global) else {
             return;
         };
         let logical = output.logical.get_or_insert(Rect {
@@ -1247,7 +1351,50 @@ impl Dispatch<ZwlrForeignToplevelHandleV1, ()> for State {
     }
 }
 
-delegate_noop!(State: ignore WlSeat);
+impl Dispatch<WlSeat, ()> for State {
+    fn event(
+        state: &mut Self,
+        seat: &WlSeat,
+        event: wl_seat::Event,
+        _: &(),
+        _: &Connection,
+        qh: &QueueHandle<Self>,
+    ) {
+        let wl_seat::Event::Capabilities { capabilities } = event else {
+            return;
+        };
+        let keyboard =
+            matches!(capabilities, WEnum::Value(c) if c.contains(wl_seat::Capability::Keyboard));
+        match (keyboard, &state.seat_keyboard) {
+            (true, None) => state.seat_keyboard = Some(seat.get_keyboard(qh, ())),
+            (false, Some(bound)) => {
+                if bound.version() >= 3 {
+                    bound.release();
+                }
+                state.seat_keyboard = None;
+                state.seat_keymap_seen = false;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<WlKeyboard, ()> for State {
+    fn event(
+        state: &mut Self,
+        _: &WlKeyboard,
+        event: wl_keyboard::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        // The keymap's descriptor closes as the event drops; its arrival is what counts.
+        if let wl_keyboard::Event::Keymap { .. } = event {
+            state.seat_keymap_seen = true;
+        }
+    }
+}
+
 delegate_noop!(State: ignore WlShm);
 delegate_noop!(State: WlShmPool);
 delegate_noop!(State: ignore WlBuffer);
@@ -1459,6 +1606,48 @@ mod tests {
         let flipped = to_rgb(&raw, wl_shm::Format::Xbgr8888, 2, 2, 8, true).unwrap();
         assert_eq!(flipped.rgb, [7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6]);
         assert!(to_rgb(&raw, wl_shm::Format::Rgb565, 2, 2, 8, false).is_err());
+    }
+
+    #[test]
+    fn a_scale_two_piece_is_sampled_to_one_pixel_per_unit_at_its_place() {
+        // The area: 4×2 units from (10, 0); the piece covers units 12..14 × 0..2 at scale 2
+        // (4×4 pixels, each pixel's red channel its index).
+        let area = Rect {
+            x: 10,
+            y: 0,
+            width: 4,
+            height: 2,
+        };
+        let part = Rect {
+            x: 12,
+            y: 0,
+            width: 2,
+            height: 2,
+        };
+        let piece = Frame {
+            width: 4,
+            height: 4,
+            rgb: (0..16u8).flat_map(|i| [i, 0, 0]).collect(),
+        };
+        let mut frame = Frame {
+            width: 4,
+            height: 2,
+            rgb: vec![255; 4 * 2 * 3],
+        };
+        paste(&mut frame, &piece, &part, &area, 1);
+        let red: Vec<u8> = frame.rgb.chunks(3).map(|px| px[0]).collect();
+        // Left half untouched; unit (12, 0) from pixel (0, 0), (13, 0) from (2, 0), (12, 1)
+        // from (0, 2), (13, 1) from (2, 2).
+        assert_eq!(red, [255, 255, 0, 2, 255, 255, 8, 10]);
+        // At the piece's own resolution the rows are copied as they are.
+        let mut sharp = Frame {
+            width: 8,
+            height: 4,
+            rgb: vec![255; 8 * 4 * 3],
+        };
+        paste(&mut sharp, &piece, &part, &area, 2);
+        assert_eq!(sharp.rgb[(4 * 3)..(8 * 3)], piece.rgb[..12]);
+        assert_eq!(sharp.rgb[(3 * 8 + 4) * 3], 12);
     }
 
     #[test]

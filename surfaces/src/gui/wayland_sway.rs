@@ -1,10 +1,15 @@
 //! What sway tells about its windows beyond the foreign-toplevel protocol: each view's
 //! rectangle on the layout and its process id, read from sway's IPC socket (`SWAYSOCK`,
 //! `GET_TREE`). The Wayland backend joins them to its toplevels by app id and title.
+//!
+//! The tree is read anew for every listing: sway announces no event when a window is resized
+//! or moved by a command or by the person's pointer, so a kept copy could place a window
+//! wrongly. What is kept is the connection, so a listing costs one request, not a connect too.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -33,20 +38,57 @@ pub fn socket() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Every view in sway's tree (tiled and floating), or why the tree could not be read.
-pub fn views(socket: &Path) -> Result<Vec<SwayView>, String> {
-    let tree = request(socket, GET_TREE)?;
-    let mut views = Vec::new();
-    collect(&tree, &mut views);
-    Ok(views)
+/// One IPC connection to sway, kept between requests and made again after it fails (sway
+/// restarted, or a reply was cut short).
+pub struct SwayIpc {
+    socket: PathBuf,
+    stream: Mutex<Option<UnixStream>>,
 }
 
-fn request(socket: &Path, kind: u32) -> Result<Value, String> {
+impl SwayIpc {
+    pub fn new(socket: PathBuf) -> SwayIpc {
+        SwayIpc {
+            socket,
+            stream: Mutex::new(None),
+        }
+    }
+
+    /// Every view in sway's tree (tiled and floating), or why the tree could not be read.
+    pub fn views(&self) -> Result<Vec<SwayView>, String> {
+        let tree = self.request(GET_TREE)?;
+        let mut views = Vec::new();
+        collect(&tree, &mut views);
+        Ok(views)
+    }
+
+    /// One request on the kept connection; on failure, once more on a new one (the kept one
+    /// may have died with an earlier sway).
+    fn request(&self, kind: u32) -> Result<Value, String> {
+        let mut slot = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(stream) = slot.as_mut()
+            && let Ok(reply) = request_on(stream, &self.socket, kind)
+        {
+            return Ok(reply);
+        }
+        *slot = None;
+        let mut stream = connect(&self.socket)?;
+        let reply = request_on(&mut stream, &self.socket, kind)?;
+        *slot = Some(stream);
+        Ok(reply)
+    }
+}
+
+fn connect(socket: &Path) -> Result<UnixStream, String> {
     let failed = |err: std::io::Error| format!("sway ipc at {}: {err}", socket.display());
-    let mut stream = UnixStream::connect(socket).map_err(failed)?;
+    let stream = UnixStream::connect(socket).map_err(failed)?;
     let bound = Some(Duration::from_secs(2));
     stream.set_read_timeout(bound).map_err(failed)?;
     stream.set_write_timeout(bound).map_err(failed)?;
+    Ok(stream)
+}
+
+fn request_on(stream: &mut UnixStream, socket: &Path, kind: u32) -> Result<Value, String> {
+    let failed = |err: std::io::Error| format!("sway ipc at {}: {err}", socket.display());
     let mut message = MAGIC.to_vec();
     message.extend_from_slice(&0u32.to_le_bytes());
     message.extend_from_slice(&kind.to_le_bytes());
