@@ -248,8 +248,8 @@ fn portal_chosen(offer: portal::Offer, why: String) -> Chosen {
     Chosen {
         backend: PlatformBackend::Portal(Arc::new(portal::Backend::new())),
         description: format!(
-            "portal ({} through xdg-desktop-portal: RemoteDesktop version {} and ScreenCast \
-             version {}, frames over PipeWire, windows and focus from AT-SPI; the portal's own \
+            "portal ({}; the portal's RemoteDesktop version {} and ScreenCast version {}, \
+             frames over PipeWire, windows and focus from AT-SPI; the portal's own \
              dialog asks the person, {}); chosen because {why}; missing: {}",
             portal_desktop(),
             offer.remote_desktop,

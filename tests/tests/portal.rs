@@ -1,0 +1,330 @@
+//! The gui surface through xdg-desktop-portal, for real: xdg-desktop-portal 1.16 with
+//! xdg-desktop-portal-gnome 43 on a headless Mutter 43 (the KDE route's interfaces, served by
+//! another backend; KWin cannot run in this container, see LINUX-DESKTOP.md). The daemon takes
+//! the portal when told to (`COMPUTER_GUI_BACKEND=portal`; on GNOME it otherwise keeps Mutter's
+//! own API) and `doctor` says so; the portal's own dialog asks the person, answered here through
+//! AT-SPI as a person would; a screenshot then matches an independent capture (gst-launch), a
+//! click and typing reach a GTK app, and a refusal is a clear error that says how to grant it.
+//! This portal's RemoteDesktop is version 1, which has no restore token: the token's keeping
+//! is tested with the keychain (an agent cannot forge it) and in unit tests.
+#![cfg(target_os = "linux")]
+
+use std::time::Duration;
+
+use computer_tests::gnome::{BLUE_PATCH, IndependentCast, Mutter, Portal, Probe, RED_PATCH};
+use computer_tests::{Daemon, structured};
+use serde_json::{Value, json};
+
+/// The suites share one compositor and one portal: one test at a time owns the dialog, the
+/// windows and the focus.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A daemon on the shared Mutter that drives it through the portal, with no X display.
+fn daemon() -> Daemon {
+    Portal::shared();
+    let mut env = Mutter::shared().env();
+    env.push(("COMPUTER_GUI_BACKEND", "portal".into()));
+    Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"])
+}
+
+async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
+    let client = daemon.client().await;
+    let result = client
+        .call_raw(json!({"surface": "gui", "command": command, "args": args}))
+        .await
+        .expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// A gui call on a task of its own (it waits for the person's answer in the portal's dialog).
+fn gui_task(daemon: &Daemon, command: &str, args: Value) -> tokio::task::JoinHandle<Value> {
+    let socket = daemon.socket.clone();
+    let arguments = json!({"surface": "gui", "command": command, "args": args});
+    tokio::spawn(async move {
+        let client = computer_ipc::Client::connect(&socket)
+            .await
+            .expect("connect");
+        let result = client.call_raw(arguments).await.expect("call");
+        client.close().await;
+        structured(&result)
+    })
+}
+
+/// Starts the daemon's portal session: a screenshot, which the portal's dialog holds until the
+/// person shares the screen with remote interaction allowed.
+async fn share(daemon: &Daemon) {
+    let call = gui_task(daemon, "screenshot", json!({}));
+    let answer = Portal::shared().answer("share", true);
+    assert_eq!(answer["answered"], "share", "{answer}");
+    assert_eq!(answer["interaction"], true, "{answer}");
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+}
+
+fn decode(out: &Value) -> image::RgbImage {
+    image::load_from_memory(&std::fs::read(out["path"].as_str().unwrap()).unwrap())
+        .unwrap()
+        .to_rgb8()
+}
+
+fn centre((x, y, w, h): (i32, i32, i32, i32)) -> (u32, u32) {
+    ((x + w / 2) as u32, (y + h / 2) as u32)
+}
+
+/// Waits (bounded) until a full screenshot shows the probe's patches where it painted them.
+async fn shows_the_patches(daemon: &Daemon) -> Value {
+    let (red, blue) = (centre(RED_PATCH), centre(BLUE_PATCH));
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        last = gui(daemon, "screenshot", json!({"max_dim": 4096})).await;
+        assert_eq!(last["ok"], true, "{last}");
+        let shot = decode(&last);
+        if shot.get_pixel(red.0, red.1).0 == [255, 0, 0]
+            && shot.get_pixel(blue.0, blue.1).0 == [0, 0, 255]
+        {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the patches never showed where the app painted them: {last}");
+}
+
+/// The daemon's window entry for a process once AT-SPI names it the active one (bounded).
+async fn active_window_of(daemon: &Daemon, pid: u32) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = gui(daemon, "windows", json!({})).await;
+        if let Some(window) = last["windows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|w| w["pid"].as_u64() == Some(u64::from(pid)) && w["focused"] == true)
+        {
+            return window.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no active window of pid {pid} in gui windows: {last}");
+}
+
+fn gui_doctor_entry(daemon: &Daemon) -> Value {
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    doctor["surfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["surface"] == "gui")
+        .cloned()
+        .unwrap()
+}
+
+/// On GNOME the daemon keeps Mutter's own API although the portal is there; told to take the
+/// portal, it does, and `doctor` names it, why, and what it lacks (no kept grant with this
+/// portal's version); the tool lists only what works there.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_portal_is_chosen_when_told_and_doctor_says_why_and_what_is_missing() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    Portal::shared();
+    let gnome = Daemon::start_with_env("", &Mutter::shared().env(), &["DISPLAY", "SWAYSOCK"]);
+    let backend = gui_doctor_entry(&gnome)["backend"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(backend.starts_with("gnome-mutter"), "{backend}");
+    drop(gnome);
+
+    let daemon = daemon();
+    let entry = gui_doctor_entry(&daemon);
+    assert_eq!(entry["availability"]["status"], "ready", "{entry}");
+    let backend = entry["backend"].as_str().unwrap_or_default();
+    assert!(
+        backend.starts_with(
+            "portal (GNOME through xdg-desktop-portal-gnome; the portal's RemoteDesktop \
+             version 1 and ScreenCast version 4"
+        ),
+        "{backend}"
+    );
+    assert!(
+        backend.contains("chosen because COMPUTER_GUI_BACKEND=portal"),
+        "{backend}"
+    );
+    assert!(
+        backend.contains("persistence needs version 2") && backend.contains("every daemon start"),
+        "{backend}"
+    );
+    assert!(
+        backend.contains("windows and focus come from AT-SPI"),
+        "{backend}"
+    );
+    // Asking doctor shows no dialog: the session starts only with a call that needs it.
+    assert!(!Portal::shared().dialog_showing());
+
+    let client = daemon.client().await;
+    let tools = client.list_tools().await.unwrap();
+    client.close().await;
+    let description = tools[0].description.as_deref().unwrap_or_default();
+    let gui_commands: Vec<&str> = description
+        .lines()
+        .filter_map(|line| line.strip_prefix("- gui."))
+        .filter_map(|rest| rest.split(' ').next())
+        .collect();
+    for offered in ["screenshot", "windows", "click", "type", "key"] {
+        assert!(gui_commands.contains(&offered), "{offered}: {description}");
+    }
+    for missing in ["focus", "cursor"] {
+        assert!(!gui_commands.contains(&missing), "{missing}: {description}");
+    }
+    daemon.assert_chain_holds();
+}
+
+/// Once the person shares the screen in the portal's dialog, a screenshot shows what the app
+/// painted and matches an independent capture (its own screen cast, read by gst-launch's
+/// pipewiresrc) pixel for pixel; a click lands at its point and typed text reaches the active
+/// window, which AT-SPI confirms first. The dialog is not shown again for the daemon's session.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_the_person_shares_screenshots_clicks_and_typing_work_through_the_portal() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let probe = Probe::launch("portal-input");
+    share(&daemon).await;
+    let last = shows_the_patches(&daemon).await;
+    assert_eq!(
+        (&last["width"], &last["height"], &last["origin_x"]),
+        (&json!(1920), &json!(1080), &json!(0)),
+        "{last}"
+    );
+    let cast = IndependentCast::start();
+    let mutter = Mutter::shared();
+    let mut differing = usize::MAX;
+    for attempt in 0..5 {
+        let ours = decode(&gui(&daemon, "screenshot", json!({"max_dim": 4096})).await);
+        let theirs = image::load_from_memory(
+            &cast.capture(&mutter.log_dir.join(format!("portal-gst-{attempt}.png"))),
+        )
+        .unwrap()
+        .to_rgb8();
+        assert_eq!(ours.dimensions(), theirs.dimensions());
+        // Leaves out the entry, whose text cursor blinks.
+        differing = ours
+            .enumerate_pixels()
+            .zip(theirs.pixels())
+            .filter(|((x, y, a), b)| !(*x < 600 && *y < 60) && a != b)
+            .count();
+        if differing == 0 {
+            break;
+        }
+    }
+    assert_eq!(differing, 0, "pixels differ from gst-launch's capture");
+
+    let out = gui(&daemon, "click", json!({"x": 1000, "y": 600})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    let click = probe.wait_for_line("the app to report the click", |v| v["click"] == 1);
+    assert_eq!(
+        (&click["x"], &click["y"]),
+        (&json!(1000), &json!(600)),
+        "{click}"
+    );
+
+    let active = active_window_of(&daemon, probe.pid()).await;
+    assert_eq!(active["title"], probe.title, "{active}");
+    let out = gui(&daemon, "type", json!({"text": "Hello, portal!"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    let typed = computer_tests::try_wait_for(Duration::from_secs(10), || {
+        (probe.text().as_deref() == Some("Hello, portal!")).then_some(())
+    });
+    assert!(typed.is_some(), "the entry shows {:?}", probe.text());
+    let out = gui(&daemon, "type", json!({"text": " café"})).await;
+    assert_eq!(out["error"]["code"], "invalid_call", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was typed"),
+        "{out}"
+    );
+    assert!(
+        !Portal::shared().dialog_showing(),
+        "asked again within one session"
+    );
+    daemon.assert_chain_holds();
+}
+
+/// The person refuses in the portal's dialog: the call fails with an error that says so and
+/// how to grant it, nothing is captured, the daemon stays up and receipts the call; the next
+/// call asks again and works once shared.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusal_in_the_portals_dialog_is_a_clear_error_and_the_next_call_asks_again() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let call = gui_task(&daemon, "screenshot", json!({}));
+    let answer = Portal::shared().answer("cancel", false);
+    assert_eq!(answer["answered"], "cancel", "{answer}");
+    let out = call.await.unwrap();
+    assert_ne!(out["ok"], true, "{out}");
+    let message = out["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("refused"), "{out}");
+    assert!(message.contains("nothing was captured or sent"), "{out}");
+    assert!(
+        message.contains("keychain://computer.gui/portal-restore-token"),
+        "{out}"
+    );
+    assert!(out.get("path").is_none(), "{out}");
+
+    share(&daemon).await;
+    daemon.assert_chain_holds();
+}
+
+/// A hostile agent plants a restore token through the keychain surface (where the config lets
+/// calls set values), so the daemon would present a grant the person never gave: refused, and
+/// nothing kept; setting an ordinary item still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_cannot_plant_a_restore_token_through_the_keychain_surface() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    let mut env = Mutter::shared().env();
+    env.push(("COMPUTER_GUI_BACKEND", "portal".into()));
+    let daemon = Daemon::start_with_env(
+        "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n\
+         [keychain]\nmodel_values = true\n",
+        &env,
+        &["DISPLAY", "SWAYSOCK"],
+    );
+    let keychain = |args: Value| {
+        let daemon = &daemon;
+        async move {
+            let client = daemon.client().await;
+            let result = client
+                .call_raw(json!({"surface": "keychain", "command": "set", "args": args}))
+                .await
+                .expect("call");
+            client.close().await;
+            structured(&result)
+        }
+    };
+    let planted = keychain(json!({
+        "reference": "keychain://computer.gui/portal-restore-token",
+        "value": "planted-by-an-agent",
+    }))
+    .await;
+    assert_eq!(planted["error"]["code"], "denied", "{planted}");
+    assert!(
+        !computer_tests::gnome::secret_tool(&["search", "--all", "service", "computer.gui"])
+            .contains("portal-restore-token"),
+        "the planted token was kept"
+    );
+    let ordinary = keychain(json!({
+        "reference": "keychain://example.test/portal-agent",
+        "value": "an ordinary value",
+    }))
+    .await;
+    // Not refused, and stored (checked from outside: the surface's own read-back of a fresh
+    // item on this gnome-keyring now and then misses it, which is not what this test is about).
+    assert_ne!(ordinary["error"]["code"], "denied", "{ordinary}");
+    let stored = computer_tests::try_wait_for(Duration::from_secs(10), || {
+        computer_tests::gnome::secret_tool(&["search", "--all", "service", "example.test"])
+            .contains("portal-agent")
+            .then_some(())
+    });
+    assert!(stored.is_some(), "the ordinary item was not stored");
+    daemon.assert_chain_holds();
+}
