@@ -328,3 +328,58 @@ async fn an_agent_cannot_plant_a_restore_token_through_the_keychain_surface() {
     assert!(stored.is_some(), "the ordinary item was not stored");
     daemon.assert_chain_holds();
 }
+
+/// A KDE Plasma Wayland session whose portal is missing (a private bus on which nothing offers
+/// it, and nothing can be started): `doctor` says which route KDE needs, what is missing and
+/// how to get it, and the gui surface is not offered as ready. (KWin itself cannot run in this
+/// container: LINUX-DESKTOP.md says why.)
+#[tokio::test(flavor = "multi_thread")]
+async fn on_kde_without_a_portal_doctor_says_what_is_missing() {
+    let bus = computer_tests::keyring::Keyring::bus_only();
+    let mut env = bus.env();
+    env.extend([
+        ("WAYLAND_DISPLAY", "wayland-kde-absent".to_string()),
+        ("XDG_SESSION_TYPE", "wayland".into()),
+        ("XDG_CURRENT_DESKTOP", "KDE".into()),
+    ]);
+    let daemon = Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"]);
+    let entry = gui_doctor_entry(&daemon);
+    assert_ne!(entry["availability"]["status"], "ready", "{entry}");
+    let backend = entry["backend"].as_str().unwrap_or_default();
+    assert!(
+        backend.contains("no xdg-desktop-portal route")
+            && backend.contains("org.freedesktop.portal.Desktop is not on the session bus"),
+        "{backend}"
+    );
+    assert!(
+        backend.contains("install xdg-desktop-portal and xdg-desktop-portal-kde"),
+        "{backend}"
+    );
+    assert!(
+        backend.contains("org.gnome.Mutter.RemoteDesktop is not on the session bus"),
+        "{backend}"
+    );
+}
+
+/// With the portal there, a KDE session names its route; the daemon reads the desktop's name
+/// from `XDG_CURRENT_DESKTOP` (the portal here is GNOME's, which serves the same interfaces).
+#[tokio::test(flavor = "multi_thread")]
+async fn on_kde_doctor_names_kwin_through_xdg_desktop_portal_kde() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    Portal::shared();
+    let mut env = Mutter::shared().env();
+    env.retain(|(name, _)| *name != "XDG_CURRENT_DESKTOP");
+    env.extend([
+        ("XDG_CURRENT_DESKTOP", "KDE".to_string()),
+        ("COMPUTER_GUI_BACKEND", "portal".into()),
+    ]);
+    let daemon = Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"]);
+    let backend = gui_doctor_entry(&daemon)["backend"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        backend.starts_with("portal (KDE (KWin) through xdg-desktop-portal-kde;"),
+        "{backend}"
+    );
+}

@@ -195,7 +195,7 @@ fn choose() -> Chosen {
         ),
         None => format!(
             "wayland-wlroots ({compositor}); chosen because WAYLAND_DISPLAY={socket}, but the \
-             compositor cannot be reached now"
+             compositor cannot be reached now{no_mutter}{no_portal}"
         ),
     };
     Chosen {

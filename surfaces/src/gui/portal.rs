@@ -124,24 +124,22 @@ async fn read_offer(bus: &zbus::Connection) -> DisplayResult<Offer> {
         let properties = properties.clone();
         async move {
             let name = zbus::names::InterfaceName::from_static_str_unchecked(interface);
-            let value = properties.get(name, "version").await.map_err(|err| {
-                let err = zbus::Error::from(err);
-                match &err {
-                    zbus::Error::MethodError(name, _, _)
-                        if name.as_str() == "org.freedesktop.DBus.Error.ServiceUnknown" =>
-                    {
+            let value = properties
+                .get(name, "version")
+                .await
+                .map_err(|err| match err {
+                    zbus::fdo::Error::ServiceUnknown(_) | zbus::fdo::Error::NameHasNoOwner(_) => {
                         failed(format!(
                             "{PORTAL} is not on the session bus and cannot be started (install \
                              xdg-desktop-portal and the backend for this desktop: \
                              xdg-desktop-portal-kde on KDE Plasma)"
                         ))
                     }
-                    _ => failed(format!(
+                    other => failed(format!(
                         "the portal offers no {interface} (its backend for this desktop does not \
-                         implement it): {err}"
+                         implement it): {other}"
                     )),
-                }
-            })?;
+                })?;
             u32::try_from(value).map_err(|err| failed(format!("{interface}.version: {err}")))
         }
     };
