@@ -383,3 +383,76 @@ async fn on_kde_doctor_names_kwin_through_xdg_desktop_portal_kde() {
         "{backend}"
     );
 }
+
+/// A hostile agent tries to take the portal's restore token (with it, any process of the
+/// session could start a remote-desktop session without the person being asked): revealed
+/// through the keychain surface, or put into a shell run's environment. Both are refused with
+/// nothing run and the value nowhere in the reply, even where the config allows secrets; the
+/// same calls on an ordinary item still work.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_cannot_read_or_use_the_restore_token() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    const TOKEN: &str = "a-restore-token-the-person-granted";
+    let keyring = &Mutter::shared().keyring;
+    let store = |account: &str, value: &str| {
+        let (stored, out) = keyring.secret_tool(
+            &[
+                "store",
+                "--label=test item",
+                "service",
+                if account == "portal-restore-token" {
+                    "computer.gui"
+                } else {
+                    "example.test"
+                },
+                "username",
+                account,
+            ],
+            value,
+        );
+        assert!(stored, "secret-tool store: {out}");
+    };
+    store("portal-restore-token", TOKEN);
+    store("ordinary", "an-ordinary-value");
+    let mut env = Mutter::shared().env();
+    env.push(("COMPUTER_GUI_BACKEND", "portal".into()));
+    let daemon = Daemon::start_with_env(
+        "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n",
+        &env,
+        &["DISPLAY", "SWAYSOCK"],
+    );
+    let call = |request: Value| {
+        let daemon = &daemon;
+        async move {
+            let client = daemon.client().await;
+            let result = client.call_raw(request).await.expect("call");
+            client.close().await;
+            structured(&result)
+        }
+    };
+    let reveal = |reference: &'static str| {
+        json!({"surface": "keychain", "command": "get",
+               "args": {"reference": reference, "reveal": true}})
+    };
+    let inject = |reference: &'static str| {
+        json!({"surface": "shell", "command": "run",
+               "args": {"argv": ["/bin/sh", "-c", "printf %s \"$T\""]},
+               "complications": {"secrets": {"T": reference}}})
+    };
+
+    let revealed = call(reveal("keychain://computer.gui/portal-restore-token")).await;
+    assert_eq!(revealed["error"]["code"], "denied", "{revealed}");
+    assert!(!revealed.to_string().contains(TOKEN), "{revealed}");
+    let injected = call(inject("keychain://computer.gui/portal-restore-token")).await;
+    assert_eq!(injected["error"]["code"], "denied", "{injected}");
+    assert!(!injected.to_string().contains(TOKEN), "{injected}");
+
+    let ordinary = call(reveal("keychain://example.test/ordinary")).await;
+    assert_eq!(ordinary["ok"], true, "{ordinary}");
+    let used = call(inject("keychain://example.test/ordinary")).await;
+    assert_eq!(used["ok"], true, "{used}");
+    assert_eq!(used["exit_code"], 0, "{used}");
+
+    computer_tests::gnome::secret_tool(&["clear", "service", "computer.gui"]);
+    daemon.assert_chain_holds();
+}
