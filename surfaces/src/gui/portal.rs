@@ -338,6 +338,127 @@ struct Started {
     token: Option<SecretString>,
 }
 
+/// What Start granted: the session, the devices allowed, the shared stream, the next token.
+struct Negotiated {
+    handle: OwnedObjectPath,
+    session: zbus::Proxy<'static>,
+    closed_signal: zbus::proxy::SignalStream<'static>,
+    devices: u32,
+    node: u32,
+    monitor: Rect,
+    token: Option<SecretString>,
+}
+
+/// CreateSession, SelectDevices (persisted, with `token`, where the portal can), SelectSources
+/// and Start, which the portal answers once the person has (or the token restored the grant).
+async fn negotiate(
+    portal: &Portal,
+    offer: Offer,
+    token: Option<SecretString>,
+) -> Result<Negotiated, StartFailure> {
+    let create_token = portal.token();
+    let mut create = options(&create_token);
+    create.insert("session_handle_token", Value::from(portal.token()));
+    let results = granted(
+        "RemoteDesktop.CreateSession",
+        portal
+            .request(
+                REMOTE_DESKTOP,
+                "CreateSession",
+                &create_token,
+                &(create,),
+                REPLY_BOUND,
+            )
+            .await?,
+    )?;
+    let handle = session_handle(&results)?;
+
+    let select_token = portal.token();
+    let mut select = options(&select_token);
+    select.insert("types", Value::from(KEYBOARD | POINTER));
+    let restoring = offer.restorable() && token.is_some();
+    if offer.restorable() {
+        select.insert("persist_mode", Value::from(PERSIST_UNTIL_REVOKED));
+        if let Some(token) = &token {
+            select.insert(
+                "restore_token",
+                Value::from(token.expose_secret().to_string()),
+            );
+        }
+    }
+    granted(
+        "RemoteDesktop.SelectDevices",
+        portal
+            .request(
+                REMOTE_DESKTOP,
+                "SelectDevices",
+                &select_token,
+                &(handle.as_ref(), select),
+                REPLY_BOUND,
+            )
+            .await?,
+    )?;
+
+    let sources_token = portal.token();
+    let mut sources = options(&sources_token);
+    sources.insert("types", Value::from(MONITOR));
+    sources.insert("multiple", Value::from(false));
+    granted(
+        "ScreenCast.SelectSources",
+        portal
+            .request(
+                SCREEN_CAST,
+                "SelectSources",
+                &sources_token,
+                &(handle.as_ref(), sources),
+                REPLY_BOUND,
+            )
+            .await?,
+    )?;
+
+    let session = portal.proxy(handle.to_string(), SESSION).await?;
+    let closed_signal = session
+        .receive_signal("Closed")
+        .await
+        .map_err(dbus_failed("Session.Closed"))?;
+    let start_token = portal.token();
+    let answer = portal
+        .request(
+            REMOTE_DESKTOP,
+            "Start",
+            &start_token,
+            &(handle.as_ref(), "", options(&start_token)),
+            ANSWER_BOUND,
+        )
+        .await
+        .map_err(|error| StartFailure {
+            error,
+            token_spent: restoring,
+        })?;
+    let results = granted("RemoteDesktop.Start", answer).map_err(|error| StartFailure {
+        error,
+        token_spent: restoring,
+    })?;
+    let devices = results
+        .get("devices")
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(0);
+    let new_token = results
+        .get("restore_token")
+        .and_then(|v| <&str>::try_from(v).ok())
+        .map(|t| SecretString::from(t.to_string()));
+    let (node, monitor) = first_stream(&results)?;
+    Ok(Negotiated {
+        handle,
+        session,
+        closed_signal,
+        devices,
+        node,
+        monitor,
+        token: new_token,
+    })
+}
+
 impl Session {
     async fn start(
         bus: zbus::Connection,
@@ -345,99 +466,15 @@ impl Session {
         token: Option<SecretString>,
     ) -> Result<Started, StartFailure> {
         let portal = Portal::new(bus)?;
-        let create_token = portal.token();
-        let mut create = options(&create_token);
-        create.insert("session_handle_token", Value::from(portal.token()));
-        let results = granted(
-            "RemoteDesktop.CreateSession",
-            portal
-                .request(
-                    REMOTE_DESKTOP,
-                    "CreateSession",
-                    &create_token,
-                    &(create,),
-                    REPLY_BOUND,
-                )
-                .await?,
-        )?;
-        let handle = session_handle(&results)?;
-
-        let select_token = portal.token();
-        let mut select = options(&select_token);
-        select.insert("types", Value::from(KEYBOARD | POINTER));
-        let restoring = offer.restorable() && token.is_some();
-        if offer.restorable() {
-            select.insert("persist_mode", Value::from(PERSIST_UNTIL_REVOKED));
-            if let Some(token) = &token {
-                select.insert(
-                    "restore_token",
-                    Value::from(token.expose_secret().to_string()),
-                );
-            }
-        }
-        granted(
-            "RemoteDesktop.SelectDevices",
-            portal
-                .request(
-                    REMOTE_DESKTOP,
-                    "SelectDevices",
-                    &select_token,
-                    &(handle.as_ref(), select),
-                    REPLY_BOUND,
-                )
-                .await?,
-        )?;
-
-        let sources_token = portal.token();
-        let mut sources = options(&sources_token);
-        sources.insert("types", Value::from(MONITOR));
-        sources.insert("multiple", Value::from(false));
-        granted(
-            "ScreenCast.SelectSources",
-            portal
-                .request(
-                    SCREEN_CAST,
-                    "SelectSources",
-                    &sources_token,
-                    &(handle.as_ref(), sources),
-                    REPLY_BOUND,
-                )
-                .await?,
-        )?;
-
-        let session = portal.proxy(handle.to_string(), SESSION).await?;
-        let mut closed_signal = session
-            .receive_signal("Closed")
-            .await
-            .map_err(dbus_failed("Session.Closed"))?;
-        let start_token = portal.token();
-        let answer = portal
-            .request(
-                REMOTE_DESKTOP,
-                "Start",
-                &start_token,
-                &(handle.as_ref(), "", options(&start_token)),
-                ANSWER_BOUND,
-            )
-            .await
-            .map_err(|error| StartFailure {
-                error,
-                token_spent: restoring,
-            })?;
-        let results = granted("RemoteDesktop.Start", answer).map_err(|error| StartFailure {
-            error,
-            token_spent: restoring,
-        })?;
-        let devices = results
-            .get("devices")
-            .and_then(|v| u32::try_from(v).ok())
-            .unwrap_or(0);
-        let new_token = results
-            .get("restore_token")
-            .and_then(|v| <&str>::try_from(v).ok())
-            .map(|t| SecretString::from(t.to_string()));
-        let (node, monitor) = first_stream(&results)?;
-
+        let Negotiated {
+            handle,
+            session,
+            mut closed_signal,
+            devices,
+            node,
+            monitor,
+            token: new_token,
+        } = negotiate(&portal, offer, token).await?;
         let remote_desktop = portal.proxy(PORTAL_PATH.into(), REMOTE_DESKTOP).await?;
         let screen_cast = portal.proxy(PORTAL_PATH.into(), SCREEN_CAST).await?;
         let no_options: HashMap<&str, Value<'_>> = HashMap::new();
@@ -701,18 +738,13 @@ impl PortalConn {
         let started = match started {
             Ok(started) => started,
             Err((error, token_spent)) => {
-                if token_spent && let Err(why) = self.tokens.forget() {
-                    tracing::warn!(%why, "a spent restore token stays in the keychain");
+                if token_spent {
+                    settle_token(&self.tokens, self.offer, None, true);
                 }
                 return Err(error);
             }
         };
-        if self.offer.restorable()
-            && let Some(token) = started.token
-            && let Err(why) = self.tokens.save(token)
-        {
-            tracing::warn!(%why, "the person will be asked again at the next start");
-        }
+        settle_token(&self.tokens, self.offer, started.token, false);
         let session = Arc::new(started.session);
         session
             .frames
@@ -749,6 +781,22 @@ impl PortalConn {
     /// The shared monitor (the portal shares one; its place comes with the stream).
     fn monitor(&self) -> DisplayResult<Rect> {
         Ok(self.session()?.monitor)
+    }
+}
+
+/// Keeps what a start said about the grant: a new token replaces the stored one (the portal
+/// gives one at every start and honours each once); a start that was given the stored token
+/// and failed (refused, revoked, stale) drops it, so the next start asks afresh. A keychain
+/// that cannot be written only means the person is asked again: logged, without the value.
+fn settle_token(tokens: &RestoreToken, offer: Offer, new: Option<SecretString>, spent: bool) {
+    if spent && let Err(why) = tokens.forget() {
+        tracing::warn!(%why, "a spent restore token stays in the keychain");
+    }
+    if offer.restorable()
+        && let Some(token) = new
+        && let Err(why) = tokens.save(token)
+    {
+        tracing::warn!(%why, "the person will be asked again at the next start");
     }
 }
 
@@ -941,6 +989,7 @@ impl desktop::Backend for Backend {
 
 #[cfg(test)]
 mod tests {
+    use super::super::portal_token::tests::Memory;
     use super::*;
 
     #[test]
@@ -1008,5 +1057,303 @@ mod tests {
         );
         let none = first_stream(&HashMap::new()).unwrap_err().0;
         assert!(none.contains("no monitor was shared"), "{none}");
+    }
+
+    /// A private session bus (no service files: nothing is started on demand), killed on drop.
+    struct PrivateBus {
+        daemon: std::process::Child,
+        address: String,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for PrivateBus {
+        fn drop(&mut self) {
+            let _ = self.daemon.kill();
+            let _ = self.daemon.wait();
+        }
+    }
+
+    fn private_bus() -> PrivateBus {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\" \
+                 \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
+                 <busconfig><type>session</type><listen>unix:dir={}</listen>\
+                 <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/>\
+                 <allow eavesdrop=\"true\"/><allow own=\"*\"/>\
+                 </policy></busconfig>\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let mut daemon = std::process::Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("dbus-daemon runs");
+        let mut address = String::new();
+        std::io::BufReader::new(daemon.stdout.take().unwrap())
+            .read_line(&mut address)
+            .unwrap();
+        PrivateBus {
+            daemon,
+            address: address.trim().to_string(),
+            _dir: dir,
+        }
+    }
+
+    /// What the stand-in was asked: each method with its options.
+    type Seen = Arc<Mutex<Vec<(String, HashMap<String, OwnedValue>)>>>;
+
+    /// A stand-in for xdg-desktop-portal, served with zbus on a private bus: it answers every
+    /// request with a `Request::Response` signal on the request's path as the portal does,
+    /// records the options it was given, and answers Start with `start_code` and, on success, a
+    /// new restore token. It is a stand-in, not proof that the surface works: it exercises this
+    /// module's request plumbing and its keeping of the restore token, which the real portal
+    /// on the test machine (RemoteDesktop version 1, no tokens) cannot; the surface itself is
+    /// tested against the real portal in tests/tests/portal.rs.
+    /// A connection to the private bus, made within a bound (a bus that does not answer fails
+    /// the test instead of hanging it).
+    async fn connect(builder: zbus::connection::Builder<'_>) -> zbus::Connection {
+        tokio::time::timeout(Duration::from_secs(10), builder.build())
+            .await
+            .expect("the private bus answers within 10 s")
+            .unwrap()
+    }
+
+    async fn stand_in(
+        address: &str,
+        start_code: u32,
+        next_token: &'static str,
+    ) -> (zbus::Connection, Seen) {
+        let conn = connect(
+            zbus::connection::Builder::address(address)
+                .unwrap()
+                .name(PORTAL)
+                .unwrap(),
+        )
+        .await;
+        let seen: Seen = Arc::default();
+        let (server, record) = (conn.clone(), seen.clone());
+        tokio::spawn(async move {
+            let mut calls = zbus::MessageStream::from(&server);
+            while let Some(Ok(call)) = calls.next().await {
+                let header = call.header();
+                if header.message_type() != zbus::message::Type::MethodCall {
+                    continue;
+                }
+                let member = header.member().map(|m| m.to_string()).unwrap_or_default();
+                let body = call.body();
+                let options: HashMap<String, OwnedValue> = match member.as_str() {
+                    "CreateSession" => {
+                        body.deserialize::<(HashMap<String, OwnedValue>,)>()
+                            .unwrap()
+                            .0
+                    }
+                    "SelectDevices" | "SelectSources" => {
+                        body.deserialize::<(OwnedObjectPath, HashMap<String, OwnedValue>)>()
+                            .unwrap()
+                            .1
+                    }
+                    "Start" => {
+                        body.deserialize::<(OwnedObjectPath, String, HashMap<String, OwnedValue>)>()
+                            .unwrap()
+                            .2
+                    }
+                    _ => continue,
+                };
+                let sender = header.sender().unwrap().to_string();
+                let token = <&str>::try_from(&options["handle_token"])
+                    .unwrap()
+                    .to_string();
+                let path = format!(
+                    "{PORTAL_PATH}/request/{}/{token}",
+                    sender.trim_start_matches(':').replace('.', "_")
+                );
+                server
+                    .reply(
+                        &header,
+                        &zbus::zvariant::ObjectPath::try_from(path.as_str()).unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                let mut results: HashMap<&str, Value<'_>> = HashMap::new();
+                let mut code = 0u32;
+                match member.as_str() {
+                    "CreateSession" => {
+                        results.insert(
+                            "session_handle",
+                            Value::from("/org/freedesktop/portal/desktop/session/1_1/s"),
+                        );
+                    }
+                    "Start" => {
+                        code = start_code;
+                        let stream: HashMap<&str, Value<'_>> = HashMap::from([
+                            ("position", Value::from((0i32, 0i32))),
+                            ("size", Value::from((1280i32, 720i32))),
+                        ]);
+                        results.insert("devices", Value::from(KEYBOARD | POINTER));
+                        results.insert("streams", Value::from(vec![(42u32, stream)]));
+                        results.insert("restore_token", Value::from(next_token));
+                    }
+                    _ => {}
+                }
+                record.lock().unwrap().push((member, options));
+                server
+                    .emit_signal(
+                        Some(sender.as_str()),
+                        path.as_str(),
+                        REQUEST,
+                        "Response",
+                        &(code, results),
+                    )
+                    .await
+                    .unwrap();
+            }
+        });
+        (conn, seen)
+    }
+
+    /// Runs `negotiate` against a stand-in answering Start with `code`, with the token the
+    /// store holds, and keeps what it says about the token as `PortalConn::session` does.
+    async fn start_against_stand_in(
+        store: Arc<Memory>,
+        code: u32,
+        next_token: &'static str,
+    ) -> (
+        Result<(u32, Rect), String>,
+        Vec<(String, HashMap<String, OwnedValue>)>,
+    ) {
+        let bus = private_bus();
+        let (_server, seen) = stand_in(&bus.address, code, next_token).await;
+        let client =
+            connect(zbus::connection::Builder::address(bus.address.as_str()).unwrap()).await;
+        let offer = Offer {
+            remote_desktop: 2,
+            screen_cast: 5,
+        };
+        // As after a restart: a fresh holder over the same keychain.
+        let tokens = RestoreToken::new(store);
+        let token = tokens.load().unwrap();
+        let portal = Portal::new(client).unwrap();
+        let outcome = match negotiate(&portal, offer, token).await {
+            Ok(negotiated) => {
+                settle_token(&tokens, offer, negotiated.token, false);
+                Ok((negotiated.node, negotiated.monitor))
+            }
+            Err(failure) => {
+                if failure.token_spent {
+                    settle_token(&tokens, offer, None, true);
+                }
+                Err(failure.error.0)
+            }
+        };
+        let seen = seen.lock().unwrap().clone();
+        (outcome, seen)
+    }
+
+    fn stored(store: &Memory) -> Option<String> {
+        store.items.lock().unwrap().first().map(|(_, v)| v.clone())
+    }
+
+    fn select_devices(
+        seen: &[(String, HashMap<String, OwnedValue>)],
+    ) -> HashMap<String, OwnedValue> {
+        seen.iter()
+            .find(|(member, _)| member == "SelectDevices")
+            .map(|(_, options)| {
+                options
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.try_clone().unwrap()))
+                    .collect()
+            })
+            .expect("SelectDevices was called")
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_token_is_kept_passed_back_after_a_restart_and_dropped_when_refused() {
+        let store = Arc::new(Memory::default());
+
+        // First start: nothing kept, so no token is offered; the grant is asked to persist, and
+        // the token Start returns is kept.
+        let (outcome, seen) = start_against_stand_in(store.clone(), 0, "token-1").await;
+        assert_eq!(
+            outcome.unwrap(),
+            (
+                42,
+                Rect {
+                    x: 0,
+                    y: 0,
+                    width: 1280,
+                    height: 720
+                }
+            )
+        );
+        let members: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(
+            members,
+            ["CreateSession", "SelectDevices", "SelectSources", "Start"]
+        );
+        let select = select_devices(&seen);
+        assert_eq!(u32::try_from(&select["persist_mode"]).unwrap(), 2);
+        assert_eq!(u32::try_from(&select["types"]).unwrap(), KEYBOARD | POINTER);
+        assert!(!select.contains_key("restore_token"));
+        assert_eq!(stored(&store).as_deref(), Some("token-1"));
+
+        // After a restart: the kept token is passed back, and the new one replaces it.
+        let (outcome, seen) = start_against_stand_in(store.clone(), 0, "token-2").await;
+        assert!(outcome.is_ok());
+        let select = select_devices(&seen);
+        assert_eq!(
+            <&str>::try_from(&select["restore_token"]).unwrap(),
+            "token-1"
+        );
+        assert_eq!(stored(&store).as_deref(), Some("token-2"));
+
+        // The portal no longer honours it (revoked): a clear error, and the token is dropped so
+        // the next start asks afresh.
+        let (outcome, _) = start_against_stand_in(store.clone(), 2, "unused").await;
+        let error = outcome.unwrap_err();
+        assert!(error.contains("revoked or is no longer valid"), "{error}");
+        assert!(!error.contains("token-2"), "{error}");
+        assert_eq!(stored(&store), None);
+
+        // Refused by the person: says so and how to grant it; nothing kept.
+        let (outcome, seen) = start_against_stand_in(store.clone(), 1, "unused").await;
+        let error = outcome.unwrap_err();
+        assert!(
+            error.contains("refused") && error.contains("to grant it"),
+            "{error}"
+        );
+        assert!(!select_devices(&seen).contains_key("restore_token"));
+        assert_eq!(stored(&store), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_old_portal_is_not_asked_to_persist_and_nothing_is_kept() {
+        let store = Arc::new(Memory::default());
+        let bus = private_bus();
+        let (_server, seen) = stand_in(&bus.address, 0, "ignored").await;
+        let client =
+            connect(zbus::connection::Builder::address(bus.address.as_str()).unwrap()).await;
+        let offer = Offer {
+            remote_desktop: 1,
+            screen_cast: 4,
+        };
+        let tokens = RestoreToken::new(store.clone());
+        let negotiated = negotiate(&Portal::new(client).unwrap(), offer, None)
+            .await
+            .unwrap_or_else(|failure| panic!("{}", failure.error));
+        settle_token(&tokens, offer, negotiated.token, false);
+        let seen = seen.lock().unwrap().clone();
+        let select = select_devices(&seen);
+        assert!(!select.contains_key("persist_mode") && !select.contains_key("restore_token"));
+        assert_eq!(stored(&store), None);
     }
 }

@@ -79,7 +79,7 @@ impl RestoreToken {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Mutex;
 
     use secrecy::ExposeSecret;
@@ -88,9 +88,9 @@ mod tests {
 
     /// A store that keeps items in memory and can be made to fail.
     #[derive(Debug, Default)]
-    struct Memory {
-        items: Mutex<Vec<(SecretRef, String)>>,
-        broken: bool,
+    pub(in crate::gui) struct Memory {
+        pub(in crate::gui) items: Mutex<Vec<(SecretRef, String)>>,
+        pub(in crate::gui) broken: bool,
     }
 
     impl SecretStore for Memory {
