@@ -7,11 +7,13 @@
 //! clients (`org.gnome.Shell.Introspect` is gnome-shell's), so windows, their apps, pids and
 //! which one is active come from AT-SPI through the ax surface's code; their places are unknown.
 //!
-//! Why Mutter's API and not the xdg-desktop-portal: the portal's consent dialog is drawn by
-//! gnome-shell, which a headless Mutter lacks; ARCHITECTURE.md argues it in full.
+//! Why Mutter's API and not the xdg-desktop-portal (`portal`), which also runs here: the
+//! portal's RemoteDesktop on Debian 12 (version 1) cannot keep a grant, so its dialog would ask
+//! at every daemon start; ARCHITECTURE.md argues it in full.
 //!
-//! Every D-Bus call runs on a small runtime of this module's own, so the blocking `Desktop`
-//! methods can be called from any thread (the surface calls some from async tasks).
+//! Every D-Bus call runs on the small runtime `remote_desktop` keeps, so the blocking `Desktop`
+//! methods can be called from any thread (the surface calls some from async tasks); the
+//! gestures built from Mutter's input events and the AT-SPI windows live there too.
 
 use std::collections::HashMap;
 use std::future::Future;
