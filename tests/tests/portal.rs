@@ -4,7 +4,9 @@
 //! the portal when told to (`COMPUTER_GUI_BACKEND=portal`; on GNOME it otherwise keeps Mutter's
 //! own API) and `doctor` says so; the portal's own dialog asks the person, answered here through
 //! AT-SPI as a person would; a screenshot then matches an independent capture (gst-launch), a
-//! click and typing reach a GTK app, and a refusal is a clear error that says how to grant it.
+//! click and typing reach a GTK app, keys are refused while AT-SPI confirms no active window,
+//! and a refusal is a clear error that says how to grant it. Agents can neither plant nor read
+//! the restore token through the keychain surface or a secret reference.
 //! This portal's RemoteDesktop is version 1, which has no restore token: the token's keeping
 //! is tested with the keychain (an agent cannot forge it) and in unit tests.
 #![cfg(target_os = "linux")]
@@ -454,5 +456,39 @@ async fn an_agent_cannot_read_or_use_the_restore_token() {
     assert_eq!(used["exit_code"], 0, "{used}");
 
     computer_tests::gnome::secret_tool(&["clear", "service", "computer.gui"]);
+    daemon.assert_chain_holds();
+}
+
+/// Through the portal too, keys go only to a window AT-SPI confirms is active: with the app
+/// gone (no window active) typing is refused, nothing sent blind; with it back, typing works.
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_are_refused_through_the_portal_when_no_active_window_can_be_confirmed() {
+    let _portal = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let probe = Probe::launch("portal-gone");
+    share(&daemon).await;
+    active_window_of(&daemon, probe.pid()).await;
+    drop(probe);
+    let mut out = Value::Null;
+    for _ in 0..200 {
+        out = gui(&daemon, "type", json!({"text": "blind"})).await;
+        if out["ok"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(out["ok"], false, "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be confirmed"),
+        "{out}"
+    );
+    let probe = Probe::launch("portal-back");
+    active_window_of(&daemon, probe.pid()).await;
+    let out = gui(&daemon, "type", json!({"text": "ok"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    probe.wait_for_line("the typed text", |v| v["text"] == "ok");
     daemon.assert_chain_holds();
 }
