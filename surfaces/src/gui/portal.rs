@@ -321,6 +321,9 @@ struct Session {
 struct StartFailure {
     error: DisplayError,
     token_spent: bool,
+    /// The token a Start that was granted returned, when a later step failed: it replaces the
+    /// spent one, so the next start is not asked again for the step's failure.
+    new_token: Option<SecretString>,
 }
 
 impl From<DisplayError> for StartFailure {
@@ -328,6 +331,7 @@ impl From<DisplayError> for StartFailure {
         StartFailure {
             error,
             token_spent: false,
+            new_token: None,
         }
     }
 }
@@ -434,10 +438,12 @@ async fn negotiate(
         .map_err(|error| StartFailure {
             error,
             token_spent: restoring,
+            new_token: None,
         })?;
     let results = granted("RemoteDesktop.Start", answer).map_err(|error| StartFailure {
         error,
         token_spent: restoring,
+        new_token: None,
     })?;
     let devices = results
         .get("devices")
@@ -475,38 +481,49 @@ impl Session {
             monitor,
             token: new_token,
         } = negotiate(&portal, offer, token).await?;
-        let remote_desktop = portal.proxy(PORTAL_PATH.into(), REMOTE_DESKTOP).await?;
-        let screen_cast = portal.proxy(PORTAL_PATH.into(), SCREEN_CAST).await?;
-        let no_options: HashMap<&str, Value<'_>> = HashMap::new();
-        let remote: zbus::zvariant::OwnedFd = screen_cast
-            .call("OpenPipeWireRemote", &(handle.as_ref(), no_options))
-            .await
-            .map_err(dbus_failed("ScreenCast.OpenPipeWireRemote"))?;
-        let frames = FrameStream::connect(node, Some(remote.into())).map_err(failed)?;
-        let closed = Arc::new(AtomicBool::new(false));
-        let flag = closed.clone();
-        tokio::spawn(async move {
-            if closed_signal.next().await.is_some() {
-                flag.store(true, Ordering::SeqCst);
+        let connected = async {
+            let remote_desktop = portal.proxy(PORTAL_PATH.into(), REMOTE_DESKTOP).await?;
+            let screen_cast = portal.proxy(PORTAL_PATH.into(), SCREEN_CAST).await?;
+            let no_options: HashMap<&str, Value<'_>> = HashMap::new();
+            let remote: zbus::zvariant::OwnedFd = screen_cast
+                .call("OpenPipeWireRemote", &(handle.as_ref(), no_options))
+                .await
+                .map_err(dbus_failed("ScreenCast.OpenPipeWireRemote"))?;
+            let frames = FrameStream::connect(node, Some(remote.into())).map_err(failed)?;
+            let closed = Arc::new(AtomicBool::new(false));
+            let flag = closed.clone();
+            tokio::spawn(async move {
+                if closed_signal.next().await.is_some() {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            });
+            let session = Session {
+                remote_desktop,
+                handle,
+                session,
+                node,
+                monitor,
+                devices,
+                frames,
+                closed,
+            };
+            if devices & (KEYBOARD | POINTER) == KEYBOARD | POINTER {
+                remote_desktop::prime(&session).await?;
             }
-        });
-        let session = Session {
-            remote_desktop,
-            handle,
-            session,
-            node,
-            monitor,
-            devices,
-            frames,
-            closed,
-        };
-        if devices & (KEYBOARD | POINTER) == KEYBOARD | POINTER {
-            remote_desktop::prime(&session).await?;
+            Ok(session)
         }
-        Ok(Started {
-            session,
-            token: new_token,
-        })
+        .await;
+        match connected {
+            Ok(session) => Ok(Started {
+                session,
+                token: new_token,
+            }),
+            Err(error) => Err(StartFailure {
+                error,
+                token_spent: false,
+                new_token,
+            }),
+        }
     }
 
     /// Refuses input of a kind the person did not allow.
@@ -732,15 +749,13 @@ impl PortalConn {
             async move {
                 Ok(Session::start(bus, offer, token)
                     .await
-                    .map_err(|f| (f.error, f.token_spent)))
+                    .map_err(|f| (f.error, f.token_spent, f.new_token)))
             },
         )?;
         let started = match started {
             Ok(started) => started,
-            Err((error, token_spent)) => {
-                if token_spent {
-                    settle_token(&self.tokens, self.offer, None, true);
-                }
+            Err((error, token_spent, new_token)) => {
+                settle_token(&self.tokens, self.offer, new_token, token_spent);
                 return Err(error);
             }
         };
@@ -1248,9 +1263,7 @@ mod tests {
                 Ok((negotiated.node, negotiated.monitor))
             }
             Err(failure) => {
-                if failure.token_spent {
-                    settle_token(&tokens, offer, None, true);
-                }
+                settle_token(&tokens, offer, failure.new_token, failure.token_spent);
                 Err(failure.error.0)
             }
         };
@@ -1332,6 +1345,21 @@ mod tests {
             "{error}"
         );
         assert!(!select_devices(&seen).contains_key("restore_token"));
+        assert_eq!(stored(&store), None);
+    }
+
+    #[test]
+    fn a_start_that_failed_after_its_grant_keeps_the_new_token_in_place_of_the_spent_one() {
+        let store = Arc::new(Memory::default());
+        let tokens = RestoreToken::new(store.clone());
+        let offer = Offer {
+            remote_desktop: 2,
+            screen_cast: 5,
+        };
+        tokens.save(SecretString::from("spent")).unwrap();
+        settle_token(&tokens, offer, Some(SecretString::from("fresh")), true);
+        assert_eq!(stored(&store).as_deref(), Some("fresh"));
+        settle_token(&tokens, offer, None, true);
         assert_eq!(stored(&store), None);
     }
 
