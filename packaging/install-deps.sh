@@ -26,7 +26,9 @@ case "$(uname -s)" in
     # compositor that runs headless (sway), grim (an independent screencopy capture), wtype (the
     # typing benchmark's anchor) and foot (a terminal the Wayland suite types into); GNOME:
     # Mutter (runs headless with its RemoteDesktop and ScreenCast D-Bus API), PipeWire and
-    # WirePlumber (screen-cast frames), and gst-launch with pipewiresrc (an independent capture).
+    # WirePlumber (screen-cast frames), and gst-launch with pipewiresrc (an independent capture);
+    # the portal route: xdg-desktop-portal with its GNOME backend (serves RemoteDesktop and
+    # ScreenCast over that Mutter and shows its consent dialog there).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -37,7 +39,7 @@ case "$(uname -s)" in
       systemd vim tmux
       sway grim wtype foot
       mutter pipewire wireplumber gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base
-      gstreamer1.0-plugins-good
+      gstreamer1.0-plugins-good xdg-desktop-portal xdg-desktop-portal-gnome
     )
     missing=()
     for package in "${wanted[@]}"; do

@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
-use computer_ipc::ToolError;
+use computer_ipc::{ErrorCode, ToolError};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde_json::Value;
@@ -34,7 +34,29 @@ pub const SCHEME: &str = "keychain://";
 
 /// A reference parsed, or an error naming `at` (the JSON path) and what a valid one looks like.
 pub fn parse_reference(text: &str, at: &str) -> Result<SecretRef, ToolError> {
-    SecretRef::parse(text).map_err(|err| ToolError::invalid(err.to_string()).at(at.to_string()))
+    let reference = SecretRef::parse(text)
+        .map_err(|err| ToolError::invalid(err.to_string()).at(at.to_string()))?;
+    if reference
+        .service
+        .starts_with(crate::keychain::DAEMON_SERVICES)
+    {
+        return Err(daemon_item(&reference).at(at.to_string()));
+    }
+    Ok(reference)
+}
+
+/// The refusal of a reference to one of the daemon's own items: what the person granted the
+/// daemon itself (the desktop portal's restore token lets whoever holds it capture the screen
+/// and send input without the person being asked) is never handed to a call.
+fn daemon_item(reference: &SecretRef) -> ToolError {
+    ToolError::new(
+        ErrorCode::Denied,
+        format!(
+            "{reference} is one of the daemon's own items (services starting with \"{}\"): \
+             their values are never handed to a call, so nothing ran",
+            crate::keychain::DAEMON_SERVICES
+        ),
+    )
 }
 
 /// One secret a call references, as facts state it: policy, approvers and receipts see this,
@@ -236,6 +258,13 @@ impl CallSecrets {
     /// before handing it out. Blocking (the keychain is a D-Bus round trip): call it from a
     /// blocking thread.
     pub fn resolve(&self, name: &str, reference: &SecretRef) -> Result<SecretString, SurfaceError> {
+        if reference
+            .service
+            .starts_with(crate::keychain::DAEMON_SERVICES)
+        {
+            // Checked where references are parsed too; this holds for any other way in.
+            return Err(SurfaceError::Tool(daemon_item(reference)));
+        }
         let resolver = self.resolver.clone().unwrap_or_else(system_resolver);
         let value = resolver
             .resolve(reference)
@@ -488,6 +517,30 @@ mod tests {
         fn resolve(&self, _: &SecretRef) -> Result<SecretString, String> {
             Ok(SecretString::from(self.0))
         }
+    }
+
+    #[test]
+    fn the_daemons_own_items_are_never_resolved_for_a_call() {
+        let err = parse_reference(
+            "keychain://computer.gui/portal-restore-token",
+            "complications.secrets.T",
+        )
+        .unwrap_err();
+        let shown = serde_json::to_string(&err).unwrap();
+        assert!(
+            shown.contains("denied") && shown.contains("daemon's own"),
+            "{shown}"
+        );
+        let holder = CallSecrets::with_resolver(Arc::new(Fixed("a-restore-token")));
+        let reference = SecretRef::parse("keychain://computer.gui/portal-restore-token").unwrap();
+        let err = holder.resolve("T", &reference).unwrap_err().to_string();
+        assert!(
+            !err.contains("a-restore-token") && err.contains("nothing ran"),
+            "{err}"
+        );
+        // An ordinary reference still resolves.
+        let ordinary = SecretRef::parse("keychain://example/agent").unwrap();
+        assert!(holder.resolve("O", &ordinary).is_ok());
     }
 
     #[test]

@@ -306,3 +306,103 @@ impl Probe {
             .find_map(|v| v["text"].as_str().map(str::to_string))
     }
 }
+
+/// xdg-desktop-portal (1.16) with xdg-desktop-portal-gnome (43) on the shared Mutter's bus, for
+/// the portal suite: the gnome portal backend serves RemoteDesktop and ScreenCast on top of
+/// Mutter's API and shows its consent dialog as a GTK window on that Mutter, which
+/// `tests/clients/portal_dialog.py` answers through AT-SPI as a person would. Started once per
+/// test binary; both die with the test process.
+pub struct Portal {
+    _processes: Vec<Child>,
+    /// The process showing the dialog.
+    pub dialog_pid: u32,
+}
+
+impl Portal {
+    pub fn shared() -> &'static Portal {
+        static PORTAL: OnceLock<Portal> = OnceLock::new();
+        PORTAL.get_or_init(Portal::start)
+    }
+
+    fn start() -> Portal {
+        let mutter = Mutter::shared();
+        let daemon = |program: &str| {
+            // Started here rather than activated by the bus: the bus daemon's environment has
+            // no WAYLAND_DISPLAY, and the dialog must reach Mutter.
+            let mut command = mutter.command(program);
+            let name = program.rsplit('/').next().unwrap_or(program);
+            command
+                .arg("--replace")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(
+                    std::fs::File::create(mutter.log_dir.join(format!("{name}.log"))).unwrap(),
+                ));
+            spawn_tied(command)
+        };
+        let backend = daemon("/usr/libexec/xdg-desktop-portal-gnome");
+        wait_for(
+            "xdg-desktop-portal-gnome on the bus",
+            Duration::from_secs(30),
+            || {
+                mutter
+                    .owned("org.freedesktop.impl.portal.desktop.gnome")
+                    .then_some(())
+            },
+        );
+        let portal = daemon("/usr/libexec/xdg-desktop-portal");
+        wait_for(
+            "xdg-desktop-portal on the bus",
+            Duration::from_secs(30),
+            || mutter.owned("org.freedesktop.portal.Desktop").then_some(()),
+        );
+        Portal {
+            dialog_pid: backend.id(),
+            _processes: vec![backend, portal],
+        }
+    }
+
+    /// Answers the portal's remote-desktop dialog as a person would (through AT-SPI):
+    /// `share` with remote interaction allowed or not, or `cancel`. Waits (bounded) for the
+    /// dialog; its JSON report.
+    pub fn answer(&self, answer: &str, allow_input: bool) -> Value {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/portal_dialog.py");
+        let run = || {
+            let mut command = Mutter::shared().command(&gi_python());
+            command
+                .arg(&script)
+                .arg(self.dialog_pid.to_string())
+                .arg(answer);
+            if allow_input {
+                command.arg("--allow-input");
+            }
+            command
+                .stdin(Stdio::null())
+                .output()
+                .expect("portal_dialog.py runs")
+        };
+        // libatspi through PyGObject now and then dies of SIGSEGV while a new GTK 4 dialog
+        // builds its tree; the dialog is still there, unanswered, for the next try.
+        let mut out = run();
+        for _ in 0..3 {
+            if out.status.code().is_some() {
+                break;
+            }
+            out = run();
+        }
+        let report = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(report.trim()).unwrap_or_else(|_| {
+            panic!(
+                "portal_dialog.py ({}): {report} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// Whether the dialog is showing now (one look, no wait).
+    pub fn dialog_showing(&self) -> bool {
+        let report = self.answer("look", false);
+        report["showing"] == true
+    }
+}

@@ -7,16 +7,18 @@
 //! clients (`org.gnome.Shell.Introspect` is gnome-shell's), so windows, their apps, pids and
 //! which one is active come from AT-SPI through the ax surface's code; their places are unknown.
 //!
-//! Why Mutter's API and not the xdg-desktop-portal: the portal's consent dialog is drawn by
-//! gnome-shell, which a headless Mutter lacks; ARCHITECTURE.md argues it in full.
+//! Why Mutter's API and not the xdg-desktop-portal (`portal`), which also runs here: the
+//! portal's RemoteDesktop on Debian 12 (version 1) cannot keep a grant, so its dialog would ask
+//! at every daemon start; ARCHITECTURE.md argues it in full.
 //!
-//! Every D-Bus call runs on a small runtime of this module's own, so the blocking `Desktop`
-//! methods can be called from any thread (the surface calls some from async tasks).
+//! Every D-Bus call runs on the small runtime `remote_desktop` keeps, so the blocking `Desktop`
+//! methods can be called from any thread (the surface calls some from async tasks); the
+//! gestures built from Mutter's input events and the AT-SPI windows live there too.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -27,9 +29,9 @@ use super::desktop::{
 };
 use super::gnome_consent::{self, Consent};
 use super::gnome_frames::{Frame, FrameStream};
-use super::keys::{Combo, char_keysym};
+use super::keys::Combo;
+use super::remote_desktop::{self, AtspiWindows, InputSink};
 use crate::Availability;
-use crate::ax::WindowReader;
 
 /// Mutter's remote-desktop service: its presence on the session bus picks this backend.
 pub const REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
@@ -57,55 +59,17 @@ const SESSION_COMMANDS: &[&str] = &[
 const REPLY_BOUND: Duration = Duration::from_secs(3);
 /// How long the first frame of a new stream may take.
 const FIRST_FRAME_BOUND: Duration = Duration::from_secs(5);
-/// Linux input codes of the mouse buttons (BTN_LEFT, BTN_RIGHT, BTN_MIDDLE).
-const BTN_LEFT: i32 = 0x110;
-const BTN_RIGHT: i32 = 0x111;
-const BTN_MIDDLE: i32 = 0x112;
-/// The keysym Mutter's virtual keyboard is primed with. Mutter makes a session's virtual
-/// keyboard and pointer on their first event, and clients bind them only when the seat says it
-/// has them: the first events of each reach no client (measured with GTK 3 on Mutter 43). A
-/// lone Shift types nothing, and a relative motion of (0, 0) moves nothing.
-const SHIFT_L: u32 = 0xffe1;
-/// After the devices are made, the time clients get to bind them (keys sent before are lost:
-/// measured 0.3 s too short, 0.5 s enough with GTK 3). Paid once per session, which lasts as
-/// long as the backend.
-const INPUT_SETTLE: Duration = Duration::from_millis(700);
-
 fn failed(what: impl std::fmt::Display) -> DisplayError {
     DisplayError(format!("gnome: {what}"))
 }
 
-/// The runtime every D-Bus call of this backend runs on (two threads, made once).
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("gnome-dbus")
-            .enable_all()
-            .build()
-            .expect("a tokio runtime for the GNOME backend's D-Bus calls")
-    })
-}
-
-/// Runs `work` on the backend's runtime and waits for it, at most `bound`. Safe to call from
-/// any thread, async tasks included: the wait is a plain channel receive.
+/// Runs `work` on the gui backends' D-Bus runtime and waits for it, at most `bound`.
 fn block_on<T: Send + 'static>(
     bound: Duration,
     what: &str,
     work: impl Future<Output = Result<T, DisplayError>> + Send + 'static,
 ) -> DisplayResult<T> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-    let task = runtime().spawn(async move {
-        let _ = sender.send(work.await);
-    });
-    match receiver.recv_timeout(bound) {
-        Ok(result) => result,
-        Err(_) => {
-            task.abort();
-            Err(failed(format!("{what} did not finish within {bound:?}")))
-        }
-    }
+    remote_desktop::block_on("gnome", bound, what, work)
 }
 
 fn dbus_failed(what: &str) -> impl Fn(zbus::Error) -> DisplayError + '_ {
@@ -259,7 +223,7 @@ impl Session {
                 flag.store(true, Ordering::SeqCst);
             }
         });
-        let frames = FrameStream::connect(node).map_err(failed)?;
+        let frames = FrameStream::connect(node, None).map_err(failed)?;
         let session = Session {
             remote_desktop,
             stream_path,
@@ -267,89 +231,53 @@ impl Session {
             frames,
             closed,
         };
-        session.keysym(SHIFT_L, true).await?;
-        session.keysym(SHIFT_L, false).await?;
-        session
-            .remote_desktop
-            .call::<_, _, ()>("NotifyPointerMotionRelative", &(0.0f64, 0.0f64))
-            .await
-            .map_err(dbus_failed("NotifyPointerMotionRelative"))?;
-        tokio::time::sleep(INPUT_SETTLE).await;
+        remote_desktop::prime(&session).await?;
         Ok(session)
     }
+}
 
-    async fn keysym(&self, keysym: u32, pressed: bool) -> DisplayResult<()> {
+impl InputSink for Session {
+    async fn motion(&self, x: i32, y: i32, wait: bool) -> DisplayResult<()> {
+        // Stream coordinates: the monitor's own, in the stream's pixels.
+        let (sx, sy) = self
+            .frames
+            .size()
+            .unwrap_or((self.monitor.width, self.monitor.height));
+        let fx = f64::from(x - self.monitor.x) * f64::from(sx) / f64::from(self.monitor.width);
+        let fy = f64::from(y - self.monitor.y) * f64::from(sy) / f64::from(self.monitor.height);
+        let body = (self.stream_path.as_str(), fx, fy);
+        self.notify("NotifyPointerMotionAbsolute", &body, wait)
+            .await
+    }
+
+    async fn nudge(&self) -> DisplayResult<()> {
         self.remote_desktop
-            .call::<_, _, ()>("NotifyKeyboardKeysym", &(keysym, pressed))
+            .call::<_, _, ()>("NotifyPointerMotionRelative", &(0.0f64, 0.0f64))
             .await
-            .map_err(dbus_failed("NotifyKeyboardKeysym"))
+            .map_err(dbus_failed("NotifyPointerMotionRelative"))
     }
 
-    /// Sends key events in order without waiting for each reply, then waits for the last one:
-    /// Mutter handles a connection's calls in order, so when it answers, all were handled.
-    async fn keysyms(&self, events: &[(u32, bool)]) -> DisplayResult<()> {
-        let Some((last, before)) = events.split_last() else {
-            return Ok(());
-        };
-        for &(keysym, pressed) in before {
-            self.remote_desktop
-                .call_noreply("NotifyKeyboardKeysym", &(keysym, pressed))
-                .await
-                .map_err(dbus_failed("NotifyKeyboardKeysym"))?;
-        }
-        self.keysym(last.0, last.1).await
-    }
-
-    async fn motion(&self, x: i32, y: i32) -> DisplayResult<()> {
-        self.pointer_event(PointerEvent::Motion(x, y), true).await
-    }
-
-    async fn button(&self, button: Button, pressed: bool) -> DisplayResult<()> {
-        self.pointer_event(PointerEvent::Button(button, pressed), true)
+    async fn button(&self, code: i32, pressed: bool, wait: bool) -> DisplayResult<()> {
+        self.notify("NotifyPointerButton", &(code, pressed), wait)
             .await
     }
 
-    /// Sends pointer events in order without waiting for each reply, then waits for the last
-    /// one (as `keysyms` does): one wait for Mutter's main loop per call, not one per event.
-    async fn pointer_events(&self, events: &[PointerEvent]) -> DisplayResult<()> {
-        let Some((last, before)) = events.split_last() else {
-            return Ok(());
-        };
-        for &event in before {
-            self.pointer_event(event, false).await?;
-        }
-        self.pointer_event(*last, true).await
+    async fn axis(&self, axis: u32, steps: i32) -> DisplayResult<()> {
+        self.remote_desktop
+            .call::<_, _, ()>("NotifyPointerAxisDiscrete", &(axis, steps))
+            .await
+            .map_err(dbus_failed("NotifyPointerAxisDiscrete"))
     }
 
-    /// One pointer event; with `wait`, until Mutter has handled it.
-    async fn pointer_event(&self, event: PointerEvent, wait: bool) -> DisplayResult<()> {
-        match event {
-            PointerEvent::Motion(x, y) => {
-                // Stream coordinates: the monitor's own, in the stream's pixels.
-                let (sx, sy) = self
-                    .frames
-                    .size()
-                    .unwrap_or((self.monitor.width, self.monitor.height));
-                let fx =
-                    f64::from(x - self.monitor.x) * f64::from(sx) / f64::from(self.monitor.width);
-                let fy =
-                    f64::from(y - self.monitor.y) * f64::from(sy) / f64::from(self.monitor.height);
-                let body = (self.stream_path.as_str(), fx, fy);
-                self.notify("NotifyPointerMotionAbsolute", &body, wait)
-                    .await
-            }
-            PointerEvent::Button(button, pressed) => {
-                let code = match button {
-                    Button::Left => BTN_LEFT,
-                    Button::Right => BTN_RIGHT,
-                    Button::Middle => BTN_MIDDLE,
-                };
-                self.notify("NotifyPointerButton", &(code, pressed), wait)
-                    .await
-            }
-        }
+    async fn keysym(&self, keysym: u32, pressed: bool, wait: bool) -> DisplayResult<()> {
+        self.notify("NotifyKeyboardKeysym", &(keysym, pressed), wait)
+            .await
     }
+}
 
+impl Session {
+    /// One call on the remote-desktop session; with `wait`, until Mutter has handled it (it
+    /// handles a connection's calls in order, so a later awaited call covers earlier ones).
     async fn notify<B>(&self, method: &'static str, body: &B, wait: bool) -> DisplayResult<()>
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
@@ -361,27 +289,13 @@ impl Session {
         };
         sent.map_err(dbus_failed(method))
     }
-
-    async fn scroll(&self, axis: u32, steps: i32) -> DisplayResult<()> {
-        self.remote_desktop
-            .call::<_, _, ()>("NotifyPointerAxisDiscrete", &(axis, steps))
-            .await
-            .map_err(dbus_failed("NotifyPointerAxisDiscrete"))
-    }
-}
-
-/// A pointer event for `Session::pointer_events`.
-#[derive(Debug, Clone, Copy)]
-enum PointerEvent {
-    Motion(i32, i32),
-    Button(Button, bool),
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         // Mutter also ends the session when this connection closes; Stop says so at once.
         let remote_desktop = self.remote_desktop.clone();
-        runtime().spawn(async move {
+        remote_desktop::spawn(async move {
             let _ = remote_desktop.call::<_, _, ()>("Stop", &()).await;
         });
     }
@@ -392,10 +306,8 @@ impl Drop for Session {
 pub struct GnomeConn {
     bus: zbus::Connection,
     consent: Arc<Consent>,
-    windows: Arc<WindowReader>,
+    windows: AtspiWindows,
     session: Mutex<Option<Arc<Session>>>,
-    /// Window ids by AT-SPI accessible, so an id stays the same window across calls.
-    window_ids: Mutex<HashMap<(String, String), u32>>,
 }
 
 impl GnomeConn {
@@ -422,9 +334,8 @@ impl GnomeConn {
         Ok(GnomeConn {
             bus,
             consent,
-            windows: Arc::new(WindowReader::new()),
+            windows: AtspiWindows::new(),
             session: Mutex::new(None),
-            window_ids: Mutex::new(HashMap::new()),
         })
     }
 
@@ -539,139 +450,45 @@ impl GnomeConn {
 
     /// The windows AT-SPI lists (apps that expose no accessibility tree are not seen).
     pub fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
-        let reader = self.windows.clone();
-        let listed = block_on(REPLY_BOUND, "listing windows over AT-SPI", async move {
-            reader
-                .windows(Instant::now() + Duration::from_millis(2500))
-                .await
-                .map_err(failed)
-        })?;
-        let mut ids = self.window_ids.lock().unwrap_or_else(|e| e.into_inner());
-        ids.retain(|key, _| listed.iter().any(|w| &w.key == key));
-        let mut next = ids.values().max().copied().unwrap_or(0) + 1;
-        Ok(listed
-            .into_iter()
-            .map(|w| {
-                let id = *ids.entry(w.key.clone()).or_insert_with(|| {
-                    next += 1;
-                    next - 1
-                });
-                WindowInfo {
-                    id,
-                    title: w.title,
-                    app: w.app,
-                    instance: String::new(),
-                    pid: w.pid,
-                    // Unknown: AT-SPI's extents are window-local on Wayland, and Mutter tells
-                    // clients no window positions.
-                    rect: Rect {
-                        x: 0,
-                        y: 0,
-                        width: 0,
-                        height: 0,
-                    },
-                    focused: w.active,
-                    monitor: None,
-                }
-            })
-            .collect())
-    }
-
-    /// The one window AT-SPI says is active; None when none is, or when several say so.
-    pub fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
-        let windows = self.windows()?;
-        let mut active = windows.iter().filter(|w| w.focused);
-        Ok(match (active.next(), active.next()) {
-            (Some(only), None) => Some(only.id),
-            _ => None,
-        })
+        self.windows.windows("gnome")
     }
 
     pub fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        let mut events: Vec<PointerEvent> = at
-            .map(|(x, y)| PointerEvent::Motion(x, y))
-            .into_iter()
-            .collect();
-        for _ in 0..count {
-            events.push(PointerEvent::Button(button, true));
-            events.push(PointerEvent::Button(button, false));
-        }
         self.input("a click", move |s| async move {
-            s.pointer_events(&events).await
+            remote_desktop::click(&*s, at, button, count).await
         })
     }
 
     pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
         self.input("a drag", move |s| async move {
-            s.motion(from.0, from.1).await?;
-            s.button(button, true).await?;
-            const STEPS: i32 = 8;
-            for step in 1..=STEPS {
-                let x = from.0 + (to.0 - from.0) * step / STEPS;
-                let y = from.1 + (to.1 - from.1) * step / STEPS;
-                s.motion(x, y).await?;
-            }
-            s.button(button, false).await
+            remote_desktop::drag(&*s, from, to, button).await
         })
     }
 
     pub fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
         self.input("a scroll", move |s| async move {
-            if let Some((x, y)) = at {
-                s.motion(x, y).await?;
-            }
-            if dy != 0 {
-                s.scroll(0, dy).await?;
-            }
-            if dx != 0 {
-                s.scroll(1, dx).await?;
-            }
-            Ok(())
+            remote_desktop::scroll(&*s, at, dx, dy).await
         })
     }
 
     pub fn type_text(&self, text: &str) -> DisplayResult<()> {
-        let keysyms = typable_keysyms(text)?;
-        let events: Vec<(u32, bool)> = keysyms
-            .into_iter()
-            .flat_map(|keysym| [(keysym, true), (keysym, false)])
-            .collect();
-        self.input("typing", move |s| async move { s.keysyms(&events).await })
+        let events = text_events(text)?;
+        self.input("typing", move |s| async move {
+            remote_desktop::keys(&*s, &events).await
+        })
     }
 
     pub fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        let events: Vec<(u32, bool)> = combo
-            .modifiers
-            .iter()
-            .map(|&m| (m, true))
-            .chain([(combo.key, true), (combo.key, false)])
-            .chain(combo.modifiers.iter().rev().map(|&m| (m, false)))
-            .collect();
+        let events = remote_desktop::combo_events(combo);
         self.input("a key combination", move |s| async move {
-            s.keysyms(&events).await
+            remote_desktop::keys(&*s, &events).await
         })
     }
 }
 
-/// The keysyms of `text`, or which characters cannot be typed. Mutter 43 types a keysym only if
-/// the session's keyboard layout has a key for it (it warns "No keycode found" and drops the
-/// rest), and every layout has the printable ASCII characters; anything else is refused before
-/// a key is sent, never typed in part.
-fn typable_keysyms(text: &str) -> DisplayResult<Vec<u32>> {
-    let untypable: Vec<String> = text
-        .chars()
-        .filter(|c| !(c.is_ascii_graphic() || matches!(c, ' ' | '\n' | '\r' | '\t' | '\u{8}')))
-        .map(|c| format!("{:?} (U+{:04X})", c, c as u32))
-        .collect();
-    if !untypable.is_empty() {
-        return Err(DisplayError(format!(
-            "on GNOME the gui surface types printable ASCII, Return, Tab and BackSpace only: \
-             Mutter's NotifyKeyboardKeysym reaches only keys the session's layout has. Cannot \
-             type {}; nothing was typed. For other text use `ax set_value` on the field",
-            untypable.join(", ")
-        )));
-    }
-    Ok(text.chars().map(char_keysym).collect())
+/// The key events of `text`, or why it cannot be typed on GNOME.
+fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
+    remote_desktop::text_events(text, "GNOME", "Mutter's NotifyKeyboardKeysym")
 }
 
 /// `org.gnome.Mutter.DisplayConfig.GetCurrentState`: serial, physical monitors (connector
@@ -844,7 +661,7 @@ impl desktop::Desktop for GnomeConn {
         GnomeConn::windows(self)
     }
     fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
-        GnomeConn::keyboard_target(self)
+        self.windows.keyboard_target("gnome")
     }
     fn focus_must_be_known(&self) -> bool {
         true
@@ -869,10 +686,9 @@ impl desktop::Desktop for GnomeConn {
         ))
     }
     fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
-        self.input(
-            "a pointer move",
-            move |s| async move { s.motion(x, y).await },
-        )
+        self.input("a pointer move", move |s| async move {
+            s.motion(x, y, true).await
+        })
     }
     fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
         GnomeConn::click(self, at, button, count)
@@ -884,7 +700,7 @@ impl desktop::Desktop for GnomeConn {
         GnomeConn::scroll(self, at, dx, dy)
     }
     fn untypable(&self, text: &str) -> Option<String> {
-        typable_keysyms(text).err().map(|err| err.0)
+        text_events(text).err().map(|err| err.0)
     }
     fn type_text(&self, text: &str) -> DisplayResult<()> {
         GnomeConn::type_text(self, text)
@@ -937,22 +753,5 @@ impl desktop::Backend for Backend {
     }
     fn grant_consent(&self) -> DisplayResult<()> {
         self.consent.grant().map_err(failed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ascii_text_types_and_other_characters_are_refused_whole() {
-        assert_eq!(
-            typable_keysyms("Hi!\n").unwrap(),
-            vec!['H' as u32, 'i' as u32, '!' as u32, 0xff0d]
-        );
-        let refused = typable_keysyms("café €").unwrap_err().0;
-        assert!(refused.contains("'é' (U+00E9)"), "{refused}");
-        assert!(refused.contains("'€' (U+20AC)"), "{refused}");
-        assert!(refused.contains("nothing was typed"), "{refused}");
     }
 }

@@ -100,7 +100,7 @@ impl Consent {
 
 /// Runs a store call on a thread of its own: the Secret Service store blocks on a runtime of
 /// its own, which cannot start inside another (the surface calls this from async tasks too).
-fn off_runtime<T: Send + 'static>(
+pub(super) fn off_runtime<T: Send + 'static>(
     store: Arc<dyn SecretStore>,
     op: impl FnOnce(&dyn SecretStore) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {

@@ -1,9 +1,11 @@
-//! The frames of a Mutter screen-cast stream, read over PipeWire: a thread runs a PipeWire main
-//! loop with one input stream connected to the node Mutter announced, and keeps the latest frame
-//! (Mutter sends one whenever the screen changes). A screenshot is the latest frame, cut to the
+//! The frames of a screen-cast stream, read over PipeWire: a thread runs a PipeWire main loop
+//! with one input stream connected to the node Mutter (or the xdg-desktop-portal, through the
+//! PipeWire remote it opened) announced, and keeps the latest frame (the compositor sends one
+//! whenever the screen changes). A screenshot is the latest frame, cut to the
 //! area asked for and converted to RGB.
 
 use std::io::Cursor;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -123,9 +125,11 @@ pub struct FrameStream {
 }
 
 impl FrameStream {
-    /// Connects to PipeWire node `node` on a thread of its own; fails if the stream cannot be
-    /// set up (no PipeWire daemon on `XDG_RUNTIME_DIR`, an unknown node).
-    pub fn connect(node: u32) -> Result<FrameStream, String> {
+    /// Connects to PipeWire node `node` on a thread of its own, through `remote` (the PipeWire
+    /// connection the portal opened for this session, which sees only the session's nodes) or
+    /// else the PipeWire daemon on `XDG_RUNTIME_DIR`; fails if the stream cannot be set up (no
+    /// PipeWire daemon, an unknown node).
+    pub fn connect(node: u32, remote: Option<OwnedFd>) -> Result<FrameStream, String> {
         let shared = Arc::new(Shared::default());
         let (quit, quit_receiver) = pipewire::channel::channel::<()>();
         let (ready, is_ready) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
@@ -133,7 +137,7 @@ impl FrameStream {
         std::thread::Builder::new()
             .name("gnome-pipewire".into())
             .spawn(move || {
-                let ended = run_stream(node, &for_thread, quit_receiver, &ready);
+                let ended = run_stream(node, remote, &for_thread, quit_receiver, &ready);
                 let why = match ended {
                     Ok(()) => "the PipeWire stream was stopped".to_string(),
                     Err(err) => err,
@@ -162,7 +166,7 @@ impl FrameStream {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!("Mutter sent no frame within {bound:?}"));
+                return Err(format!("the compositor sent no frame within {bound:?}"));
             }
             latest = self
                 .shared
@@ -173,13 +177,13 @@ impl FrameStream {
         }
     }
 
-    /// The latest frame Mutter sent (it sends one for every change of the screen).
+    /// The latest frame the compositor sent (one for every change of the screen).
     pub fn latest(&self) -> Result<Arc<RawFrame>, String> {
         let latest = self.shared.lock();
         match (&latest.frame, &latest.ended) {
             (_, Some(why)) => Err(why.clone()),
             (Some(frame), None) => Ok(frame.clone()),
-            (None, None) => Err("Mutter has sent no frame yet".into()),
+            (None, None) => Err("the compositor has sent no frame yet".into()),
         }
     }
 
@@ -202,6 +206,7 @@ impl Drop for FrameStream {
 /// Runs the stream until told to quit; reports set-up through `ready`.
 fn run_stream(
     node: u32,
+    remote: Option<OwnedFd>,
     shared: &Arc<Shared>,
     quit: pipewire::channel::Receiver<()>,
     ready: &std::sync::mpsc::SyncSender<Result<(), String>>,
@@ -211,9 +216,16 @@ fn run_stream(
         .map_err(|err| format!("PipeWire main loop: {err}"))?;
     let context = pipewire::context::ContextRc::new(&main_loop, None)
         .map_err(|err| format!("PipeWire context: {err}"))?;
-    let core = context.connect_rc(None).map_err(|err| {
-        format!("cannot reach the PipeWire daemon (is pipewire running on XDG_RUNTIME_DIR?): {err}")
-    })?;
+    let core = match remote {
+        Some(fd) => context
+            .connect_fd_rc(fd, None)
+            .map_err(|err| format!("cannot use the PipeWire remote the portal opened: {err}"))?,
+        None => context.connect_rc(None).map_err(|err| {
+            format!(
+                "cannot reach the PipeWire daemon (is pipewire running on XDG_RUNTIME_DIR?): {err}"
+            )
+        })?,
+    };
     let stream = StreamRc::new(
         core.clone(),
         "computer-gui",

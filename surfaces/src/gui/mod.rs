@@ -2,8 +2,9 @@
 //! On Linux the backend is chosen at run time from what the session offers: a wlroots-style
 //! Wayland compositor (screencopy, foreign-toplevel, virtual pointer and keyboard), GNOME's
 //! Mutter (its RemoteDesktop and ScreenCast D-Bus API, frames over PipeWire, windows from
-//! AT-SPI) or X11 (x11rb: GetImage, EWMH, RandR, XTEST); on macOS it is xcap captures and CoreGraphics
-//! events; other platforms have none in this build.
+//! AT-SPI), any other Wayland compositor through xdg-desktop-portal (RemoteDesktop and
+//! ScreenCast: KDE's KWin) or X11 (x11rb: GetImage, EWMH, RandR, XTEST); on macOS it is xcap
+//! captures and CoreGraphics events; other platforms have none in this build.
 //!
 //! # Layout
 //! - `desktop`: the platform-neutral contract (`Desktop`, `Backend`) and its types.
@@ -15,6 +16,10 @@
 //!   `wayland_sway` (window rectangles and pids from sway's IPC): the wlroots backend.
 //! - `gnome` (Linux), with `gnome_frames` (the screen-cast stream read over PipeWire) and
 //!   `gnome_consent` (the person's consent, kept in the keychain): the GNOME (Mutter) backend.
+//! - `portal` (Linux), with `portal_token` (the portal's restore token, kept in the keychain):
+//!   the xdg-desktop-portal backend.
+//! - `remote_desktop` (Linux): what the GNOME and portal backends share (input gestures over a
+//!   remote-desktop session, AT-SPI windows, their D-Bus runtime).
 
 use std::sync::Arc;
 
@@ -33,6 +38,12 @@ pub mod keys;
 pub(crate) mod macos;
 #[cfg(any(target_os = "macos", test))]
 mod macos_keys;
+#[cfg(target_os = "linux")]
+mod portal;
+#[cfg(target_os = "linux")]
+mod portal_token;
+#[cfg(target_os = "linux")]
+mod remote_desktop;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod surface;
 pub mod terminal;
@@ -59,6 +70,7 @@ enum PlatformBackend {
     X11(Arc<x11::Backend>),
     Wayland(Arc<wayland::Backend>),
     Gnome(Arc<gnome::Backend>),
+    Portal(Arc<portal::Backend>),
 }
 #[cfg(target_os = "macos")]
 enum PlatformBackend {
@@ -77,8 +89,11 @@ fn chosen() -> &'static Chosen {
 
 /// The Linux choice: Wayland when the session is a Wayland one whose compositor offers the
 /// wlroots protocols; GNOME when it offers none of them and Mutter's remote-desktop API is on
-/// the session bus; X11 when DISPLAY is set and neither holds (KDE: X11 apps through
-/// Xwayland), or in an X11 session; else the Wayland backend, which says what is missing.
+/// the session bus; the portal when neither holds and xdg-desktop-portal offers RemoteDesktop
+/// (KDE's KWin); X11 when DISPLAY is set and none holds (X11 apps through Xwayland), or in an
+/// X11 session; else the Wayland backend, which says what is missing.
+/// `COMPUTER_GUI_BACKEND=portal` takes the portal wherever it offers RemoteDesktop (on GNOME
+/// too, where the person then answers the portal's dialog instead of the daemon's question).
 #[cfg(target_os = "linux")]
 fn choose() -> Chosen {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -98,6 +113,17 @@ fn choose() -> Chosen {
             (None, _) => "neither WAYLAND_DISPLAY nor DISPLAY is set".into(),
         });
     };
+    if var("COMPUTER_GUI_BACKEND").as_deref() == Some("portal") {
+        match portal::offered() {
+            Ok(offer) => {
+                return portal_chosen(
+                    offer,
+                    format!("COMPUTER_GUI_BACKEND=portal and WAYLAND_DISPLAY={socket}"),
+                );
+            }
+            Err(why) => tracing::warn!(%why, "COMPUTER_GUI_BACKEND=portal, but no portal serves"),
+        }
+    }
     let protocols = wayland::advertised();
     let reached = protocols.is_some();
     let wlroots = protocols
@@ -115,16 +141,36 @@ fn choose() -> Chosen {
         Some(Err(why)) => format!("; Mutter's remote-desktop API not checked: {why}"),
         _ => format!("; {} is not on the session bus", gnome::REMOTE_DESKTOP),
     };
+    let no_portal = if wlroots {
+        String::new()
+    } else {
+        match portal::offered() {
+            Ok(offer) => {
+                return portal_chosen(
+                    offer,
+                    format!(
+                        "WAYLAND_DISPLAY={socket} {}{no_mutter}, and {} offers RemoteDesktop",
+                        if reached {
+                            "offers none of the wlroots protocols"
+                        } else {
+                            "cannot be reached now"
+                        },
+                        portal::PORTAL
+                    ),
+                );
+            }
+            Err(why) => format!("; no xdg-desktop-portal route: {why}{}", kde_note()),
+        }
+    };
     if !wlroots && let Some(d) = display {
         return x11(format!(
-            "WAYLAND_DISPLAY={socket} {}{no_mutter}, so DISPLAY={d} (Xwayland) is used: only \
-             X11 apps are seen and driven{}",
+            "WAYLAND_DISPLAY={socket} {}{no_mutter}{no_portal}, so DISPLAY={d} (Xwayland) is \
+             used: only X11 apps are seen and driven",
             if reached {
                 "offers none of the wlroots protocols"
             } else {
                 "cannot be reached now"
             },
-            kde_note()
         ));
     }
     let backend = Arc::new(wayland::Backend::new());
@@ -145,12 +191,11 @@ fn choose() -> Chosen {
         ),
         Some(_) => format!(
             "wayland; chosen because WAYLAND_DISPLAY={socket} and DISPLAY is not set, but the \
-             compositor offers none of the wlroots protocols ({compositor}){no_mutter}{}",
-            kde_note()
+             compositor offers none of the wlroots protocols ({compositor}){no_mutter}{no_portal}"
         ),
         None => format!(
             "wayland-wlroots ({compositor}); chosen because WAYLAND_DISPLAY={socket}, but the \
-             compositor cannot be reached now"
+             compositor cannot be reached now{no_mutter}{no_portal}"
         ),
     };
     Chosen {
@@ -186,13 +231,63 @@ fn gnome_chosen(socket: &str, reached: bool, display: Option<&str>) -> Chosen {
     }
 }
 
-/// What `doctor` says on KDE Plasma: KWin's own remote-desktop path is not built yet.
+/// The portal backend, and why it was chosen and what it lacks.
+#[cfg(target_os = "linux")]
+fn portal_chosen(offer: portal::Offer, why: String) -> Chosen {
+    let mut missing = vec![
+        "a window list from the compositor (windows and focus come from AT-SPI: apps without \
+         it are not seen)"
+            .to_string(),
+        "window positions (pointer input is refused while approvers are connected)".into(),
+        "raising windows (no `focus`)".into(),
+        "reading the pointer (no `cursor`)".into(),
+        "monitors other than the one shared".into(),
+        "keys outside printable ASCII".into(),
+    ];
+    missing.extend(offer.missing());
+    Chosen {
+        backend: PlatformBackend::Portal(Arc::new(portal::Backend::new())),
+        description: format!(
+            "portal ({}; the portal's RemoteDesktop version {} and ScreenCast version {}, \
+             frames over PipeWire, windows and focus from AT-SPI; the portal's own \
+             dialog asks the person, {}); chosen because {why}; missing: {}",
+            portal_desktop(),
+            offer.remote_desktop,
+            offer.screen_cast,
+            if offer.restorable() {
+                "once: the grant is kept as keychain://computer.gui/portal-restore-token"
+            } else {
+                "at every daemon start"
+            },
+            missing.join("; ")
+        ),
+    }
+}
+
+/// The desktop the portal serves, as `XDG_CURRENT_DESKTOP` names it.
+#[cfg(target_os = "linux")]
+fn portal_desktop() -> String {
+    let desktop = std::env::var("XDG_CURRENT_DESKTOP").unwrap_or_default();
+    let upper = desktop.to_uppercase();
+    if upper.split(':').any(|d| d == "KDE") {
+        "KDE (KWin) through xdg-desktop-portal-kde".into()
+    } else if upper.split(':').any(|d| d == "GNOME") {
+        "GNOME through xdg-desktop-portal-gnome".into()
+    } else if desktop.is_empty() {
+        "a desktop XDG_CURRENT_DESKTOP does not name, through its portal backend".into()
+    } else {
+        format!("{desktop} through its portal backend")
+    }
+}
+
+/// What `doctor` adds on KDE Plasma when the portal route is missing.
 #[cfg(target_os = "linux")]
 fn kde_note() -> &'static str {
-    let kde = std::env::var("XDG_CURRENT_DESKTOP").is_ok_and(|d| d.to_uppercase().contains("KDE"));
+    let kde = std::env::var("XDG_CURRENT_DESKTOP")
+        .is_ok_and(|d| d.to_uppercase().split(':').any(|d| d == "KDE"));
     if kde {
-        "; KDE Plasma (KWin) is not supported yet: its screen cast and input need the \
-         xdg-desktop-portal-kde path, which is not built"
+        " (on KDE Plasma install xdg-desktop-portal and xdg-desktop-portal-kde: KWin is driven \
+         through them)"
     } else {
         ""
     }
@@ -254,6 +349,7 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
             PlatformBackend::X11(backend) => surface_over(backend.clone()),
             PlatformBackend::Wayland(backend) => surface_over(backend.clone()),
             PlatformBackend::Gnome(backend) => surface_over(backend.clone()),
+            PlatformBackend::Portal(backend) => surface_over(backend.clone()),
         })
     }
     #[cfg(target_os = "macos")]
@@ -284,6 +380,7 @@ pub fn evidence() -> Option<Arc<dyn EvidenceCapture>> {
             PlatformBackend::X11(backend) => evidence_over(backend),
             PlatformBackend::Wayland(backend) => evidence_over(backend),
             PlatformBackend::Gnome(backend) => evidence_over(backend),
+            PlatformBackend::Portal(backend) => evidence_over(backend),
         }
     }
     #[cfg(target_os = "macos")]
@@ -313,6 +410,8 @@ pub fn capture_screen_png() -> Result<(Vec<u8>, u32, u32, String), String> {
         PlatformBackend::Wayland(backend) => surface::capture_screen_png(backend.as_ref()),
         #[cfg(target_os = "linux")]
         PlatformBackend::Gnome(backend) => surface::capture_screen_png(backend.as_ref()),
+        #[cfg(target_os = "linux")]
+        PlatformBackend::Portal(backend) => surface::capture_screen_png(backend.as_ref()),
         #[cfg(target_os = "macos")]
         PlatformBackend::MacOs(backend) => surface::capture_screen_png(backend.as_ref()),
     }

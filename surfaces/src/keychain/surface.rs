@@ -264,6 +264,18 @@ impl Surface for KeychainSurface {
             "exists" => Op::Exists(decode_args::<ExistsArgs>(args)?.reference),
             "get" => {
                 let get: GetArgs = decode_args(args)?;
+                if get.reveal && get.reference.service.starts_with(DAEMON_SERVICES) {
+                    // The desktop portal's restore token among them lets whoever holds it
+                    // capture the screen and send input without the person being asked.
+                    return Err(ToolError::new(
+                        ErrorCode::Denied,
+                        format!(
+                            "{} is the daemon's own item (services starting with \"{DAEMON_SERVICES}\" hold what the person granted the daemon, such as the desktop portal's restore token); its value is never revealed to a call",
+                            get.reference
+                        ),
+                    )
+                    .at("args.reveal"));
+                }
                 Op::Get {
                     reference: get.reference,
                     reveal: get.reveal,

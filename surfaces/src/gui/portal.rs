@@ -1,0 +1,1387 @@
+//! The gui surface through xdg-desktop-portal (`org.freedesktop.portal.RemoteDesktop` with
+//! `org.freedesktop.portal.ScreenCast`): the route for Wayland compositors that neither offer
+//! the wlroots protocols nor Mutter's own API to this daemon, KDE's KWin above all (served by
+//! xdg-desktop-portal-kde). One remote-desktop session, kept for the backend's life:
+//! CreateSession, SelectDevices (keyboard and pointer; persisted until revoked, with the stored
+//! restore token, where the portal's RemoteDesktop is version 2 or later), SelectSources (one
+//! monitor), Start, which shows the portal's own dialog to the person unless the token restores
+//! the grant; then OpenPipeWireRemote gives the PipeWire connection the frames come over
+//! (`gnome_frames`), and input goes through the Notify* calls. Every request answers through an
+//! `org.freedesktop.portal.Request::Response` signal, subscribed to before the call.
+//!
+//! The portal lists no windows and tells no pointer position: windows, their apps, pids and
+//! which one is active come from AT-SPI (`remote_desktop::AtspiWindows`); keys are refused
+//! while AT-SPI names no single active window; no window can be raised.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use secrecy::{ExposeSecret, SecretString};
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
+
+use super::desktop::{
+    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+};
+use super::gnome_frames::{Frame, FrameStream};
+use super::keys::Combo;
+use super::portal_token::{self, RestoreToken};
+use super::remote_desktop::{self, AtspiWindows, InputSink};
+use crate::Availability;
+
+/// The portal's bus name and object.
+pub const PORTAL: &str = "org.freedesktop.portal.Desktop";
+const PORTAL_PATH: &str = "/org/freedesktop/portal/desktop";
+pub const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
+const SCREEN_CAST: &str = "org.freedesktop.portal.ScreenCast";
+const REQUEST: &str = "org.freedesktop.portal.Request";
+const SESSION: &str = "org.freedesktop.portal.Session";
+/// The RemoteDesktop version from which a grant can be persisted (`persist_mode` and
+/// `restore_token` in SelectDevices): xdg-desktop-portal 1.17 and later.
+pub const RESTORABLE_FROM: u32 = 2;
+/// SelectDevices' device types and SelectSources' source type.
+const KEYBOARD: u32 = 1;
+const POINTER: u32 = 2;
+const MONITOR: u32 = 1;
+/// SelectDevices' `persist_mode`: until the person revokes it.
+const PERSIST_UNTIL_REVOKED: u32 = 2;
+/// How long one D-Bus call, or a request the portal answers without asking, may take.
+const REPLY_BOUND: Duration = Duration::from_secs(5);
+/// How long the person has to answer the portal's dialog.
+pub const ANSWER_BOUND: Duration = Duration::from_secs(120);
+/// How long the portal may take to be started by the bus (it is activated on first use).
+const ACTIVATION_BOUND: Duration = Duration::from_secs(10);
+/// How long the first frame of a new stream may take.
+const FIRST_FRAME_BOUND: Duration = Duration::from_secs(5);
+
+fn failed(what: impl std::fmt::Display) -> DisplayError {
+    DisplayError(format!("portal: {what}"))
+}
+
+fn dbus_failed(what: &str) -> impl Fn(zbus::Error) -> DisplayError + '_ {
+    move |err| failed(format!("{what}: {err}"))
+}
+
+fn block_on<T: Send + 'static>(
+    bound: Duration,
+    what: &str,
+    work: impl Future<Output = DisplayResult<T>> + Send + 'static,
+) -> DisplayResult<T> {
+    remote_desktop::block_on("portal", bound, what, work)
+}
+
+/// What the portal offers: its RemoteDesktop and ScreenCast interface versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    pub remote_desktop: u32,
+    pub screen_cast: u32,
+}
+
+impl Offer {
+    /// Whether the person's grant can be kept across sessions (a restore token).
+    pub fn restorable(&self) -> bool {
+        self.remote_desktop >= RESTORABLE_FROM
+    }
+
+    /// What `doctor` says is missing because of the portal's version.
+    pub fn missing(&self) -> Option<String> {
+        (!self.restorable()).then(|| {
+            format!(
+                "a kept grant: the portal's RemoteDesktop is version {} and persistence needs \
+                 version {RESTORABLE_FROM} (xdg-desktop-portal 1.17 or later), so the person is \
+                 asked at every daemon start",
+                self.remote_desktop
+            )
+        })
+    }
+}
+
+/// What the portal on the session bus offers, or why it offers nothing usable (in words for
+/// `doctor`). Starts the portal if the bus can activate it.
+pub fn offered() -> Result<Offer, String> {
+    block_on(ACTIVATION_BOUND, "asking xdg-desktop-portal", async {
+        let bus = zbus::Connection::session()
+            .await
+            .map_err(dbus_failed("the session bus"))?;
+        read_offer(&bus).await
+    })
+    .map_err(|err| err.0)
+}
+
+async fn read_offer(bus: &zbus::Connection) -> DisplayResult<Offer> {
+    let properties = zbus::fdo::PropertiesProxy::builder(bus)
+        .destination(PORTAL)
+        .and_then(|b| b.path(PORTAL_PATH))
+        .map_err(dbus_failed(PORTAL))?
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .map_err(dbus_failed(PORTAL))?;
+    let version = |interface: &'static str| {
+        let properties = properties.clone();
+        async move {
+            let name = zbus::names::InterfaceName::from_static_str_unchecked(interface);
+            let value = properties
+                .get(name, "version")
+                .await
+                .map_err(|err| match err {
+                    zbus::fdo::Error::ServiceUnknown(_) | zbus::fdo::Error::NameHasNoOwner(_) => {
+                        failed(format!(
+                            "{PORTAL} is not on the session bus and cannot be started (install \
+                             xdg-desktop-portal and the backend for this desktop: \
+                             xdg-desktop-portal-kde on KDE Plasma)"
+                        ))
+                    }
+                    other => failed(format!(
+                        "the portal offers no {interface} (its backend for this desktop does not \
+                         implement it): {other}"
+                    )),
+                })?;
+            u32::try_from(value).map_err(|err| failed(format!("{interface}.version: {err}")))
+        }
+    };
+    Ok(Offer {
+        remote_desktop: version(REMOTE_DESKTOP).await?,
+        screen_cast: version(SCREEN_CAST).await?,
+    })
+}
+
+/// How a request ended: granted with its results, refused by the person, or failed otherwise.
+#[derive(Debug)]
+enum Answer {
+    Granted(HashMap<String, OwnedValue>),
+    /// Response code 1: the person cancelled the dialog.
+    Refused,
+    /// Response code 2 (or another): the portal ended the interaction otherwise.
+    Ended(u32),
+}
+
+/// One connection to the portal: makes request tokens and waits for their answers.
+struct Portal {
+    bus: zbus::Connection,
+    /// The bus's unique name as request paths spell it (`:1.42` → `1_42`).
+    sender: String,
+    counter: AtomicU64,
+}
+
+impl Portal {
+    fn new(bus: zbus::Connection) -> DisplayResult<Portal> {
+        let sender = bus
+            .unique_name()
+            .ok_or_else(|| failed("the session bus gave this connection no name"))?
+            .trim_start_matches(':')
+            .replace('.', "_");
+        Ok(Portal {
+            bus,
+            sender,
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// A token unique to this process, valid in an object path.
+    fn token(&self) -> String {
+        format!(
+            "computer_{}_{}",
+            std::process::id(),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    async fn proxy(
+        &self,
+        path: String,
+        interface: &'static str,
+    ) -> DisplayResult<zbus::Proxy<'static>> {
+        zbus::proxy::Builder::<zbus::Proxy<'static>>::new(&self.bus)
+            .destination(PORTAL)
+            .and_then(|b| b.path(path))
+            .and_then(|b| b.interface(interface))
+            .map_err(dbus_failed(interface))?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .map_err(dbus_failed(interface))
+    }
+
+    /// Calls `method` (whose options carry `handle_token: token`) and waits, at most `bound`,
+    /// for the answer on the request object; subscribes to it first, so no answer is missed.
+    async fn request<B>(
+        &self,
+        interface: &'static str,
+        method: &'static str,
+        token: &str,
+        body: &B,
+        bound: Duration,
+    ) -> DisplayResult<Answer>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        let path = format!("{PORTAL_PATH}/request/{}/{token}", self.sender);
+        let request = self.proxy(path.clone(), REQUEST).await?;
+        let mut responses = request
+            .receive_signal("Response")
+            .await
+            .map_err(dbus_failed("Request.Response"))?;
+        let handle: OwnedObjectPath = self
+            .proxy(PORTAL_PATH.into(), interface)
+            .await?
+            .call(method, body)
+            .await
+            .map_err(|err| failed(format!("{interface}.{method}: {err}")))?;
+        if handle.as_str() != path {
+            // A portal older than 0.9 names its requests itself: listen there (the answer may
+            // have come already, which the bound then reports).
+            let request = self.proxy(handle.to_string(), REQUEST).await?;
+            responses = request
+                .receive_signal("Response")
+                .await
+                .map_err(dbus_failed("Request.Response"))?;
+        }
+        let answer = match tokio::time::timeout(bound, responses.next()).await {
+            Ok(Some(message)) => message,
+            Ok(None) => {
+                return Err(failed(format!(
+                    "{interface}.{method}: the portal went away"
+                )));
+            }
+            Err(_) => {
+                // Takes the dialog down, so no later answer grants what nobody waits for.
+                let _ = request.call::<_, _, ()>("Close", &()).await;
+                return Err(failed(format!(
+                    "{interface}.{method} got no answer within {bound:?} (the person did not \
+                     answer the desktop's dialog, or the portal hung); nothing was granted. {}",
+                    portal_token::how_to_grant()
+                )));
+            }
+        };
+        let (code, results): (u32, HashMap<String, OwnedValue>) = answer
+            .body()
+            .deserialize()
+            .map_err(|err| failed(format!("{interface}.{method}'s answer: {err}")))?;
+        Ok(match code {
+            0 => Answer::Granted(results),
+            1 => Answer::Refused,
+            other => Answer::Ended(other),
+        })
+    }
+}
+
+/// The error for a request that was not granted.
+fn not_granted(step: &str, answer: Answer) -> DisplayError {
+    match answer {
+        Answer::Granted(_) => failed(format!("{step} was granted")),
+        Answer::Refused => failed(format!(
+            "the person refused to share the screen and allow remote control in the desktop's \
+             dialog ({step} answered 1: cancelled); nothing was captured or sent. {}",
+            portal_token::how_to_grant()
+        )),
+        Answer::Ended(code) => failed(format!(
+            "the portal ended the request ({step} answered {code}: the dialog was closed, or a \
+             kept grant was revoked or is no longer valid); nothing was captured or sent. {}",
+            portal_token::how_to_grant()
+        )),
+    }
+}
+
+fn granted(step: &str, answer: Answer) -> DisplayResult<HashMap<String, OwnedValue>> {
+    match answer {
+        Answer::Granted(results) => Ok(results),
+        other => Err(not_granted(step, other)),
+    }
+}
+
+/// The options every request carries: its handle token.
+fn options(token: &str) -> HashMap<&'static str, Value<'static>> {
+    HashMap::from([("handle_token", Value::from(token.to_string()))])
+}
+
+/// The remote-desktop session and its stream: made on the first call that needs the screen or
+/// input, kept for the connection's life (a virtual keyboard and pointer that last), closed
+/// when dropped.
+struct Session {
+    remote_desktop: zbus::Proxy<'static>,
+    handle: OwnedObjectPath,
+    session: zbus::Proxy<'static>,
+    /// The PipeWire node of the shared monitor: pointer positions are given relative to it.
+    node: u32,
+    /// The shared monitor, in the compositor's logical coordinates.
+    monitor: Rect,
+    /// The device types the person allowed (KEYBOARD | POINTER bits).
+    devices: u32,
+    frames: FrameStream,
+    /// Set when the portal closes the session (the person revoked it, the portal restarted).
+    closed: Arc<AtomicBool>,
+}
+
+/// A start that failed, and whether it spent the stored token (the portal honours a token
+/// once: a Start that was answered invalidated it, whatever the answer).
+struct StartFailure {
+    error: DisplayError,
+    token_spent: bool,
+    /// The token a Start that was granted returned, when a later step failed: it replaces the
+    /// spent one, so the next start is not asked again for the step's failure.
+    new_token: Option<SecretString>,
+}
+
+impl From<DisplayError> for StartFailure {
+    fn from(error: DisplayError) -> StartFailure {
+        StartFailure {
+            error,
+            token_spent: false,
+            new_token: None,
+        }
+    }
+}
+
+/// A started session and the token that restores it next time, if the portal gave one.
+struct Started {
+    session: Session,
+    token: Option<SecretString>,
+}
+
+/// What Start granted: the session, the devices allowed, the shared stream, the next token.
+struct Negotiated {
+    handle: OwnedObjectPath,
+    session: zbus::Proxy<'static>,
+    closed_signal: zbus::proxy::SignalStream<'static>,
+    devices: u32,
+    node: u32,
+    monitor: Rect,
+    token: Option<SecretString>,
+}
+
+/// CreateSession, SelectDevices (persisted, with `token`, where the portal can), SelectSources
+/// and Start, which the portal answers once the person has (or the token restored the grant).
+async fn negotiate(
+    portal: &Portal,
+    offer: Offer,
+    token: Option<SecretString>,
+) -> Result<Negotiated, StartFailure> {
+    let create_token = portal.token();
+    let mut create = options(&create_token);
+    create.insert("session_handle_token", Value::from(portal.token()));
+    let results = granted(
+        "RemoteDesktop.CreateSession",
+        portal
+            .request(
+                REMOTE_DESKTOP,
+                "CreateSession",
+                &create_token,
+                &(create,),
+                REPLY_BOUND,
+            )
+            .await?,
+    )?;
+    let handle = session_handle(&results)?;
+
+    let select_token = portal.token();
+    let mut select = options(&select_token);
+    select.insert("types", Value::from(KEYBOARD | POINTER));
+    let restoring = offer.restorable() && token.is_some();
+    if offer.restorable() {
+        select.insert("persist_mode", Value::from(PERSIST_UNTIL_REVOKED));
+        if let Some(token) = &token {
+            select.insert(
+                "restore_token",
+                Value::from(token.expose_secret().to_string()),
+            );
+        }
+    }
+    granted(
+        "RemoteDesktop.SelectDevices",
+        portal
+            .request(
+                REMOTE_DESKTOP,
+                "SelectDevices",
+                &select_token,
+                &(handle.as_ref(), select),
+                REPLY_BOUND,
+            )
+            .await?,
+    )?;
+
+    let sources_token = portal.token();
+    let mut sources = options(&sources_token);
+    sources.insert("types", Value::from(MONITOR));
+    sources.insert("multiple", Value::from(false));
+    granted(
+        "ScreenCast.SelectSources",
+        portal
+            .request(
+                SCREEN_CAST,
+                "SelectSources",
+                &sources_token,
+                &(handle.as_ref(), sources),
+                REPLY_BOUND,
+            )
+            .await?,
+    )?;
+
+    let session = portal.proxy(handle.to_string(), SESSION).await?;
+    let closed_signal = session
+        .receive_signal("Closed")
+        .await
+        .map_err(dbus_failed("Session.Closed"))?;
+    let start_token = portal.token();
+    let answer = portal
+        .request(
+            REMOTE_DESKTOP,
+            "Start",
+            &start_token,
+            &(handle.as_ref(), "", options(&start_token)),
+            ANSWER_BOUND,
+        )
+        .await
+        .map_err(|error| StartFailure {
+            error,
+            token_spent: restoring,
+            new_token: None,
+        })?;
+    let results = granted("RemoteDesktop.Start", answer).map_err(|error| StartFailure {
+        error,
+        token_spent: restoring,
+        new_token: None,
+    })?;
+    let devices = results
+        .get("devices")
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(0);
+    let new_token = results
+        .get("restore_token")
+        .and_then(|v| <&str>::try_from(v).ok())
+        .map(|t| SecretString::from(t.to_string()));
+    let (node, monitor) = first_stream(&results)?;
+    Ok(Negotiated {
+        handle,
+        session,
+        closed_signal,
+        devices,
+        node,
+        monitor,
+        token: new_token,
+    })
+}
+
+impl Session {
+    async fn start(
+        bus: zbus::Connection,
+        offer: Offer,
+        token: Option<SecretString>,
+    ) -> Result<Started, StartFailure> {
+        let portal = Portal::new(bus)?;
+        let Negotiated {
+            handle,
+            session,
+            mut closed_signal,
+            devices,
+            node,
+            monitor,
+            token: new_token,
+        } = negotiate(&portal, offer, token).await?;
+        let connected = async {
+            let remote_desktop = portal.proxy(PORTAL_PATH.into(), REMOTE_DESKTOP).await?;
+            let screen_cast = portal.proxy(PORTAL_PATH.into(), SCREEN_CAST).await?;
+            let no_options: HashMap<&str, Value<'_>> = HashMap::new();
+            let remote: zbus::zvariant::OwnedFd = screen_cast
+                .call("OpenPipeWireRemote", &(handle.as_ref(), no_options))
+                .await
+                .map_err(dbus_failed("ScreenCast.OpenPipeWireRemote"))?;
+            let frames = FrameStream::connect(node, Some(remote.into())).map_err(failed)?;
+            let closed = Arc::new(AtomicBool::new(false));
+            let flag = closed.clone();
+            tokio::spawn(async move {
+                if closed_signal.next().await.is_some() {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            });
+            let session = Session {
+                remote_desktop,
+                handle,
+                session,
+                node,
+                monitor,
+                devices,
+                frames,
+                closed,
+            };
+            if devices & (KEYBOARD | POINTER) == KEYBOARD | POINTER {
+                remote_desktop::prime(&session).await?;
+            }
+            Ok(session)
+        }
+        .await;
+        match connected {
+            Ok(session) => Ok(Started {
+                session,
+                token: new_token,
+            }),
+            Err(error) => Err(StartFailure {
+                error,
+                token_spent: false,
+                new_token,
+            }),
+        }
+    }
+
+    /// Refuses input of a kind the person did not allow.
+    fn allowed(&self, device: u32) -> DisplayResult<()> {
+        if self.devices & device != 0 {
+            return Ok(());
+        }
+        let kind = if device == KEYBOARD {
+            "keyboard"
+        } else {
+            "pointer"
+        };
+        Err(failed(format!(
+            "the person shared the screen but did not allow remote {kind} input in the \
+             desktop's dialog; nothing was sent. To allow it, end this grant (restart the \
+             daemon, or delete keychain://{}/{}) and tick remote interaction when asked again",
+            super::gnome_consent::SERVICE,
+            portal_token::ACCOUNT
+        )))
+    }
+
+    fn no_options() -> HashMap<&'static str, Value<'static>> {
+        HashMap::new()
+    }
+}
+
+/// CreateSession's `session_handle` (a string in the specification, an object path in some
+/// portals).
+fn session_handle(results: &HashMap<String, OwnedValue>) -> DisplayResult<OwnedObjectPath> {
+    let value = results
+        .get("session_handle")
+        .ok_or_else(|| failed("CreateSession answered without a session handle"))?;
+    if let Ok(text) = <&str>::try_from(value) {
+        return OwnedObjectPath::try_from(text.to_string())
+            .map_err(|err| failed(format!("the session handle {text:?}: {err}")));
+    }
+    OwnedObjectPath::try_from(value.try_clone().map_err(failed)?)
+        .map_err(|err| failed(format!("the session handle: {err}")))
+}
+
+/// Start's first stream: its PipeWire node and the monitor it shows.
+fn first_stream(results: &HashMap<String, OwnedValue>) -> DisplayResult<(u32, Rect)> {
+    type Streams = Vec<(u32, HashMap<String, OwnedValue>)>;
+    let streams: Streams = results
+        .get("streams")
+        .ok_or_else(|| failed("Start answered without a stream (no monitor was shared)"))?
+        .try_clone()
+        .map_err(failed)?
+        .try_into()
+        .map_err(|err| failed(format!("Start's streams: {err}")))?;
+    let (node, properties) = streams
+        .into_iter()
+        .next()
+        .ok_or_else(|| failed("Start answered with no stream (no monitor was shared)"))?;
+    let pair = |key: &str| -> Option<(i32, i32)> {
+        properties
+            .get(key)
+            .and_then(|v| <(i32, i32)>::try_from(v.try_clone().ok()?).ok())
+    };
+    let (x, y) = pair("position").unwrap_or((0, 0));
+    let (width, height) =
+        pair("size").ok_or_else(|| failed("the shared stream names no monitor size"))?;
+    let monitor = Rect {
+        x,
+        y,
+        width: u32::try_from(width).map_err(|_| failed("a negative monitor width"))?,
+        height: u32::try_from(height).map_err(|_| failed("a negative monitor height"))?,
+    };
+    Ok((node, monitor))
+}
+
+impl InputSink for Session {
+    // Every event waits for its reply, whatever the caller allows: see `keysym`.
+    async fn motion(&self, x: i32, y: i32, _wait: bool) -> DisplayResult<()> {
+        self.allowed(POINTER)?;
+        // Stream coordinates: the monitor's own, in logical units.
+        let (fx, fy) = (f64::from(x - self.monitor.x), f64::from(y - self.monitor.y));
+        self.remote_desktop
+            .call::<_, _, ()>(
+                "NotifyPointerMotionAbsolute",
+                &(
+                    self.handle.as_ref(),
+                    Session::no_options(),
+                    self.node,
+                    fx,
+                    fy,
+                ),
+            )
+            .await
+            .map_err(dbus_failed("NotifyPointerMotionAbsolute"))
+    }
+
+    async fn nudge(&self) -> DisplayResult<()> {
+        self.allowed(POINTER)?;
+        self.remote_desktop
+            .call::<_, _, ()>(
+                "NotifyPointerMotion",
+                &(self.handle.as_ref(), Session::no_options(), 0.0f64, 0.0f64),
+            )
+            .await
+            .map_err(dbus_failed("NotifyPointerMotion"))
+    }
+
+    async fn button(&self, code: i32, pressed: bool, _wait: bool) -> DisplayResult<()> {
+        self.allowed(POINTER)?;
+        self.remote_desktop
+            .call::<_, _, ()>(
+                "NotifyPointerButton",
+                &(
+                    self.handle.as_ref(),
+                    Session::no_options(),
+                    code,
+                    u32::from(pressed),
+                ),
+            )
+            .await
+            .map_err(dbus_failed("NotifyPointerButton"))
+    }
+
+    async fn axis(&self, axis: u32, steps: i32) -> DisplayResult<()> {
+        self.allowed(POINTER)?;
+        self.remote_desktop
+            .call::<_, _, ()>(
+                "NotifyPointerAxisDiscrete",
+                &(self.handle.as_ref(), Session::no_options(), axis, steps),
+            )
+            .await
+            .map_err(dbus_failed("NotifyPointerAxisDiscrete"))
+    }
+
+    async fn keysym(&self, keysym: u32, pressed: bool, _wait: bool) -> DisplayResult<()> {
+        self.allowed(KEYBOARD)?;
+        // Every event waits for its reply: the portal hands calls on to its backend without
+        // keeping their order, and events not awaited one by one arrive reordered (measured
+        // with xdg-desktop-portal 1.16 on GNOME: a release overtook its press and left the key
+        // repeating). The portal spells keysyms signed.
+        self.remote_desktop
+            .call::<_, _, ()>(
+                "NotifyKeyboardKeysym",
+                &(
+                    self.handle.as_ref(),
+                    Session::no_options(),
+                    keysym as i32,
+                    u32::from(pressed),
+                ),
+            )
+            .await
+            .map_err(dbus_failed("NotifyKeyboardKeysym"))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The portal also ends the session when this connection closes; Close says so at once.
+        let session = self.session.clone();
+        remote_desktop::spawn(async move {
+            let _ = session.call::<_, _, ()>("Close", &()).await;
+        });
+    }
+}
+
+/// One connection to the session bus, the AT-SPI window reader and (once a call needs the
+/// screen or input) the portal's remote-desktop session.
+pub struct PortalConn {
+    bus: zbus::Connection,
+    offer: Offer,
+    tokens: Arc<RestoreToken>,
+    windows: AtspiWindows,
+    session: Mutex<Option<Arc<Session>>>,
+}
+
+impl PortalConn {
+    fn connect(tokens: Arc<RestoreToken>) -> Result<PortalConn, Availability> {
+        let (bus, offer) = block_on(ACTIVATION_BOUND, "asking xdg-desktop-portal", async {
+            let bus = zbus::Connection::session()
+                .await
+                .map_err(dbus_failed("the session bus"))?;
+            let offer = read_offer(&bus).await?;
+            Ok((bus, offer))
+        })
+        .map_err(|err| Availability::Unavailable {
+            reason: err.0,
+            fix: "run the daemon inside the desktop session (its WAYLAND_DISPLAY and \
+                  DBUS_SESSION_BUS_ADDRESS) with xdg-desktop-portal and the desktop's portal \
+                  backend installed (xdg-desktop-portal-kde on KDE Plasma)"
+                .into(),
+        })?;
+        Ok(PortalConn {
+            bus,
+            offer,
+            tokens,
+            windows: AtspiWindows::new(),
+            session: Mutex::new(None),
+        })
+    }
+
+    fn lock_session(&self) -> MutexGuard<'_, Option<Arc<Session>>> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The remote-desktop session, started on first use (and again after the portal closed
+    /// it): the portal asks the person unless the stored token restores the grant.
+    fn session(&self) -> DisplayResult<Arc<Session>> {
+        let mut slot = self.lock_session();
+        if let Some(session) = slot.as_ref()
+            && !session.closed.load(Ordering::SeqCst)
+        {
+            return Ok(session.clone());
+        }
+        *slot = None;
+        let token = if self.offer.restorable() {
+            // Without the token the portal asks the person again: safe, only less convenient.
+            self.tokens.load().unwrap_or_else(|why| {
+                tracing::warn!(%why, "starting the portal session without a kept grant");
+                None
+            })
+        } else {
+            None
+        };
+        let (bus, offer) = (self.bus.clone(), self.offer);
+        let started = block_on(
+            ANSWER_BOUND + REPLY_BOUND * 6,
+            "starting the portal's remote-desktop session",
+            async move {
+                Ok(Session::start(bus, offer, token)
+                    .await
+                    .map_err(|f| (f.error, f.token_spent, f.new_token)))
+            },
+        )?;
+        let started = match started {
+            Ok(started) => started,
+            Err((error, token_spent, new_token)) => {
+                settle_token(&self.tokens, self.offer, new_token, token_spent);
+                return Err(error);
+            }
+        };
+        settle_token(&self.tokens, self.offer, started.token, false);
+        let session = Arc::new(started.session);
+        session
+            .frames
+            .wait_first(FIRST_FRAME_BOUND)
+            .map_err(failed)?;
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Runs input calls on the session, in order, as one task.
+    fn input<F, Fut>(&self, what: &str, work: F) -> DisplayResult<()>
+    where
+        F: FnOnce(Arc<Session>) -> Fut,
+        Fut: Future<Output = DisplayResult<()>> + Send + 'static,
+    {
+        let session = self.session()?;
+        block_on(REPLY_BOUND * 4, what, work(session))
+    }
+
+    /// Whether the portal still answers and the session (if any) is open.
+    fn healthy(&self) -> bool {
+        let closed = self
+            .lock_session()
+            .as_ref()
+            .is_some_and(|s| s.closed.load(Ordering::SeqCst));
+        let bus = self.bus.clone();
+        !closed
+            && block_on(REPLY_BOUND, "asking xdg-desktop-portal", async move {
+                read_offer(&bus).await
+            })
+            .is_ok()
+    }
+
+    /// The shared monitor (the portal shares one; its place comes with the stream).
+    fn monitor(&self) -> DisplayResult<Rect> {
+        Ok(self.session()?.monitor)
+    }
+}
+
+/// Keeps what a start said about the grant: a new token replaces the stored one (the portal
+/// gives one at every start and honours each once); a start that was given the stored token
+/// and failed (refused, revoked, stale) drops it, so the next start asks afresh. A keychain
+/// that cannot be written only means the person is asked again: logged, without the value.
+fn settle_token(tokens: &RestoreToken, offer: Offer, new: Option<SecretString>, spent: bool) {
+    if spent && let Err(why) = tokens.forget() {
+        tracing::warn!(%why, "a spent restore token stays in the keychain");
+    }
+    if offer.restorable()
+        && let Some(token) = new
+        && let Err(why) = tokens.save(token)
+    {
+        tracing::warn!(%why, "the person will be asked again at the next start");
+    }
+}
+
+/// The key events of `text`, or why it cannot be typed through the portal.
+fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
+    remote_desktop::text_events(
+        text,
+        "this desktop (xdg-desktop-portal)",
+        "the portal's NotifyKeyboardKeysym",
+    )
+}
+
+impl desktop::Desktop for PortalConn {
+    type Frame = Frame;
+
+    fn screen(&self) -> DisplayResult<Rect> {
+        self.monitor()
+    }
+    fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+        let session = self.session()?;
+        let frame = session.frames.latest().map_err(failed)?;
+        frame.crop(session.monitor, area).map_err(failed)
+    }
+    fn same_frame(a: &Frame, b: &Frame) -> bool {
+        a.width == b.width && a.height == b.height && a.rgb == b.rgb
+    }
+    fn to_rgb(&self, frame: &Frame) -> Rgb {
+        Rgb {
+            width: frame.width,
+            height: frame.height,
+            pixels: frame.rgb.clone(),
+        }
+    }
+    fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
+        Ok(vec![MonitorInfo {
+            index: 0,
+            name: "the monitor shared through the portal".into(),
+            rect: self.monitor()?,
+            primary: true,
+        }])
+    }
+    fn window_ids(&self) -> DisplayResult<Vec<u32>> {
+        Ok(self.windows()?.iter().map(|w| w.id).collect())
+    }
+    fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
+        self.windows.windows("portal")
+    }
+    fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
+        self.windows.keyboard_target("portal")
+    }
+    fn focus_must_be_known(&self) -> bool {
+        true
+    }
+    fn reads_cursor(&self) -> bool {
+        false
+    }
+    fn knows_owner(&self, window: &WindowInfo) -> bool {
+        window.pid.is_some()
+    }
+    fn places_known(&self) -> bool {
+        false
+    }
+    fn cursor(&self) -> DisplayResult<(i32, i32)> {
+        Err(failed(
+            "the portal tells clients no pointer position: give the point (x, y) explicitly",
+        ))
+    }
+    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
+        self.input("a pointer move", move |s| async move {
+            s.motion(x, y, true).await
+        })
+    }
+    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
+        self.input("a click", move |s| async move {
+            remote_desktop::click(&*s, at, button, count).await
+        })
+    }
+    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
+        self.input("a drag", move |s| async move {
+            remote_desktop::drag(&*s, from, to, button).await
+        })
+    }
+    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
+        self.input("a scroll", move |s| async move {
+            remote_desktop::scroll(&*s, at, dx, dy).await
+        })
+    }
+    fn untypable(&self, text: &str) -> Option<String> {
+        text_events(text).err().map(|err| err.0)
+    }
+    fn type_text(&self, text: &str) -> DisplayResult<()> {
+        let events = text_events(text)?;
+        self.input("typing", move |s| async move {
+            remote_desktop::keys(&*s, &events).await
+        })
+    }
+    fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
+        let events = remote_desktop::combo_events(combo);
+        self.input("a key combination", move |s| async move {
+            remote_desktop::keys(&*s, &events).await
+        })
+    }
+    fn focus(&self, _window: u32) -> DisplayResult<bool> {
+        Err(failed(
+            "the portal offers clients no way to raise or focus a window",
+        ))
+    }
+}
+
+/// The process-wide connection: made on first use, remade after it breaks, not retried more
+/// than once a second while the portal is unreachable.
+pub struct Backend {
+    state: Mutex<BackendState>,
+    tokens: Arc<RestoreToken>,
+}
+
+struct BackendState {
+    conn: Option<Arc<PortalConn>>,
+    last_error: Option<(Instant, Availability)>,
+}
+
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl Backend {
+    pub fn new() -> Backend {
+        Backend {
+            state: Mutex::new(BackendState {
+                conn: None,
+                last_error: None,
+            }),
+            tokens: Arc::new(RestoreToken::new(crate::keychain::system_store())),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BackendState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl desktop::Backend for Backend {
+    type Conn = PortalConn;
+
+    fn conn(&self) -> Result<Arc<PortalConn>, Availability> {
+        let mut state = self.lock();
+        if let Some(conn) = &state.conn {
+            return Ok(conn.clone());
+        }
+        if let Some((at, why)) = &state.last_error
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(why.clone());
+        }
+        match PortalConn::connect(self.tokens.clone()) {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                state.conn = Some(conn.clone());
+                state.last_error = None;
+                Ok(conn)
+            }
+            Err(why) => {
+                state.last_error = Some((Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Drops a connection after a failed call only if it is broken: the session (and with it
+    /// the person's grant and the devices clients have bound) is kept across calls that
+    /// failed for their own reasons.
+    fn forget(&self, broken: &Arc<PortalConn>) {
+        if broken.healthy() {
+            return;
+        }
+        let mut state = self.lock();
+        if state
+            .conn
+            .as_ref()
+            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
+        {
+            state.conn = None;
+        }
+    }
+
+    fn offers(&self, command: &str) -> bool {
+        // No window can be raised, and the pointer's position cannot be read.
+        !matches!(command, "focus" | "cursor")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::portal_token::tests::Memory;
+    use super::*;
+
+    #[test]
+    fn an_old_portal_says_the_grant_is_not_kept() {
+        let old = Offer {
+            remote_desktop: 1,
+            screen_cast: 4,
+        };
+        assert!(!old.restorable());
+        assert!(
+            old.missing()
+                .unwrap()
+                .contains("asked at every daemon start")
+        );
+        let new = Offer {
+            remote_desktop: 2,
+            screen_cast: 5,
+        };
+        assert!(new.restorable() && new.missing().is_none());
+    }
+
+    #[test]
+    fn a_refusal_says_how_to_grant_again() {
+        let refused = not_granted("RemoteDesktop.Start", Answer::Refused).0;
+        assert!(refused.contains("refused"), "{refused}");
+        assert!(
+            refused.contains("nothing was captured or sent"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("keychain://computer.gui/portal-restore-token"),
+            "{refused}"
+        );
+        let ended = not_granted("RemoteDesktop.Start", Answer::Ended(2)).0;
+        assert!(ended.contains("revoked or is no longer valid"), "{ended}");
+    }
+
+    #[test]
+    fn the_stream_gives_the_node_and_the_monitor() {
+        let properties: HashMap<String, OwnedValue> = HashMap::from([
+            (
+                "position".to_string(),
+                OwnedValue::try_from(Value::from((10i32, 20i32))).unwrap(),
+            ),
+            (
+                "size".to_string(),
+                OwnedValue::try_from(Value::from((1920i32, 1080i32))).unwrap(),
+            ),
+        ]);
+        let streams = vec![(37u32, properties)];
+        let results = HashMap::from([(
+            "streams".to_string(),
+            OwnedValue::try_from(Value::from(streams)).unwrap(),
+        )]);
+        let (node, monitor) = first_stream(&results).unwrap();
+        assert_eq!(node, 37);
+        assert_eq!(
+            monitor,
+            Rect {
+                x: 10,
+                y: 20,
+                width: 1920,
+                height: 1080
+            }
+        );
+        let none = first_stream(&HashMap::new()).unwrap_err().0;
+        assert!(none.contains("no monitor was shared"), "{none}");
+    }
+
+    /// A private session bus (no service files: nothing is started on demand), killed on drop.
+    struct PrivateBus {
+        daemon: std::process::Child,
+        address: String,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for PrivateBus {
+        fn drop(&mut self) {
+            let _ = self.daemon.kill();
+            let _ = self.daemon.wait();
+        }
+    }
+
+    fn private_bus() -> PrivateBus {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\" \
+                 \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
+                 <busconfig><type>session</type><listen>unix:dir={}</listen>\
+                 <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/>\
+                 <allow eavesdrop=\"true\"/><allow own=\"*\"/>\
+                 </policy></busconfig>\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let mut daemon = std::process::Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("dbus-daemon runs");
+        let mut address = String::new();
+        std::io::BufReader::new(daemon.stdout.take().unwrap())
+            .read_line(&mut address)
+            .unwrap();
+        PrivateBus {
+            daemon,
+            address: address.trim().to_string(),
+            _dir: dir,
+        }
+    }
+
+    /// What the stand-in was asked: each method with its options.
+    type Seen = Arc<Mutex<Vec<(String, HashMap<String, OwnedValue>)>>>;
+
+    /// A stand-in for xdg-desktop-portal, served with zbus on a private bus: it answers every
+    /// request with a `Request::Response` signal on the request's path as the portal does,
+    /// records the options it was given, and answers Start with `start_code` and, on success, a
+    /// new restore token. It is a stand-in, not proof that the surface works: it exercises this
+    /// module's request plumbing and its keeping of the restore token, which the real portal
+    /// on the test machine (RemoteDesktop version 1, no tokens) cannot; the surface itself is
+    /// tested against the real portal in tests/tests/portal.rs.
+    /// A connection to the private bus, made within a bound (a bus that does not answer fails
+    /// the test instead of hanging it).
+    async fn connect(builder: zbus::connection::Builder<'_>) -> zbus::Connection {
+        tokio::time::timeout(Duration::from_secs(10), builder.build())
+            .await
+            .expect("the private bus answers within 10 s")
+            .unwrap()
+    }
+
+    async fn stand_in(
+        address: &str,
+        start_code: u32,
+        next_token: &'static str,
+    ) -> (zbus::Connection, Seen) {
+        let conn = connect(
+            zbus::connection::Builder::address(address)
+                .unwrap()
+                .name(PORTAL)
+                .unwrap(),
+        )
+        .await;
+        let seen: Seen = Arc::default();
+        let (server, record) = (conn.clone(), seen.clone());
+        tokio::spawn(async move {
+            let mut calls = zbus::MessageStream::from(&server);
+            while let Some(Ok(call)) = calls.next().await {
+                let header = call.header();
+                if header.message_type() != zbus::message::Type::MethodCall {
+                    continue;
+                }
+                let member = header.member().map(|m| m.to_string()).unwrap_or_default();
+                let body = call.body();
+                let options: HashMap<String, OwnedValue> = match member.as_str() {
+                    "CreateSession" => {
+                        body.deserialize::<(HashMap<String, OwnedValue>,)>()
+                            .unwrap()
+                            .0
+                    }
+                    "SelectDevices" | "SelectSources" => {
+                        body.deserialize::<(OwnedObjectPath, HashMap<String, OwnedValue>)>()
+                            .unwrap()
+                            .1
+                    }
+                    "Start" => {
+                        body.deserialize::<(OwnedObjectPath, String, HashMap<String, OwnedValue>)>()
+                            .unwrap()
+                            .2
+                    }
+                    _ => continue,
+                };
+                let sender = header.sender().unwrap().to_string();
+                let token = <&str>::try_from(&options["handle_token"])
+                    .unwrap()
+                    .to_string();
+                let path = format!(
+                    "{PORTAL_PATH}/request/{}/{token}",
+                    sender.trim_start_matches(':').replace('.', "_")
+                );
+                server
+                    .reply(
+                        &header,
+                        &zbus::zvariant::ObjectPath::try_from(path.as_str()).unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                let mut results: HashMap<&str, Value<'_>> = HashMap::new();
+                let mut code = 0u32;
+                match member.as_str() {
+                    "CreateSession" => {
+                        results.insert(
+                            "session_handle",
+                            Value::from("/org/freedesktop/portal/desktop/session/1_1/s"),
+                        );
+                    }
+                    "Start" => {
+                        code = start_code;
+                        let stream: HashMap<&str, Value<'_>> = HashMap::from([
+                            ("position", Value::from((0i32, 0i32))),
+                            ("size", Value::from((1280i32, 720i32))),
+                        ]);
+                        results.insert("devices", Value::from(KEYBOARD | POINTER));
+                        results.insert("streams", Value::from(vec![(42u32, stream)]));
+                        results.insert("restore_token", Value::from(next_token));
+                    }
+                    _ => {}
+                }
+                record.lock().unwrap().push((member, options));
+                server
+                    .emit_signal(
+                        Some(sender.as_str()),
+                        path.as_str(),
+                        REQUEST,
+                        "Response",
+                        &(code, results),
+                    )
+                    .await
+                    .unwrap();
+            }
+        });
+        (conn, seen)
+    }
+
+    /// Runs `negotiate` against a stand-in answering Start with `code`, with the token the
+    /// store holds, and keeps what it says about the token as `PortalConn::session` does.
+    async fn start_against_stand_in(
+        store: Arc<Memory>,
+        code: u32,
+        next_token: &'static str,
+    ) -> (
+        Result<(u32, Rect), String>,
+        Vec<(String, HashMap<String, OwnedValue>)>,
+    ) {
+        let bus = private_bus();
+        let (_server, seen) = stand_in(&bus.address, code, next_token).await;
+        let client =
+            connect(zbus::connection::Builder::address(bus.address.as_str()).unwrap()).await;
+        let offer = Offer {
+            remote_desktop: 2,
+            screen_cast: 5,
+        };
+        // As after a restart: a fresh holder over the same keychain.
+        let tokens = RestoreToken::new(store);
+        let token = tokens.load().unwrap();
+        let portal = Portal::new(client).unwrap();
+        let outcome = match negotiate(&portal, offer, token).await {
+            Ok(negotiated) => {
+                settle_token(&tokens, offer, negotiated.token, false);
+                Ok((negotiated.node, negotiated.monitor))
+            }
+            Err(failure) => {
+                settle_token(&tokens, offer, failure.new_token, failure.token_spent);
+                Err(failure.error.0)
+            }
+        };
+        let seen = seen.lock().unwrap().clone();
+        (outcome, seen)
+    }
+
+    fn stored(store: &Memory) -> Option<String> {
+        store.items.lock().unwrap().first().map(|(_, v)| v.clone())
+    }
+
+    fn select_devices(
+        seen: &[(String, HashMap<String, OwnedValue>)],
+    ) -> HashMap<String, OwnedValue> {
+        seen.iter()
+            .find(|(member, _)| member == "SelectDevices")
+            .map(|(_, options)| {
+                options
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.try_clone().unwrap()))
+                    .collect()
+            })
+            .expect("SelectDevices was called")
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_token_is_kept_passed_back_after_a_restart_and_dropped_when_refused() {
+        let store = Arc::new(Memory::default());
+
+        // First start: nothing kept, so no token is offered; the grant is asked to persist, and
+        // the token Start returns is kept.
+        let (outcome, seen) = start_against_stand_in(store.clone(), 0, "token-1").await;
+        assert_eq!(
+            outcome.unwrap(),
+            (
+                42,
+                Rect {
+                    x: 0,
+                    y: 0,
+                    width: 1280,
+                    height: 720
+                }
+            )
+        );
+        let members: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(
+            members,
+            ["CreateSession", "SelectDevices", "SelectSources", "Start"]
+        );
+        let select = select_devices(&seen);
+        assert_eq!(u32::try_from(&select["persist_mode"]).unwrap(), 2);
+        assert_eq!(u32::try_from(&select["types"]).unwrap(), KEYBOARD | POINTER);
+        assert!(!select.contains_key("restore_token"));
+        assert_eq!(stored(&store).as_deref(), Some("token-1"));
+
+        // After a restart: the kept token is passed back, and the new one replaces it.
+        let (outcome, seen) = start_against_stand_in(store.clone(), 0, "token-2").await;
+        assert!(outcome.is_ok());
+        let select = select_devices(&seen);
+        assert_eq!(
+            <&str>::try_from(&select["restore_token"]).unwrap(),
+            "token-1"
+        );
+        assert_eq!(stored(&store).as_deref(), Some("token-2"));
+
+        // The portal no longer honours it (revoked): a clear error, and the token is dropped so
+        // the next start asks afresh.
+        let (outcome, _) = start_against_stand_in(store.clone(), 2, "unused").await;
+        let error = outcome.unwrap_err();
+        assert!(error.contains("revoked or is no longer valid"), "{error}");
+        assert!(!error.contains("token-2"), "{error}");
+        assert_eq!(stored(&store), None);
+
+        // Refused by the person: says so and how to grant it; nothing kept.
+        let (outcome, seen) = start_against_stand_in(store.clone(), 1, "unused").await;
+        let error = outcome.unwrap_err();
+        assert!(
+            error.contains("refused") && error.contains("to grant it"),
+            "{error}"
+        );
+        assert!(!select_devices(&seen).contains_key("restore_token"));
+        assert_eq!(stored(&store), None);
+    }
+
+    #[test]
+    fn a_start_that_failed_after_its_grant_keeps_the_new_token_in_place_of_the_spent_one() {
+        let store = Arc::new(Memory::default());
+        let tokens = RestoreToken::new(store.clone());
+        let offer = Offer {
+            remote_desktop: 2,
+            screen_cast: 5,
+        };
+        tokens.save(SecretString::from("spent")).unwrap();
+        settle_token(&tokens, offer, Some(SecretString::from("fresh")), true);
+        assert_eq!(stored(&store).as_deref(), Some("fresh"));
+        settle_token(&tokens, offer, None, true);
+        assert_eq!(stored(&store), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_old_portal_is_not_asked_to_persist_and_nothing_is_kept() {
+        let store = Arc::new(Memory::default());
+        let bus = private_bus();
+        let (_server, seen) = stand_in(&bus.address, 0, "ignored").await;
+        let client =
+            connect(zbus::connection::Builder::address(bus.address.as_str()).unwrap()).await;
+        let offer = Offer {
+            remote_desktop: 1,
+            screen_cast: 4,
+        };
+        let tokens = RestoreToken::new(store.clone());
+        let negotiated = negotiate(&Portal::new(client).unwrap(), offer, None)
+            .await
+            .unwrap_or_else(|failure| panic!("{}", failure.error));
+        settle_token(&tokens, offer, negotiated.token, false);
+        let seen = seen.lock().unwrap().clone();
+        let select = select_devices(&seen);
+        assert!(!select.contains_key("persist_mode") && !select.contains_key("restore_token"));
+        assert_eq!(stored(&store), None);
+    }
+}
