@@ -156,15 +156,17 @@ fn start_daemon_with(root: &Path, extra: &str) -> (std::process::Child, PathBuf)
     (child, socket)
 }
 
-/// Start-up, ten times each way, medians: from spawning `computer serve` (a fresh state dir,
-/// embedded defaults) to the answer of `tools/list` on its socket, against spawning the same
-/// binary for `--version` and waiting for it (the floor: exec, dynamic linking, exit).
-fn startup(root: &Path) -> (Duration, Duration) {
+/// Start-up: from spawning `computer serve` (embedded defaults) to the answer of `tools/list`
+/// on its socket, the first start (which creates the state dir, the ledger and its key) and the
+/// median of ten restarts on that state dir (every start after the first), against spawning
+/// the same binary for `--version` and waiting for it (the floor: exec, dynamic linking, exit).
+/// Returns (first start, restarts' median, floor's median).
+fn startup(root: &Path) -> (Duration, Duration, Duration) {
+    let dir = root.join("start");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("computer.sock");
     let (mut served, mut floor) = (Vec::new(), Vec::new());
-    for n in 0..10 {
-        let dir = root.join(format!("start-{n}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("computer.sock");
+    for _ in 0..11 {
         let started = Instant::now();
         let mut child = Command::new(env!("CARGO_BIN_EXE_computer"))
             .arg("serve")
@@ -188,7 +190,9 @@ fn startup(root: &Path) -> (Duration, Duration) {
         let listed = raw.recv_response(1);
         served.push(started.elapsed());
         assert!(listed["result"]["tools"].is_array(), "{listed}");
-        let _ = child.kill();
+        // SIGTERM and a wait: the next start must find the lock free.
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let _ = child.wait();
 
         let started = Instant::now();
@@ -200,9 +204,10 @@ fn startup(root: &Path) -> (Duration, Duration) {
         floor.push(started.elapsed());
         assert!(status.success());
     }
+    let first = served.remove(0);
     served.sort();
     floor.sort();
-    (served[served.len() / 2], floor[floor.len() / 2])
+    (first, served[served.len() / 2], floor[floor.len() / 2])
 }
 
 fn rss_kib(pid: u32, field: &str) -> u64 {
@@ -468,7 +473,7 @@ async fn run() {
     };
 
     // 5. Start-up, from spawn to the answer of `tools/list`.
-    let (started, floor) = startup(tmp.path());
+    let (first_start, started, floor) = startup(tmp.path());
 
     // 6. The tool definition every prompt carries.
     let registry = Registry::for_this_platform(&Default::default());
@@ -545,9 +550,15 @@ async fn run() {
         list_bytes as f64 / 140_000.0
     );
     println!(
-        "| start-up: spawn to the `tools/list` answer, median of 10 | {} | the same binary's `--version`, spawned and waited for: {} | {:.2}× | ≤ 10 ms |",
+        "| start-up: spawn to the `tools/list` answer, median of 10 restarts | {} | the same binary's `--version`, spawned and waited for: {} | {:.2}× | ≤ 10 ms |",
         ms(started),
         ms(floor),
         started.as_secs_f64() / floor.as_secs_f64()
+    );
+    println!(
+        "| start-up, the first (creates the state dir, ledger and key) | {} | `--version`: {} | {:.2}× | — |",
+        ms(first_start),
+        ms(floor),
+        first_start.as_secs_f64() / floor.as_secs_f64()
     );
 }
