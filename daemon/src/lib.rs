@@ -20,7 +20,9 @@
 //! - [`budget`]: the response budget (`complications.return`).
 //! - [`cancel`]: why a call stopped early (client, disconnect).
 //! - [`receipts`]: the hash-chained SQLite ledger with group commit.
-//! - [`schema`]: the `COMPUTER` tool definition.
+//! - [`schema`]: the `COMPUTER` tool definition (short: every command with the args it needs)
+//!   and each surface's full reference.
+//! - [`help`]: the `help` command every surface offers, which returns that reference.
 //! - [`tools`]: programmatic calls from a run given `complications.tools`: what it may call, its
 //!   capability (a token and an inherited channel) and the generated Python module.
 //! - [`secrets`]: redaction in the pipeline: outcomes, replies, receipts and log lines masked;
