@@ -138,22 +138,33 @@ fn start_daemon_with(root: &Path, extra: &str) -> (std::process::Child, PathBuf)
         format!("[defaults]\nact = \"allow\"\n{extra}"),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_computer"))
+    let child = serve(root, &socket);
+    await_socket(&socket, Duration::from_millis(5));
+    (child, socket)
+}
+
+/// Spawns `computer serve` with its state dir and config under `root`, serving `socket`.
+fn serve(root: &Path, socket: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_computer"))
         .arg("serve")
-        .env("COMPUTER_SOCKET", &socket)
+        .env("COMPUTER_SOCKET", socket)
         .env("COMPUTER_STATE_DIR", root.join("state"))
         .env("COMPUTER_CONFIG", root.join("config.toml"))
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start computer serve");
+        .expect("start computer serve")
+}
+
+/// Returns once `socket` accepts a connection, trying every `every` (the socket is the
+/// daemon's first sign of life; nothing tells a waiter sooner), within 30 s.
+fn await_socket(socket: &Path, every: Duration) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
         assert!(Instant::now() < deadline, "daemon did not start");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(every);
     }
-    (child, socket)
 }
 
 /// Start-up: from spawning `computer serve` (embedded defaults) to the answer of `tools/list`
@@ -168,22 +179,9 @@ fn startup(root: &Path) -> (Duration, Duration, Duration) {
     let (mut served, mut floor) = (Vec::new(), Vec::new());
     for _ in 0..11 {
         let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_computer"))
-            .arg("serve")
-            .env("COMPUTER_SOCKET", &socket)
-            .env("COMPUTER_STATE_DIR", dir.join("state"))
-            .env("COMPUTER_CONFIG", dir.join("config.toml"))
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start computer serve");
-        // Polled rather than waited on: the socket is the daemon's first sign of life.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "daemon did not start");
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        let mut child = serve(&dir, &socket);
+        // Tried often: the time to the first answer is what is measured.
+        await_socket(&socket, Duration::from_micros(100));
         let mut raw = RawConnection::connect(&socket);
         raw.initialize("2025-11-25");
         raw.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));

@@ -18,9 +18,14 @@ pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
         .ready()
         .filter(|s| scope.is_none_or(|scope| scope.contains(&s.name())))
         .collect();
-    let mut text = description(registry, &listed);
-    text.push_str(&unavailable_here(registry, scope));
-    let mut tool = Tool::new(TOOL_NAME, text, input_schema(&listed));
+    definition(registry, &listed, &unavailable_here(registry, scope))
+}
+
+/// The tool listing `listed`, its description ending with `unavailable` (what cannot work here).
+fn definition(registry: &Registry, listed: &[&Arc<dyn Surface>], unavailable: &str) -> Tool {
+    let mut text = description(registry, listed);
+    text.push_str(unavailable);
+    let mut tool = Tool::new(TOOL_NAME, text, input_schema(listed));
     tool.title = Some("Computer".into());
     tool.output_schema = Some(Arc::new(output_schema()));
     tool.annotations = Some(
@@ -591,6 +596,14 @@ mod tests {
         registry.all().iter().collect()
     }
 
+    fn shell(registry: &Registry) -> &Arc<dyn Surface> {
+        registry
+            .all()
+            .iter()
+            .find(|s| s.name() == SurfaceName::Shell)
+            .expect("the shell surface")
+    }
+
     /// The whole definition, every surface of this build listed, as `tools/list` sends it
     /// (`{"tools":[…]}` inside the JSON-RPC envelope), stays within 3 KB.
     #[test]
@@ -598,16 +611,7 @@ mod tests {
         let registry = Registry::for_this_platform(&Default::default());
         let all = all_surfaces(&registry);
         assert!(all.len() >= 4, "shell, gui, ax and keychain at least");
-        let mut tool = Tool::new(TOOL_NAME, description(&registry, &all), input_schema(&all));
-        tool.output_schema = Some(Arc::new(output_schema()));
-        tool.title = Some("Computer".into());
-        tool.annotations = Some(
-            ToolAnnotations::with_title("Computer")
-                .read_only(false)
-                .destructive(true)
-                .idempotent(false)
-                .open_world(true),
-        );
+        let tool = definition(&registry, &all, "");
         let reply = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}});
         let bytes = reply.to_string().len();
         println!("tools/list with every surface: {bytes} bytes");
@@ -731,11 +735,7 @@ mod tests {
     #[test]
     fn help_for_a_command_the_surface_lacks_names_the_ones_it_has() {
         let registry = Registry::for_this_platform(&Default::default());
-        let shell = registry
-            .all()
-            .iter()
-            .find(|s| s.name() == SurfaceName::Shell)
-            .unwrap();
+        let shell = shell(&registry);
         let error = help_text(&registry, shell.as_ref(), Some("click")).unwrap_err();
         assert_eq!(error.path.as_deref(), Some("args.command"));
         let valid = error.valid;
@@ -750,11 +750,7 @@ mod tests {
     #[test]
     fn a_command_line_carries_its_own_docs() {
         let registry = Registry::for_this_platform(&Default::default());
-        let shell = registry
-            .all()
-            .iter()
-            .find(|s| s.name() == SurfaceName::Shell)
-            .unwrap();
+        let shell = shell(&registry);
         let text = help_text(&registry, shell.as_ref(), None).unwrap();
         let line = |prefix: &str| {
             text.lines()

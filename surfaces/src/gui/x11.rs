@@ -835,20 +835,15 @@ impl XConn {
         self.conn
             .send_event(false, window, EventMask::NO_EVENT, ping)?;
         self.conn.flush()?;
-        let deadline = Instant::now() + BOUND;
-        let mut answered = false;
-        while !answered && Instant::now() < deadline {
-            match self.conn.poll_for_event()? {
-                Some(x11rb::protocol::Event::ClientMessage(event)) => {
-                    let data = event.data.as_data32();
-                    answered = event.type_ == self.atoms.WM_PROTOCOLS
-                        && data[0] == self.atoms._NET_WM_PING
-                        && data[1] == stamp;
-                }
-                Some(_) => {}
-                None => std::thread::sleep(Duration::from_millis(1)),
+        let answered = self.wait_for_event(BOUND, |event| match event {
+            x11rb::protocol::Event::ClientMessage(event) => {
+                let data = event.data.as_data32();
+                event.type_ == self.atoms.WM_PROTOCOLS
+                    && data[0] == self.atoms._NET_WM_PING
+                    && data[1] == stamp
             }
-        }
+            _ => false,
+        })?;
         self.conn.change_window_attributes(
             self.root,
             &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::NO_EVENT),
@@ -914,23 +909,46 @@ impl XConn {
             request,
         )?;
         self.conn.flush()?;
-        let deadline = Instant::now() + BOUND;
-        let mut answered = false;
-        while !answered && Instant::now() < deadline {
-            match self.conn.poll_for_event()? {
-                Some(x11rb::protocol::Event::PropertyNotify(event)) => {
-                    answered = event.window == probe && event.atom == self.atoms._NET_FRAME_EXTENTS;
-                }
-                Some(_) => {}
-                None => std::thread::sleep(Duration::from_millis(1)),
-            }
-        }
+        let answered = self.wait_for_event(BOUND, |event| {
+            matches!(event, x11rb::protocol::Event::PropertyNotify(event)
+                if event.window == probe && event.atom == self.atoms._NET_FRAME_EXTENTS)
+        })?;
         self.conn.destroy_window(probe)?;
         self.sync()?;
         if !answered {
             tracing::warn!("the window manager did not answer a frame-extents request within 2 s");
         }
         Ok(())
+    }
+
+    /// Reads events until one is `wanted` (true) or `bound` has passed (false), blocking on the
+    /// connection's descriptor between them rather than polling on a timer.
+    fn wait_for_event(
+        &self,
+        bound: Duration,
+        mut wanted: impl FnMut(&x11rb::protocol::Event) -> bool,
+    ) -> XResult<bool> {
+        use std::os::fd::AsRawFd;
+        let deadline = Instant::now() + bound;
+        loop {
+            while let Some(event) = self.conn.poll_for_event()? {
+                if wanted(&event) {
+                    return Ok(true);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let mut readable = libc::pollfd {
+                fd: self.conn.stream().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: one pollfd on a descriptor the connection owns for its whole life.
+            unsafe { libc::poll(&mut readable, 1, millis) };
+        }
     }
 
     /// A distinct value per ping, so that a late pong is not taken for the current one.
