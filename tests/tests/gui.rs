@@ -362,6 +362,90 @@ async fn pointer_clicks_windows_and_focus_agree_with_other_clients() {
     assert_eq!(out["error"]["path"], "args.button", "{out}");
 }
 
+/// The daemon keeps the window list it read until the display says it changed: a title, place
+/// or size another client changes, and a window that opens or closes, show in the very next
+/// listing, with no wait in between.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_window_list_follows_other_clients_changes_at_once() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop("");
+    let first = TestApp::launch("canvas", "gui-test-follow-first", 120, 140);
+    let listed = wait_for(
+        "the window list to hold the app",
+        Duration::from_secs(10),
+        || {
+            window_entry(
+                &futures_block(gui(&daemon, "windows", json!({}), json!({}))),
+                first.window,
+            )
+        },
+    );
+    assert_eq!(listed["title"], "gui-test-follow-first");
+    // Listed again unchanged: the same answer.
+    let again = gui(&daemon, "windows", json!({}), json!({})).await;
+    assert_eq!(window_entry(&again, first.window), Some(listed));
+
+    let id = first.window.to_string();
+    xtool(
+        "xprop",
+        &[
+            "-id",
+            &id,
+            "-f",
+            "_NET_WM_NAME",
+            "8u",
+            "-set",
+            "_NET_WM_NAME",
+            "renamed by another client",
+        ],
+    );
+    xtool("xdotool", &["windowmove", "--sync", &id, "300", "260"]);
+    xtool("xdotool", &["windowsize", "--sync", &id, "320", "200"]);
+    let (x, y, w, h) = xwininfo_bounds(first.window);
+    let now = gui(&daemon, "windows", json!({}), json!({})).await;
+    let entry = window_entry(&now, first.window).expect("still listed");
+    assert_eq!(entry["title"], "renamed by another client", "{entry}");
+    assert_eq!(
+        (
+            entry["x"].as_i64(),
+            entry["y"].as_i64(),
+            entry["width"].as_i64(),
+            entry["height"].as_i64()
+        ),
+        (Some(x), Some(y), Some(w), Some(h)),
+        "{entry}"
+    );
+
+    // A window that opens: listed as soon as the window manager lists it.
+    let second = TestApp::launch("canvas", "gui-test-follow-second", 500, 140);
+    wait_for(
+        "the window manager to list the second window",
+        Duration::from_secs(10),
+        || {
+            xtool("xprop", &["-root", "_NET_CLIENT_LIST"])
+                .contains(&format!("{:#x}", second.window))
+                .then_some(())
+        },
+    );
+    let now = gui(&daemon, "windows", json!({}), json!({})).await;
+    assert!(window_entry(&now, second.window).is_some(), "{now}");
+
+    // A window that closes: gone from the next listing once the window manager drops it.
+    let gone = second.window;
+    drop(second);
+    wait_for(
+        "the window manager to drop the second window",
+        Duration::from_secs(10),
+        || {
+            (!xtool("xprop", &["-root", "_NET_CLIENT_LIST"]).contains(&format!("{gone:#x}")))
+                .then_some(())
+        },
+    );
+    let now = gui(&daemon, "windows", json!({}), json!({})).await;
+    assert!(window_entry(&now, gone).is_none(), "{now}");
+    assert!(window_entry(&now, first.window).is_some(), "{now}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn drags_move_a_window_by_its_title_bar_and_reach_an_app_as_held_motion() {
     let _desktop = ONE_AT_A_TIME.lock().await;

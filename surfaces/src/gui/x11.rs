@@ -3,6 +3,7 @@
 //! with characters missing from the keymap typed through spare keycodes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,10 @@ struct PixelLayout {
 /// An open connection to the display and what was learnt about it once.
 pub struct XConn {
     conn: RustConnection,
+    /// A second connection that only lists and watches windows and monitors: its events are
+    /// read by nothing else, so none that a wait on `conn` expects is taken from it.
+    watcher: RustConnection,
+    has_randr: bool,
     root: Window,
     atoms: Atoms,
     layout: PixelLayout,
@@ -73,6 +78,20 @@ pub struct XConn {
     max_keycode: u8,
     /// Input sequences (a click, a typed text) must not interleave with one another.
     input: Mutex<Keyboard>,
+    /// The windows and monitors as last listed, kept until an event says they may have changed.
+    listed: Mutex<Option<Arc<Listing>>>,
+    /// Set by every event the connection receives; a listing made before it is not trusted.
+    changed: AtomicBool,
+}
+
+/// What one listing read from the display: the display says when any of it changes (the events
+/// selected in [`XConn::watch`]), so it is read again only then.
+struct Listing {
+    /// `_NET_CLIENT_LIST`, in mapping order.
+    ids: Vec<u32>,
+    windows: Vec<WindowInfo>,
+    monitors: Vec<MonitorInfo>,
+    screen: Rect,
 }
 
 /// The keyboard state the typing code keeps between calls: which spare keycodes (keycodes with
@@ -90,6 +109,14 @@ pub struct RawImage {
     pub width: u32,
     pub height: u32,
     pub data: Vec<u8>,
+}
+
+/// The window a `_NET_ACTIVE_WINDOW` property names, if any (0 is none).
+fn active_of(reply: &xproto::GetPropertyReply) -> Option<u32> {
+    reply
+        .value32()
+        .and_then(|mut v| v.next())
+        .filter(|&id| id != 0)
 }
 
 /// A mouse button as X numbers it.
@@ -189,7 +216,15 @@ impl XConn {
             green_mask: visual.green_mask,
             blue_mask: visual.blue_mask,
         };
-        Ok(XConn {
+        let (watcher, _) = RustConnection::connect(None)
+            .map_err(|err| unavailable(format!("cannot connect to X server {display}: {err}")))?;
+        let has_randr = conn
+            .extension_information(x11rb::protocol::randr::X11_EXTENSION_NAME)
+            .map_err(|e| failed(&e))?
+            .is_some();
+        let xconn = XConn {
+            watcher,
+            has_randr,
             root: root_screen.root,
             min_keycode: setup.min_keycode,
             max_keycode: setup.max_keycode,
@@ -197,7 +232,59 @@ impl XConn {
             layout,
             conn,
             input: Mutex::new(Keyboard::default()),
-        })
+            listed: Mutex::new(None),
+            changed: AtomicBool::new(false),
+        };
+        xconn.watch_root().map_err(|e| failed(&e))?;
+        Ok(xconn)
+    }
+
+    /// Asks the server for the events that tell when a listing may no longer hold: on the root,
+    /// windows (frames) mapped, moved, restacked or gone and its properties (the client list,
+    /// the active window); from RandR, monitors changed.
+    fn watch_root(&self) -> XResult<()> {
+        self.watcher.change_window_attributes(
+            self.root,
+            &xproto::ChangeWindowAttributesAux::new()
+                .event_mask(EventMask::SUBSTRUCTURE_NOTIFY | EventMask::PROPERTY_CHANGE),
+        )?;
+        if self.has_randr {
+            use x11rb::protocol::randr::NotifyMask;
+            self.watcher.randr_select_input(
+                self.root,
+                NotifyMask::SCREEN_CHANGE | NotifyMask::CRTC_CHANGE | NotifyMask::OUTPUT_CHANGE,
+            )?;
+        }
+        self.watcher.get_input_focus()?.reply()?;
+        Ok(())
+    }
+
+    /// Reads every event the server has sent so far. Any event may mean the windows changed
+    /// (it is cheaper to list again than to tell which do not), so each marks the listing as
+    /// not to be trusted.
+    fn take_events(&self) -> XResult<()> {
+        while self.watcher.poll_for_event()?.is_some() {
+            self.changed.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// The windows and monitors as the display has them now: read again only when an event came
+    /// since the last listing, else the last listing, without a round trip. What another client
+    /// changed reaches this connection as an event at once; to include the effect of requests
+    /// this connection has just sent, [`XConn::sync`] first.
+    fn listing(&self) -> XResult<Arc<Listing>> {
+        let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        self.take_events()?;
+        // Cleared before reading, so that an event arriving during the read marks this one.
+        let changed = self.changed.swap(false, Ordering::SeqCst);
+        if let (false, Some(listing)) = (changed, listed.as_ref()) {
+            return Ok(listing.clone());
+        }
+        *listed = None;
+        let listing = Arc::new(self.list()?);
+        *listed = Some(listing.clone());
+        Ok(listing)
     }
 
     /// One round trip: when it returns, the server has processed every earlier request.
@@ -208,13 +295,7 @@ impl XConn {
 
     /// The root window's size (the whole screen across monitors).
     pub fn screen(&self) -> XResult<Rect> {
-        let geometry = self.conn.get_geometry(self.root)?.reply()?;
-        Ok(Rect {
-            x: 0,
-            y: 0,
-            width: u32::from(geometry.width),
-            height: u32::from(geometry.height),
-        })
+        Ok(self.listing()?.screen)
     }
 
     /// Grabs `area` of the screen (which must lie within it) as the server stores it.
@@ -297,38 +378,112 @@ impl XConn {
 
     /// The monitors (RandR 1.5), or the whole screen as one when RandR does not say.
     pub fn monitors(&self) -> XResult<Vec<MonitorInfo>> {
-        let screen = self.screen()?;
-        let whole = || {
-            vec![MonitorInfo {
-                index: 0,
-                name: "screen".into(),
-                rect: screen,
-                primary: true,
-            }]
-        };
-        let has_randr = self
+        Ok(self.listing()?.monitors.clone())
+    }
+
+    /// The managed windows (EWMH `_NET_CLIENT_LIST`, in mapping order).
+    pub fn window_ids(&self) -> XResult<Vec<u32>> {
+        Ok(self.listing()?.ids.clone())
+    }
+
+    /// The focused window, per the window manager.
+    pub fn active_window(&self) -> XResult<Option<u32>> {
+        let reply = self
             .conn
-            .extension_information(x11rb::protocol::randr::X11_EXTENSION_NAME)?
-            .is_some();
-        if !has_randr {
-            return Ok(whole());
-        }
-        let reply = match self.conn.randr_get_monitors(self.root, true)?.reply() {
-            Ok(reply) => reply,
-            // RandR older than 1.5 has no GetMonitors.
-            Err(x11rb::errors::ReplyError::X11Error(_)) => return Ok(whole()),
-            Err(err) => return Err(err.into()),
+            .get_property(
+                false,
+                self.root,
+                self.atoms._NET_ACTIVE_WINDOW,
+                AtomEnum::WINDOW,
+                0,
+                1,
+            )?
+            .reply()?;
+        Ok(active_of(&reply))
+    }
+
+    /// Every managed window with its title, app, pid and bounds.
+    pub fn windows(&self) -> XResult<Vec<WindowInfo>> {
+        Ok(self.listing()?.windows.clone())
+    }
+
+    /// Reads the windows and monitors afresh, on the watching connection, in two round trips:
+    /// every request of a round is sent before the first reply is awaited. Each window is
+    /// watched (its properties and structure) before it is read, so that a change made after
+    /// the read arrives as an event.
+    fn list(&self) -> XResult<Listing> {
+        let c = &self.watcher;
+        let a = &self.atoms;
+        let client_list = c.get_property(
+            false,
+            self.root,
+            a._NET_CLIENT_LIST,
+            AtomEnum::WINDOW,
+            0,
+            u32::MAX / 4,
+        )?;
+        let active = c.get_property(
+            false,
+            self.root,
+            a._NET_ACTIVE_WINDOW,
+            AtomEnum::WINDOW,
+            0,
+            1,
+        )?;
+        let root = c.get_geometry(self.root)?;
+        let randr_monitors = match self.has_randr {
+            true => Some(c.randr_get_monitors(self.root, true)?),
+            false => None,
         };
-        if reply.monitors.is_empty() {
-            return Ok(whole());
-        }
-        let names: Vec<_> = reply
-            .monitors
+        let client_list = client_list.reply()?;
+        let ids: Vec<u32> = match client_list.value32() {
+            Some(ids) => ids.collect(),
+            None if client_list.type_ == u32::from(AtomEnum::NONE) => {
+                return Err(XError(
+                    "the window manager does not publish _NET_CLIENT_LIST: run an EWMH window \
+                     manager (openbox, xfwm4, mutter, kwin)"
+                        .into(),
+                ));
+            }
+            None => Vec::new(),
+        };
+        let active = active_of(&active.reply()?);
+        let root = root.reply()?;
+        let screen = Rect {
+            x: 0,
+            y: 0,
+            width: u32::from(root.width),
+            height: u32::from(root.height),
+        };
+        let randr_monitors = match randr_monitors.map(|cookie| cookie.reply()) {
+            Some(Ok(reply)) => reply.monitors,
+            // RandR older than 1.5 has no GetMonitors.
+            Some(Err(x11rb::errors::ReplyError::X11Error(_))) | None => Vec::new(),
+            Some(Err(err)) => return Err(err.into()),
+        };
+        let names: Vec<_> = randr_monitors
             .iter()
-            .map(|m| self.conn.get_atom_name(m.name))
+            .map(|m| c.get_atom_name(m.name))
             .collect::<Result<_, _>>()?;
+        let watched = xproto::ChangeWindowAttributesAux::new()
+            .event_mask(EventMask::PROPERTY_CHANGE | EventMask::STRUCTURE_NOTIFY);
+        let mut pending = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            // A window gone by now answers with an error event, which only marks this listing
+            // as stale.
+            c.change_window_attributes(id, &watched)?;
+            pending.push((
+                id,
+                c.get_property(false, id, a._NET_WM_NAME, a.UTF8_STRING, 0, 1024)?,
+                c.get_property(false, id, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)?,
+                c.get_property(false, id, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)?,
+                c.get_property(false, id, a._NET_WM_PID, AtomEnum::CARDINAL, 0, 1)?,
+                c.get_geometry(id)?,
+                c.translate_coordinates(id, self.root, 0, 0)?,
+            ));
+        }
         let mut monitors = Vec::new();
-        for (index, (monitor, name)) in reply.monitors.iter().zip(names).enumerate() {
+        for (index, (monitor, name)) in randr_monitors.iter().zip(names).enumerate() {
             let name = name
                 .reply()
                 .map(|n| String::from_utf8_lossy(&n.name).into_owned())
@@ -345,71 +500,13 @@ impl XConn {
                 primary: monitor.primary,
             });
         }
-        Ok(monitors)
-    }
-
-    /// The managed windows (EWMH `_NET_CLIENT_LIST`, in mapping order).
-    pub fn window_ids(&self) -> XResult<Vec<u32>> {
-        let reply = self
-            .conn
-            .get_property(
-                false,
-                self.root,
-                self.atoms._NET_CLIENT_LIST,
-                AtomEnum::WINDOW,
-                0,
-                u32::MAX / 4,
-            )?
-            .reply()?;
-        match reply.value32() {
-            Some(ids) => Ok(ids.collect()),
-            None if reply.type_ == u32::from(AtomEnum::NONE) => Err(XError(
-                "the window manager does not publish _NET_CLIENT_LIST: run an EWMH window \
-                 manager (openbox, xfwm4, mutter, kwin)"
-                    .into(),
-            )),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// The focused window, per the window manager.
-    pub fn active_window(&self) -> XResult<Option<u32>> {
-        let reply = self
-            .conn
-            .get_property(
-                false,
-                self.root,
-                self.atoms._NET_ACTIVE_WINDOW,
-                AtomEnum::WINDOW,
-                0,
-                1,
-            )?
-            .reply()?;
-        Ok(reply
-            .value32()
-            .and_then(|mut v| v.next())
-            .filter(|&id| id != 0))
-    }
-
-    /// Every managed window with its title, app, pid and bounds. Requests are pipelined: all
-    /// are sent before the first reply is awaited.
-    pub fn windows(&self) -> XResult<Vec<WindowInfo>> {
-        let ids = self.window_ids()?;
-        let active = self.active_window()?;
-        let monitors = self.monitors()?;
-        let a = &self.atoms;
-        let mut pending = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            let c = &self.conn;
-            pending.push((
-                id,
-                c.get_property(false, id, a._NET_WM_NAME, a.UTF8_STRING, 0, 1024)?,
-                c.get_property(false, id, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)?,
-                c.get_property(false, id, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)?,
-                c.get_property(false, id, a._NET_WM_PID, AtomEnum::CARDINAL, 0, 1)?,
-                c.get_geometry(id)?,
-                c.translate_coordinates(id, self.root, 0, 0)?,
-            ));
+        if monitors.is_empty() {
+            monitors.push(MonitorInfo {
+                index: 0,
+                name: "screen".into(),
+                rect: screen,
+                primary: true,
+            });
         }
         let mut windows = Vec::with_capacity(ids.len());
         for (id, net_name, name, class, pid, geometry, origin) in pending {
@@ -462,7 +559,12 @@ impl XConn {
                     .map(|m| m.index),
             });
         }
-        Ok(windows)
+        Ok(Listing {
+            ids,
+            windows,
+            monitors,
+            screen,
+        })
     }
 
     /// The managed window that holds the input focus: X sends key events to the focus window
@@ -961,6 +1063,15 @@ impl XConn {
     /// Asks the window manager to activate and raise `window`, then waits (bounded) until it
     /// reports it active. Returns whether it did.
     pub fn focus(&self, window: u32) -> XResult<bool> {
+        const BOUND: Duration = Duration::from_secs(1);
+        // The root's event mask on this connection is shared with the ping wait: one at a time.
+        let _input = self.lock_input();
+        // The window manager says so by changing the root's _NET_ACTIVE_WINDOW: see it as an
+        // event, for the duration of the wait only.
+        self.conn.change_window_attributes(
+            self.root,
+            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::PROPERTY_CHANGE),
+        )?;
         let event = ClientMessageEvent::new(
             32,
             window,
@@ -978,17 +1089,28 @@ impl XConn {
             window,
             &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE),
         )?;
-        self.sync()?;
-        let deadline = Instant::now() + Duration::from_secs(1);
-        loop {
+        let deadline = Instant::now() + BOUND;
+        let focused = loop {
             if self.active_window()? == Some(window) {
-                return Ok(true);
+                break true;
             }
-            if Instant::now() >= deadline {
-                return Ok(false);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let changed = !left.is_zero()
+                && self.wait_for_event(left, |event| {
+                    matches!(event, x11rb::protocol::Event::PropertyNotify(event)
+                        if event.window == self.root && event.atom == self.atoms._NET_ACTIVE_WINDOW)
+                })?;
+            if !changed {
+                break self.active_window()? == Some(window);
             }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        };
+        self.conn.change_window_attributes(
+            self.root,
+            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::NO_EVENT),
+        )?;
+        self.sync()?;
+        while self.conn.poll_for_event()?.is_some() {}
+        Ok(focused)
     }
 }
 
