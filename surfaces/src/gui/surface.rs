@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use computer_ipc::{Complications, ErrorCode, SurfaceName, ToolError};
@@ -21,7 +21,8 @@ use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
-    TargetFacts, TerminalInput, decode_args, receipt_value,
+    SETTLE_BOUND, SETTLE_POLL, SETTLE_QUIET, TargetFacts, TerminalInput, decode_args,
+    receipt_value,
 };
 
 const COMMANDS: &[CommandSpec] = &[
@@ -67,10 +68,6 @@ fn no_known_focus<D: Desktop>(conn: &D) -> String {
 /// The default long side of a screenshot: big enough to read, small enough for a model.
 const DEFAULT_MAX_DIM: u32 = 1280;
 
-/// The settle wait of evidence shots: the screen must stay unchanged this long, within the bound.
-const SETTLE_QUIET: Duration = Duration::from_millis(100);
-const SETTLE_BOUND: Duration = Duration::from_secs(2);
-const SETTLE_POLL: Duration = Duration::from_millis(15);
 
 pub struct GuiSurface<B: Backend> {
     backend: Arc<B>,
@@ -1219,7 +1216,7 @@ fn mark_typed_into(
     processes: &[Option<u32>],
 ) -> Result<(), Failure> {
     if processes.iter().any(Option::is_none) {
-        return Err(Failure::Surface(SurfaceError::Failed {
+        return Err(Failure::Surface(SurfaceError::NothingSent {
             message: "refused: the input would reach a terminal window that names no process \
                       (no _NET_WM_PID), so what it starts there could not be kept from answering \
                       approvals; nothing was sent"
@@ -1242,7 +1239,7 @@ fn send_keys<D: Desktop>(
     send: impl FnOnce(&D) -> Result<(), DisplayError>,
 ) -> Result<(), Failure> {
     // Not `Refused`, which says the target is an approver: the call failed before it acted.
-    let refused = |message: String| Failure::Surface(SurfaceError::Failed { message });
+    let refused = |message: String| Failure::Surface(SurfaceError::NothingSent { message });
     let mut held = terminals.lines.hold();
     let now = conn.keyboard_target()?;
     if now.is_none() && conn.focus_must_be_known() {
