@@ -20,8 +20,10 @@ pub const EFFECT_FIELDS: [&str; 2] = ["effect", "effect_evidence"];
 /// evidence shots' settle wait, so that an act's read-back and its `evidence` agree.
 pub const READ_BACK_QUIET: Duration = crate::SETTLE_QUIET;
 pub const READ_BACK_BOUND: Duration = crate::SETTLE_BOUND;
-/// How often a read-back without an event to wait on reads again.
+/// How often a read-back without an event to wait on reads again: first after
+/// `READ_BACK_FIRST_POLL`, each pause twice the last, then every `READ_BACK_POLL`.
 pub const READ_BACK_POLL: Duration = crate::SETTLE_POLL;
+pub const READ_BACK_FIRST_POLL: Duration = Duration::from_millis(1);
 
 /// What an act achieved, as far as anything readable shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

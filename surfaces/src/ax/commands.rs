@@ -891,6 +891,7 @@ async fn act_command<B: Backend>(
     let before = element_view(&node);
     let waits = acted.done && intent != Intent::State && before.shows(intent);
     let started = Instant::now();
+    let mut pause = crate::effect::READ_BACK_FIRST_POLL;
     let after = loop {
         let after = ax
             .backend
@@ -907,11 +908,12 @@ async fn act_command<B: Backend>(
         if !waits
             || report.effect == Effect::Confirmed
             || started.elapsed() >= crate::effect::READ_BACK_QUIET
-            || Instant::now() + crate::effect::READ_BACK_POLL >= deadline
+            || Instant::now() + pause >= deadline
         {
             break after;
         }
-        tokio::time::sleep(crate::effect::READ_BACK_POLL).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
     };
     let report = if setting_value {
         // The value read back against the one asked for (never quoted: it may be a secret).

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::desktop::{Desktop, WindowInfo};
 use crate::ax::read_back::{self, ElementView, Intent};
 use crate::ax::{ElementHandle, ElementReader};
-use crate::effect::{READ_BACK_BOUND, READ_BACK_POLL, READ_BACK_QUIET};
+use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
 use crate::{Effect, EffectReport};
 
 /// What an act meant to change, as far as a read-back can tell it.
@@ -96,8 +96,8 @@ fn window_facts<D: Desktop>(conn: &D) -> Option<Vec<WindowFacts>> {
 
 /// The process of the window under a point (the focused one where windows overlap there, as
 /// `target_of` picks it) and of the focused window.
-fn pids<D: Desktop>(conn: &D, at: Option<(i32, i32)>) -> (Option<u32>, Option<u32>) {
-    let Ok(windows) = conn.windows() else {
+fn pids(windows: Option<&[WindowInfo]>, at: Option<(i32, i32)>) -> (Option<u32>, Option<u32>) {
+    let Some(windows) = windows else {
         return (None, None);
     };
     let under = at.and_then(|(x, y)| {
@@ -127,7 +127,11 @@ impl Before {
                 Some(None) if conn.reads_cursor() => conn.cursor().ok(),
                 _ => None,
             };
-            (window_facts(conn), point, pids(conn, point))
+            let windows = conn.windows().ok();
+            let facts = windows
+                .as_ref()
+                .map(|list| list.iter().map(WindowFacts::of).collect());
+            (facts, point, pids(windows.as_deref(), point))
         })
         .await
         .unwrap_or((None, None, (None, None)));
@@ -171,6 +175,9 @@ impl Before {
         let deadline = started + READ_BACK_BOUND;
         let mut last: Option<Seen> = None;
         let mut last_change = started;
+        // Read again soon at first (a toolkit applies most changes within a few milliseconds),
+        // then less often, up to the settle wait's poll.
+        let mut pause = READ_BACK_FIRST_POLL;
         loop {
             let now = self.read_again(conn, reader, deadline).await;
             let report = self.judge(&now, started);
@@ -185,7 +192,8 @@ impl Before {
             {
                 return report;
             }
-            tokio::time::sleep(READ_BACK_POLL).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(READ_BACK_POLL);
         }
     }
 
