@@ -2,7 +2,8 @@
 //! openbox, from the e2e harness): screen capture + PNG + sha256 in process vs ImageMagick
 //! `import`, a receipted click over the socket vs `xdotool`, the model-visible bytes of a
 //! structured gui result vs an inline screenshot, and the daemon's memory: idle, after 100
-//! screenshots and a minute later (buffers returned, not kept), with its process tree. Run with
+//! screenshots and a minute later (buffers returned, not kept), with its process tree, and the
+//! cost of an act's effect read-back (a click with it against the same click without). Run with
 //! `cargo bench -p computer-daemon --bench gui`; it prints markdown table rows.
 
 use std::time::{Duration, Instant};
@@ -99,8 +100,9 @@ fn main() {
         .collect();
     let (ours, import) = (p50(ours), p50(import));
 
-    // (2) A receipted click over the socket with the real daemon vs xdotool.
-    let daemon = Daemon::start_on_desktop("");
+    // (2) A receipted click over the socket with the real daemon vs xdotool. The daemon reads
+    // back no effect here (`[gui] read_back = false`): (5) measures the read-back against it.
+    let daemon = Daemon::start_on_desktop("[gui]\nread_back = false\n");
     let mut client = RawConnection::connect(&daemon.socket);
     client.initialize("2025-11-25");
     // Idle: started, one connection made, containment proven (a run through it).
@@ -164,6 +166,50 @@ fn main() {
     std::thread::sleep(Duration::from_secs(60));
     let minute_later = rss_kib(daemon.pid());
 
+    // (5) The effect read-back's cost: a click on the GTK test app's check button (its state
+    // read back through AT-SPI, confirmed once it flips) and a click on a plain area (nothing
+    // readable changes, so the read-back waits out the settle quiet), each through a daemon
+    // that reads back (the default) and one that does not, alternating, same run.
+    let reading = Daemon::start_on_desktop("");
+    let mut reader = RawConnection::connect(&reading.socket);
+    reader.initialize("2025-11-25");
+    let app = computer_tests::desktop::TestApp::launch("Effect Bench");
+    let read = computer_tests::wait_for("the app on AT-SPI", Duration::from_secs(20), || {
+        let (reply, _) = reader.call_tool(&json!({"surface": "ax", "command": "read",
+            "args": {"app": app.pid(), "selector": "checkBox \"Dark mode\""}}));
+        reply["result"]["structuredContent"]["bounds"]
+            .as_array()
+            .map(|b| b.iter().map(|v| v.as_i64().unwrap()).collect::<Vec<i64>>())
+    });
+    let (check_x, check_y) = (read[0] + read[2] / 2, read[1] + read[3] / 2);
+    let mut effects = std::collections::BTreeMap::new();
+    let mut timed = |raw: &mut RawConnection, at: (i64, i64)| {
+        let started = Instant::now();
+        let result = gui(raw, "click", json!({"x": at.0, "y": at.1}), json!({}));
+        let elapsed = started.elapsed();
+        let effect = result["structuredContent"]["effect"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        *effects.entry(effect).or_insert(0) += 1;
+        elapsed
+    };
+    let (mut check_on, mut check_off, mut plain_on, mut plain_off) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..30 {
+        check_on.push(timed(&mut reader, (check_x, check_y)));
+        check_off.push(timed(&mut client, (check_x, check_y)));
+    }
+    // The screen's bottom right corner: no window there.
+    let plain = (i64::from(width) - 30, i64::from(height) - 30);
+    for i in 0..10 {
+        plain_on.push(timed(&mut reader, (plain.0 + i, plain.1)));
+        plain_off.push(timed(&mut client, (plain.0 + i, plain.1)));
+    }
+    drop(app);
+    let (check_on, check_off, plain_on, plain_off) =
+        (p50(check_on), p50(check_off), p50(plain_on), p50(plain_off));
+
     let ratio = |a: f64, b: f64| format!("{:.3}×", a / b);
     let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
     println!("| measure | computer | anchor (same run) | ratio | target |");
@@ -187,6 +233,18 @@ fn main() {
     println!(
         "| model-visible bytes: `gui click` result | {click} B | {shot} B (same step answered with an inline screenshot) | {} | smaller |",
         ratio(click as f64, shot as f64)
+    );
+    println!(
+        "| `gui click` on a check button, effect read back (p50 of 30; effects seen: {effects:?}) | {} | {} (same click, `[gui] read_back = false`, p50 of 30) | {} | ≤ 1.3× |",
+        ms(check_on),
+        ms(check_off),
+        ratio(check_on.as_secs_f64(), check_off.as_secs_f64())
+    );
+    println!(
+        "| `gui click` on a plain area, effect read back (p50 of 10) | {} | {} (same click, read-back off, p50 of 10) | {} | ≤ 1.3× |",
+        ms(plain_on),
+        ms(plain_off),
+        ratio(plain_on.as_secs_f64(), plain_off.as_secs_f64())
     );
     println!("| daemon RSS idle | {} | — | — | ≤ 12 MiB |", mib(idle_rss));
     println!(

@@ -2,7 +2,8 @@
 //! form and submit, toggle and confirm, wait for a dialog and press its button, read git status),
 //! each done one call per step and as one multi-step call, against the GTK test app the ax suite
 //! uses on a headless desktop of its own. Counts model rounds and model-visible bytes per task
-//! (the text content plus the structured content of every reply the model receives). With
+//! (the text content plus the structured content of every reply the model receives), and the
+//! rounds an agent saves by reading each act's `effect` instead of looking again. With
 //! `COMPUTER_BENCH_BASELINE_BIN` (a `computer` built from an earlier commit) the one-call-per-step
 //! suite also runs against that binary, side by side, as the anchor for "today's replies".
 //! Run: `cargo bench -p computer-daemon --bench tasks`.
@@ -64,6 +65,41 @@ async fn one_call_per_step(daemon: &Daemon, steps: &[Value]) -> Run {
     }
 }
 
+/// One call per step, skipping each look-again step whose act says its effect is `confirmed`;
+/// `None` when an act did not, so the agent would have had to look again.
+async fn with_effects(
+    daemon: &Daemon,
+    steps: &[Value],
+    look_again: &[(usize, usize)],
+) -> Option<Run> {
+    let client = daemon.client().await;
+    let (mut bytes, mut rounds) = (0, 0);
+    let mut last = Value::Null;
+    let mut results: Vec<Value> = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        if let Some((_, act)) = look_again.iter().find(|(step, _)| *step == index + 1) {
+            if results[act - 1]["effect"] != "confirmed" {
+                client.close().await;
+                return None;
+            }
+            results.push(Value::Null);
+            continue;
+        }
+        let step = resolve(step, &results);
+        let result = client.call_raw(step).await.expect("call");
+        bytes += visible_bytes(&result);
+        rounds += 1;
+        last = result.structured_content.clone().unwrap_or(Value::Null);
+        results.push(last.clone());
+    }
+    client.close().await;
+    Some(Run {
+        rounds,
+        bytes,
+        last,
+    })
+}
+
 async fn multi_step(daemon: &Daemon, steps: &[Value], select: Option<Value>) -> Run {
     let client = daemon.client().await;
     let mut call = json!({"steps": steps});
@@ -116,6 +152,9 @@ struct Task {
     done: fn(&Value) -> bool,
     /// Puts the app back where the task starts (not counted).
     teardown: Vec<Value>,
+    /// Steps (1-based) that only look again at what an earlier act did, each with that act's
+    /// step: an agent that reads the act's `effect` skips them when it says `confirmed`.
+    look_again: &'static [(usize, usize)],
 }
 
 fn tasks(pid: u32, repo: &str) -> Vec<Task> {
@@ -144,6 +183,7 @@ fn tasks(pid: u32, repo: &str) -> Vec<Task> {
             select: None,
             done: |last| last["met"] == true,
             teardown: vec![],
+            look_again: &[(3, 2)],
         },
         Task {
             name: "fill a form and submit",
@@ -165,6 +205,7 @@ fn tasks(pid: u32, repo: &str) -> Vec<Task> {
             select: Some(json!(["$3.text"])),
             done: |last| last["text"] == "Ada Lovelace" || last["$3.text"] == "Ada Lovelace",
             teardown: vec![],
+            look_again: &[(3, 1)],
         },
         Task {
             name: "toggle and confirm",
@@ -191,6 +232,7 @@ fn tasks(pid: u32, repo: &str) -> Vec<Task> {
                     json!({"app": pid, "selector": "checkBox \"Dark mode\"", "until": "!checked", "timeout_ms": 3000}),
                 ),
             ],
+            look_again: &[(2, 1)],
         },
         Task {
             name: "wait for a dialog and press its button",
@@ -216,6 +258,7 @@ fn tasks(pid: u32, repo: &str) -> Vec<Task> {
             select: None,
             done: |last| last["met"] == true,
             teardown: vec![],
+            look_again: &[(4, 3)],
         },
         Task {
             name: "read git status",
@@ -232,6 +275,7 @@ fn tasks(pid: u32, repo: &str) -> Vec<Task> {
                         .is_some_and(|s| s.contains("notes.txt"))
             },
             teardown: vec![],
+            look_again: &[],
         },
     ]
 }
@@ -324,9 +368,10 @@ async fn main() {
     let repo_path = repo.path().to_str().unwrap().to_string();
 
     println!(
-        "task | steps | rounds per step / multi-step | model-visible bytes: baseline per step | per step | multi-step | multi-step / baseline"
+        "task | steps | rounds per step / per step with effects / multi-step | model-visible bytes: baseline per step | per step | multi-step | multi-step / baseline"
     );
     let (mut total_base, mut total_multi) = (0usize, 0usize);
+    let mut total_rounds = (0usize, 0usize);
     for task in tasks(pid, &repo_path) {
         let mut base_bytes = None;
         if let Some(baseline) = &baseline {
@@ -351,6 +396,21 @@ async fn main() {
         );
         one_call_per_step(&daemon, &task.teardown).await;
         one_call_per_step(&daemon, &task.setup).await;
+        let effects = with_effects(&daemon, &task.steps, task.look_again)
+            .await
+            .unwrap_or_else(|| panic!("{}: an act did not confirm its effect", task.name));
+        one_call_per_step(&daemon, &task.teardown).await;
+        // The skipped wait, run uncounted, so the next run starts with the dialog gone.
+        if !task.look_again.is_empty() {
+            let close = ax(
+                "wait",
+                json!({"app": pid, "selector": "dialog \"Confirm\"", "until": "disappears", "timeout_ms": 5000}),
+            );
+            one_call_per_step(&daemon, &[close]).await;
+        }
+        total_rounds.0 += per_step.rounds;
+        total_rounds.1 += effects.rounds;
+        one_call_per_step(&daemon, &task.setup).await;
         let multi = multi_step(&daemon, &task.steps, task.select.clone()).await;
         assert!(
             (task.done)(&multi.last),
@@ -363,10 +423,11 @@ async fn main() {
         total_base += anchor;
         total_multi += multi.bytes;
         println!(
-            "{} | {} | {} / {} | {} | {} | {} | {:.2}x",
+            "{} | {} | {} / {} / {} | {} | {} | {} | {:.2}x",
             task.name,
             task.steps.len(),
             per_step.rounds,
+            effects.rounds,
             multi.rounds,
             base_bytes.map_or("-".to_string(), |b| b.to_string()),
             per_step.bytes,
@@ -382,6 +443,10 @@ async fn main() {
             "per-step (no baseline given)"
         },
         total_multi as f64 / total_base as f64
+    );
+    println!(
+        "all five tasks, one call per step: {} rounds; reading each act's effect instead of looking again: {} rounds",
+        total_rounds.0, total_rounds.1
     );
     drop(app);
 }

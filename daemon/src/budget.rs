@@ -33,6 +33,9 @@ pub struct Budget {
     pub max_bytes: usize,
     pub mode: ReturnMode,
     pub select: Option<Vec<String>>,
+    /// The command reads back what it achieved (`effect` is among its result fields): a
+    /// refusal before it acted says `effect: refused`.
+    pub reports_effect: bool,
 }
 
 impl Budget {
@@ -64,6 +67,9 @@ impl Budget {
             max_bytes,
             mode: request.mode.unwrap_or_default(),
             select: request.select,
+            reports_effect: valid_fields
+                .iter()
+                .any(|field| field_name(field) == computer_surfaces::effect::EFFECT_FIELD),
         })
     }
 
@@ -323,6 +329,7 @@ mod tests {
             max_bytes: max,
             mode,
             select: None,
+            reports_effect: false,
         }
     }
 

@@ -62,6 +62,9 @@ pub fn mask_outcome(
             SurfaceError::Refused { message } => SurfaceError::Refused {
                 message: secrets.mask_str(&message),
             },
+            SurfaceError::NothingSent { message } => SurfaceError::NothingSent {
+                message: secrets.mask_str(&message),
+            },
             SurfaceError::Io { context, source } => SurfaceError::Failed {
                 message: secrets.mask_str(&format!("{context}: {source}")),
             },

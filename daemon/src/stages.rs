@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, ToolError};
+use computer_surfaces::effect::EFFECT_FIELD;
 use computer_surfaces::{
-    ActionFacts, Availability, CallContext, EvidenceShot, Outcome, PreparedAction, Registry,
-    Surface, SurfaceError, receipt_value,
+    ActionFacts, Availability, CallContext, Effect, EvidenceShot, Outcome, PreparedAction,
+    Registry, Surface, SurfaceError, receipt_value,
 };
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
@@ -623,13 +624,35 @@ impl Stages {
         refusal: Refusal,
     ) -> CallToolResult {
         let Refusal { error, context } = refusal;
+        let refused_act = self.refused_act(&early, &error);
         match self
             .record_refusal(call_id, caller, &early, &error, &context)
             .await
         {
-            Ok(()) => error_result(call_id, &error),
+            Ok(()) => {
+                let mut reply = error_result(call_id, &error);
+                if refused_act {
+                    attach_field(&mut reply, EFFECT_FIELD, json!(Effect::Refused));
+                }
+                reply
+            }
             Err(()) => unreceipted_error(&error),
         }
+    }
+
+    /// Whether a call that will not run is an act refused before anything was sent: prepared
+    /// (a surface stated it), refused under a code that means it was never attempted, and of a
+    /// command that reads back its effect. Its reply and result then say `effect: refused`.
+    fn refused_act(&self, early: &Early, error: &ToolError) -> bool {
+        early.stated.is_some()
+            && refused_before_acting(error)
+            && SurfaceName::parse(&early.surface)
+                .and_then(|name| self.registry.get(name))
+                .is_some_and(|surface| {
+                    crate::schema::result_fields_of(surface.as_ref(), &early.command)
+                        .iter()
+                        .any(|field| crate::budget::field_name(field) == EFFECT_FIELD)
+                })
     }
 
     /// The rows of a call that will not run (intent and result in one append).
@@ -665,7 +688,11 @@ impl Stages {
                 kind: RowKind::Result,
                 surface: early.surface.clone(),
                 command: early.command.clone(),
-                body: early.tag(json!({"ok": false, "error": error})),
+                body: early.tag(if self.refused_act(early, error) {
+                    json!({"ok": false, "error": error, EFFECT_FIELD: Effect::Refused})
+                } else {
+                    json!({"ok": false, "error": error})
+                }),
             },
         ];
         self.ledger.append(rows).await.map(|_| ()).map_err(|err| {
@@ -726,24 +753,31 @@ impl Stages {
                 }
                 Shaped { reply, body }
             }
-            Err(err) => self.failure(call_id, err),
+            Err(err) => self.failure(call_id, err, budget.reports_effect),
         };
         crate::secrets::mask_reply(&ctx.secrets, &mut shaped.reply, &mut shaped.body);
         shaped
     }
 
-    /// A failed action's reply and result body.
-    pub(crate) fn failure(&self, call_id: &str, err: SurfaceError) -> Shaped {
+    /// A failed action's reply and result body. An act that reads back its effect
+    /// (`reports_effect`) and failed before anything was sent says `effect: refused` in both.
+    pub(crate) fn failure(&self, call_id: &str, err: SurfaceError, reports_effect: bool) -> Shaped {
+        let nothing_sent = matches!(
+            err,
+            SurfaceError::Refused { .. } | SurfaceError::NothingSent { .. }
+        );
         let (error, refused) = failure_error(err);
         let mut body = json!({"ok": false, "error": error});
         if refused {
             tracing::warn!(%call_id, message = %error.message, "action refused: it targets an approver");
             body["refused"] = json!("targets_approver");
         }
-        Shaped {
-            reply: error_result(call_id, &error),
-            body,
+        let mut reply = error_result(call_id, &error);
+        if reports_effect && (nothing_sent || refused_before_acting(&error)) {
+            body[EFFECT_FIELD] = json!(Effect::Refused);
+            attach_field(&mut reply, EFFECT_FIELD, json!(Effect::Refused));
         }
+        Shaped { reply, body }
     }
 
     pub(crate) async fn capture_evidence(
@@ -808,6 +842,17 @@ impl Stages {
         }
         (result, body)
     }
+}
+
+/// Whether an error says the call was refused before it acted: a policy denial, a person's
+/// refusal, an approver's target, and the codes of the checks right before acting (a target
+/// that changed since it was seen, a person's input). Matched by name so that a code added for
+/// such a check needs only its name here.
+fn refused_before_acting(error: &ToolError) -> bool {
+    matches!(
+        error.code.as_str(),
+        "denied" | "stale" | "interrupted_by_person"
+    )
 }
 
 /// A pending request for a decided call: what the person is shown of it.

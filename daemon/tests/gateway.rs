@@ -29,6 +29,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<NoArgs>("bad", Risk::Observe),
     CommandSpec::of::<NoArgs>("deny", Risk::Observe),
     CommandSpec::of::<NoArgs>("ask", Risk::Act),
+    CommandSpec::of::<NoArgs>("unsent", Risk::Act),
 ];
 
 struct Fake;
@@ -58,6 +59,9 @@ impl PreparedAction for FakeAction {
             "refuse" => Err(SurfaceError::Refused {
                 message: "an approver's window".into(),
             }),
+            "unsent" => Err(SurfaceError::NothingSent {
+                message: "the keys' window changed; nothing was sent".into(),
+            }),
             "slow" => {
                 ctx.cancel.cancelled().await;
                 Ok(Outcome::default())
@@ -84,8 +88,12 @@ impl Surface for Fake {
     fn probe(&self) -> Availability {
         Availability::Ready
     }
-    fn result_fields(&self, _command: &str) -> &'static [&'static str] {
-        &["value"]
+    fn result_fields(&self, command: &str) -> &'static [&'static str] {
+        // The commands named as acts read back their effect; `ok` and `bad` do not.
+        match command {
+            "ok" | "bad" | "slow" => &["value"],
+            _ => &["value", "effect", "effect_evidence"],
+        }
     }
     fn prepare(
         &self,
@@ -109,6 +117,9 @@ impl Policy for FakePolicy {
             ("deny", _) => Decision::Deny {
                 rule: "test".into(),
                 reason: "denied by test".into(),
+            },
+            ("unsent", _) => Decision::Allow {
+                rule: "test".into(),
             },
             (_, Risk::Act) => Decision::Ask {
                 rule: "test".into(),
@@ -396,6 +407,56 @@ async fn every_exit_leaves_an_intent_and_a_result() {
         rows_of(dir.path(), reply["receipt"].as_str().unwrap()),
         ["intent", "result"]
     );
+}
+
+/// An act that reads back its effect and ends before anything was sent says `effect:
+/// "refused"` in its reply and its result row, whichever way it was refused; a failure after
+/// it acted, a call refused before any surface saw it and a command without effects do not.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_act_refused_before_anything_was_sent_says_so_in_reply_and_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = gateway(dir.path(), 0);
+    let anyone = caller(None);
+    let path = dir.path().join("receipts.sqlite");
+    let result_of = |receipt: &str| {
+        let conn = receipts::open_ro(&path).unwrap();
+        let filter = ListFilter {
+            call_id: Some(receipt.to_string()),
+            ..ListFilter::default()
+        };
+        receipts::list(&conn, &path, &filter)
+            .unwrap()
+            .into_iter()
+            .find(|r| r.kind == "result")
+            .unwrap()
+            .body
+    };
+    for (command, refused) in [
+        ("deny", true),
+        ("ask", true),
+        ("refuse", true),
+        ("unsent", true),
+        ("fail", false),
+        ("bad", false),
+        ("ok", false),
+    ] {
+        let reply = call(
+            &gateway,
+            &anyone,
+            TOOL_NAME,
+            json!({"surface": "shell", "command": command}),
+            CallCancel::default(),
+        )
+        .await;
+        let body = result_of(reply["receipt"].as_str().unwrap());
+        if refused {
+            assert_eq!(reply["effect"], "refused", "{command}: {reply}");
+            assert_eq!(body["effect"], "refused", "{command}: {body}");
+        } else {
+            assert!(reply.get("effect").is_none(), "{command}: {reply}");
+            assert!(body.get("effect").is_none(), "{command}: {body}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

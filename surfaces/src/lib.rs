@@ -7,6 +7,7 @@
 //! - [`shell`]: one-shot command runs in their own process group.
 //! - [`session`]: the shell surface's terminal sessions (a program on a pty, its screen as text).
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
+//! - [`effect`]: what an act achieved, read back after it (`effect`, `effect_evidence`).
 //! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
 //! - [`secrets`]: secrets a call references, the per-call holder of resolved values that masks
 //!   everything the call produces, and resolution at the moment of use.
@@ -19,6 +20,7 @@ pub mod applescript;
 pub mod ax;
 pub mod capture;
 pub mod contain;
+pub mod effect;
 pub mod gui;
 pub mod keychain;
 pub mod mask;
@@ -38,6 +40,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use capture::{Artifact, ArtifactQuota, CapturedText};
+pub use effect::{Effect, EffectReport};
 pub use registry::{Registry, SurfaceLimits};
 
 /// How much an action can change or reveal; the policy's defaults are keyed by it.
@@ -316,6 +319,11 @@ pub enum SurfaceError {
         context: String,
         source: std::io::Error,
     },
+    /// A check right before acting failed (the keys' window changed, the terminal's line moved
+    /// on) and nothing was sent: reported as `action_failed`, and an act that reads back its
+    /// effect says `effect: refused`.
+    #[error("{message}")]
+    NothingSent { message: String },
     /// A failure with its own error code (`no_match`, `ambiguous`, ...), path and choices, for
     /// the model to tell a miss from an action that failed.
     #[error("{0}")]
@@ -357,6 +365,13 @@ pub struct Outcome {
     /// had, for instance).
     pub receipt: Map<String, Value>,
 }
+
+/// The settle wait of evidence shots: the screen must stay unchanged this long, within the
+/// bound. An act's read-back of its effect waits the same way (`effect`).
+pub const SETTLE_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
+pub const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often a settle wait without an event to wait on looks again.
+pub const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(15);
 
 /// A screenshot taken as evidence of an action's effect.
 #[derive(Debug, Clone, Serialize)]

@@ -10,6 +10,9 @@ With `--more` after the title it also shows the widgets the other actions need, 
 `selected=<row>` (a list box), `row expanded=<row>` / `row collapsed=<row>` (a tree view),
 `volume=<n>` (a spin button), `scrolled` (a short scrolled list moved its view).
 
+With `--effects` it also shows an insensitive button `Unavailable` (a click on it does
+nothing, for the read-back of acts that changed nothing).
+
 With `--reports N` it also opens N windows titled `Report 1`…`Report N`, each listing
 `REPORT_LINES` labelled lines: a many-window app for investigations that read whole trees.
 """
@@ -30,7 +33,7 @@ def say(line):
 
 
 class App:
-    def __init__(self, title, more=False, reports=0):
+    def __init__(self, title, more=False, reports=0, effects=False):
         self.clicks = 0
         self.dialog = None
         win = Gtk.Window(title=title)
@@ -69,6 +72,12 @@ class App:
             dup.connect("clicked", lambda _b: say("duplicate"))
             row.pack_start(dup, False, False, 0)
         box.pack_start(row, False, False, 0)
+
+        if effects:
+            unavailable = Gtk.Button(label="Unavailable")
+            unavailable.connect("clicked", lambda _b: say("unavailable clicked"))
+            unavailable.set_sensitive(False)
+            box.pack_start(unavailable, False, False, 0)
 
         if more:
             self.add_more(box)
@@ -180,5 +189,6 @@ if __name__ == "__main__":
         sys.argv[1] if len(sys.argv) > 1 else "Computer Test App",
         more="--more" in sys.argv[2:],
         reports=int(sys.argv[sys.argv.index("--reports") + 1]) if "--reports" in sys.argv else 0,
+        effects="--effects" in sys.argv[2:],
     )
     Gtk.main()

@@ -75,7 +75,15 @@ const FIND_FIELDS: &[&str] = &[
     "unchanged?",
     "skipped?",
 ];
-const ACT_FIELDS: &[&str] = &["done", "via?", "value?", "changed?", "node"];
+const ACT_FIELDS: &[&str] = &[
+    "done",
+    "via?",
+    "value?",
+    "changed?",
+    "node",
+    "effect",
+    "effect_evidence",
+];
 
 /// What one backend adds to the shared commands: which roles it understands and the `until`
 /// values it offers.

@@ -13,9 +13,10 @@ use super::backend::{
     AppInfo, AxError, Backend, Failure, ForestOf, MAX_WALK, NodeOf, UNLIMITED_DEPTH, WalkPlan, said,
 };
 use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote};
+use super::read_back::{ElementView, Intent, judge};
 use super::roles::{StateSet, all_states};
 use super::selector::{NodeFacts, Selector, TextMatch};
-use crate::{CapturedText, Outcome, ProtectedProcesses, SurfaceError};
+use crate::{CapturedText, Effect, EffectReport, Outcome, ProtectedProcesses, SurfaceError};
 use computer_ipc::{ErrorCode, ToolError};
 
 /// Nothing matches what the call names; `message` shows what is there instead.
@@ -864,6 +865,7 @@ async fn act_command<B: Backend>(
 ) -> Result<Outcome, Failure> {
     let (r, node) = located(ax, deadline, &target, &app, Some(protected)).await?;
     let described = line(&shown(&node), r, Include::default(), u32::MAX);
+    let setting_value = action == ActName::SetValue;
     let acted = ax
         .backend
         .act(&node, action, value, &described, deadline)
@@ -878,13 +880,69 @@ async fn act_command<B: Backend>(
     if let Some(value) = acted.value {
         fields.insert("value".into(), value);
     }
-    // The element as it is now (it may be gone: a button that closes its window).
-    let after = ax
-        .backend
-        .read(&node.element, deadline)
-        .await
-        .ok()
-        .flatten();
+    // The element as it is now (it may be gone: a button that closes its window), read until
+    // the intended change shows where one is expected, within the settle wait.
+    let intent = match action {
+        ActName::Press | ActName::Activate => Intent::Press,
+        ActName::Toggle => Intent::Toggle,
+        ActName::Focus => Intent::Focus,
+        _ => Intent::State,
+    };
+    let before = element_view(&node);
+    let waits = acted.done && intent != Intent::State && before.shows(intent);
+    let started = Instant::now();
+    let mut pause = crate::effect::READ_BACK_FIRST_POLL;
+    let after = loop {
+        let after = ax
+            .backend
+            .read(&node.element, deadline)
+            .await
+            .ok()
+            .flatten();
+        let report = judge(
+            intent,
+            &before,
+            after.as_ref().map(element_view).as_ref(),
+            acted.done,
+        );
+        if !waits
+            || report.effect == Effect::Confirmed
+            || started.elapsed() >= crate::effect::READ_BACK_QUIET
+            || Instant::now() + pause >= deadline
+        {
+            break after;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
+    };
+    let report = if setting_value {
+        // The value read back against the one asked for (never quoted: it may be a secret).
+        let changed = after.as_ref().map(element_view) != Some(before.clone());
+        match (acted.done, changed) {
+            (true, _) => EffectReport::new(
+                Effect::Confirmed,
+                format!("{} reads back the value set", before.label()),
+            ),
+            (false, true) => EffectReport::new(
+                Effect::Partial,
+                format!(
+                    "{} changed but does not read back the value set",
+                    before.label()
+                ),
+            ),
+            (false, false) => EffectReport::new(
+                Effect::SuspectedNoop,
+                format!("{} did not change", before.label()),
+            ),
+        }
+    } else {
+        judge(
+            intent,
+            &before,
+            after.as_ref().map(element_view).as_ref(),
+            acted.done,
+        )
+    };
     match after {
         Some(after) => {
             let changed = changed_states(node.states, after.states);
@@ -903,11 +961,23 @@ async fn act_command<B: Backend>(
             );
         }
     }
-    Ok(Outcome {
+    let mut outcome = Outcome {
         success: acted.done,
         fields,
         ..Outcome::default()
-    })
+    };
+    report.record(&mut outcome);
+    Ok(outcome)
+}
+
+/// What a read-back compares of a node.
+fn element_view<E, N>(node: &super::backend::Node<E, N>) -> ElementView {
+    ElementView {
+        role: node.role,
+        name: node.name.clone(),
+        states: node.states,
+        value: node.value.clone(),
+    }
 }
 
 /// The states an action changed: `+checked` for one it gained, `-focused` for one it lost.

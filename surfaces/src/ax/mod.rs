@@ -8,6 +8,8 @@
 //! - `commands`: what each command does, over any backend: refs, selectors resolved to one
 //!   element, the approver check, listings, actions and waits.
 //! - `backend`: the `Backend` trait and the backend-neutral apps, nodes, forests and errors.
+//! - `read_back`: whether an action on an element took effect, from the element read before
+//!   and after it (also the gui surface's read-back of the element under a click).
 //! - `selector`: the selector language.
 //! - `roles`: the surface's own state set and role vocabulary (accesskit names).
 //! - `shared_tests`: the shared commands over a scripted backend.
@@ -17,6 +19,7 @@
 mod backend;
 mod call;
 mod commands;
+pub(crate) mod read_back;
 mod roles;
 mod selector;
 #[cfg(test)]
@@ -101,6 +104,103 @@ impl WindowReader {
                 })
             })
             .collect())
+    }
+}
+
+/// An element the gui surface read before an act, to read again after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Elsewhere than Linux nothing is read, so none is ever made.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) struct ElementHandle(#[cfg(target_os = "linux")] atspi::Accessible);
+
+/// Reads, for the gui surface's read-back of an act, what AT-SPI tells of the element under a
+/// point and of the focused field, with the ax surface's own bus code. Elsewhere than Linux it
+/// reads nothing (the read-back then rests on the window list).
+pub(crate) struct ElementReader {
+    #[cfg(target_os = "linux")]
+    atspi: std::sync::OnceLock<atspi::Atspi>,
+}
+
+impl ElementReader {
+    pub fn new() -> ElementReader {
+        ElementReader {
+            #[cfg(target_os = "linux")]
+            atspi: std::sync::OnceLock::new(),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn atspi(&self) -> &atspi::Atspi {
+        self.atspi.get_or_init(atspi::Atspi::from_env)
+    }
+
+    /// The element of process `pid` under screen point `at`, and how it reads now; `None` when
+    /// nothing there can be read.
+    pub async fn element_at(
+        &self,
+        pid: u32,
+        at: (i32, i32),
+        deadline: Instant,
+    ) -> Option<(ElementHandle, read_back::ElementView)> {
+        #[cfg(target_os = "linux")]
+        {
+            let element = self.atspi().element_at(pid, at, deadline).await.ok()??;
+            let view = self.atspi().view(&element, deadline).await.ok()??;
+            Some((ElementHandle(element), view))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (pid, at, deadline);
+            None
+        }
+    }
+
+    /// How an element reads now: `Some(None)` when it is gone, `None` when it cannot be read.
+    pub async fn view(
+        &self,
+        element: &ElementHandle,
+        deadline: Instant,
+    ) -> Option<Option<read_back::ElementView>> {
+        #[cfg(target_os = "linux")]
+        {
+            self.atspi().view(&element.0, deadline).await.ok()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (element, deadline);
+            None
+        }
+    }
+
+    /// The focused field of process `pid`'s active window and its text, when it has one.
+    pub async fn focused_text(
+        &self,
+        pid: u32,
+        deadline: Instant,
+    ) -> Option<(ElementHandle, String)> {
+        #[cfg(target_os = "linux")]
+        {
+            let (element, text) = self.atspi().focused_text(pid, deadline).await.ok()??;
+            Some((ElementHandle(element), text))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (pid, deadline);
+            None
+        }
+    }
+
+    /// The text of a field read before.
+    pub async fn text(&self, element: &ElementHandle, deadline: Instant) -> Option<String> {
+        #[cfg(target_os = "linux")]
+        {
+            self.atspi().text(&element.0, deadline).await.ok()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (element, deadline);
+            None
+        }
     }
 }
 

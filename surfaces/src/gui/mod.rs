@@ -42,6 +42,8 @@ mod macos_keys;
 mod portal;
 #[cfg(target_os = "linux")]
 mod portal_token;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod read_back;
 #[cfg(target_os = "linux")]
 mod remote_desktop;
 #[cfg(any(target_os = "linux", target_os = "macos"))]

@@ -5,7 +5,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use computer_ipc::{Complications, ErrorCode, SurfaceName, ToolError};
@@ -15,13 +16,16 @@ use sha2::{Digest, Sha256};
 
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
+use super::read_back::{Aim, Before};
 use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
+use crate::ax::ElementReader;
 use crate::keychain::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
 use crate::{
-    ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
-    InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
-    TargetFacts, TerminalInput, decode_args, receipt_value,
+    ActionFacts, Artifact, Availability, CallContext, CommandSpec, EffectReport, EvidenceCapture,
+    EvidenceShot, InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk,
+    SETTLE_BOUND, SETTLE_POLL, SETTLE_QUIET, Surface, SurfaceError, TargetFacts, TerminalInput,
+    decode_args, receipt_value,
 };
 
 const COMMANDS: &[CommandSpec] = &[
@@ -45,14 +49,24 @@ const SCREENSHOT_FIELDS: &[&str] = &[
 const WINDOWS_FIELDS: &[&str] = &["windows"];
 const MONITORS_FIELDS: &[&str] = &["monitors"];
 const POINT_FIELDS: &[&str] = &["x", "y"];
-const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count"];
-const DRAG_FIELDS: &[&str] = &["from_x", "from_y", "to_x", "to_y", "button"];
-const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy"];
+// Every act ends with what its read-back found (`effect`, `effect_evidence`).
+const MOVE_FIELDS: &[&str] = &["x", "y", "effect", "effect_evidence"];
+const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count", "effect", "effect_evidence"];
+const DRAG_FIELDS: &[&str] = &[
+    "from_x",
+    "from_y",
+    "to_x",
+    "to_y",
+    "button",
+    "effect",
+    "effect_evidence",
+];
+const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy", "effect", "effect_evidence"];
 // `window?`: the window the keys reached, when it can be told; `secret`: a secret was typed
 // (neither its value nor its length is told).
-const TYPE_FIELDS: &[&str] = &["chars?", "secret?", "window?"];
-const KEY_FIELDS: &[&str] = &["combo", "window?"];
-const FOCUS_FIELDS: &[&str] = &["window", "focused"];
+const TYPE_FIELDS: &[&str] = &["chars?", "secret?", "window?", "effect", "effect_evidence"];
+const KEY_FIELDS: &[&str] = &["combo", "window?", "effect", "effect_evidence"];
+const FOCUS_FIELDS: &[&str] = &["window", "focused", "effect", "effect_evidence"];
 
 /// Why keys are refused where the backend must know their window and cannot tell it, and what
 /// gives a window the focus there.
@@ -67,14 +81,14 @@ fn no_known_focus<D: Desktop>(conn: &D) -> String {
 /// The default long side of a screenshot: big enough to read, small enough for a model.
 const DEFAULT_MAX_DIM: u32 = 1280;
 
-/// The settle wait of evidence shots: the screen must stay unchanged this long, within the bound.
-const SETTLE_QUIET: Duration = Duration::from_millis(100);
-const SETTLE_BOUND: Duration = Duration::from_secs(2);
-const SETTLE_POLL: Duration = Duration::from_millis(15);
-
 pub struct GuiSurface<B: Backend> {
     backend: Arc<B>,
     terminals: Arc<Terminals>,
+    /// What AT-SPI tells of the element under a click and of the focused field, for acts'
+    /// read-back.
+    reader: Arc<ElementReader>,
+    /// Whether acts read back their effect (`[gui] read_back`, on by default).
+    read_back: Arc<AtomicBool>,
 }
 
 impl<B: Backend> GuiSurface<B> {
@@ -86,6 +100,8 @@ impl<B: Backend> GuiSurface<B> {
                 apps: std::sync::RwLock::new(TerminalApps::default()),
                 lines: LineTracker::default(),
             }),
+            reader: Arc::new(ElementReader::new()),
+            read_back: Arc::new(AtomicBool::new(true)),
         }
     }
 }
@@ -98,6 +114,10 @@ struct GuiSection {
     /// wildcards): keys that end a line there are decided as a shell run. Replaces the default.
     #[serde(default)]
     terminal_apps: Option<Vec<String>>,
+    /// Whether acts read back what they achieved (`effect`); off, every act says
+    /// `unverifiable` ("read-back off"). On by default.
+    #[serde(default)]
+    read_back: Option<bool>,
 }
 
 /// Which windows are terminals, and the command line of each.
@@ -742,6 +762,8 @@ impl<B: Backend> Surface for GuiSurface<B> {
 
     fn configure(&self, section: &toml::Table) -> Result<(), crate::SectionError> {
         let settings: GuiSection = crate::SectionError::decode(SurfaceName::Gui, section)?;
+        self.read_back
+            .store(settings.read_back.unwrap_or(true), Ordering::Relaxed);
         if let Some(apps) = settings.terminal_apps {
             if let Some(index) = apps.iter().position(|app| app.trim().is_empty()) {
                 return Err(crate::SectionError {
@@ -782,7 +804,8 @@ impl<B: Backend> Surface for GuiSurface<B> {
             "screenshot" => SCREENSHOT_FIELDS,
             "windows" => WINDOWS_FIELDS,
             "monitors" => MONITORS_FIELDS,
-            "cursor" | "move" => POINT_FIELDS,
+            "cursor" => POINT_FIELDS,
+            "move" => MOVE_FIELDS,
             "click" => CLICK_FIELDS,
             "drag" => DRAG_FIELDS,
             "scroll" => SCROLL_FIELDS,
@@ -856,6 +879,8 @@ impl<B: Backend> Surface for GuiSurface<B> {
             args: receipt_value(&Value::Object(args.clone())),
             terminals: self.terminals.clone(),
             consent,
+            reader: self.reader.clone(),
+            read_back: self.read_back.load(Ordering::Relaxed),
         }))
     }
 }
@@ -934,6 +959,9 @@ struct GuiRun<B: Backend> {
     /// The question a person must answer first (the backend's consent), asked whatever the
     /// rules say; its answer is kept when this runs.
     consent: Option<String>,
+    reader: Arc<ElementReader>,
+    /// Whether the act reads back its effect.
+    read_back: bool,
 }
 
 /// The window an action acts on or reads: the one it names, the active one for keyboard input,
@@ -1011,6 +1039,8 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             action,
             terminals,
             consent,
+            reader,
+            read_back,
             ..
         } = *self;
         if consent.is_some() {
@@ -1023,6 +1053,13 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
                 })?
                 .map_err(|err| SurfaceError::Failed { message: err.0 })?;
         }
+        // What the act is read back against, read before it (acts only).
+        let aim = aim_of(&action);
+        let acts = aim.is_some();
+        let before = match aim {
+            Some(aim) if read_back => Some(Before::read(&conn, &reader, aim).await),
+            _ => None,
+        };
         let worker = conn.clone();
         let result =
             tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
@@ -1031,7 +1068,17 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
                     message: format!("the gui action panicked: {err}"),
                 })?;
         match result {
-            Ok(outcome) => Ok(outcome),
+            Ok(mut outcome) => {
+                match before {
+                    Some(before) => before
+                        .judge_after(&conn, &reader)
+                        .await
+                        .record(&mut outcome),
+                    None if acts => EffectReport::read_back_off().record(&mut outcome),
+                    None => {}
+                }
+                Ok(outcome)
+            }
             Err(Failure::X(err)) => {
                 // The connection may be broken: the next call reconnects.
                 backend.forget(&conn);
@@ -1110,6 +1157,28 @@ impl<B: Backend> GuiRun<B> {
             ..ActionFacts::default()
         }
     }
+}
+
+/// What an act's read-back looks for; `None` for what only reads.
+fn aim_of(action: &Action) -> Option<Aim> {
+    Some(match action {
+        Action::Move { x, y } => Aim::Pointer(*x, *y),
+        Action::Click { at, .. } => Aim::Click(*at),
+        Action::Drag { .. } | Action::Scroll { .. } => Aim::Windows,
+        Action::Type {
+            text: Typed::Text(text),
+            ..
+        } => Aim::Text(Some(text.replace("\r\n", "\n"))),
+        Action::Type {
+            text: Typed::Secret(_),
+            ..
+        } => Aim::Text(None),
+        Action::Key { .. } => Aim::Key,
+        Action::Focus { window } => Aim::Focus(*window),
+        Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor => {
+            return None;
+        }
+    })
 }
 
 enum Failure {
@@ -1219,7 +1288,7 @@ fn mark_typed_into(
     processes: &[Option<u32>],
 ) -> Result<(), Failure> {
     if processes.iter().any(Option::is_none) {
-        return Err(Failure::Surface(SurfaceError::Failed {
+        return Err(Failure::Surface(SurfaceError::NothingSent {
             message: "refused: the input would reach a terminal window that names no process \
                       (no _NET_WM_PID), so what it starts there could not be kept from answering \
                       approvals; nothing was sent"
@@ -1242,7 +1311,7 @@ fn send_keys<D: Desktop>(
     send: impl FnOnce(&D) -> Result<(), DisplayError>,
 ) -> Result<(), Failure> {
     // Not `Refused`, which says the target is an approver: the call failed before it acted.
-    let refused = |message: String| Failure::Surface(SurfaceError::Failed { message });
+    let refused = |message: String| Failure::Surface(SurfaceError::NothingSent { message });
     let mut held = terminals.lines.hold();
     let now = conn.keyboard_target()?;
     if now.is_none() && conn.focus_must_be_known() {

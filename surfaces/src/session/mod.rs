@@ -49,8 +49,8 @@ use crate::gui::terminal::Line;
 use crate::keychain::SecretRef;
 use crate::secrets::{CallSecrets, SecretDestination, SecretUse};
 use crate::{
-    ActionFacts, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Risk, StdinFacts,
-    SurfaceError, TerminalInput, decode_args, receipt_value,
+    ActionFacts, CallContext, CommandSpec, Effect, EffectReport, NoArgs, Outcome, PreparedAction,
+    Risk, StdinFacts, SurfaceError, TerminalInput, decode_args, receipt_value,
 };
 
 /// The session commands, as the shell surface lists them.
@@ -74,7 +74,7 @@ pub fn result_fields(command: &str) -> &'static [&'static str] {
     match command {
         "open" => &["session", "program", "rows", "cols"],
         // `secret`: a secret was typed (its length is not told).
-        "send" => &["sent_bytes?", "secret?"],
+        "send" => &["sent_bytes?", "secret?", "effect", "effect_evidence"],
         // `?`: only when it applies (a wait, a dropped span, the program's end).
         "read" => &[
             "output?",
@@ -1288,6 +1288,9 @@ impl PreparedAction for SendInput {
         let (id, decided) = (self.session.id, self.generation);
         let effect = self.effect;
         let sent = input.len();
+        // What the input is read back against: the screen before it, and every change after.
+        let mut changes = self.session.changed.subscribe();
+        let screen_before = self.session.state().term.screen_text();
         self.session
             .write(input, move |state| {
                 let Some(effect) = effect else {
@@ -1313,12 +1316,59 @@ impl PreparedAction for SendInput {
             Some(_) => fields.insert("secret".into(), json!("typed")),
             None => fields.insert("sent_bytes".into(), json!(sent)),
         };
-        Ok(Outcome {
+        let mut outcome = Outcome {
             success: true,
             fields,
             ..Outcome::default()
-        })
+        };
+        screen_read_back(&self.session, &screen_before, &mut changes)
+            .await
+            .record(&mut outcome);
+        Ok(outcome)
     }
+}
+
+/// Whether a send took effect: the session's screen changed after the input (an echo, the
+/// program's answer) = confirmed; no change once its output has been quiet for the settle
+/// wait = suspected_noop. Woken by each change of the session, never polled.
+async fn screen_read_back(
+    session: &Session,
+    before: &str,
+    changes: &mut watch::Receiver<u64>,
+) -> EffectReport {
+    let started = tokio::time::Instant::now();
+    let bound = started + crate::effect::READ_BACK_BOUND;
+    let mut quiet_until = started + crate::effect::READ_BACK_QUIET;
+    loop {
+        if session.state().term.screen_text() != before {
+            return EffectReport::new(
+                Effect::Confirmed,
+                format!(
+                    "session {}'s screen changed within {} ms of the input",
+                    session.id,
+                    started.elapsed().as_millis()
+                ),
+            );
+        }
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                quiet_until = (tokio::time::Instant::now() + crate::effect::READ_BACK_QUIET)
+                    .min(bound);
+            }
+            _ = tokio::time::sleep_until(quiet_until) => break,
+        }
+    }
+    EffectReport::new(
+        Effect::SuspectedNoop,
+        format!(
+            "session {}'s screen did not change within {} ms of the input",
+            session.id,
+            started.elapsed().as_millis()
+        ),
+    )
 }
 
 /// The error for a session the caller does not have: one that never existed, another agent's

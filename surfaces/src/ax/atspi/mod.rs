@@ -8,11 +8,14 @@
 //! - `cache`: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
 //! - `walk`: concurrent, page-bounded tree walks and the reads of a node's optional parts.
 //! - `act`: actions, selection, values and the wait for their effect.
+//! - `point`: the gui surface's read-back: the element at a screen point, one element's
+//!   states, the focused element's text.
 //! - `roles`: AT-SPI roles mapped onto accesskit's `Role`; AT-SPI state words.
 
 mod act;
 mod bus;
 mod cache;
+mod point;
 mod roles;
 mod walk;
 

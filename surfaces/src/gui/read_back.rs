@@ -1,0 +1,489 @@
+//! Whether a gui act took effect: what the display and AT-SPI tell cheaply, read before the act
+//! and again after it until the intended change shows or the readable state has been quiet for
+//! the settle wait (bounded by the settle bound). The window list (appeared, closed, moved,
+//! resized, retitled, took focus), the pointer, the element under a click and the focused
+//! field's text; never a screenshot difference.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::desktop::{Desktop, WindowInfo};
+use crate::ax::read_back::{self, ElementView, Intent};
+use crate::ax::{ElementHandle, ElementReader};
+use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
+use crate::{Effect, EffectReport};
+
+/// What an act meant to change, as far as a read-back can tell it.
+#[derive(Debug, Clone)]
+pub(super) enum Aim {
+    /// The pointer at this point.
+    Pointer(i32, i32),
+    /// A click at this point (`None`: where the pointer is): the element there, and the
+    /// windows.
+    Click(Option<(i32, i32)>),
+    /// Text typed into the focused field (`None`: a secret, never compared).
+    Text(Option<String>),
+    /// A key combo: the focused field, and the windows.
+    Key,
+    /// Something the windows may show (a drag, a scroll).
+    Windows,
+    /// This window active.
+    Focus(u32),
+}
+
+/// The readable state around an act.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    /// id, title, place and focus of every window; `None` when they could not be read.
+    windows: Option<Vec<WindowFacts>>,
+    pointer: Option<(i32, i32)>,
+    /// The element under the click, `Some(None)` once it is gone.
+    element: Option<Option<ElementView>>,
+    /// The focused field's text.
+    text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct WindowFacts {
+    id: u32,
+    title: String,
+    place: (i32, i32, u32, u32),
+    focused: bool,
+}
+
+impl WindowFacts {
+    fn of(window: &WindowInfo) -> WindowFacts {
+        WindowFacts {
+            id: window.id,
+            title: window.title.clone(),
+            place: (
+                window.rect.x,
+                window.rect.y,
+                window.rect.width,
+                window.rect.height,
+            ),
+            focused: window.focused,
+        }
+    }
+
+    fn named(&self) -> String {
+        format!("window {} {:?}", self.id, self.title)
+    }
+}
+
+/// What was read before the act, and where to read again.
+pub(super) struct Before {
+    aim: Aim,
+    seen: Seen,
+    element: Option<ElementHandle>,
+    field: Option<ElementHandle>,
+}
+
+/// A blocking read of the display on a worker thread.
+async fn on_display<D: Desktop, T: Send + 'static>(
+    conn: &Arc<D>,
+    read: impl FnOnce(&D) -> T + Send + 'static,
+) -> Option<T> {
+    let conn = conn.clone();
+    tokio::task::spawn_blocking(move || read(&conn)).await.ok()
+}
+
+fn window_facts<D: Desktop>(conn: &D) -> Option<Vec<WindowFacts>> {
+    conn.windows()
+        .ok()
+        .map(|list| list.iter().map(WindowFacts::of).collect())
+}
+
+/// The process of the window under a point (the focused one where windows overlap there, as
+/// `target_of` picks it) and of the focused window.
+fn pids(windows: Option<&[WindowInfo]>, at: Option<(i32, i32)>) -> (Option<u32>, Option<u32>) {
+    let Some(windows) = windows else {
+        return (None, None);
+    };
+    let under = at.and_then(|(x, y)| {
+        let under: Vec<&WindowInfo> = windows.iter().filter(|w| w.rect.contains(x, y)).collect();
+        under.iter().find(|w| w.focused).or(under.last()).copied()
+    });
+    let focused = windows.iter().find(|w| w.focused);
+    (under.and_then(|w| w.pid), focused.and_then(|w| w.pid))
+}
+
+impl Before {
+    /// Reads what `aim` will be judged on, before the act.
+    pub(super) async fn read<D: Desktop>(
+        conn: &Arc<D>,
+        reader: &ElementReader,
+        aim: Aim,
+    ) -> Before {
+        let deadline = Instant::now() + READ_BACK_BOUND;
+        let click = match aim {
+            Aim::Click(at) => Some(at),
+            _ => None,
+        };
+        let wants_field = matches!(aim, Aim::Text(_) | Aim::Key);
+        let (windows, point, (under, focused)) = on_display(conn, move |conn| {
+            let point = match click {
+                Some(Some(at)) => Some(at),
+                Some(None) if conn.reads_cursor() => conn.cursor().ok(),
+                _ => None,
+            };
+            let windows = conn.windows().ok();
+            let facts = windows
+                .as_ref()
+                .map(|list| list.iter().map(WindowFacts::of).collect());
+            (facts, point, pids(windows.as_deref(), point))
+        })
+        .await
+        .unwrap_or((None, None, (None, None)));
+        let mut seen = Seen {
+            windows,
+            pointer: None,
+            element: None,
+            text: None,
+        };
+        let mut element = None;
+        if let (Some(at), Some(pid)) = (point, under)
+            && let Some((handle, view)) = reader.element_at(pid, at, deadline).await
+        {
+            seen.element = Some(Some(view));
+            element = Some(handle);
+        }
+        let mut field = None;
+        if wants_field
+            && let Some(pid) = focused
+            && let Some((handle, text)) = reader.focused_text(pid, deadline).await
+        {
+            seen.text = Some(text);
+            field = Some(handle);
+        }
+        Before {
+            aim,
+            seen,
+            element,
+            field,
+        }
+    }
+
+    /// Reads again after the act until the intended change shows, or nothing readable has
+    /// changed for the settle wait, within the settle bound; then judges.
+    pub(super) async fn judge_after<D: Desktop>(
+        &self,
+        conn: &Arc<D>,
+        reader: &ElementReader,
+    ) -> EffectReport {
+        let started = Instant::now();
+        let deadline = started + READ_BACK_BOUND;
+        let mut last: Option<Seen> = None;
+        let mut last_change = started;
+        // Read again soon at first (a toolkit applies most changes within a few milliseconds),
+        // then less often, up to the settle wait's poll.
+        let mut pause = READ_BACK_FIRST_POLL;
+        loop {
+            let now = self.read_again(conn, reader, deadline).await;
+            let report = self.judge(&now, started);
+            let intended = matches!(report.effect, Effect::Confirmed);
+            if last.as_ref() != Some(&now) {
+                last_change = Instant::now();
+                last = Some(now);
+            }
+            if intended
+                || last_change.elapsed() >= READ_BACK_QUIET
+                || started.elapsed() + READ_BACK_POLL >= READ_BACK_BOUND
+            {
+                return report;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(READ_BACK_POLL);
+        }
+    }
+
+    async fn read_again<D: Desktop>(
+        &self,
+        conn: &Arc<D>,
+        reader: &ElementReader,
+        deadline: Instant,
+    ) -> Seen {
+        let wants_pointer = matches!(self.aim, Aim::Pointer(..));
+        let (windows, pointer) = on_display(conn, move |conn| {
+            let pointer = if wants_pointer && conn.reads_cursor() {
+                conn.cursor().ok()
+            } else {
+                None
+            };
+            (window_facts(conn), pointer)
+        })
+        .await
+        .unwrap_or((None, None));
+        let element = match &self.element {
+            Some(handle) => reader.view(handle, deadline).await,
+            None => None,
+        };
+        let text = match &self.field {
+            Some(handle) => reader.text(handle, deadline).await,
+            None => None,
+        };
+        Seen {
+            windows,
+            pointer,
+            element,
+            text,
+        }
+    }
+
+    /// The effect shown by `after` against what was read before.
+    fn judge(&self, after: &Seen, started: Instant) -> EffectReport {
+        let within = format!("within {} ms", started.elapsed().as_millis());
+        let windows = window_changes(self.seen.windows.as_deref(), after.windows.as_deref());
+        let windows_said = || EffectReport::new(Effect::Confirmed, windows.join("; "));
+        match &self.aim {
+            Aim::Pointer(x, y) => match after.pointer {
+                Some(at) if at == (*x, *y) => {
+                    EffectReport::new(Effect::Confirmed, format!("the pointer reads ({x},{y})"))
+                }
+                Some((ax, ay)) => EffectReport::new(
+                    Effect::SuspectedNoop,
+                    format!("the pointer reads ({ax},{ay}), not ({x},{y})"),
+                ),
+                None => EffectReport::new(
+                    Effect::Unverifiable,
+                    "the pointer's position cannot be read on this backend",
+                ),
+            },
+            Aim::Focus(id) => {
+                let Some(list) = &after.windows else {
+                    return EffectReport::new(
+                        Effect::Unverifiable,
+                        "the windows could not be read back",
+                    );
+                };
+                match list.iter().find(|w| w.focused) {
+                    Some(w) if w.id == *id => EffectReport::new(
+                        Effect::Confirmed,
+                        format!("{} is the active window", w.named()),
+                    ),
+                    Some(w) => EffectReport::new(
+                        Effect::SuspectedNoop,
+                        format!("the active window is {}, not window {id}", w.named()),
+                    ),
+                    None => EffectReport::new(
+                        Effect::SuspectedNoop,
+                        format!("no window is active {within}, not window {id}"),
+                    ),
+                }
+            }
+            Aim::Text(typed) => {
+                if let (Some(before), Some(now)) = (&self.seen.text, &after.text) {
+                    return text_landed(before, now, typed.as_deref(), &within);
+                }
+                if !windows.is_empty() {
+                    return windows_said();
+                }
+                EffectReport::new(
+                    Effect::Unverifiable,
+                    format!(
+                        "no focused field could be read through AT-SPI, and no window appeared, \
+                         closed, moved or took focus {within}"
+                    ),
+                )
+            }
+            Aim::Key => {
+                if !windows.is_empty() {
+                    return windows_said();
+                }
+                if let (Some(before), Some(now)) = (&self.seen.text, &after.text)
+                    && before != now
+                {
+                    return EffectReport::new(
+                        Effect::Confirmed,
+                        "the focused field's text changed",
+                    );
+                }
+                EffectReport::new(
+                    Effect::Unverifiable,
+                    format!(
+                        "nothing readable shows it: no window appeared, closed, moved, was \
+                         retitled or took focus {within}{}",
+                        if self.seen.text.is_some() {
+                            ", and the focused field's text did not change"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
+            }
+            Aim::Click(..) => {
+                let element = match (&self.seen.element, &after.element) {
+                    (Some(Some(before)), Some(now)) => {
+                        Some(read_back::judge(Intent::Press, before, now.as_ref(), true))
+                    }
+                    _ => None,
+                };
+                match element {
+                    Some(report) if report.effect == Effect::Confirmed => report,
+                    _ if !windows.is_empty() => windows_said(),
+                    Some(report) => EffectReport::new(
+                        report.effect,
+                        format!("{}; no window changed {within}", report.evidence),
+                    ),
+                    None => nothing_readable(&within),
+                }
+            }
+            Aim::Windows => {
+                if windows.is_empty() {
+                    nothing_readable(&within)
+                } else {
+                    windows_said()
+                }
+            }
+        }
+    }
+}
+
+fn nothing_readable(within: &str) -> EffectReport {
+    EffectReport::new(
+        Effect::Unverifiable,
+        format!(
+            "nothing readable shows it: no accessible element there, and no window appeared, \
+             closed, moved, was retitled or took focus {within}"
+        ),
+    )
+}
+
+/// Whether typed text landed in the focused field, read before and after (never quoting it:
+/// the text may be private).
+fn text_landed(before: &str, now: &str, typed: Option<&str>, within: &str) -> EffectReport {
+    let Some(typed) = typed else {
+        // A secret: only whether the field changed is told.
+        return if now != before {
+            EffectReport::new(Effect::Confirmed, "the focused field changed")
+        } else {
+            EffectReport::new(
+                Effect::SuspectedNoop,
+                format!("the focused field did not change {within}"),
+            )
+        };
+    };
+    // Line breaks and tabs may move the focus or end the field instead of landing.
+    let printable: String = typed.chars().filter(|c| !c.is_control()).collect();
+    if now == before {
+        return EffectReport::new(
+            Effect::SuspectedNoop,
+            format!("the focused field's text did not change {within}"),
+        );
+    }
+    if printable.is_empty() || now.ends_with(&printable) || now.contains(&printable) {
+        return EffectReport::new(
+            Effect::Confirmed,
+            if now.ends_with(&printable) {
+                "the focused field's text ends with the typed text"
+            } else {
+                "the focused field's text holds the typed text"
+            },
+        );
+    }
+    let landed = (1..printable.chars().count())
+        .rev()
+        .map(|n| printable.chars().take(n).collect::<String>())
+        .find(|head| now.ends_with(head.as_str()))
+        .map_or(0, |head| head.chars().count());
+    EffectReport::new(
+        Effect::Partial,
+        if landed > 0 {
+            format!(
+                "the focused field's text ends with the first {landed} of {} typed characters",
+                printable.chars().count()
+            )
+        } else {
+            "the focused field's text changed but does not hold the typed text".to_string()
+        },
+    )
+}
+
+/// What changed between two window lists, in words; empty when nothing did or either is
+/// unknown.
+fn window_changes(before: Option<&[WindowFacts]>, after: Option<&[WindowFacts]>) -> Vec<String> {
+    let (Some(before), Some(after)) = (before, after) else {
+        return Vec::new();
+    };
+    let mut changes = Vec::new();
+    for w in after {
+        match before.iter().find(|b| b.id == w.id) {
+            None => changes.push(format!("{} appeared", w.named())),
+            Some(b) => {
+                if b.title != w.title {
+                    changes.push(format!(
+                        "window {} is now titled {:?} (was {:?})",
+                        w.id, w.title, b.title
+                    ));
+                }
+                if (b.place.0, b.place.1) != (w.place.0, w.place.1) {
+                    changes.push(format!(
+                        "{} moved to ({},{})",
+                        w.named(),
+                        w.place.0,
+                        w.place.1
+                    ));
+                }
+                if (b.place.2, b.place.3) != (w.place.2, w.place.3) {
+                    changes.push(format!(
+                        "{} was resized to {}x{}",
+                        w.named(),
+                        w.place.2,
+                        w.place.3
+                    ));
+                }
+                if w.focused && !b.focused {
+                    changes.push(format!("{} took the focus", w.named()));
+                }
+            }
+        }
+    }
+    for b in before
+        .iter()
+        .filter(|b| !after.iter().any(|w| w.id == b.id))
+    {
+        changes.push(format!("{} closed", b.named()));
+    }
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(id: u32, title: &str, focused: bool) -> WindowFacts {
+        WindowFacts {
+            id,
+            title: title.into(),
+            place: (0, 0, 100, 100),
+            focused,
+        }
+    }
+
+    #[test]
+    fn a_window_that_appeared_and_took_the_focus_is_told() {
+        let before = [window(1, "Main", true)];
+        let after = [window(1, "Main", false), window(2, "Open File", true)];
+        assert_eq!(
+            window_changes(Some(&before), Some(&after)),
+            ["window 2 \"Open File\" appeared"]
+        );
+        assert!(window_changes(Some(&before), Some(&before)).is_empty());
+        assert!(window_changes(None, Some(&after)).is_empty());
+    }
+
+    #[test]
+    fn typed_text_is_judged_without_quoting_it() {
+        let ok = text_landed("ab", "abhello", Some("hello"), "within 5 ms");
+        assert_eq!(ok.effect, Effect::Confirmed);
+        assert!(!ok.evidence.contains("hello"));
+        let part = text_landed("", "hel", Some("hello"), "within 5 ms");
+        assert_eq!(part.effect, Effect::Partial, "{part:?}");
+        assert!(part.evidence.contains("first 3 of 5"), "{part:?}");
+        let none = text_landed("x", "x", Some("hello"), "within 5 ms");
+        assert_eq!(none.effect, Effect::SuspectedNoop);
+        let secret = text_landed("", "s3cret", None, "within 5 ms");
+        assert_eq!(secret.effect, Effect::Confirmed);
+        assert_eq!(secret.evidence, "the focused field changed");
+    }
+}

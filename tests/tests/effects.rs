@@ -1,0 +1,245 @@
+//! Acts say whether they took effect (`effect`, `effect_evidence`), against the real daemon on
+//! the shared headless desktop with the GTK test app: a check button toggled and read back (by
+//! `ax act` and by a gui click on it), a dialog that opened, text that landed in the entry, a
+//! click on an insensitive button (a suspected no-op), a scroll nothing readable shows
+//! (unverifiable), a denied act (refused, in reply and receipt), and a terminal session's
+//! screen after `send`. Each effect is checked against the app's own report of what happened.
+
+use std::time::Duration;
+
+use computer_tests::desktop::TestApp;
+use computer_tests::{Daemon, structured, wait_for};
+use serde_json::{Value, json};
+
+/// Tests that send input or move focus take turns on the shared desktop.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const ALLOW_ACTS: &str = "[defaults]\nact = \"allow\"\n";
+
+async fn call(daemon: &Daemon, surface: &str, command: &str, args: Value) -> Value {
+    let client = daemon.client().await;
+    let result = client
+        .call_raw(json!({"surface": surface, "command": command, "args": args}))
+        .await
+        .expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// Launches the test app with its insensitive button and waits until AT-SPI shows it.
+async fn app_on_bus(daemon: &Daemon, title: &str) -> TestApp {
+    let app = TestApp::launch_with(title, &["--effects"]);
+    let pid = app.pid();
+    wait_for("the app on AT-SPI", Duration::from_secs(20), || {
+        let tree = futures_block(call(daemon, "ax", "tree", json!({"app": pid})));
+        tree["tree"]
+            .as_str()
+            .is_some_and(|t| t.contains("Unavailable"))
+            .then_some(())
+    });
+    app
+}
+
+fn futures_block<F: std::future::Future>(future: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
+
+/// The screen point at the middle of the element `selector` names in the app.
+async fn middle_of(daemon: &Daemon, pid: u32, selector: &str) -> (i64, i64) {
+    let read = call(
+        daemon,
+        "ax",
+        "read",
+        json!({"app": pid, "selector": selector}),
+    )
+    .await;
+    let bounds = read["bounds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no bounds for {selector}: {read}"));
+    let at = |i: usize| bounds[i].as_i64().unwrap();
+    (at(0) + at(2) / 2, at(1) + at(3) / 2)
+}
+
+/// The effect a reply says, and that its result receipt records the same.
+fn effect_of(daemon: &Daemon, reply: &Value) -> String {
+    let effect = reply["effect"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no effect in {reply}"))
+        .to_string();
+    let result = daemon.receipt_row(&reply["receipt"], "result");
+    let recorded = if reply["ok"] == false && reply.get("error").is_some() {
+        &result["body"]["effect"]
+    } else {
+        &result["body"]["fields"]["effect"]
+    };
+    assert_eq!(recorded, &json!(effect), "the receipt disagrees: {result}");
+    effect
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ax_act_reads_back_a_toggled_check_button_and_suspects_an_insensitive_button() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(ALLOW_ACTS);
+    let app = app_on_bus(&daemon, "Effects Ax").await;
+    let pid = app.pid();
+
+    let toggled = call(
+        &daemon,
+        "ax",
+        "act",
+        json!({"app": pid, "selector": "checkBox \"Dark mode\"", "action": "press"}),
+    )
+    .await;
+    app.wait_line("check=True");
+    assert_eq!(effect_of(&daemon, &toggled), "confirmed", "{toggled}");
+    assert!(
+        toggled["effect_evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("reads checked")),
+        "{toggled}"
+    );
+
+    let noop = call(
+        &daemon,
+        "ax",
+        "act",
+        json!({"app": pid, "selector": "button \"Unavailable\"", "action": "press"}),
+    )
+    .await;
+    assert_eq!(effect_of(&daemon, &noop), "suspected_noop", "{noop}");
+    assert!(
+        app.lines_starting("unavailable").is_empty(),
+        "the insensitive button did act"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(ALLOW_ACTS);
+    let app = app_on_bus(&daemon, "Effects Gui").await;
+    let pid = app.pid();
+
+    // A click on the check button: its state read back through AT-SPI.
+    let (x, y) = middle_of(&daemon, pid, "checkBox \"Dark mode\"").await;
+    let clicked = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    app.wait_line("check=True");
+    assert_eq!(effect_of(&daemon, &clicked), "confirmed", "{clicked}");
+    assert!(
+        clicked["effect_evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("checkBox \"Dark mode\" reads checked")),
+        "{clicked}"
+    );
+
+    // A click on the insensitive button: readable, and nothing changed.
+    let (x, y) = middle_of(&daemon, pid, "button \"Unavailable\"").await;
+    let noop = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    assert_eq!(effect_of(&daemon, &noop), "suspected_noop", "{noop}");
+
+    // A scroll over the status label: nothing readable can show what it did.
+    let (x, y) = middle_of(&daemon, pid, "label").await;
+    let scrolled = call(&daemon, "gui", "scroll", json!({"x": x, "y": y, "dy": 1})).await;
+    assert_eq!(effect_of(&daemon, &scrolled), "unverifiable", "{scrolled}");
+
+    // A click that opens a dialog: the window appeared.
+    let (x, y) = middle_of(&daemon, pid, "button \"Open Dialog\"").await;
+    let opened = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    app.wait_line("dialog opened");
+    assert_eq!(effect_of(&daemon, &opened), "confirmed", "{opened}");
+    assert!(
+        opened["effect_evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("\"Confirm\" appeared")),
+        "{opened}"
+    );
+    // Closed through ax: the button went away with its window.
+    let closed = call(
+        &daemon,
+        "ax",
+        "act",
+        json!({"app": pid, "selector": "button \"Close Dialog\"", "action": "press"}),
+    )
+    .await;
+    app.wait_line("dialog closed");
+    assert_eq!(effect_of(&daemon, &closed), "confirmed", "{closed}");
+
+    // Text typed into the focused entry landed there; the evidence does not quote it.
+    let (x, y) = middle_of(&daemon, pid, "textInput \"Your name\"").await;
+    call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    let typed = call(&daemon, "gui", "type", json!({"text": "landed"})).await;
+    assert_eq!(effect_of(&daemon, &typed), "confirmed", "{typed}");
+    let evidence = typed["effect_evidence"].as_str().unwrap();
+    assert!(evidence.contains("typed text"), "{typed}");
+    assert!(
+        !evidence.contains("landed"),
+        "the evidence quotes the text: {typed}"
+    );
+
+    // The pointer read back where it was moved.
+    let moved = call(&daemon, "gui", "move", json!({"x": x + 3, "y": y})).await;
+    assert_eq!(effect_of(&daemon, &moved), "confirmed", "{moved}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_act_says_refused_in_reply_and_receipt_and_read_back_can_be_turned_off() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(
+        "[defaults]\nact = \"allow\"\n[[rules]]\nsurface = \"gui\"\ncommand = \"click\"\ndecision = \"deny\"\n",
+    );
+    let denied = call(&daemon, "gui", "click", json!({"x": 5, "y": 5})).await;
+    assert_eq!(denied["error"]["code"], "denied", "{denied}");
+    assert_eq!(effect_of(&daemon, &denied), "refused", "{denied}");
+    // An ordinary act still runs and reads back.
+    let moved = call(&daemon, "gui", "move", json!({"x": 7, "y": 9})).await;
+    assert_eq!(effect_of(&daemon, &moved), "confirmed", "{moved}");
+    // A read that is not an act carries no effect.
+    let windows = call(&daemon, "gui", "windows", json!({})).await;
+    assert!(windows.get("effect").is_none(), "{windows}");
+
+    let off = Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n[gui]\nread_back = false\n");
+    let moved = call(&off, "gui", "move", json!({"x": 8, "y": 9})).await;
+    assert_eq!(effect_of(&off, &moved), "unverifiable", "{moved}");
+    assert_eq!(moved["effect_evidence"], "read-back off", "{moved}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_send_is_confirmed_when_the_screen_changed_and_suspected_when_it_did_not() {
+    let daemon = Daemon::start_with_config(ALLOW_ACTS);
+    let opened = call(&daemon, "shell", "open", json!({"argv": ["cat"]})).await;
+    let session = opened["session"].clone();
+    let echoed = call(
+        &daemon,
+        "shell",
+        "send",
+        json!({"session": session, "text": "echoed\n"}),
+    )
+    .await;
+    assert_eq!(effect_of(&daemon, &echoed), "confirmed", "{echoed}");
+
+    // A terminal that echoes nothing and a program that prints nothing: the screen stays.
+    let opened = call(
+        &daemon,
+        "shell",
+        "open",
+        json!({"argv": ["sh", "-c", "stty -echo; echo ready; exec cat > /dev/null"]}),
+    )
+    .await;
+    let quiet = opened["session"].clone();
+    let ready = call(
+        &daemon,
+        "shell",
+        "read",
+        json!({"session": quiet, "until": "ready"}),
+    )
+    .await;
+    assert_eq!(ready["met"], true, "{ready}");
+    let unseen = call(
+        &daemon,
+        "shell",
+        "send",
+        json!({"session": quiet, "text": "unseen\n"}),
+    )
+    .await;
+    assert_eq!(effect_of(&daemon, &unseen), "suspected_noop", "{unseen}");
+}
