@@ -179,6 +179,36 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
     // The pointer read back where it was moved.
     let moved = call(&daemon, "gui", "move", json!({"x": x + 3, "y": y})).await;
     assert_eq!(effect_of(&daemon, &moved), "confirmed", "{moved}");
+
+    // A click where no window lies: unverifiable from the first read after it, said so.
+    let listed = call(&daemon, "gui", "windows", json!({})).await;
+    let windows = listed["windows"].as_array().cloned().unwrap_or_default();
+    let covers = |(x, y): (i64, i64)| {
+        windows.iter().any(|w| {
+            let (wx, wy) = (w["x"].as_i64().unwrap_or(0), w["y"].as_i64().unwrap_or(0));
+            let (ww, wh) = (
+                w["width"].as_i64().unwrap_or(0),
+                w["height"].as_i64().unwrap_or(0),
+            );
+            x >= wx && y >= wy && x < wx + ww && y < wy + wh
+        })
+    };
+    let bare = [(1915, 1075), (1915, 5), (5, 1075)]
+        .into_iter()
+        .find(|point| !covers(*point))
+        .expect("a corner of the screen with no window");
+    let on_nothing = call(&daemon, "gui", "click", json!({"x": bare.0, "y": bare.1})).await;
+    let evidence = on_nothing["effect_evidence"].as_str().unwrap_or_default();
+    // The window manager may take the focus from the app on a click on the root, and the read
+    // right after may already show it; else nothing readable can show the click.
+    match effect_of(&daemon, &on_nothing).as_str() {
+        "unverifiable" => assert!(
+            evidence.starts_with("no window lies under the point"),
+            "{on_nothing}"
+        ),
+        "confirmed" => assert!(evidence.contains("focus"), "{on_nothing}"),
+        other => panic!("a click on no window read back as {other}: {on_nothing}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -75,6 +75,9 @@ impl WindowFacts {
 pub(super) struct Before {
     aim: Aim,
     seen: Seen,
+    /// A click where the windows were read and none lies under the point: nothing there can
+    /// show it, so the first read after it is the answer (no quiet wait).
+    on_no_window: bool,
     element: Option<ElementHandle>,
     field: Option<ElementHandle>,
 }
@@ -121,20 +124,26 @@ impl Before {
             _ => None,
         };
         let wants_field = matches!(aim, Aim::Text(_) | Aim::Key);
-        let (windows, point, (under, focused)) = on_display(conn, move |conn| {
+        let (windows, point, (under, focused), on_no_window) = on_display(conn, move |conn| {
             let point = match click {
                 Some(Some(at)) => Some(at),
                 Some(None) if conn.reads_cursor() => conn.cursor().ok(),
                 _ => None,
             };
             let windows = conn.windows().ok();
+            let on_no_window = match (point, &windows) {
+                (Some((x, y)), Some(list)) if conn.places_known() => {
+                    !list.iter().any(|w| w.rect.contains(x, y))
+                }
+                _ => false,
+            };
             let facts = windows
                 .as_ref()
                 .map(|list| list.iter().map(WindowFacts::of).collect());
-            (facts, point, pids(windows.as_deref(), point))
+            (facts, point, pids(windows.as_deref(), point), on_no_window)
         })
         .await
-        .unwrap_or((None, None, (None, None)));
+        .unwrap_or((None, None, (None, None), false));
         let mut seen = Seen {
             windows,
             pointer: None,
@@ -159,6 +168,7 @@ impl Before {
         Before {
             aim,
             seen,
+            on_no_window,
             element,
             field,
         }
@@ -181,6 +191,9 @@ impl Before {
         loop {
             let now = self.read_again(conn, reader, deadline).await;
             let report = self.judge(&now, started);
+            if self.on_no_window {
+                return report;
+            }
             let intended = matches!(report.effect, Effect::Confirmed);
             if last.as_ref() != Some(&now) {
                 last_change = Instant::now();
@@ -324,6 +337,12 @@ impl Before {
                     Some(report) => EffectReport::new(
                         report.effect,
                         format!("{}; no window changed {within}", report.evidence),
+                    ),
+                    None if self.on_no_window => EffectReport::new(
+                        Effect::Unverifiable,
+                        "no window lies under the point, so nothing readable there can show the \
+                         click; no window appeared, closed, moved, was retitled or took focus \
+                         right after it",
                     ),
                     None => nothing_readable(&within),
                 }
