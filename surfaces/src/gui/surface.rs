@@ -15,9 +15,12 @@ use sha2::{Digest, Sha256};
 
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
+use super::person;
+use super::seen::{self, Aim, GuiSnapshot};
 use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
 use crate::keychain::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
+use crate::snapshot::{Seen, Snapshots};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EvidenceCapture, EvidenceShot,
     InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk, Surface, SurfaceError,
@@ -40,9 +43,11 @@ const COMMANDS: &[CommandSpec] = &[
 
 const SCREENSHOT_FIELDS: &[&str] = &[
     "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
+    "snapshot",
 ];
-// A list's length is its count: no separate field repeats it.
-const WINDOWS_FIELDS: &[&str] = &["windows"];
+// A list's length is its count: no separate field repeats it. `snapshot`: the id an act names
+// in `complications.seen`.
+const WINDOWS_FIELDS: &[&str] = &["windows", "snapshot"];
 const MONITORS_FIELDS: &[&str] = &["monitors"];
 const POINT_FIELDS: &[&str] = &["x", "y"];
 const CLICK_FIELDS: &[&str] = &["x", "y", "button", "count"];
@@ -75,7 +80,12 @@ const SETTLE_POLL: Duration = Duration::from_millis(15);
 pub struct GuiSurface<B: Backend> {
     backend: Arc<B>,
     terminals: Arc<Terminals>,
+    /// What screenshots and window listings saw, for acts bound to them.
+    snapshots: Arc<Snapshots<GuiSnapshot>>,
 }
+
+/// The complications gui honours: the common ones and `seen`.
+const GUI_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"];
 
 impl<B: Backend> GuiSurface<B> {
     /// The surface over `backend`, with the default list of terminal apps until `configure`.
@@ -86,6 +96,7 @@ impl<B: Backend> GuiSurface<B> {
                 apps: std::sync::RwLock::new(TerminalApps::default()),
                 lines: LineTracker::default(),
             }),
+            snapshots: Arc::new(Snapshots::new("gui")),
         }
     }
 }
@@ -98,6 +109,12 @@ struct GuiSection {
     /// wildcards): keys that end a line there are decided as a shell run. Replaces the default.
     #[serde(default)]
     terminal_apps: Option<Vec<String>>,
+    /// Pause gui input while the person at the desk uses the mouse or keyboard (default true).
+    #[serde(default)]
+    yield_to_person: Option<bool>,
+    /// How long gui input stays paused after the person's last input (default 1500).
+    #[serde(default)]
+    person_quiet_ms: Option<u64>,
 }
 
 /// Which windows are terminals, and the command line of each.
@@ -742,6 +759,20 @@ impl<B: Backend> Surface for GuiSurface<B> {
 
     fn configure(&self, section: &toml::Table) -> Result<(), crate::SectionError> {
         let settings: GuiSection = crate::SectionError::decode(SurfaceName::Gui, section)?;
+        let quiet_ms = settings
+            .person_quiet_ms
+            .unwrap_or(person::DEFAULT_QUIET_MS);
+        if quiet_ms > 60_000 {
+            return Err(crate::SectionError {
+                surface: SurfaceName::Gui,
+                key: "person_quiet_ms".into(),
+                message: format!(
+                    "is {quiet_ms}: give at most 60000 (a minute), or set yield_to_person = \
+                     false to never pause"
+                ),
+            });
+        }
+        person::watch().configure(settings.yield_to_person.unwrap_or(true), quiet_ms);
         if let Some(apps) = settings.terminal_apps {
             if let Some(index) = apps.iter().position(|app| app.trim().is_empty()) {
                 return Err(crate::SectionError {
@@ -767,6 +798,10 @@ impl<B: Backend> Surface for GuiSurface<B> {
 
     fn needs_desktop(&self) -> bool {
         true
+    }
+
+    fn complications(&self) -> &'static [&'static str] {
+        GUI_COMPLICATIONS
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
@@ -799,6 +834,37 @@ impl<B: Backend> Surface for GuiSurface<B> {
         args: &Map<String, Value>,
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        let Some(id) = &complications.seen else {
+            return Ok(Box::new(self.prepare_run(command, args, args, complications, None)?));
+        };
+        if matches!(command, "screenshot" | "windows" | "monitors" | "cursor") {
+            return Err(crate::snapshot::not_an_act("gui", command));
+        }
+        let seen = self.snapshots.bind(id)?;
+        // Any later error would tell whether another agent's snapshot exists (its image size,
+        // its windows): it is given only to the snapshot's own agent, at the caller check.
+        let prepared = seen::map_args(&seen, command, args).and_then(|mapped| {
+            self.prepare_run(command, &mapped, args, complications, Some(seen.clone()))
+        });
+        Ok(match prepared {
+            Ok(run) => Box::new(run),
+            Err(error) => Box::new(seen::Refusal { seen, error }),
+        })
+    }
+}
+
+impl<B: Backend> GuiSurface<B> {
+    /// Validates a call into its run: `args` as the action reads them (screenshot pixels
+    /// already mapped to the screen when bound to a screenshot), `given` as the call gave them
+    /// (for receipts and policy).
+    fn prepare_run(
+        &self,
+        command: &str,
+        args: &Map<String, Value>,
+        given: &Map<String, Value>,
+        complications: &Complications,
+        seen: Option<Seen<GuiSnapshot>>,
+    ) -> Result<GuiRun<B>, ToolError> {
         let conn = self.backend.conn().map_err(unavailable)?;
         if COMMANDS.iter().any(|c| c.name == command) && !self.backend.offers(command) {
             return Err(ToolError::new(
@@ -847,20 +913,20 @@ impl<B: Backend> Surface for GuiSurface<B> {
         let window = args.get("window").and_then(Value::as_u64);
         let target = target_of(&*conn, &action, window).map_err(x_failed)?;
         let consent = self.backend.consent_needed(command).map_err(x_failed)?;
-        Ok(Box::new(GuiRun {
+        Ok(GuiRun {
             backend: self.backend.clone(),
             conn,
             action,
             risk,
             target,
-            args: receipt_value(&Value::Object(args.clone())),
+            args: receipt_value(&Value::Object(given.clone())),
             terminals: self.terminals.clone(),
             consent,
-        }))
+            seen,
+            snapshots: self.snapshots.clone(),
+        })
     }
-}
 
-impl<B: Backend> GuiSurface<B> {
     /// Resolves the window the keys will reach and, for a terminal, the lines they end.
     fn plan_keys<D: Desktop>(&self, conn: &D, keys: Keys<'_>) -> Result<KeyPlan, DisplayError> {
         let windows = conn.windows()?;
@@ -934,6 +1000,10 @@ struct GuiRun<B: Backend> {
     /// The question a person must answer first (the backend's consent), asked whatever the
     /// rules say; its answer is kept when this runs.
     consent: Option<String>,
+    /// The observation the act was aimed at (`complications.seen`), checked right before input.
+    seen: Option<Seen<GuiSnapshot>>,
+    /// Where observations are kept for the acts that name them.
+    snapshots: Arc<Snapshots<GuiSnapshot>>,
 }
 
 /// The window an action acts on or reads: the one it names, the active one for keyboard input,
@@ -1004,6 +1074,13 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        match &self.seen {
+            Some(seen) => seen.check_caller(agent),
+            None => Ok(()),
+        }
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let GuiRun {
             backend,
@@ -1011,6 +1088,8 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             action,
             terminals,
             consent,
+            seen,
+            snapshots,
             ..
         } = *self;
         if consent.is_some() {
@@ -1024,9 +1103,14 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
                 .map_err(|err| SurfaceError::Failed { message: err.0 })?;
         }
         let worker = conn.clone();
-        let result =
-            tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
-                .await
+        let bound = Bound {
+            seen,
+            store: snapshots,
+        };
+        let result = tokio::task::spawn_blocking(move || {
+            execute(&*worker, action, &ctx, &terminals, &bound)
+        })
+        .await
                 .map_err(|err| SurfaceError::Failed {
                     message: format!("the gui action panicked: {err}"),
                 })?;
@@ -1153,14 +1237,55 @@ fn done(value: Value) -> Outcome {
     }
 }
 
+/// An act's snapshot, and where observations are kept.
+struct Bound {
+    seen: Option<Seen<GuiSnapshot>>,
+    store: Arc<Snapshots<GuiSnapshot>>,
+}
+
+fn refused_as(error: ToolError) -> Failure {
+    Failure::Surface(SurfaceError::Tool(error))
+}
+
+/// Where an input action lands, for the check of its snapshot; None for observations.
+fn aim_of<D: Desktop>(conn: &D, action: &Action) -> Result<Option<Aim>, DisplayError> {
+    Ok(Some(match action {
+        Action::Move { x, y } => Aim::Points(vec![(*x, *y)]),
+        Action::Click { at, .. } | Action::Scroll { at, .. } => Aim::Points(vec![match at {
+            Some(point) => *point,
+            None => conn.cursor()?,
+        }]),
+        Action::Drag { from, to, .. } => Aim::Points(vec![*from, *to]),
+        Action::Type { .. } | Action::Key { .. } => Aim::Keys,
+        Action::Focus { window } => Aim::Window(*window),
+        Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor => {
+            return Ok(None);
+        }
+    }))
+}
+
 fn execute<D: Desktop>(
     conn: &D,
     action: Action,
     ctx: &CallContext,
     terminals: &Terminals,
+    bound: &Bound,
 ) -> Result<Outcome, Failure> {
+    let input = !matches!(
+        action,
+        Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor
+    );
+    if input {
+        // The person at the desk goes first: nothing is sent while they use it.
+        person::watch().check().map_err(refused_as)?;
+    }
     if !ctx.protected.is_empty() {
         refuse_if_targets_protected(conn, &action, &ctx.protected)?;
+    }
+    if let Some(seen) = &bound.seen
+        && let Some(aim) = aim_of(conn, &action)?
+    {
+        seen::check(conn, seen, &aim)?.map_err(refused_as)?;
     }
     // Pointer actions may edit a terminal's line (a middle click pastes, a click may move the
     // cursor): the lines of terminals under them become opaque.
@@ -1187,7 +1312,14 @@ fn execute<D: Desktop>(
             .collect();
         mark_typed_into(&ctx.protected, &reached)?;
     }
-    let outcome = perform(conn, action, ctx, terminals);
+    let began = Instant::now();
+    let outcome = match perform(conn, action, ctx, terminals, &bound.store) {
+        // Input the person's own cut short: theirs, not a broken display.
+        Err(Failure::X(_)) if input && person::watch().came_since(began) => {
+            Err(refused_as(person::watch().refusal()))
+        }
+        other => other,
+    };
     if let Some(mut held) = pointer_hold {
         if !conn.places_known() {
             held.make_all_opaque("a pointer action landed where no window's place is known");
@@ -1309,6 +1441,7 @@ fn perform<D: Desktop>(
     action: Action,
     ctx: &CallContext,
     terminals: &Terminals,
+    snapshots: &Snapshots<GuiSnapshot>,
 ) -> Result<Outcome, Failure> {
     Ok(match action {
         Action::Screenshot {
@@ -1318,6 +1451,9 @@ fn perform<D: Desktop>(
             inline,
         } => {
             let rgb = conn.to_rgb(&conn.grab(area)?);
+            // The windows as the shot shows them, for acts aimed at it. A listing that fails
+            // leaves none: every act bound to the shot is then refused, the safe side.
+            let windows = conn.windows().unwrap_or_default();
             let (rgb, _) = downscale(rgb, max_dim);
             // Screen units per image pixel along the long side: the downscale factor on X11;
             // on a Retina display the capture has two pixels per point to begin with.
@@ -1340,6 +1476,14 @@ fn perform<D: Desktop>(
                 "scale": (scale * 1e4).round() / 1e4,
                 "origin_x": area.x,
                 "origin_y": area.y,
+                "snapshot": snapshots.record(&ctx.agent, GuiSnapshot {
+                    windows,
+                    image: Some(seen::Image {
+                        area,
+                        width: rgb.width,
+                        height: rgb.height,
+                    }),
+                }),
             });
             Outcome {
                 success: true,
@@ -1371,7 +1515,14 @@ fn perform<D: Desktop>(
                     })
                 })
                 .collect();
-            done(json!({"windows": list}))
+            let snapshot = snapshots.record(
+                &ctx.agent,
+                GuiSnapshot {
+                    windows,
+                    image: None,
+                },
+            );
+            done(json!({"windows": list, "snapshot": snapshot}))
         }
         Action::Monitors => {
             let monitors = conn.monitors()?;
