@@ -9,6 +9,8 @@
 //!   element, the approver check, listings, actions and waits.
 //! - `backend`: the `Backend` trait and the backend-neutral apps, nodes, forests and errors.
 //! - `selector`: the selector language.
+//! - `seen`: acts bound to an observation (`complications.seen`): the refs it showed, and the
+//!   `stale` check right before acting.
 //! - `roles`: the surface's own state set and role vocabulary (accesskit names).
 //! - `shared_tests`: the shared commands over a scripted backend.
 //! - `atspi` (Linux): AT-SPI over D-Bus with cache-seeded, concurrent walks.
@@ -18,6 +20,7 @@ mod backend;
 mod call;
 mod commands;
 mod roles;
+mod seen;
 mod selector;
 #[cfg(test)]
 mod shared_tests;
@@ -50,6 +53,12 @@ use crate::{
 use backend::{AxError, Backend, Failure};
 use call::{AppArg, COMMANDS, Job};
 use commands::{Ax, Refs};
+use seen::AxSnapshot;
+
+use crate::snapshot::{Seen, Snapshots};
+
+/// The complications ax honours: the common ones and `seen`.
+const AX_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"];
 
 pub use selector::{ParseError, Selector};
 
@@ -116,6 +125,8 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
 
 pub struct AxSurface<B: Backend> {
     ax: Arc<Ax<B>>,
+    /// What observations showed, for the acts bound to them.
+    snapshots: Arc<Snapshots<AxSnapshot>>,
 }
 
 impl<B: Backend> AxSurface<B> {
@@ -125,6 +136,7 @@ impl<B: Backend> AxSurface<B> {
                 backend,
                 refs: Refs::default(),
             }),
+            snapshots: Arc::new(Snapshots::new("ax")),
         }
     }
 }
@@ -147,6 +159,10 @@ impl<B: Backend> Surface for AxSurface<B> {
         COMMANDS
     }
 
+    fn complications(&self) -> &'static [&'static str] {
+        AX_COMPLICATIONS
+    }
+
     fn probe(&self) -> Availability {
         self.ax.backend.probe()
     }
@@ -162,6 +178,13 @@ impl<B: Backend> Surface for AxSurface<B> {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let (job, timeout) = call::prepare(&B::DIALECT, command, args, complications)?;
+        let seen = match &complications.seen {
+            Some(_) if !matches!(job, Job::Act { .. }) => {
+                return Err(crate::snapshot::not_an_act("ax", command));
+            }
+            Some(id) => Some(self.snapshots.bind(id)?),
+            None => None,
+        };
         let target = resolve_target(&self.ax, &job);
         Ok(Box::new(AxAction {
             ax: self.ax.clone(),
@@ -169,6 +192,8 @@ impl<B: Backend> Surface for AxSurface<B> {
             timeout,
             target,
             args: receipt_value(&Value::Object(args.clone())),
+            seen,
+            snapshots: self.snapshots.clone(),
         }))
     }
 }
@@ -180,6 +205,9 @@ pub struct AxAction<B: Backend> {
     timeout: Duration,
     target: Option<TargetFacts>,
     args: Value,
+    /// The observation an act was aimed at (`complications.seen`).
+    seen: Option<Seen<AxSnapshot>>,
+    snapshots: Arc<Snapshots<AxSnapshot>>,
 }
 
 /// The app an ax action is about, resolved against the apps the bus has already shown (no round
@@ -256,6 +284,13 @@ impl<B: Backend> PreparedAction for AxAction<B> {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        match &self.seen {
+            Some(seen) => seen.check_caller(agent),
+            None => Ok(()),
+        }
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let deadline = Instant::now() + self.timeout;
         let mut job = self.job;
@@ -271,7 +306,24 @@ impl<B: Backend> PreparedAction for AxAction<B> {
                 ));
             }
         }
-        let result = commands::run(&self.ax, deadline, job, &ctx.protected).await;
+        let observes = matches!(
+            job,
+            Job::Tree { .. } | Job::Find { .. } | Job::Read { .. } | Job::Focused { .. }
+        );
+        let work = commands::run(&self.ax, deadline, job, &ctx.protected, self.seen.as_ref());
+        let result = if observes {
+            // The refs it shows become a snapshot an act can name.
+            match seen::collecting(work).await {
+                (Ok(mut outcome), shown) => {
+                    let id = self.snapshots.record(&ctx.agent, shown);
+                    outcome.fields.insert("snapshot".into(), Value::String(id));
+                    Ok(outcome)
+                }
+                (failed, _) => failed,
+            }
+        } else {
+            work.await
+        };
         if let Err(Failure::Ax(AxError::Unavailable(_))) = &result {
             // The service went away (session restarted): the next call starts afresh.
             self.ax.backend.reset().await;

@@ -759,9 +759,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
 
     fn configure(&self, section: &toml::Table) -> Result<(), crate::SectionError> {
         let settings: GuiSection = crate::SectionError::decode(SurfaceName::Gui, section)?;
-        let quiet_ms = settings
-            .person_quiet_ms
-            .unwrap_or(person::DEFAULT_QUIET_MS);
+        let quiet_ms = settings.person_quiet_ms.unwrap_or(person::DEFAULT_QUIET_MS);
         if quiet_ms > 60_000 {
             return Err(crate::SectionError {
                 surface: SurfaceName::Gui,
@@ -835,7 +833,13 @@ impl<B: Backend> Surface for GuiSurface<B> {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let Some(id) = &complications.seen else {
-            return Ok(Box::new(self.prepare_run(command, args, args, complications, None)?));
+            return Ok(Box::new(self.prepare_run(
+                command,
+                args,
+                args,
+                complications,
+                None,
+            )?));
         };
         if matches!(command, "screenshot" | "windows" | "monitors" | "cursor") {
             return Err(crate::snapshot::not_an_act("gui", command));
@@ -1111,9 +1115,9 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             execute(&*worker, action, &ctx, &terminals, &bound)
         })
         .await
-                .map_err(|err| SurfaceError::Failed {
-                    message: format!("the gui action panicked: {err}"),
-                })?;
+        .map_err(|err| SurfaceError::Failed {
+            message: format!("the gui action panicked: {err}"),
+        })?;
         match result {
             Ok(outcome) => Ok(outcome),
             Err(Failure::X(err)) => {
