@@ -667,6 +667,10 @@ async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
         "{message}"
     );
 
+    // Observations are not paused.
+    let out = gui(&daemon, "screenshot", json!({"max_dim": 64}), json!({})).await;
+    assert_eq!(out["ok"], true, "{out}");
+
     // Accessible actions are not paused.
     let out = call(
         &daemon,

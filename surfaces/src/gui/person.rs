@@ -55,9 +55,10 @@ impl PersonWatch {
         *self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether the person's input came after `since` (mid-way through an agent's input).
-    pub fn came_since(&self, since: Instant) -> bool {
-        self.enabled() && self.last().is_some_and(|(at, _)| at >= since)
+    /// Whether gui input is paused now: what input under way looks at between its events
+    /// (it began only when it was not, so a pause now means the person's input came since).
+    pub fn paused(&self) -> bool {
+        self.check().is_err()
     }
 
     /// Refuses gui input while the person's last input is within the quiet time.
@@ -133,17 +134,19 @@ mod tests {
             quiet_ms: AtomicU64::new(60_000),
             last: Mutex::new(None),
         };
-        assert!(watch.check().is_ok(), "no person input yet");
-        let before = Instant::now();
+        assert!(
+            watch.check().is_ok() && !watch.paused(),
+            "no person input yet"
+        );
         watch.saw_person();
         let refused = watch.check().unwrap_err();
         assert_eq!(refused.code, ErrorCode::InterruptedByPerson);
         assert!(refused.message.contains("pauses for 60000 ms"), "{refused}");
-        assert!(watch.came_since(before));
+        assert!(watch.paused());
         watch.configure(true, 0);
         assert!(watch.check().is_ok(), "the quiet time is over");
         watch.configure(false, 60_000);
         assert!(watch.check().is_ok(), "turned off");
-        assert!(!watch.came_since(before));
+        assert!(!watch.paused());
     }
 }

@@ -1316,10 +1316,9 @@ fn execute<D: Desktop>(
             .collect();
         mark_typed_into(&ctx.protected, &reached)?;
     }
-    let began = Instant::now();
     let outcome = match perform(conn, action, ctx, terminals, &bound.store) {
         // Input the person's own cut short: theirs, not a broken display.
-        Err(Failure::X(_)) if input && person::watch().came_since(began) => {
+        Err(Failure::X(_)) if input && person::watch().paused() => {
             Err(refused_as(person::watch().refusal()))
         }
         other => other,

@@ -545,7 +545,6 @@ impl XConn {
 
     pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> XResult<()> {
         let _input = self.lock_input();
-        let began = Instant::now();
         self.motion(from.0, from.1)?;
         self.button(button_number(button), true)?;
         // Toolkits start a drag only after the pointer moved a few pixels while pressed: pass
@@ -557,7 +556,7 @@ impl XConn {
             self.motion(x, y)?;
             // Each step is its own event batch: a round trip keeps the motions distinct.
             self.sync()?;
-            if super::person::watch().came_since(began) {
+            if super::person::watch().paused() {
                 // The person took the pointer: let go where it is and send nothing more.
                 self.button(button_number(button), false)?;
                 self.sync()?;
@@ -664,7 +663,6 @@ impl XConn {
     /// remapped while its earlier key events may still be waiting in a client's queue.
     pub fn type_keysyms(&self, keysyms: &[u32]) -> XResult<()> {
         let mut keyboard = self.lock_input();
-        let began = Instant::now();
         let map = self.keymap()?;
         let shift = self.shift_code(&map)?;
         let spare_count = self.spare_keycodes(&mut keyboard, &map).len().max(1);
@@ -701,7 +699,7 @@ impl XConn {
                 self.keymap()?
             };
             for &sym in &keysyms[start..end] {
-                if super::person::watch().came_since(began) {
+                if super::person::watch().paused() {
                     // The person is typing or moving the mouse: stop between two keys.
                     self.sync()?;
                     return Err(person_took_over());
