@@ -15,8 +15,8 @@ use crate::{ActionFacts, CallContext, Outcome, PreparedAction, Risk, SurfaceErro
 #[derive(Debug)]
 pub struct GuiSnapshot {
     /// The windows as listed then, in the backend's order (later ones above earlier ones where
-    /// the backend gives no stacking).
-    pub windows: Vec<WindowInfo>,
+    /// the backend gives no stacking); None when they could not be listed.
+    pub windows: Option<Vec<WindowInfo>>,
     /// A screenshot's image: which area it shows and at what size.
     pub image: Option<Image>,
 }
@@ -152,6 +152,14 @@ pub fn check<D: Desktop>(
     aim: &Aim,
 ) -> DisplayResult<Result<(), ToolError>> {
     let then = &seen.value;
+    let Some(then_windows) = &then.windows else {
+        return Ok(Err(ToolError::invalid(format!(
+            "snapshot {} was taken when the windows could not be listed, so it cannot tell \
+             whether the target moved: leave `seen` out, or bind the act to a `windows` listing",
+            seen.id
+        ))
+        .at(snapshot::SEEN_PATH)));
+    };
     let now = conn.windows()?;
     let stale = |what: String| {
         Ok(Err(snapshot::stale(format!(
@@ -203,7 +211,7 @@ pub fn check<D: Desktop>(
     match aim {
         Aim::Points(points) => {
             for &point in points {
-                let was = on_top(&then.windows, point);
+                let was = on_top(then_windows, point);
                 if let Some(was) = was
                     && let Some(what) = same_place(was)
                 {
@@ -234,7 +242,7 @@ pub fn check<D: Desktop>(
             Ok(Ok(()))
         }
         Aim::Keys => {
-            let was = then.windows.iter().find(|w| w.focused);
+            let was = then_windows.iter().find(|w| w.focused);
             let is = conn.keyboard_target()?;
             match (was, is) {
                 (Some(was), _) if is != Some(was.id) => stale(format!(
@@ -256,7 +264,7 @@ pub fn check<D: Desktop>(
                 (None, None) => Ok(Ok(())),
             }
         }
-        Aim::Window(id) => match then.windows.iter().find(|w| w.id == *id) {
+        Aim::Window(id) => match then_windows.iter().find(|w| w.id == *id) {
             Some(was) => match same_place(was) {
                 Some(what) => stale(what),
                 None => Ok(Ok(())),
@@ -277,7 +285,7 @@ mod tests {
         let id = store.record(
             "a",
             GuiSnapshot {
-                windows: Vec::new(),
+                windows: Some(Vec::new()),
                 image: Some(Image {
                     area: Rect {
                         x: 100,

@@ -1455,8 +1455,8 @@ fn perform<D: Desktop>(
         } => {
             let rgb = conn.to_rgb(&conn.grab(area)?);
             // The windows as the shot shows them, for acts aimed at it. A listing that fails
-            // leaves none: every act bound to the shot is then refused, the safe side.
-            let windows = conn.windows().unwrap_or_default();
+            // does not fail the shot; acts bound to it are then refused.
+            let windows = conn.windows().ok();
             let (rgb, _) = downscale(rgb, max_dim);
             // Screen units per image pixel along the long side: the downscale factor on X11;
             // on a Retina display the capture has two pixels per point to begin with.
@@ -1521,7 +1521,7 @@ fn perform<D: Desktop>(
             let snapshot = snapshots.record(
                 &ctx.agent,
                 GuiSnapshot {
-                    windows,
+                    windows: Some(windows),
                     image: None,
                 },
             );
