@@ -279,7 +279,7 @@ async fn a_click_at_a_point_of_a_half_size_screenshot_lands_on_that_widget() {
                 .filter(|(_, _, p)| p.0 == [0, 0, 255])
                 .map(|(u, v, _)| (u, v))
                 .collect();
-            (blue.len() > 100).then(|| (shot, blue))
+            (blue.len() > 100).then_some((shot, blue))
         },
     );
     let (shot, blue) = shot;
