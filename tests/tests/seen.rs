@@ -4,6 +4,7 @@
 //! replaced; a click at a point read off a half-size screenshot lands on the widget there;
 //! another agent's snapshot reads as unknown; and the person's own input (a second input
 //! device, made with XInput2 as a physical one looks) pauses gui input while ax goes on.
+#![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -239,6 +240,29 @@ async fn a_click_bound_to_a_listing_is_refused_once_its_window_moved_or_is_cover
     assert!(
         message.contains(&format!("is covered at {},{}", control.0, control.1))
             && message.contains(&format!("window {} \"seen-cover\"", cover.id)),
+        "{message}"
+    );
+
+    // Keys bound to the listing from before: the focus moved to the new window since.
+    let out = gui(
+        &daemon,
+        "key",
+        json!({"combo": "Escape"}),
+        json!({"seen": before["snapshot"]}),
+    )
+    .await;
+    assert_refused(&daemon, &out, "stale");
+    let message = out["error"]["message"].as_str().unwrap();
+    // The click before focused the first window (click to focus), unless the window manager
+    // had not caught up when the listing was taken.
+    assert!(
+        message.contains(&format!(
+            "the focus moved from window {} \"seen-moved\" to window {} \"seen-cover\"",
+            app.id, cover.id
+        )) || message.contains(&format!(
+            "no window had the focus, and window {} \"seen-cover\" has it now",
+            cover.id
+        )),
         "{message}"
     );
 
