@@ -14,9 +14,10 @@ use crate::{ActionFacts, CallContext, Outcome, PreparedAction, Risk, SurfaceErro
 /// What one gui observation saw.
 #[derive(Debug)]
 pub struct GuiSnapshot {
-    /// The windows as listed then, in the backend's order (later ones above earlier ones where
-    /// the backend gives no stacking); None when they could not be listed.
+    /// The windows as listed then; None when they could not be listed.
     pub windows: Option<Vec<WindowInfo>>,
+    /// Their ids from bottom to top, where the backend tells.
+    pub stacking: Option<Vec<u32>>,
     /// A screenshot's image: which area it shows and at what size.
     pub image: Option<Image>,
 }
@@ -131,11 +132,23 @@ pub enum Aim {
     Window(u32),
 }
 
-/// The window a pointer event at `(x, y)` reaches among `windows`: the focused one if it is
-/// there (it is on top in practice), else the last listed (the surface's one rule for it).
-fn on_top(windows: &[WindowInfo], (x, y): (i32, i32)) -> Option<&WindowInfo> {
+/// The window a pointer event at `(x, y)` reaches among `windows`: the highest in `stacking`
+/// where the backend tells it; else the focused one if it is there (it is on top in practice),
+/// else the last listed (the surface's rule for the target of a pointer action).
+fn on_top<'w>(
+    windows: &'w [WindowInfo],
+    stacking: Option<&[u32]>,
+    (x, y): (i32, i32),
+) -> Option<&'w WindowInfo> {
     let under: Vec<&WindowInfo> = windows.iter().filter(|w| w.rect.contains(x, y)).collect();
-    under.iter().find(|w| w.focused).or(under.last()).copied()
+    let height =
+        |w: &&WindowInfo| stacking.and_then(|order| order.iter().position(|id| *id == w.id));
+    match stacking {
+        Some(_) if under.iter().all(|w| height(w).is_some()) => {
+            under.iter().max_by_key(|w| height(w)).copied()
+        }
+        _ => under.iter().find(|w| w.focused).or(under.last()).copied(),
+    }
 }
 
 fn name(window: &WindowInfo) -> String {
@@ -161,6 +174,7 @@ pub fn check<D: Desktop>(
         .at(snapshot::SEEN_PATH)));
     };
     let now = conn.windows()?;
+    let now_stacking = conn.stacking()?;
     let stale = |what: String| {
         Ok(Err(snapshot::stale(format!(
             "{what} since snapshot {}; {}",
@@ -211,13 +225,13 @@ pub fn check<D: Desktop>(
     match aim {
         Aim::Points(points) => {
             for &point in points {
-                let was = on_top(then_windows, point);
+                let was = on_top(then_windows, then.stacking.as_deref(), point);
                 if let Some(was) = was
                     && let Some(what) = same_place(was)
                 {
                     return stale(what);
                 }
-                let is = on_top(&now, point);
+                let is = on_top(&now, now_stacking.as_deref(), point);
                 match (was, is) {
                     (Some(was), Some(is)) if was.id != is.id => {
                         return stale(format!(
@@ -286,6 +300,7 @@ mod tests {
             "a",
             GuiSnapshot {
                 windows: Some(Vec::new()),
+                stacking: None,
                 image: Some(Image {
                     area: Rect {
                         x: 100,
@@ -317,6 +332,41 @@ mod tests {
             (&mapped["from_x"], &mapped["to_x"], &mapped["to_y"]),
             (&json!(101), &json!(100 + 799), &json!(53))
         );
+    }
+
+    fn window(id: u32, x: i32, focused: bool) -> WindowInfo {
+        WindowInfo {
+            id,
+            title: format!("w{id}"),
+            app: String::new(),
+            instance: String::new(),
+            pid: None,
+            rect: Rect {
+                x,
+                y: 0,
+                width: 100,
+                height: 100,
+            },
+            focused,
+            monitor: None,
+        }
+    }
+
+    #[test]
+    fn the_window_on_top_follows_the_stacking_where_it_is_told() {
+        let windows = [window(1, 0, false), window(2, 50, true)];
+        // Told: 1 above 2, whatever has the focus.
+        assert_eq!(
+            on_top(&windows, Some(&[2, 1]), (60, 10)).map(|w| w.id),
+            Some(1)
+        );
+        // Not told: the focused one.
+        assert_eq!(on_top(&windows, None, (60, 10)).map(|w| w.id), Some(2));
+        assert_eq!(
+            on_top(&windows, Some(&[2, 1]), (10, 10)).map(|w| w.id),
+            Some(1)
+        );
+        assert!(on_top(&windows, None, (500, 10)).is_none());
     }
 
     #[test]

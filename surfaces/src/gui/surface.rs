@@ -1457,6 +1457,7 @@ fn perform<D: Desktop>(
             // The windows as the shot shows them, for acts aimed at it. A listing that fails
             // does not fail the shot; acts bound to it are then refused.
             let windows = conn.windows().ok();
+            let stacking = conn.stacking().ok().flatten();
             let (rgb, _) = downscale(rgb, max_dim);
             // Screen units per image pixel along the long side: the downscale factor on X11;
             // on a Retina display the capture has two pixels per point to begin with.
@@ -1481,6 +1482,7 @@ fn perform<D: Desktop>(
                 "origin_y": area.y,
                 "snapshot": snapshots.record(&ctx.agent, GuiSnapshot {
                     windows,
+                    stacking,
                     image: Some(seen::Image {
                         area,
                         width: rgb.width,
@@ -1522,6 +1524,7 @@ fn perform<D: Desktop>(
                 &ctx.agent,
                 GuiSnapshot {
                     windows: Some(windows),
+                    stacking: conn.stacking().ok().flatten(),
                     image: None,
                 },
             );

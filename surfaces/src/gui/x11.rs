@@ -22,6 +22,7 @@ use crate::Availability;
 x11rb::atom_manager! {
     Atoms: AtomsCookie {
         _NET_CLIENT_LIST,
+        _NET_CLIENT_LIST_STACKING,
         _NET_ACTIVE_WINDOW,
         _NET_WM_NAME,
         _NET_WM_PID,
@@ -370,6 +371,23 @@ impl XConn {
             )),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The managed windows from bottom to top (EWMH `_NET_CLIENT_LIST_STACKING`), or None
+    /// when the window manager does not publish it.
+    pub fn stacking(&self) -> XResult<Option<Vec<u32>>> {
+        let reply = self
+            .conn
+            .get_property(
+                false,
+                self.root,
+                self.atoms._NET_CLIENT_LIST_STACKING,
+                AtomEnum::WINDOW,
+                0,
+                u32::MAX / 4,
+            )?
+            .reply()?;
+        Ok(reply.value32().map(Iterator::collect))
     }
 
     /// The focused window, per the window manager.
@@ -1228,6 +1246,9 @@ impl desktop::Desktop for XConn {
     }
     fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
         XConn::windows(self)
+    }
+    fn stacking(&self) -> DisplayResult<Option<Vec<u32>>> {
+        XConn::stacking(self)
     }
     fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
         XConn::keyboard_target(self)
