@@ -335,6 +335,18 @@ async fn a_click_at_a_point_of_a_half_size_screenshot_lands_on_that_widget() {
         "{out}"
     );
     assert_eq!(app.next(), json!({"clicked": "target"}));
+    // The intent receipt keeps the args as given and says, as an approver is shown, the screen
+    // point and the binding.
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
+    let said = intent.to_string();
+    assert!(
+        said.contains(&format!("at ({},{})", out["x"], out["y"]))
+            && said.contains(&format!(
+                "only if its target is as snapshot {} saw it",
+                shot["snapshot"].as_str().unwrap()
+            )),
+        "{intent}"
+    );
 
     // A pixel off the image is refused, naming the field and the image's size.
     let out = gui(

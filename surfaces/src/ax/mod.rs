@@ -259,7 +259,14 @@ impl<B: Backend> PreparedAction for AxAction<B> {
     }
 
     fn describe(&self) -> String {
-        self.job.describe()
+        match &self.seen {
+            Some(seen) => format!(
+                "{}, only if its element is as snapshot {} showed it",
+                self.job.describe(),
+                seen.id
+            ),
+            None => self.job.describe(),
+        }
     }
 
     fn facts(&self) -> ActionFacts {

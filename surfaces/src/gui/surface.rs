@@ -1064,7 +1064,15 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
     }
 
     fn describe(&self) -> String {
-        let what = self.describe_action();
+        let mut what = self.describe_action();
+        if let Some(seen) = &self.seen {
+            // The person sees screen points (a screenshot's pixels are mapped already) and
+            // that the act holds only while its target is as that observation saw it.
+            what.push_str(&format!(
+                ", only if its target is as snapshot {} saw it",
+                seen.id
+            ));
+        }
         match &self.consent {
             Some(question) => format!("{what}; {question}"),
             None => what,
