@@ -578,6 +578,15 @@ mod tests {
             "{err}"
         );
         assert_eq!(surface_error("[gui]\nterminal_apps = [\"myterm\"]\n"), "");
+        let err = surface_error("[gui]\nperson_quiet_ms = 90000\n");
+        assert!(
+            err.contains("[gui] person_quiet_ms") && err.contains("at most 60000"),
+            "{err}"
+        );
+        assert_eq!(
+            surface_error("[gui]\nyield_to_person = false\nperson_quiet_ms = 500\n"),
+            ""
+        );
 
         assert_eq!(surface_error("[shell]\nmax_timeout_ms = 900000\n"), "");
         // A section that is not a surface's nor the daemon's is refused where it stands.

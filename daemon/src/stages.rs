@@ -325,6 +325,7 @@ fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
         ("detach", c.detach),
         ("sandbox", c.sandbox.is_some()),
         ("tools", c.tools.as_ref().is_some_and(|t| t.wanted())),
+        ("seen", c.seen.is_some()),
     ]
     .into_iter()
     .filter_map(|(name, used)| used.then_some(name))

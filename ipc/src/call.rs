@@ -173,6 +173,10 @@ pub struct Complications {
     /// shell run: let its code call this tool: true (read-only set) or ["surface.command"]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<crate::tools::ToolsAsk>,
+    /// gui/ax act: the `snapshot` id of the observation it was aimed at; refused as `stale` if
+    /// its target changed since (screenshot coordinates are that image's pixels)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<String>,
 }
 
 /// Tighter containment for one call's processes.
@@ -263,6 +267,7 @@ mod tests {
                     writable: Some(vec!["/tmp".into()]),
                 }),
                 tools: Some(crate::tools::ToolsAsk::Named(vec!["ax.tree".into()])),
+                seen: Some("s3f9a2c".into()),
             };
             round_trip(&call);
             assert_eq!(SurfaceName::parse(surface.as_str()), Some(surface));

@@ -29,6 +29,12 @@ pub enum ErrorCode {
     RateLimited,
     /// The client cancelled the call, or went away, before it ended.
     Cancelled,
+    /// The act named an observation (`complications.seen`) that no longer holds: its target
+    /// moved, resized, closed, was covered or was replaced. Nothing was sent; look again.
+    Stale,
+    /// The person at the desk used the mouse or keyboard during or just before this gui
+    /// input; nothing more was sent. The message says when the agent may go on.
+    InterruptedByPerson,
 }
 
 impl ErrorCode {
@@ -44,6 +50,8 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Cancelled => "cancelled",
+            ErrorCode::Stale => "stale",
+            ErrorCode::InterruptedByPerson => "interrupted_by_person",
         }
     }
 }
@@ -152,6 +160,8 @@ mod tests {
             ErrorCode::ShuttingDown,
             ErrorCode::RateLimited,
             ErrorCode::Cancelled,
+            ErrorCode::Stale,
+            ErrorCode::InterruptedByPerson,
         ] {
             let error = ToolError::new(code, "m").at("args.x").valid(["a", "b"]);
             let text = serde_json::to_string(&error).unwrap();

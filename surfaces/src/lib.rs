@@ -15,6 +15,7 @@
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
+//! - [`snapshot`]: observations remembered per agent, for acts bound to them (`seen`).
 
 pub mod applescript;
 pub mod ax;
@@ -29,6 +30,7 @@ pub mod script;
 pub mod secrets;
 pub mod session;
 pub mod shell;
+pub mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

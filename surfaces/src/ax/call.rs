@@ -34,8 +34,9 @@ const READ_FIELDS: &[&str] = &[
     "bounds?",
     "actions?",
     "text?",
+    "snapshot",
 ];
-const FOCUSED_FIELDS: &[&str] = &["ref", "node", "path"];
+const FOCUSED_FIELDS: &[&str] = &["ref", "node", "path", "snapshot"];
 const WAIT_FIELDS: &[&str] = &[
     "met",
     "waited_ms",
@@ -64,6 +65,7 @@ const TREE_FIELDS: &[&str] = &[
     "truncated?",
     "unchanged?",
     "skipped?",
+    "snapshot",
 ];
 const FIND_FIELDS: &[&str] = &[
     "matches?",
@@ -74,6 +76,7 @@ const FIND_FIELDS: &[&str] = &[
     "truncated?",
     "unchanged?",
     "skipped?",
+    "snapshot",
 ];
 const ACT_FIELDS: &[&str] = &[
     "done",

@@ -15,7 +15,9 @@ use super::backend::{
 use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote};
 use super::read_back::{ElementView, Intent, judge};
 use super::roles::{StateSet, all_states};
+use super::seen::AxSnapshot;
 use super::selector::{NodeFacts, Selector, TextMatch};
+use crate::snapshot::Seen as Bound;
 use crate::{CapturedText, Effect, EffectReport, Outcome, ProtectedProcesses, SurfaceError};
 use computer_ipc::{ErrorCode, ToolError};
 
@@ -118,6 +120,7 @@ pub async fn run<B: Backend>(
     deadline: Instant,
     job: Job,
     protected: &ProtectedProcesses,
+    seen: Option<&Bound<AxSnapshot>>,
 ) -> Result<Outcome, Failure> {
     ax.backend.ready(deadline).await?;
     match job {
@@ -141,7 +144,7 @@ pub async fn run<B: Backend>(
             app,
             action,
             value,
-        } => act_command(ax, deadline, target, app, action, value, protected).await,
+        } => act_command(ax, deadline, target, app, action, value, protected, seen).await,
         Job::Wait {
             selector,
             app,
@@ -311,7 +314,14 @@ fn where_is<B: Backend>(forest: &ForestOf<B>, i: usize) -> String {
 }
 
 fn node_line<B: Backend>(ax: &Ax<B>, node: &NodeOf<B>, include: Include) -> String {
-    line(&shown(node), ax.refs.get(&node.element), include, u32::MAX)
+    line(&shown(node), shown_ref(ax, node), include, u32::MAX)
+}
+
+/// The ref of a node an output shows, noted for the observation's snapshot.
+fn shown_ref<B: Backend>(ax: &Ax<B>, node: &NodeOf<B>) -> u32 {
+    let r = ax.refs.get(&node.element);
+    super::seen::note(r, || (node.role_name(), node.name.clone()));
+    r
 }
 
 /// What an outline line or JSON node shows of a node.
@@ -707,17 +717,12 @@ impl<B: Backend> call::Listing for Listed<'_, B> {
 
     fn line(&self, i: usize, include: Include, max_depth: u32) -> String {
         let node = &self.forest.nodes[i];
-        line(
-            &shown(node),
-            self.ax.refs.get(&node.element),
-            include,
-            max_depth,
-        )
+        line(&shown(node), shown_ref(self.ax, node), include, max_depth)
     }
 
     fn json(&self, i: usize, include: Include) -> Value {
         let node = &self.forest.nodes[i];
-        call::json_node(&shown(node), self.ax.refs.get(&node.element), include)
+        call::json_node(&shown(node), shown_ref(self.ax, node), include)
     }
 
     fn where_is(&self, i: usize) -> String {
@@ -801,6 +806,7 @@ async fn read_command<B: Backend>(
     app: Option<AppArg>,
 ) -> Result<Outcome, Failure> {
     let (r, node) = located(ax, deadline, &target, &app, None).await?;
+    super::seen::note(r, || (node.role_name(), node.name.clone()));
     let mut fields = call::read_fields(&shown(&node), &node.description);
     let contents = ax.backend.contents(&node, deadline).await?;
     let mut texts = Vec::new();
@@ -839,7 +845,7 @@ async fn focused_command<B: Backend>(
         })
         .collect();
     let node = &forest.nodes[i];
-    let r = ax.refs.get(&node.element);
+    let r = shown_ref(ax, node);
     let mut fields = Map::new();
     fields.insert("ref".into(), json!(r));
     fields.insert(
@@ -854,6 +860,7 @@ async fn focused_command<B: Backend>(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn act_command<B: Backend>(
     ax: &Ax<B>,
     deadline: Instant,
@@ -862,8 +869,26 @@ async fn act_command<B: Backend>(
     action: ActName,
     value: Option<Value>,
     protected: &ProtectedProcesses,
+    seen: Option<&Bound<AxSnapshot>>,
 ) -> Result<Outcome, Failure> {
-    let (r, node) = located(ax, deadline, &target, &app, Some(protected)).await?;
+    if let Some(seen) = seen {
+        super::seen::check_named(seen, &target)?;
+    }
+    let found = located(ax, deadline, &target, &app, Some(protected)).await;
+    let (r, node) = match (found, seen) {
+        (Err(failure), Some(seen)) => {
+            return Err(super::seen::lookup_failed(seen, &target, failure));
+        }
+        (found, _) => found?,
+    };
+    if let Some(seen) = seen {
+        // Right before acting: the element is the one the observation showed, as it showed it.
+        let now = super::seen::Shown {
+            role: node.role_name(),
+            name: node.name.clone(),
+        };
+        super::seen::check_found(seen, &target, r, &now)?;
+    }
     let described = line(&shown(&node), r, Include::default(), u32::MAX);
     let setting_value = action == ActName::SetValue;
     let acted = ax

@@ -11,6 +11,8 @@
 //! - `read_back`: whether an action on an element took effect, from the element read before
 //!   and after it (also the gui surface's read-back of the element under a click).
 //! - `selector`: the selector language.
+//! - `seen`: acts bound to an observation (`complications.seen`): the refs it showed, and the
+//!   `stale` check right before acting.
 //! - `roles`: the surface's own state set and role vocabulary (accesskit names).
 //! - `shared_tests`: the shared commands over a scripted backend.
 //! - `atspi` (Linux): AT-SPI over D-Bus with cache-seeded, concurrent walks.
@@ -21,6 +23,7 @@ mod call;
 mod commands;
 pub(crate) mod read_back;
 mod roles;
+mod seen;
 mod selector;
 #[cfg(test)]
 mod shared_tests;
@@ -53,6 +56,12 @@ use crate::{
 use backend::{AxError, Backend, Failure};
 use call::{AppArg, COMMANDS, Job};
 use commands::{Ax, Refs};
+use seen::AxSnapshot;
+
+use crate::snapshot::{Seen, Snapshots};
+
+/// The complications ax honours: the common ones and `seen`.
+const AX_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"];
 
 pub use selector::{ParseError, Selector};
 
@@ -216,6 +225,8 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
 
 pub struct AxSurface<B: Backend> {
     ax: Arc<Ax<B>>,
+    /// What observations showed, for the acts bound to them.
+    snapshots: Arc<Snapshots<AxSnapshot>>,
 }
 
 impl<B: Backend> AxSurface<B> {
@@ -225,6 +236,7 @@ impl<B: Backend> AxSurface<B> {
                 backend,
                 refs: Refs::default(),
             }),
+            snapshots: Arc::new(Snapshots::new("ax")),
         }
     }
 }
@@ -247,6 +259,10 @@ impl<B: Backend> Surface for AxSurface<B> {
         COMMANDS
     }
 
+    fn complications(&self) -> &'static [&'static str] {
+        AX_COMPLICATIONS
+    }
+
     fn probe(&self) -> Availability {
         self.ax.backend.probe()
     }
@@ -262,6 +278,13 @@ impl<B: Backend> Surface for AxSurface<B> {
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
         let (job, timeout) = call::prepare(&B::DIALECT, command, args, complications)?;
+        let seen = match &complications.seen {
+            Some(_) if !matches!(job, Job::Act { .. }) => {
+                return Err(crate::snapshot::not_an_act("ax", command));
+            }
+            Some(id) => Some(self.snapshots.bind(id)?),
+            None => None,
+        };
         let target = resolve_target(&self.ax, &job);
         Ok(Box::new(AxAction {
             ax: self.ax.clone(),
@@ -269,6 +292,8 @@ impl<B: Backend> Surface for AxSurface<B> {
             timeout,
             target,
             args: receipt_value(&Value::Object(args.clone())),
+            seen,
+            snapshots: self.snapshots.clone(),
         }))
     }
 }
@@ -280,6 +305,9 @@ pub struct AxAction<B: Backend> {
     timeout: Duration,
     target: Option<TargetFacts>,
     args: Value,
+    /// The observation an act was aimed at (`complications.seen`).
+    seen: Option<Seen<AxSnapshot>>,
+    snapshots: Arc<Snapshots<AxSnapshot>>,
 }
 
 /// The app an ax action is about, resolved against the apps the bus has already shown (no round
@@ -331,7 +359,14 @@ impl<B: Backend> PreparedAction for AxAction<B> {
     }
 
     fn describe(&self) -> String {
-        self.job.describe()
+        match &self.seen {
+            Some(seen) => format!(
+                "{}, only if its element is as snapshot {} showed it",
+                self.job.describe(),
+                seen.id
+            ),
+            None => self.job.describe(),
+        }
     }
 
     fn facts(&self) -> ActionFacts {
@@ -356,6 +391,13 @@ impl<B: Backend> PreparedAction for AxAction<B> {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        match &self.seen {
+            Some(seen) => seen.check_caller(agent),
+            None => Ok(()),
+        }
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let deadline = Instant::now() + self.timeout;
         let mut job = self.job;
@@ -371,7 +413,24 @@ impl<B: Backend> PreparedAction for AxAction<B> {
                 ));
             }
         }
-        let result = commands::run(&self.ax, deadline, job, &ctx.protected).await;
+        let observes = matches!(
+            job,
+            Job::Tree { .. } | Job::Find { .. } | Job::Read { .. } | Job::Focused { .. }
+        );
+        let work = commands::run(&self.ax, deadline, job, &ctx.protected, self.seen.as_ref());
+        let result = if observes {
+            // The refs it shows become a snapshot an act can name.
+            match seen::collecting(work).await {
+                (Ok(mut outcome), shown) => {
+                    let id = self.snapshots.record(&ctx.agent, shown);
+                    outcome.fields.insert("snapshot".into(), Value::String(id));
+                    Ok(outcome)
+                }
+                (failed, _) => failed,
+            }
+        } else {
+            work.await
+        };
         if let Err(Failure::Ax(AxError::Unavailable(_))) = &result {
             // The service went away (session restarted): the next call starts afresh.
             self.ax.backend.reset().await;

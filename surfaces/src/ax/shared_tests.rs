@@ -201,7 +201,7 @@ fn run(ax: &Ax<Fake>, command: &str, args: Value, protected: &[u32]) -> Result<O
         .enable_all()
         .build()
         .unwrap()
-        .block_on(commands::run(ax, deadline, job, &set))
+        .block_on(commands::run(ax, deadline, job, &set, None))
 }
 
 fn refused(result: Result<Outcome, Failure>) -> String {

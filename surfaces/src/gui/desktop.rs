@@ -108,6 +108,11 @@ pub trait Desktop: Send + Sync + 'static {
     fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>>;
     fn window_ids(&self) -> DisplayResult<Vec<u32>>;
     fn windows(&self) -> DisplayResult<Vec<WindowInfo>>;
+    /// The managed windows' ids from bottom to top, where the backend can tell (None: then the
+    /// focused window counts as on top, and later listed ones above earlier ones).
+    fn stacking(&self) -> DisplayResult<Option<Vec<u32>>> {
+        Ok(None)
+    }
     /// The managed window that keystrokes sent now would reach, if that can be told.
     fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
         Ok(self.windows()?.iter().find(|w| w.focused).map(|w| w.id))

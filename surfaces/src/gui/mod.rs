@@ -11,6 +11,10 @@
 //! - `surface`: args, validation, scaling, encoding and evidence, over any backend.
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
 //! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
+//! - `seen`: acts bound to a screenshot or window listing (`complications.seen`): the snapshot,
+//!   screenshot pixels mapped to the screen, and the `stale` check right before input.
+//! - `person`: the person takes the wheel: gui input pauses after the person's own input
+//!   (told apart on X11 by `x11`'s XInput2 raw-event watch).
 //! - `x11` (Linux), `macos` and `macos_keys` (macOS): the backends.
 //! - `wayland` (Linux), with `wayland_keymap` (the virtual keyboard's keymaps) and
 //!   `wayland_sway` (window rectangles and pids from sway's IPC): the wlroots backend.
@@ -38,6 +42,8 @@ pub mod keys;
 pub(crate) mod macos;
 #[cfg(any(target_os = "macos", test))]
 mod macos_keys;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod person;
 #[cfg(target_os = "linux")]
 mod portal;
 #[cfg(target_os = "linux")]
@@ -46,6 +52,8 @@ mod portal_token;
 mod read_back;
 #[cfg(target_os = "linux")]
 mod remote_desktop;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod seen;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod surface;
 pub mod terminal;

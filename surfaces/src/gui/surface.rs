@@ -16,11 +16,14 @@ use sha2::{Digest, Sha256};
 
 use super::desktop::{Backend, Button, Desktop, DisplayError, Rect, Rgb, WindowInfo};
 use super::keys::{self, Combo};
+use super::person;
 use super::read_back::{Aim, Before};
+use super::seen::{self, GuiSnapshot};
 use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
 use crate::ax::ElementReader;
 use crate::keychain::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
+use crate::snapshot::{Seen, Snapshots};
 use crate::{
     ActionFacts, Artifact, Availability, CallContext, CommandSpec, EffectReport, EvidenceCapture,
     EvidenceShot, InlineImage, NoArgs, Outcome, PreparedAction, ProtectedProcesses, Risk,
@@ -44,9 +47,11 @@ const COMMANDS: &[CommandSpec] = &[
 
 const SCREENSHOT_FIELDS: &[&str] = &[
     "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
+    "snapshot",
 ];
-// A list's length is its count: no separate field repeats it.
-const WINDOWS_FIELDS: &[&str] = &["windows"];
+// A list's length is its count: no separate field repeats it. `snapshot`: the id an act names
+// in `complications.seen`.
+const WINDOWS_FIELDS: &[&str] = &["windows", "snapshot"];
 const MONITORS_FIELDS: &[&str] = &["monitors"];
 const POINT_FIELDS: &[&str] = &["x", "y"];
 // Every act ends with what its read-back found (`effect`, `effect_evidence`).
@@ -89,7 +94,12 @@ pub struct GuiSurface<B: Backend> {
     reader: Arc<ElementReader>,
     /// Whether acts read back their effect (`[gui] read_back`, on by default).
     read_back: Arc<AtomicBool>,
+    /// What screenshots and window listings saw, for acts bound to them.
+    snapshots: Arc<Snapshots<GuiSnapshot>>,
 }
+
+/// The complications gui honours: the common ones and `seen`.
+const GUI_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"];
 
 impl<B: Backend> GuiSurface<B> {
     /// The surface over `backend`, with the default list of terminal apps until `configure`.
@@ -102,6 +112,7 @@ impl<B: Backend> GuiSurface<B> {
             }),
             reader: Arc::new(ElementReader::new()),
             read_back: Arc::new(AtomicBool::new(true)),
+            snapshots: Arc::new(Snapshots::new("gui")),
         }
     }
 }
@@ -118,6 +129,12 @@ struct GuiSection {
     /// `unverifiable` ("read-back off"). On by default.
     #[serde(default)]
     read_back: Option<bool>,
+    /// Pause gui input while the person at the desk uses the mouse or keyboard (default true).
+    #[serde(default)]
+    yield_to_person: Option<bool>,
+    /// How long gui input stays paused after the person's last input (default 1500).
+    #[serde(default)]
+    person_quiet_ms: Option<u64>,
 }
 
 /// Which windows are terminals, and the command line of each.
@@ -764,6 +781,18 @@ impl<B: Backend> Surface for GuiSurface<B> {
         let settings: GuiSection = crate::SectionError::decode(SurfaceName::Gui, section)?;
         self.read_back
             .store(settings.read_back.unwrap_or(true), Ordering::Relaxed);
+        let quiet_ms = settings.person_quiet_ms.unwrap_or(person::DEFAULT_QUIET_MS);
+        if quiet_ms > 60_000 {
+            return Err(crate::SectionError {
+                surface: SurfaceName::Gui,
+                key: "person_quiet_ms".into(),
+                message: format!(
+                    "is {quiet_ms}: give at most 60000 (a minute), or set yield_to_person = \
+                     false to never pause"
+                ),
+            });
+        }
+        person::watch().configure(settings.yield_to_person.unwrap_or(true), quiet_ms);
         if let Some(apps) = settings.terminal_apps {
             if let Some(index) = apps.iter().position(|app| app.trim().is_empty()) {
                 return Err(crate::SectionError {
@@ -789,6 +818,10 @@ impl<B: Backend> Surface for GuiSurface<B> {
 
     fn needs_desktop(&self) -> bool {
         true
+    }
+
+    fn complications(&self) -> &'static [&'static str] {
+        GUI_COMPLICATIONS
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
@@ -822,6 +855,43 @@ impl<B: Backend> Surface for GuiSurface<B> {
         args: &Map<String, Value>,
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
+        let Some(id) = &complications.seen else {
+            return Ok(Box::new(self.prepare_run(
+                command,
+                args,
+                args,
+                complications,
+                None,
+            )?));
+        };
+        if matches!(command, "screenshot" | "windows" | "monitors" | "cursor") {
+            return Err(crate::snapshot::not_an_act("gui", command));
+        }
+        let seen = self.snapshots.bind(id)?;
+        // Any later error would tell whether another agent's snapshot exists (its image size,
+        // its windows): it is given only to the snapshot's own agent, at the caller check.
+        let prepared = seen::map_args(&seen, command, args).and_then(|mapped| {
+            self.prepare_run(command, &mapped, args, complications, Some(seen.clone()))
+        });
+        Ok(match prepared {
+            Ok(run) => Box::new(run),
+            Err(error) => Box::new(seen::Refusal { seen, error }),
+        })
+    }
+}
+
+impl<B: Backend> GuiSurface<B> {
+    /// Validates a call into its run: `args` as the action reads them (screenshot pixels
+    /// already mapped to the screen when bound to a screenshot), `given` as the call gave them
+    /// (for receipts and policy).
+    fn prepare_run(
+        &self,
+        command: &str,
+        args: &Map<String, Value>,
+        given: &Map<String, Value>,
+        complications: &Complications,
+        seen: Option<Seen<GuiSnapshot>>,
+    ) -> Result<GuiRun<B>, ToolError> {
         let conn = self.backend.conn().map_err(unavailable)?;
         if COMMANDS.iter().any(|c| c.name == command) && !self.backend.offers(command) {
             return Err(ToolError::new(
@@ -870,22 +940,22 @@ impl<B: Backend> Surface for GuiSurface<B> {
         let window = args.get("window").and_then(Value::as_u64);
         let target = target_of(&*conn, &action, window).map_err(x_failed)?;
         let consent = self.backend.consent_needed(command).map_err(x_failed)?;
-        Ok(Box::new(GuiRun {
+        Ok(GuiRun {
             backend: self.backend.clone(),
             conn,
             action,
             risk,
             target,
-            args: receipt_value(&Value::Object(args.clone())),
+            args: receipt_value(&Value::Object(given.clone())),
             terminals: self.terminals.clone(),
             consent,
             reader: self.reader.clone(),
             read_back: self.read_back.load(Ordering::Relaxed),
-        }))
+            seen,
+            snapshots: self.snapshots.clone(),
+        })
     }
-}
 
-impl<B: Backend> GuiSurface<B> {
     /// Resolves the window the keys will reach and, for a terminal, the lines they end.
     fn plan_keys<D: Desktop>(&self, conn: &D, keys: Keys<'_>) -> Result<KeyPlan, DisplayError> {
         let windows = conn.windows()?;
@@ -962,6 +1032,10 @@ struct GuiRun<B: Backend> {
     reader: Arc<ElementReader>,
     /// Whether the act reads back its effect.
     read_back: bool,
+    /// The observation the act was aimed at (`complications.seen`), checked right before input.
+    seen: Option<Seen<GuiSnapshot>>,
+    /// Where observations are kept for the acts that name them.
+    snapshots: Arc<Snapshots<GuiSnapshot>>,
 }
 
 /// The window an action acts on or reads: the one it names, the active one for keyboard input,
@@ -1018,7 +1092,15 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
     }
 
     fn describe(&self) -> String {
-        let what = self.describe_action();
+        let mut what = self.describe_action();
+        if let Some(seen) = &self.seen {
+            // The person sees screen points (a screenshot's pixels are mapped already) and
+            // that the act holds only while its target is as that observation saw it.
+            what.push_str(&format!(
+                ", only if its target is as snapshot {} saw it",
+                seen.id
+            ));
+        }
         match &self.consent {
             Some(question) => format!("{what}; {question}"),
             None => what,
@@ -1032,6 +1114,13 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         }
     }
 
+    fn check_caller(&self, agent: &str) -> Result<(), ToolError> {
+        match &self.seen {
+            Some(seen) => seen.check_caller(agent),
+            None => Ok(()),
+        }
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let GuiRun {
             backend,
@@ -1041,6 +1130,8 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             consent,
             reader,
             read_back,
+            seen,
+            snapshots,
             ..
         } = *self;
         if consent.is_some() {
@@ -1061,12 +1152,17 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             _ => None,
         };
         let worker = conn.clone();
-        let result =
-            tokio::task::spawn_blocking(move || execute(&*worker, action, &ctx, &terminals))
-                .await
-                .map_err(|err| SurfaceError::Failed {
-                    message: format!("the gui action panicked: {err}"),
-                })?;
+        let bound = Bound {
+            seen,
+            store: snapshots,
+        };
+        let result = tokio::task::spawn_blocking(move || {
+            execute(&*worker, action, &ctx, &terminals, &bound)
+        })
+        .await
+        .map_err(|err| SurfaceError::Failed {
+            message: format!("the gui action panicked: {err}"),
+        })?;
         match result {
             Ok(mut outcome) => {
                 match before {
@@ -1222,14 +1318,55 @@ fn done(value: Value) -> Outcome {
     }
 }
 
+/// An act's snapshot, and where observations are kept.
+struct Bound {
+    seen: Option<Seen<GuiSnapshot>>,
+    store: Arc<Snapshots<GuiSnapshot>>,
+}
+
+fn refused_as(error: ToolError) -> Failure {
+    Failure::Surface(SurfaceError::Tool(error))
+}
+
+/// Where an input action lands, for the check of its snapshot; None for observations.
+fn seen_aim_of<D: Desktop>(conn: &D, action: &Action) -> Result<Option<seen::Aim>, DisplayError> {
+    Ok(Some(match action {
+        Action::Move { x, y } => seen::Aim::Points(vec![(*x, *y)]),
+        Action::Click { at, .. } | Action::Scroll { at, .. } => seen::Aim::Points(vec![match at {
+            Some(point) => *point,
+            None => conn.cursor()?,
+        }]),
+        Action::Drag { from, to, .. } => seen::Aim::Points(vec![*from, *to]),
+        Action::Type { .. } | Action::Key { .. } => seen::Aim::Keys,
+        Action::Focus { window } => seen::Aim::Window(*window),
+        Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor => {
+            return Ok(None);
+        }
+    }))
+}
+
 fn execute<D: Desktop>(
     conn: &D,
     action: Action,
     ctx: &CallContext,
     terminals: &Terminals,
+    bound: &Bound,
 ) -> Result<Outcome, Failure> {
+    let input = !matches!(
+        action,
+        Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor
+    );
+    if input {
+        // The person at the desk goes first: nothing is sent while they use it.
+        person::watch().check().map_err(refused_as)?;
+    }
     if !ctx.protected.is_empty() {
         refuse_if_targets_protected(conn, &action, &ctx.protected)?;
+    }
+    if let Some(seen) = &bound.seen
+        && let Some(aim) = seen_aim_of(conn, &action)?
+    {
+        seen::check(conn, seen, &aim)?.map_err(refused_as)?;
     }
     // Pointer actions may edit a terminal's line (a middle click pastes, a click may move the
     // cursor): the lines of terminals under them become opaque.
@@ -1256,7 +1393,13 @@ fn execute<D: Desktop>(
             .collect();
         mark_typed_into(&ctx.protected, &reached)?;
     }
-    let outcome = perform(conn, action, ctx, terminals);
+    let outcome = match perform(conn, action, ctx, terminals, &bound.store) {
+        // Input the person's own cut short: theirs, not a broken display.
+        Err(Failure::X(_)) if input && person::watch().paused() => {
+            Err(refused_as(person::watch().refusal()))
+        }
+        other => other,
+    };
     if let Some(mut held) = pointer_hold {
         if !conn.places_known() {
             held.make_all_opaque("a pointer action landed where no window's place is known");
@@ -1378,6 +1521,7 @@ fn perform<D: Desktop>(
     action: Action,
     ctx: &CallContext,
     terminals: &Terminals,
+    snapshots: &Snapshots<GuiSnapshot>,
 ) -> Result<Outcome, Failure> {
     Ok(match action {
         Action::Screenshot {
@@ -1387,6 +1531,10 @@ fn perform<D: Desktop>(
             inline,
         } => {
             let rgb = conn.to_rgb(&conn.grab(area)?);
+            // The windows as the shot shows them, for acts aimed at it. A listing that fails
+            // does not fail the shot; acts bound to it are then refused.
+            let windows = conn.windows().ok();
+            let stacking = conn.stacking().ok().flatten();
             let (rgb, _) = downscale(rgb, max_dim);
             // Screen units per image pixel along the long side: the downscale factor on X11;
             // on a Retina display the capture has two pixels per point to begin with.
@@ -1409,6 +1557,15 @@ fn perform<D: Desktop>(
                 "scale": (scale * 1e4).round() / 1e4,
                 "origin_x": area.x,
                 "origin_y": area.y,
+                "snapshot": snapshots.record(&ctx.agent, GuiSnapshot {
+                    windows,
+                    stacking,
+                    image: Some(seen::Image {
+                        area,
+                        width: rgb.width,
+                        height: rgb.height,
+                    }),
+                }),
             });
             Outcome {
                 success: true,
@@ -1440,7 +1597,15 @@ fn perform<D: Desktop>(
                     })
                 })
                 .collect();
-            done(json!({"windows": list}))
+            let snapshot = snapshots.record(
+                &ctx.agent,
+                GuiSnapshot {
+                    windows: Some(windows),
+                    stacking: conn.stacking().ok().flatten(),
+                    image: None,
+                },
+            );
+            done(json!({"windows": list, "snapshot": snapshot}))
         }
         Action::Monitors => {
             let monitors = conn.monitors()?;

@@ -23,6 +23,7 @@ use crate::Availability;
 x11rb::atom_manager! {
     Atoms: AtomsCookie {
         _NET_CLIENT_LIST,
+        _NET_CLIENT_LIST_STACKING,
         _NET_ACTIVE_WINDOW,
         _NET_WM_NAME,
         _NET_WM_PID,
@@ -89,6 +90,8 @@ pub struct XConn {
 struct Listing {
     /// `_NET_CLIENT_LIST`, in mapping order.
     ids: Vec<u32>,
+    /// `_NET_CLIENT_LIST_STACKING`, bottom to top; None when the window manager has none.
+    stacking: Option<Vec<u32>>,
     windows: Vec<WindowInfo>,
     monitors: Vec<MonitorInfo>,
     screen: Rect,
@@ -402,6 +405,12 @@ impl XConn {
         Ok(active_of(&reply))
     }
 
+    /// The managed windows from bottom to top (EWMH `_NET_CLIENT_LIST_STACKING`), or None
+    /// when the window manager does not publish it.
+    pub fn stacking(&self) -> XResult<Option<Vec<u32>>> {
+        Ok(self.listing()?.stacking.clone())
+    }
+
     /// Every managed window with its title, app, pid and bounds.
     pub fn windows(&self) -> XResult<Vec<WindowInfo>> {
         Ok(self.listing()?.windows.clone())
@@ -430,6 +439,14 @@ impl XConn {
             0,
             1,
         )?;
+        let stacking = c.get_property(
+            false,
+            self.root,
+            a._NET_CLIENT_LIST_STACKING,
+            AtomEnum::WINDOW,
+            0,
+            u32::MAX / 4,
+        )?;
         let root = c.get_geometry(self.root)?;
         let randr_monitors = match self.has_randr {
             true => Some(c.randr_get_monitors(self.root, true)?),
@@ -448,6 +465,7 @@ impl XConn {
             None => Vec::new(),
         };
         let active = active_of(&active.reply()?);
+        let stacking = stacking.reply()?.value32().map(Iterator::collect);
         let root = root.reply()?;
         let screen = Rect {
             x: 0,
@@ -561,6 +579,7 @@ impl XConn {
         }
         Ok(Listing {
             ids,
+            stacking,
             windows,
             monitors,
             screen,
@@ -658,6 +677,12 @@ impl XConn {
             self.motion(x, y)?;
             // Each step is its own event batch: a round trip keeps the motions distinct.
             self.sync()?;
+            if super::person::watch().paused() {
+                // The person took the pointer: let go where it is and send nothing more.
+                self.button(button_number(button), false)?;
+                self.sync()?;
+                return Err(person_took_over());
+            }
             if step == 1 {
                 // A window manager decides on the first motion whether a press on a frame is a
                 // move. One that lags behind (a loaded machine) would read every motion queued
@@ -795,6 +820,11 @@ impl XConn {
                 self.keymap()?
             };
             for &sym in &keysyms[start..end] {
+                if super::person::watch().paused() {
+                    // The person is typing or moving the mouse: stop between two keys.
+                    self.sync()?;
+                    return Err(person_took_over());
+                }
                 let (code, shifted) = match codes.get(&sym) {
                     Some(&code) => (code, false),
                     None => self.find_keysym(&map, sym).ok_or_else(|| {
@@ -1114,6 +1144,137 @@ impl XConn {
     }
 }
 
+/// The failure of input the person's own input cut short (the surface tells it apart through
+/// the watch and answers `interrupted_by_person`).
+fn person_took_over() -> XError {
+    XError("the person's input came in the middle of this input; the rest was not sent".into())
+}
+
+/// Starts (once per process) the thread that tells the person's input from the daemon's: it
+/// reports to [`super::person::watch`] every XInput2 raw motion, button or key press whose
+/// source device is not one of the XTEST devices the daemon's input goes through.
+fn watch_person_once() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("x11-person-watch".into())
+            .spawn(|| {
+                // A broken connection (the server restarted) is remade, at most once a second.
+                loop {
+                    let started = Instant::now();
+                    if let Err(why) = watch_person() {
+                        tracing::warn!(%why, "watching for the person's input stopped; retrying");
+                    }
+                    std::thread::sleep(RETRY_AFTER.saturating_sub(started.elapsed()));
+                }
+            });
+        if let Err(why) = spawned {
+            tracing::warn!(%why, "cannot start the thread that watches for the person's input");
+        }
+    });
+}
+
+/// Watches raw input on a connection of its own until it breaks.
+fn watch_person() -> XResult<()> {
+    use x11rb::protocol::Event;
+    use x11rb::protocol::xinput::{self, ConnectionExt as _};
+    let (conn, screen) = RustConnection::connect(None)
+        .map_err(|err| XError(format!("cannot connect to the X server: {err}")))?;
+    if conn
+        .extension_information(xinput::X11_EXTENSION_NAME)?
+        .is_none()
+    {
+        tracing::info!("the X server lacks XInput: the person's input cannot be told apart");
+        loop {
+            std::thread::park();
+        }
+    }
+    // XI2 events reach a client only once it has said which version it speaks; raw events
+    // reach the root window whatever grabs are active from 2.1 on.
+    let version = conn.xinput_xi_query_version(2, 2)?.reply()?;
+    if (version.major_version, version.minor_version) < (2, 1) {
+        tracing::info!(
+            major = version.major_version,
+            minor = version.minor_version,
+            "XInput older than 2.1: the person's input cannot be told apart"
+        );
+        loop {
+            std::thread::park();
+        }
+    }
+    let root = conn.setup().roots[screen].root;
+    conn.xinput_xi_select_events(
+        root,
+        &[
+            // Hierarchy changes (devices plugged, masters made) come for all devices only.
+            xinput::EventMask {
+                deviceid: xinput::Device::ALL.into(),
+                mask: vec![xinput::XIEventMask::HIERARCHY],
+            },
+            xinput::EventMask {
+                deviceid: xinput::Device::ALL_MASTER.into(),
+                mask: vec![
+                    xinput::XIEventMask::RAW_MOTION
+                        | xinput::XIEventMask::RAW_BUTTON_PRESS
+                        | xinput::XIEventMask::RAW_KEY_PRESS,
+                ],
+            },
+        ],
+    )?;
+    let mut ours = daemon_xtest_devices(&conn)?;
+    tracing::info!(devices = ?ours, "watching for the person's input (XInput2 raw events)");
+    loop {
+        let source = match conn.wait_for_event()? {
+            Event::XinputRawMotion(event) | Event::XinputRawButtonPress(event) => event.sourceid,
+            Event::XinputRawKeyPress(event) => event.sourceid,
+            Event::XinputHierarchy(_) => {
+                ours = daemon_xtest_devices(&conn)?;
+                continue;
+            }
+            _ => continue,
+        };
+        if !ours.contains(&source) {
+            super::person::watch().saw_person();
+        }
+    }
+}
+
+/// The XTEST devices the daemon's input goes through: the XTEST slaves of the master pointer
+/// its connections use (the client pointer, the same for every connection of this process)
+/// and of that pointer's paired keyboard.
+fn daemon_xtest_devices(conn: &RustConnection) -> XResult<Vec<u16>> {
+    use x11rb::protocol::xinput::{self, ConnectionExt as _};
+    let pointer = conn.xinput_xi_get_client_pointer(x11rb::NONE)?.reply()?;
+    let devices = conn.xinput_xi_query_device(xinput::Device::ALL)?.reply()?;
+    let master_pointer = if pointer.set {
+        pointer.deviceid
+    } else {
+        // No client pointer set yet: the server picks the first master pointer.
+        devices
+            .infos
+            .iter()
+            .find(|d| d.type_ == xinput::DeviceType::MASTER_POINTER)
+            .map_or(2, |d| d.deviceid)
+    };
+    let master_keyboard = devices
+        .infos
+        .iter()
+        .find(|d| d.deviceid == master_pointer)
+        .map(|d| d.attachment);
+    Ok(devices
+        .infos
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.type_,
+                xinput::DeviceType::SLAVE_POINTER | xinput::DeviceType::SLAVE_KEYBOARD
+            ) && (d.attachment == master_pointer || Some(d.attachment) == master_keyboard)
+                && String::from_utf8_lossy(&d.name).contains("XTEST")
+        })
+        .map(|d| d.deviceid)
+        .collect())
+}
+
 /// The process-wide connection: made on first use, remade after it breaks, and not retried more
 /// than once a second while the display is unreachable (probe runs on every call).
 pub struct Backend {
@@ -1150,6 +1311,9 @@ impl Backend {
         }
         match XConn::connect() {
             Ok(conn) => {
+                if super::person::watch().enabled() {
+                    watch_person_once();
+                }
                 let conn = Arc::new(conn);
                 state.conn = Some(conn.clone());
                 state.last_error = None;
@@ -1205,6 +1369,9 @@ impl desktop::Desktop for XConn {
     }
     fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
         XConn::windows(self)
+    }
+    fn stacking(&self) -> DisplayResult<Option<Vec<u32>>> {
+        XConn::stacking(self)
     }
     fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
         XConn::keyboard_target(self)
