@@ -976,12 +976,7 @@ impl XConn {
             }
             _ => false,
         })?;
-        self.conn.change_window_attributes(
-            self.root,
-            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::NO_EVENT),
-        )?;
-        self.sync()?;
-        while self.conn.poll_for_event()?.is_some() {}
+        self.stop_watching_root()?;
         if !answered {
             tracing::warn!(
                 window,
@@ -1050,6 +1045,18 @@ impl XConn {
         if !answered {
             tracing::warn!("the window manager did not answer a frame-extents request within 2 s");
         }
+        Ok(())
+    }
+
+    /// Ends a wait's watch of the root on the input connection: selects no events there again,
+    /// and drops what came meanwhile, so that no later wait reads a stale one.
+    fn stop_watching_root(&self) -> XResult<()> {
+        self.conn.change_window_attributes(
+            self.root,
+            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::NO_EVENT),
+        )?;
+        self.sync()?;
+        while self.conn.poll_for_event()?.is_some() {}
         Ok(())
     }
 
@@ -1134,12 +1141,7 @@ impl XConn {
                 break self.active_window()? == Some(window);
             }
         };
-        self.conn.change_window_attributes(
-            self.root,
-            &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::NO_EVENT),
-        )?;
-        self.sync()?;
-        while self.conn.poll_for_event()?.is_some() {}
+        self.stop_watching_root()?;
         Ok(focused)
     }
 }
