@@ -23,6 +23,14 @@ const CUT_SIGNS: &[&str] = &["truncated", "cursor", "skipped", "timed_out"];
 
 /// A result field's name as `select` takes it: without the `?` that marks it as present only
 /// when it applies.
+/// Whether a command with these result fields reads back what it achieved (`effect` is among
+/// them): such an act refused before it acted says `effect: refused`.
+pub fn reports_effect(result_fields: &[&str]) -> bool {
+    result_fields
+        .iter()
+        .any(|field| field_name(field) == computer_surfaces::effect::EFFECT_FIELD)
+}
+
 pub fn field_name(field: &str) -> &str {
     field.strip_suffix('?').unwrap_or(field)
 }
@@ -67,9 +75,7 @@ impl Budget {
             max_bytes,
             mode: request.mode.unwrap_or_default(),
             select: request.select,
-            reports_effect: valid_fields
-                .iter()
-                .any(|field| field_name(field) == computer_surfaces::effect::EFFECT_FIELD),
+            reports_effect: reports_effect(valid_fields),
         })
     }
 

@@ -650,9 +650,10 @@ impl Stages {
             && SurfaceName::parse(&early.surface)
                 .and_then(|name| self.registry.get(name))
                 .is_some_and(|surface| {
-                    crate::schema::result_fields_of(surface.as_ref(), &early.command)
-                        .iter()
-                        .any(|field| crate::budget::field_name(field) == EFFECT_FIELD)
+                    crate::budget::reports_effect(crate::schema::result_fields_of(
+                        surface.as_ref(),
+                        &early.command,
+                    ))
                 })
     }
 
@@ -847,12 +848,11 @@ impl Stages {
 
 /// Whether an error says the call was refused before it acted: a policy denial, a person's
 /// refusal, an approver's target, and the codes of the checks right before acting (a target
-/// that changed since it was seen, a person's input). Matched by name so that a code added for
-/// such a check needs only its name here.
+/// that changed since it was seen, a person's input).
 fn refused_before_acting(error: &ToolError) -> bool {
     matches!(
-        error.code.as_str(),
-        "denied" | "stale" | "interrupted_by_person"
+        error.code,
+        ErrorCode::Denied | ErrorCode::Stale | ErrorCode::InterruptedByPerson
     )
 }
 

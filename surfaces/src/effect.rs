@@ -41,19 +41,6 @@ pub enum Effect {
     Refused,
 }
 
-impl Effect {
-    /// The effect's name as replies and receipts spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Effect::Confirmed => "confirmed",
-            Effect::Partial => "partial",
-            Effect::Unverifiable => "unverifiable",
-            Effect::SuspectedNoop => "suspected_noop",
-            Effect::Refused => "refused",
-        }
-    }
-}
-
 /// An effect and what was read back to tell it: a short plain sentence that never holds a
 /// secret ("check box \"Bold\" reads checked (was unchecked)").
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +67,7 @@ impl EffectReport {
     pub fn record(self, outcome: &mut Outcome) {
         outcome
             .fields
-            .insert(EFFECT_FIELD.into(), json!(self.effect.name()));
+            .insert(EFFECT_FIELD.into(), json!(self.effect));
         outcome
             .fields
             .insert(EVIDENCE_FIELD.into(), json!(self.evidence));
@@ -93,15 +80,26 @@ mod tests {
 
     #[test]
     fn effects_serialise_as_their_names() {
-        for effect in [
+        let names: Vec<_> = [
             Effect::Confirmed,
             Effect::Partial,
             Effect::Unverifiable,
             Effect::SuspectedNoop,
             Effect::Refused,
-        ] {
-            assert_eq!(serde_json::to_value(effect).unwrap(), json!(effect.name()));
-        }
+        ]
+        .into_iter()
+        .map(|effect| serde_json::to_value(effect).unwrap())
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "confirmed",
+                "partial",
+                "unverifiable",
+                "suspected_noop",
+                "refused"
+            ]
+        );
     }
 
     #[test]
