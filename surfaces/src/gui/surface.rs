@@ -1328,21 +1328,33 @@ fn refused_as(error: ToolError) -> Failure {
     Failure::Surface(SurfaceError::Tool(error))
 }
 
-/// Where an input action lands, for the check of its snapshot; None for observations.
-fn seen_aim_of<D: Desktop>(conn: &D, action: &Action) -> Result<Option<seen::Aim>, DisplayError> {
-    Ok(Some(match action {
-        Action::Move { x, y } => seen::Aim::Points(vec![(*x, *y)]),
-        Action::Click { at, .. } | Action::Scroll { at, .. } => seen::Aim::Points(vec![match at {
+/// Where a pointer action lands (where the pointer is, when it names no point); empty for
+/// the others. Read once per act, so that every check before it judges the same points.
+fn landing_points<D: Desktop>(conn: &D, action: &Action) -> Result<Vec<(i32, i32)>, DisplayError> {
+    Ok(match action {
+        Action::Move { x, y } => vec![(*x, *y)],
+        Action::Click { at, .. } | Action::Scroll { at, .. } => vec![match at {
             Some(point) => *point,
             None => conn.cursor()?,
-        }]),
-        Action::Drag { from, to, .. } => seen::Aim::Points(vec![*from, *to]),
+        }],
+        Action::Drag { from, to, .. } => vec![*from, *to],
+        _ => Vec::new(),
+    })
+}
+
+/// What an act's snapshot check looks at (`points`: where it lands); None for observations.
+fn seen_aim_of(action: &Action, points: &[(i32, i32)]) -> Option<seen::Aim> {
+    Some(match action {
+        Action::Move { .. }
+        | Action::Click { .. }
+        | Action::Scroll { .. }
+        | Action::Drag { .. } => seen::Aim::Points(points.to_vec()),
         Action::Type { .. } | Action::Key { .. } => seen::Aim::Keys,
         Action::Focus { window } => seen::Aim::Window(*window),
         Action::Screenshot { .. } | Action::Windows | Action::Monitors | Action::Cursor => {
-            return Ok(None);
+            return None;
         }
-    }))
+    })
 }
 
 fn execute<D: Desktop>(
@@ -1363,20 +1375,17 @@ fn execute<D: Desktop>(
     if !ctx.protected.is_empty() {
         refuse_if_targets_protected(conn, &action, &ctx.protected)?;
     }
+    let landing = landing_points(conn, &action)?;
     if let Some(seen) = &bound.seen
-        && let Some(aim) = seen_aim_of(conn, &action)?
+        && let Some(aim) = seen_aim_of(&action, &landing)
     {
         seen::check(conn, seen, &aim)?.map_err(refused_as)?;
     }
     // Pointer actions may edit a terminal's line (a middle click pastes, a click may move the
-    // cursor): the lines of terminals under them become opaque.
+    // cursor): the lines of terminals under them become opaque. A move only moves.
     let pointed = match &action {
-        Action::Click { at, .. } | Action::Scroll { at, .. } => vec![match at {
-            Some(point) => *point,
-            None => conn.cursor()?,
-        }],
-        Action::Drag { from, to, .. } => vec![*from, *to],
-        _ => Vec::new(),
+        Action::Move { .. } => Vec::new(),
+        _ => landing,
     };
     let pointer_hold = (!pointed.is_empty()).then(|| terminals.lines.hold());
     // Where no window's place is known, no terminal can be told to lie under the point (the
