@@ -91,19 +91,7 @@ impl LedgerKey {
             path: path.to_path_buf(),
             message: format!("no randomness for the receipts key: {err}"),
         })?;
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io_error(path))?;
-        file.write_all(&key).map_err(io_error(path))?;
-        file.sync_all().map_err(io_error(path))?;
-        if let Some(dir) = path.parent() {
-            File::open(dir)
-                .and_then(|dir| dir.sync_all())
-                .map_err(io_error(dir))?;
-        }
+        write_whole(path, &key, true)?;
         Ok(LedgerKey(key))
     }
 
@@ -235,16 +223,19 @@ pub struct HeadWriter {
 }
 
 impl HeadWriter {
-    /// Opens (creating, 0600) the head file and writes `fields` into both slots.
+    /// Opens the head file and writes `fields` into both slots; a new one is made whole before it
+    /// is given its name (see [`write_whole`]).
     pub fn open(path: &Path, key: LedgerKey, fields: HeadFields) -> Result<HeadWriter, SealError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)
-            .map_err(io_error(path))?;
+        let existing = OpenOptions::new().read(true).write(true).open(path);
+        let (file, written) = match existing {
+            Ok(file) => (file, false),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let slot = Self::slot_bytes(&key, &fields, path)?;
+                let both = [slot.as_slice(), slot.as_slice()].concat();
+                (write_whole(path, &both, false)?, true)
+            }
+            Err(err) => return Err(io_error(path)(err)),
+        };
         let mut writer = HeadWriter {
             path: path.to_path_buf(),
             file,
@@ -252,8 +243,12 @@ impl HeadWriter {
             next_slot: 0,
             fields,
         };
-        writer.write_slot()?;
-        writer.write_slot()?;
+        if !written {
+            // Rewritten in place one slot at a time: whichever write a kill or power cut stops,
+            // the other slot still holds a whole head.
+            writer.write_slot()?;
+            writer.write_slot()?;
+        }
         Ok(writer)
     }
 
@@ -272,13 +267,18 @@ impl HeadWriter {
         self.file.sync_data().map_err(io_error(&self.path))
     }
 
-    fn write_slot(&mut self) -> Result<(), SealError> {
-        let head = self.key.seal(self.fields.clone());
+    fn slot_bytes(key: &LedgerKey, fields: &HeadFields, path: &Path) -> Result<Vec<u8>, SealError> {
+        let head = key.seal(fields.clone());
         let mut slot = serde_json::to_vec(&head).map_err(|err| SealError::Invalid {
-            path: self.path.clone(),
+            path: path.to_path_buf(),
             message: err.to_string(),
         })?;
         slot.resize(SLOT_BYTES, 0);
+        Ok(slot)
+    }
+
+    fn write_slot(&mut self) -> Result<(), SealError> {
+        let slot = Self::slot_bytes(&self.key, &self.fields, &self.path)?;
         let offset = self.next_slot * SLOT_BYTES as u64;
         self.file
             .write_all_at(&slot, offset)
@@ -286,6 +286,31 @@ impl HeadWriter {
         self.next_slot = 1 - self.next_slot;
         Ok(())
     }
+}
+
+/// Makes the file at `path` (0600) holding `bytes`, whole or not at all: they are written to a
+/// fresh file beside it, made durable, and only then given the name. A daemon killed part-way
+/// leaves at most a stray temporary file, never an empty key or head that would read as tampering
+/// and keep the next daemon from starting. With `exclusive`, an existing file is never replaced.
+fn write_whole(path: &Path, bytes: &[u8], exclusive: bool) -> Result<File, SealError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    // tempfile makes its files 0600.
+    let mut staged = tempfile::Builder::new()
+        .prefix(".receipts-")
+        .tempfile_in(dir)
+        .map_err(io_error(dir))?;
+    staged.write_all(bytes).map_err(io_error(path))?;
+    staged.as_file().sync_all().map_err(io_error(path))?;
+    let file = if exclusive {
+        staged.persist_noclobber(path)
+    } else {
+        staged.persist(path)
+    }
+    .map_err(|err| io_error(path)(err.error))?;
+    File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_error(dir))?;
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -341,5 +366,45 @@ mod tests {
         let mark = key.mark_row("abc");
         assert!(key.row_mark_holds("abc", &mark));
         assert!(!key.row_mark_holds("abd", &mark));
+    }
+
+    #[test]
+    fn a_key_or_head_is_never_seen_half_made() {
+        // A daemon killed while it makes its ledger must be able to start again: at no moment may
+        // the key or the head exist at its path without its whole content. A reader spins on the
+        // paths while a writer makes them, fresh, many times over.
+        let dir = tempfile::tempdir().unwrap();
+        let rounds = 300;
+        let root = dir.path().to_path_buf();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (root, done) = (root.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    for round in 0..rounds {
+                        let key_path = root.join(format!("k{round}"));
+                        let key = match LedgerKey::load(&key_path) {
+                            Ok(Some(key)) => key,
+                            Ok(None) => continue,
+                            Err(err) => panic!("round {round}: a half-made key: {err}"),
+                        };
+                        seen += 1;
+                        match read_head(&root.join(format!("h{round}")), &key).unwrap() {
+                            HeadRead::Missing | HeadRead::Found { damaged: 0, .. } => {}
+                            other => panic!("round {round}: a half-made head read as {other:?}"),
+                        }
+                    }
+                }
+                seen
+            })
+        };
+        for round in 0..rounds {
+            let key = LedgerKey::create(&root.join(format!("k{round}"))).unwrap();
+            HeadWriter::open(&root.join(format!("h{round}")), key, fields(0)).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let seen = reader.join().expect("no key or head was seen half made");
+        assert!(seen > 0, "the reader looked while the ledgers were made");
     }
 }
