@@ -645,14 +645,19 @@ impl Stages {
     /// (a surface stated it), refused under a code that means it was never attempted, and of a
     /// command that reads back its effect. Its reply and result then say `effect: refused`.
     fn refused_act(&self, early: &Early, error: &ToolError) -> bool {
-        early.stated.is_some()
-            && refused_before_acting(error)
-            && SurfaceName::parse(&early.surface)
+        early.stated.is_some() && self.says_refused(&early.surface, &early.command, error)
+    }
+
+    /// Whether `error`, ending a call of `surface`'s `command` before anything was sent, makes
+    /// it say `effect: refused`: the command reads back its effect, and the error is a refusal.
+    pub(crate) fn says_refused(&self, surface: &str, command: &str, error: &ToolError) -> bool {
+        refused_before_acting(error)
+            && SurfaceName::parse(surface)
                 .and_then(|name| self.registry.get(name))
                 .is_some_and(|surface| {
                     crate::budget::reports_effect(crate::schema::result_fields_of(
                         surface.as_ref(),
-                        &early.command,
+                        command,
                     ))
                 })
     }

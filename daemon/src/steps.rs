@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use computer_ipc::control::StepRow;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, StepsCall, ToolError, WaitStep};
-use computer_surfaces::{Risk, receipt_value};
+use computer_surfaces::effect::EFFECT_FIELD;
+use computer_surfaces::{Effect, Risk, receipt_value};
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -395,7 +396,7 @@ impl Steps<'_> {
             let index = n + 1;
             if let Some(error) = &upfront.skipped[n] {
                 ran.failed.push(index);
-                ran.results[n] = Some(json!({"ok": false, "error": error}));
+                ran.results[n] = Some(self.refused_visible(plan, error));
                 ran.report.push(
                     json!({"step": index, "receipt": self.ids[n], "ok": false, "skipped": true}),
                 );
@@ -407,7 +408,7 @@ impl Steps<'_> {
                     self.refuse_step(index, call, None, &error, Value::Null)
                         .await;
                 }
-                StepEnd::refused(error)
+                self.refused(plan, error)
             } else {
                 match plan {
                     Plan::Wait(wait) => self.run_wait(index, *wait, steps_cancel).await,
@@ -432,7 +433,7 @@ impl Steps<'_> {
                                 self.run_step(index, call, step, approval, steps_cancel)
                                     .await
                             }
-                            Err(error) => StepEnd::refused(error),
+                            Err(error) => self.refused(plan, error),
                         }
                     }
                 }
@@ -456,10 +457,11 @@ impl Steps<'_> {
 }
 
 impl StepEnd {
-    fn refused(error: ToolError) -> StepEnd {
+    /// A step that ended in `error`; `visible` is what the call's reply shows of it.
+    fn failed(error: ToolError, visible: Value) -> StepEnd {
         StepEnd {
             ok: false,
-            visible: json!({"ok": false, "error": error}),
+            visible,
             receipt: json!({"error": error}),
         }
     }
@@ -853,7 +855,10 @@ impl Steps<'_> {
         let intent = Stages::intent_body(caller, &early, &step, &approval);
         let open = match stages.write_intent(step_id, &early, intent).await {
             Ok(open) => open,
-            Err(error) => return StepEnd::refused(prefixed(index, call, error)),
+            Err(error) => {
+                let error = prefixed(index, call, error);
+                return StepEnd::failed(error.clone(), json!({"ok": false, "error": error}));
+            }
         };
         let ctx = stages.context(step_id, caller, cancelled);
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
@@ -867,7 +872,13 @@ impl Steps<'_> {
             Some(error) => {
                 let error = prefixed(index, call, error);
                 body["error"] = json!(error);
-                (json!({"ok": false, "error": error}), false)
+                let mut visible = json!({"ok": false, "error": error});
+                // An act that read back its effect (or was refused before acting) says so here
+                // as it would alone.
+                if let Some(effect) = body.get(EFFECT_FIELD) {
+                    visible[EFFECT_FIELD] = effect.clone();
+                }
+                (visible, false)
             }
             None => {
                 let visible = reply.structured_content.unwrap_or(Value::Null);
@@ -887,7 +898,7 @@ impl Steps<'_> {
                 ErrorCode::ReceiptFailed,
                 &format!("it ran, but its result receipt could not be written: {err}"),
             );
-            return StepEnd::refused(error);
+            return StepEnd::failed(error.clone(), json!({"ok": false, "error": error}));
         }
         StepEnd {
             ok,
@@ -987,6 +998,26 @@ impl Steps<'_> {
 impl Steps<'_> {
     /// Receipts a step that will not run (invalid, denied, not approved, a ref that does not
     /// resolve): intent and result together, naming the parent and the step.
+    /// A step that did not run because of `error`.
+    fn refused(&self, plan: &Plan, error: ToolError) -> StepEnd {
+        let visible = self.refused_visible(plan, &error);
+        StepEnd::failed(error, visible)
+    }
+
+    /// What the reply shows of a step refused with `error`: an act that reads back its effect
+    /// says `effect: refused`, as it would alone.
+    fn refused_visible(&self, plan: &Plan, error: &ToolError) -> Value {
+        let mut visible = json!({"ok": false, "error": error});
+        if let Plan::Call { call, .. } = plan
+            && self
+                .stages
+                .says_refused(call.surface.as_str(), &call.command, error)
+        {
+            visible[EFFECT_FIELD] = json!(Effect::Refused);
+        }
+        visible
+    }
+
     async fn refuse_step(
         &self,
         index: usize,

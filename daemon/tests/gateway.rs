@@ -459,6 +459,49 @@ async fn an_act_refused_before_anything_was_sent_says_so_in_reply_and_receipt() 
     }
 }
 
+/// The same acts as steps of one call: a step's result in the reply says `effect: "refused"` as
+/// the call alone would. (A step a person must approve is asked for with the call's others, so
+/// its refusal refuses the whole call, whose error says nothing ran.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_refused_before_anything_was_sent_says_so_in_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = gateway(dir.path(), 0);
+    let anyone = caller(None);
+    for (command, refused) in [
+        ("deny", true),
+        ("refuse", true),
+        ("unsent", true),
+        ("fail", false),
+        ("bad", false),
+    ] {
+        let reply = call(
+            &gateway,
+            &anyone,
+            TOOL_NAME,
+            json!({
+                "steps": [
+                    {"surface": "shell", "command": "ok"},
+                    {"surface": "shell", "command": command},
+                ],
+                "stop_on_error": false,
+            }),
+            CallCancel::default(),
+        )
+        .await;
+        // The reply lists the steps that failed, with what each said.
+        let failed = reply["failed"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{command}: no failed steps: {reply}"));
+        assert_eq!(failed.len(), 1, "{command}: {reply}");
+        assert_eq!(failed[0]["step"], 2, "{command}: {reply}");
+        if refused {
+            assert_eq!(failed[0]["effect"], "refused", "{command}: {reply}");
+        } else {
+            assert!(failed[0].get("effect").is_none(), "{command}: {reply}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rate_limited_call_is_receipted_too() {
     let dir = tempfile::tempdir().unwrap();
