@@ -445,7 +445,16 @@ async fn run() {
     // 4. Memory: idle RSS beside an idle MCP server written with the official Python SDK.
     let anchor_script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/anchors/python_mcp_server.py");
-    let python_rss = match Command::new("python3")
+    // The interpreter itself, not a launcher: a version manager's `python3` is a shell script
+    // that execs it later, and sampling would stop on the script's steady size.
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|path| !path.is_empty())
+        .unwrap_or_else(|| "python3".to_string());
+    let python_rss = match Command::new(python)
         .arg(&anchor_script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
