@@ -48,12 +48,15 @@ async fn serve() -> anyhow::Result<()> {
     let _state_lock = lock_state_dir(&state_dir, &socket_path)?;
     let socket = crate::server::bind(&socket_path)?;
     let control = crate::control::bind(&paths::control_socket_path())?;
-    // The ledger is opened and checked (its head, its key marks, calls a previous daemon left
-    // open) on another thread while the rest is built: start-up waits for the longer of the
-    // two, not their sum. Nothing is served before it is ready, and a ledger that fails its
-    // check still stops the daemon.
-    let ledger_path = state_dir.join("receipts.sqlite");
-    let opening = tokio::task::spawn_blocking(move || Ledger::open(&ledger_path));
+    let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
+    let interrupted = ledger.close_interrupted().await?;
+    let receipts = ledger.clone();
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "closed calls left unfinished by a previous daemon"
+        );
+    }
     if !config_path.exists()
         && let Some(dir) = config_path.parent()
     {
@@ -92,17 +95,6 @@ async fn serve() -> anyhow::Result<()> {
     ));
     // Request ids continue across restarts, so a stale `approvals allow ID` meets no other call.
     approvals.keep_ids_in(&state_dir.join("approval-ids"));
-    let ledger = opening
-        .await
-        .context("opening the receipts ledger stopped")??;
-    let interrupted = ledger.close_interrupted().await?;
-    let receipts = ledger.clone();
-    if interrupted > 0 {
-        tracing::warn!(
-            interrupted,
-            "closed calls left unfinished by a previous daemon"
-        );
-    }
     let gateway = Gateway::new(
         registry,
         Arc::new(rule_policy(&config, &protected)),
