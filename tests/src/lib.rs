@@ -345,6 +345,16 @@ impl Daemon {
         child.wait().expect("wait for daemon")
     }
 
+    /// Whether the daemon process still runs, or how it ended, for a failure's message.
+    pub fn try_status(&mut self) -> String {
+        match self.child.as_mut().map(|child| child.try_wait()) {
+            Some(Ok(None)) => "still running".into(),
+            Some(Ok(Some(status))) => format!("ended, {status}"),
+            Some(Err(err)) => format!("unknown: {err}"),
+            None => "not started".into(),
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

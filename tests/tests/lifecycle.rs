@@ -32,7 +32,17 @@ fn a_stale_socket_from_a_dead_daemon_is_replaced() {
         "kill -9 leaves the socket file behind"
     );
     daemon.restart();
-    let reply = RawConnection::connect(&daemon.socket).initialize("2025-11-25");
+    // A restarted daemon that accepts and then goes away resets the connection; its log says why.
+    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        RawConnection::connect(&daemon.socket).initialize("2025-11-25")
+    }))
+    .unwrap_or_else(|_| {
+        let status = daemon.try_status();
+        panic!(
+            "the restarted daemon did not answer (its process: {status}); its log:\n{}",
+            daemon.log_text()
+        )
+    });
     assert!(reply["result"].is_object());
     let mode = std::fs::metadata(&daemon.socket)
         .unwrap()
