@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small GTK3 app for the ax surface suite: known widgets whose effects it reports on stdout.
 
-Prints one line per event, flushed: `ready`, `clicked N`, `entry=<text>`, `check=True|False`,
+Prints one line per event, flushed: `ready` (once its window is mapped), `clicked N`, `entry=<text>`, `check=True|False`,
 `dialog opened`, `dialog closed`. The suite reads these to observe effects independently of
 AT-SPI.
 
@@ -82,10 +82,17 @@ class App:
         if more:
             self.add_more(box)
 
+        # `ready` only once the display has mapped the window: a test that ends and kills the
+        # app then never leaves a map request behind, to land (and take the focus) in the next.
+        def mapped(_window, _event):
+            win.disconnect(self.on_mapped)
+            GLib.idle_add(lambda: say("ready") and False)
+            return False
+
+        self.on_mapped = win.connect("map-event", mapped)
         win.show_all()
         self.window = win
         self.reports = [self.open_report(n) for n in range(1, reports + 1)]
-        GLib.idle_add(lambda: say("ready") and False)
 
     def open_report(self, n):
         report = Gtk.Window(title="Report %d" % n)
