@@ -457,11 +457,11 @@ impl Steps<'_> {
 }
 
 impl StepEnd {
-    /// A step that ended in `error`; `visible` is what the call's reply shows of it.
-    fn failed(error: ToolError, visible: Value) -> StepEnd {
+    /// A step that ended in `error`, shown as that error alone.
+    fn failed(error: ToolError) -> StepEnd {
         StepEnd {
             ok: false,
-            visible,
+            visible: json!({"ok": false, "error": error}),
             receipt: json!({"error": error}),
         }
     }
@@ -855,10 +855,7 @@ impl Steps<'_> {
         let intent = Stages::intent_body(caller, &early, &step, &approval);
         let open = match stages.write_intent(step_id, &early, intent).await {
             Ok(open) => open,
-            Err(error) => {
-                let error = prefixed(index, call, error);
-                return StepEnd::failed(error.clone(), json!({"ok": false, "error": error}));
-            }
+            Err(error) => return StepEnd::failed(prefixed(index, call, error)),
         };
         let ctx = stages.context(step_id, caller, cancelled);
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
@@ -898,7 +895,7 @@ impl Steps<'_> {
                 ErrorCode::ReceiptFailed,
                 &format!("it ran, but its result receipt could not be written: {err}"),
             );
-            return StepEnd::failed(error.clone(), json!({"ok": false, "error": error}));
+            return StepEnd::failed(error);
         }
         StepEnd {
             ok,
@@ -996,12 +993,13 @@ impl Steps<'_> {
 }
 
 impl Steps<'_> {
-    /// Receipts a step that will not run (invalid, denied, not approved, a ref that does not
-    /// resolve): intent and result together, naming the parent and the step.
     /// A step that did not run because of `error`.
     fn refused(&self, plan: &Plan, error: ToolError) -> StepEnd {
         let visible = self.refused_visible(plan, &error);
-        StepEnd::failed(error, visible)
+        StepEnd {
+            visible,
+            ..StepEnd::failed(error)
+        }
     }
 
     /// What the reply shows of a step refused with `error`: an act that reads back its effect
@@ -1018,6 +1016,8 @@ impl Steps<'_> {
         visible
     }
 
+    /// Receipts a step that will not run (invalid, denied, not approved, a ref that does not
+    /// resolve): intent and result together, naming the parent and the step.
     async fn refuse_step(
         &self,
         index: usize,

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A small GTK3 app for the ax surface suite: known widgets whose effects it reports on stdout.
 
-Prints one line per event, flushed: `ready` (once its window is mapped), `clicked N`, `entry=<text>`, `check=True|False`,
-`dialog opened`, `dialog closed`. The suite reads these to observe effects independently of
-AT-SPI.
+Prints one line per event, flushed: `ready` (once its window is mapped), `clicked N`,
+`entry=<text>`, `check=True|False`, `dialog opened`, `dialog closed`. The suite reads these to
+observe effects independently of AT-SPI.
 
 With `--more` after the title it also shows the widgets the other actions need, and reports:
 `activated=<text>` (Enter in the entry), `expanded=True|False` (an expander),
