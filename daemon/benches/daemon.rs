@@ -373,11 +373,14 @@ async fn run() {
 
     // 2. The pipeline alone: the same daemon code in-process with a surface that does nothing;
     // then its throughput with group commit, and with group commit off (one fsync per append).
-    let serve_noop = |dir: PathBuf, max_batch: usize| {
+    let open_in = async |dir: &PathBuf, max_batch: usize| {
         std::fs::create_dir_all(dir.join("run")).unwrap();
+        let opening = Ledger::start(&dir.join("receipts.sqlite"), max_batch);
+        opening.opened().await.unwrap().0
+    };
+    let serve_noop = |dir: PathBuf, ledger: Ledger| {
         let socket_path = dir.join("run/computer.sock");
         let bound = computer_daemon::server::bind(&socket_path).unwrap();
-        let ledger = Ledger::open_with_max_batch(&dir.join("receipts.sqlite"), max_batch).unwrap();
         let registry = Registry::from_surfaces(vec![Arc::new(Noop)]);
         let approvals = Arc::new(computer_daemon::approval::Approvals::new(
             Duration::from_secs(1),
@@ -405,7 +408,9 @@ async fn run() {
         (socket_path, stop, server)
     };
     let noop = json!({"surface": "shell", "command": "run"});
-    let (socket_path, stop, server) = serve_noop(tmp.path().join("pipeline"), usize::MAX);
+    let pipeline_dir = tmp.path().join("pipeline");
+    let ledger = open_in(&pipeline_dir, usize::MAX).await;
+    let (socket_path, stop, server) = serve_noop(pipeline_dir, ledger);
     let client = Client::connect(&socket_path).await.unwrap();
     let mut raw = raw_connection(&socket_path);
     for _ in 0..50 {
@@ -433,7 +438,9 @@ async fn run() {
     }
     let _ = stop.send(());
     let _ = server.await;
-    let (socket_path, stop, server) = serve_noop(tmp.path().join("no-group-commit"), 1);
+    let single_dir = tmp.path().join("no-group-commit");
+    let ledger = open_in(&single_dir, 1).await;
+    let (socket_path, stop, server) = serve_noop(single_dir, ledger);
     let mut single_commit_rates = Vec::new();
     for clients in [1, 8, 32] {
         single_commit_rates

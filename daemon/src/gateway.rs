@@ -418,7 +418,7 @@ impl Gateway {
         caller: &Caller,
         early: &Early,
         call: &computer_ipc::ComputerCall,
-        decided: crate::stages::Decided,
+        mut decided: crate::stages::Decided,
         approval: Value,
         cancel: &CallCancel,
         cancelled: &tokio_util::sync::CancellationToken,
@@ -426,7 +426,10 @@ impl Gateway {
         let stages = &self.stages;
         let call_id = call_id.to_string();
         let intent = Stages::intent_body(caller, early, &decided, &approval);
-        let open = match stages.write_intent(&call_id, early, intent).await {
+        let open = match stages
+            .write_intent_looking(&call_id, early, intent, decided.action.as_mut())
+            .await
+        {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };

@@ -5,7 +5,7 @@
 //! A job's id is its start call's receipt id. A job ends by itself, at its deadline, by `job
 //! cancel` or at daemon shutdown, never because its client cancelled or went away. Its result
 //! receipt is written when it ends; a daemon that dies first leaves the intent for the next start
-//! to close as `interrupted` (`Ledger::close_interrupted`), which `status` then reads back.
+//! to close as `interrupted` (as the writer thread opens the store, `receipts.rs`), which `status` then reads back.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,7 +1,8 @@
 //! The receipts ledger: a hash-chained, append-only SQLite table written by one thread that
-//! commits concurrent appends together (group commit), durable before any caller is answered;
-//! every row marked with the ledger's key and the chain's head recorded after each commit, so
-//! that a cut tail, a replaced database or rows written by someone else show in `verify`.
+//! commits concurrent appends together (group commit); an intent is on disk before its caller is
+//! answered, a result right after; every row marked with the ledger's key and the chain's head
+//! recorded once its rows are on disk, so that a cut tail, a replaced database or rows written
+//! by someone else show in `verify`.
 //!
 //! # Layout
 //! - this file: the writer ([`Ledger`]), [`verify`], [`list`].
@@ -24,7 +25,7 @@ use seal::{HeadFields, HeadRead, HeadWriter, LedgerKey, SealError};
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Most appends folded into one transaction.
-const MAX_BATCH: usize = 1024;
+pub const MAX_BATCH: usize = 1024;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS receipts (
@@ -133,40 +134,95 @@ pub struct Ledger {
     path: PathBuf,
 }
 
+/// A ledger whose writer thread is still opening and checking the store: appends cannot be
+/// made until [`Opening::opened`] says it holds.
+pub struct Opening {
+    ledger: Ledger,
+    ready: tokio::sync::oneshot::Receiver<Result<usize, LedgerError>>,
+}
+
+impl Opening {
+    /// Waits for the writer thread to have opened the store, checked it against the head the
+    /// previous daemon recorded, and closed the calls that daemon left without a result; returns
+    /// the ledger and how many calls it closed.
+    pub async fn opened(self) -> Result<(Ledger, usize), LedgerError> {
+        match self.ready.await {
+            Ok(Ok(interrupted)) => Ok((self.ledger, interrupted)),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(LedgerError::WriterGone),
+        }
+    }
+}
+
 impl Ledger {
-    /// Opens (creating if needed) the store at `path` and starts its writer thread. Refuses a
-    /// store that does not match the head the daemon recorded (a cut tail, a replaced file, rows
-    /// someone else wrote).
-    pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
-        Ledger::open_with_max_batch(path, MAX_BATCH)
+    /// Opens (creating if needed) the store at `path` on its writer thread. Refuses a store that
+    /// does not match the head the daemon recorded (a cut tail, a replaced file, rows someone
+    /// else wrote).
+    pub async fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        Ledger::start(path, MAX_BATCH)
+            .opened()
+            .await
+            .map(|(ledger, _)| ledger)
     }
 
-    /// [`Ledger::open`] with a cap on appends per commit; 1 turns group commit off (the
-    /// benchmark's anchor).
-    pub fn open_with_max_batch(path: &Path, max_batch: usize) -> Result<Ledger, LedgerError> {
-        let conn = open_rw(path)?;
-        let writer = take_over(&conn, path)?;
+    /// Starts the writer thread, which opens and checks the store while the caller goes on (the
+    /// daemon builds its surfaces meanwhile). `max_batch` caps appends per commit; 1 turns group
+    /// commit off (the benchmark's anchor).
+    pub fn start(path: &Path, max_batch: usize) -> Opening {
         let (messages, incoming) = mpsc::channel::<Message>();
+        let (ready, opened) = tokio::sync::oneshot::channel();
         let writer_path = path.to_path_buf();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("receipts-writer".into())
-            .spawn(move || writer_loop(conn, writer, incoming, writer_path, max_batch.max(1)))
-            .map_err(|err| LedgerError::Other {
-                path: path.to_path_buf(),
-                message: format!("cannot start the writer thread: {err}"),
-            })?;
-        Ok(Ledger {
+            .spawn(move || {
+                let taken = open_rw(&writer_path).and_then(|conn| {
+                    let writer = take_over(&conn, &writer_path)?;
+                    Ok((conn, writer))
+                });
+                match taken {
+                    Ok((conn, writer)) => {
+                        let mut loop_state = WriterLoop::new(conn, writer, writer_path, max_batch);
+                        match loop_state.close_interrupted() {
+                            Ok(count) => {
+                                let _ = ready.send(Ok(count));
+                                loop_state.run(incoming);
+                            }
+                            Err(err) => {
+                                let _ = ready.send(Err(err));
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        let _ = ready.send(Err(err));
+                    }
+                }
+            });
+        let ledger = Ledger {
             messages,
             path: path.to_path_buf(),
-        })
+        };
+        let ready = match spawned {
+            Ok(_) => opened,
+            Err(err) => {
+                let (failed, opened) = tokio::sync::oneshot::channel();
+                let _ = failed.send(Err(LedgerError::Other {
+                    path: path.to_path_buf(),
+                    message: format!("cannot start the writer thread: {err}"),
+                }));
+                opened
+            }
+        };
+        Opening { ledger, ready }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Appends rows as one unit, returning their seqs once they are durable and the head covers
-    /// them.
+    /// Appends rows as one unit, returning their seqs once they are committed. A unit holding an
+    /// intent is answered only once it is on disk and the head covers it (the action waits for
+    /// its intent); a unit of results only is answered once committed, and reaches the disk right
+    /// after (see [`WriterLoop::run`]).
     pub async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<i64>, LedgerError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.messages
@@ -192,40 +248,6 @@ impl Ledger {
             Err(_) => Err(LedgerError::WriterGone),
         }
     }
-
-    /// Closes intents left without a result by a daemon that died, so every call has an ending.
-    pub async fn close_interrupted(&self) -> Result<usize, LedgerError> {
-        let conn = open_ro(&self.path)?;
-        let open: Vec<(String, String, String)> = query_all(
-            &conn,
-            &self.path,
-            // A call asked for approval has two intents (asked, then decided): one result
-            // closes it.
-            "SELECT call_id, surface, command FROM receipts i WHERE kind = 'intent'
-             AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.call_id = i.call_id AND r.kind = 'result')
-             GROUP BY call_id ORDER BY MIN(seq)",
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )?;
-        let count = open.len();
-        if count > 0 {
-            let rows = open
-                .into_iter()
-                .map(|(call_id, surface, command)| NewRow {
-                    call_id,
-                    kind: RowKind::Result,
-                    surface,
-                    command,
-                    body: json!({
-                        "ok": false,
-                        "outcome": "interrupted",
-                        "error": {"code": "interrupted", "message": "the daemon stopped before this call finished"},
-                    }),
-                })
-                .collect();
-            self.append(rows).await?;
-        }
-        Ok(count)
-    }
 }
 
 fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
@@ -235,7 +257,7 @@ fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
     };
     let conn = Connection::open(path).map_err(sql_err)?;
     // WAL lets readers (the CLI) work beside the writer; synchronous=FULL makes each commit reach
-    // the disk before any caller of that batch is answered.
+    // the disk before it returns (the writer relaxes it for commits of results only).
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(sql_err)?;
     conn.pragma_update(None, "synchronous", "FULL")
@@ -334,7 +356,7 @@ fn now_ms() -> i64 {
 
 /// The writer's state: the chain's last link, kept in memory so that a row slipped into the
 /// table by someone else is never chained onto (its seq collides with the writer's next one and
-/// that commit fails), and the head it records after every commit.
+/// that commit fails), and the head it records once a commit is on disk.
 struct Writer {
     seq: i64,
     hash: String,
@@ -463,82 +485,255 @@ fn hash_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
     .optional()
 }
 
-fn writer_loop(
-    mut conn: Connection,
-    mut writer: Writer,
-    incoming: mpsc::Receiver<Message>,
+/// Commits whose rows are on disk before the head may name them: a head past what the disk
+/// holds would read, after a power cut, as a cut tail.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sync {
+    /// `synchronous = FULL`: the commit returns once the WAL is on disk.
+    OnCommit,
+    /// `synchronous = NORMAL`: the commit is in the WAL (safe from a killed daemon, not yet from
+    /// a power cut) and is synced right after its callers are answered.
+    After,
+}
+
+/// Results-only commits left unsynced while more appends keep arriving, at most.
+const MAX_UNSYNCED_COMMITS: usize = 16;
+
+/// The writer thread: one connection, the chain's last link, and what of it is on disk.
+struct WriterLoop {
+    conn: Connection,
+    writer: Writer,
     path: PathBuf,
     max_batch: usize,
-) {
-    let mut closing = None;
-    while closing.is_none() {
-        let Ok(first) = incoming.recv() else { break };
-        let mut batch = Vec::new();
-        match first {
-            Message::Append(append) => batch.push(append),
-            Message::Close(reply) => closing = Some(reply),
-        }
-        while closing.is_none() && batch.len() < max_batch {
-            match incoming.try_recv() {
-                Ok(Message::Append(append)) => batch.push(append),
-                Ok(Message::Close(reply)) => closing = Some(reply),
-                Err(_) => break,
-            }
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        match write_batch(&mut conn, &mut writer, &batch) {
-            Ok(seqs) => {
-                // The rows are durable; the head must cover them before anyone learns their ids.
-                if let Err(err) = writer.head.record(writer.seq, &writer.hash) {
-                    tracing::error!(error = %err, "recording the receipts head failed; a cut tail may go unnoticed");
-                }
-                for (append, seqs) in batch.into_iter().zip(seqs) {
-                    let _ = append.reply.send(Ok(seqs));
-                }
-            }
-            Err(err) => {
-                let message = match &err {
-                    rusqlite::Error::SqliteFailure(code, _)
-                        if code.code == rusqlite::ErrorCode::ConstraintViolation =>
-                    {
-                        format!(
-                            "{err} (seq {} is taken: someone other than the daemon wrote to the ledger)",
-                            writer.seq + 1
-                        )
-                    }
-                    _ => err.to_string(),
-                };
-                tracing::error!(path = %path.display(), error = %message, "writing receipts failed");
-                for append in batch {
-                    let _ = append.reply.send(Err(message.clone()));
-                }
-            }
+    /// The mode the connection commits in now.
+    sync: Sync,
+    /// Commits made in [`Sync::After`] mode and not yet synced.
+    unsynced: usize,
+    /// The WAL, opened on first need, to sync commits made in [`Sync::After`] mode.
+    wal: Option<std::fs::File>,
+}
+
+impl WriterLoop {
+    fn new(conn: Connection, writer: Writer, path: PathBuf, max_batch: usize) -> WriterLoop {
+        WriterLoop {
+            conn,
+            writer,
+            path,
+            max_batch: max_batch.max(1),
+            sync: Sync::OnCommit,
+            unsynced: 0,
+            wal: None,
         }
     }
-    if let Some(reply) = closing {
+
+    /// Closes intents left without a result by a daemon that died, so every call has an ending.
+    fn close_interrupted(&mut self) -> Result<usize, LedgerError> {
+        let open: Vec<(String, String, String)> = query_all(
+            &self.conn,
+            &self.path,
+            // A call asked for approval has two intents (asked, then decided): one result
+            // closes it.
+            "SELECT call_id, surface, command FROM receipts i WHERE kind = 'intent'
+             AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.call_id = i.call_id AND r.kind = 'result')
+             GROUP BY call_id ORDER BY MIN(seq)",
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?;
+        let count = open.len();
+        if count > 0 {
+            let rows = open
+                .into_iter()
+                .map(|(call_id, surface, command)| NewRow {
+                    call_id,
+                    kind: RowKind::Result,
+                    surface,
+                    command,
+                    body: json!({
+                        "ok": false,
+                        "outcome": "interrupted",
+                        "error": {"code": "interrupted", "message": "the daemon stopped before this call finished"},
+                    }),
+                })
+                .collect();
+            let (reply, _) = tokio::sync::oneshot::channel();
+            let written = self.commit(&[Append { rows, reply }], Sync::OnCommit);
+            written.map_err(|source| LedgerError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })?;
+            self.record_head();
+            tracing::warn!(
+                interrupted = count,
+                "closed calls left unfinished by a previous daemon"
+            );
+        }
+        Ok(count)
+    }
+
+    /// Serves appends until closed or every handle is gone. Appends waiting together are
+    /// committed together (group commit). A commit holding an intent is synced before anyone
+    /// is answered: an action runs only once its intent is on disk. A commit of results only is
+    /// answered once committed and synced right after, unless more appends are already waiting
+    /// (their commit, or the sync after it, covers it): one wait for the disk per action.
+    fn run(mut self, incoming: mpsc::Receiver<Message>) {
+        let mut closing = None;
+        let mut waiting: Option<Message> = None;
+        while closing.is_none() {
+            let first = match waiting.take() {
+                Some(message) => message,
+                None => match incoming.recv() {
+                    Ok(message) => message,
+                    Err(_) => break,
+                },
+            };
+            let mut batch = Vec::new();
+            match first {
+                Message::Append(append) => batch.push(append),
+                Message::Close(reply) => closing = Some(reply),
+            }
+            while closing.is_none() && batch.len() < self.max_batch {
+                match incoming.try_recv() {
+                    Ok(Message::Append(append)) => batch.push(append),
+                    Ok(Message::Close(reply)) => closing = Some(reply),
+                    Err(_) => break,
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let holds_intent = batch
+                .iter()
+                .any(|append| append.rows.iter().any(|row| row.kind == RowKind::Intent));
+            let sync = if holds_intent {
+                Sync::OnCommit
+            } else {
+                Sync::After
+            };
+            match self.commit(&batch, sync) {
+                Ok(seqs) => {
+                    if sync == Sync::OnCommit {
+                        // On disk, with every earlier commit: the head covers them before anyone
+                        // learns their ids.
+                        self.record_head();
+                    } else {
+                        self.unsynced += 1;
+                    }
+                    for (append, seqs) in batch.into_iter().zip(seqs) {
+                        let _ = append.reply.send(Ok(seqs));
+                    }
+                }
+                Err(err) => {
+                    let message = match &err {
+                        rusqlite::Error::SqliteFailure(code, _)
+                            if code.code == rusqlite::ErrorCode::ConstraintViolation =>
+                        {
+                            format!(
+                                "{err} (seq {} is taken: someone other than the daemon wrote to the ledger)",
+                                self.writer.seq + 1
+                            )
+                        }
+                        _ => err.to_string(),
+                    };
+                    tracing::error!(path = %self.path.display(), error = %message, "writing receipts failed");
+                    for append in batch {
+                        let _ = append.reply.send(Err(message.clone()));
+                    }
+                }
+            }
+            if self.unsynced > 0 && closing.is_none() {
+                if self.unsynced < MAX_UNSYNCED_COMMITS
+                    && let Ok(message) = incoming.try_recv()
+                {
+                    waiting = Some(message);
+                } else {
+                    self.sync_wal();
+                }
+            }
+        }
+        if let Some(reply) = closing {
+            let _ = reply.send(self.close());
+        }
+    }
+
+    /// Commits `batch` as one transaction, in `sync` mode.
+    fn commit(&mut self, batch: &[Append], sync: Sync) -> rusqlite::Result<Vec<Vec<i64>>> {
+        if sync != self.sync {
+            let mode = match sync {
+                Sync::OnCommit => "FULL",
+                Sync::After => "NORMAL",
+            };
+            self.conn.pragma_update(None, "synchronous", mode)?;
+            self.sync = sync;
+        }
+        let seqs = write_batch(&mut self.conn, &mut self.writer, batch)?;
+        if sync == Sync::OnCommit {
+            self.unsynced = 0;
+        }
+        Ok(seqs)
+    }
+
+    /// Syncs the WAL, which holds every commit made since the last sync, and records the head.
+    fn sync_wal(&mut self) {
+        let wal_path = PathBuf::from(format!("{}-wal", self.path.display()));
+        if self.wal.is_none() {
+            match std::fs::OpenOptions::new().write(true).open(&wal_path) {
+                Ok(file) => self.wal = Some(file),
+                Err(err) => {
+                    tracing::error!(path = %wal_path.display(), error = %err, "cannot open the WAL to sync it; the head waits for the next synced commit");
+                    return;
+                }
+            }
+        }
+        if let Some(wal) = &self.wal
+            && let Err(err) = wal.sync_data()
+        {
+            tracing::error!(path = %wal_path.display(), error = %err, "syncing the WAL failed; the head waits for the next synced commit");
+            return;
+        }
+        self.unsynced = 0;
+        self.record_head();
+    }
+
+    /// Records the chain's last link in the head: only once it is on disk.
+    fn record_head(&mut self) {
+        if let Err(err) = self.writer.head.record(self.writer.seq, &self.writer.hash) {
+            tracing::error!(error = %err, "recording the receipts head failed; a cut tail may go unnoticed");
+        }
+    }
+
+    /// Syncs what is left, checkpoints the WAL and records the head as closed.
+    fn close(mut self) -> Result<(), String> {
+        if self.unsynced > 0 {
+            self.sync_wal();
+        }
         // A reader (a `receipts verify` running now) can hold the WAL past the busy timeout; the
         // rows are durable in the WAL either way, so that only leaves the WAL for the next start.
-        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-            row.get::<_, i64>(0)
-        }) {
+        match self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            }) {
             Ok(0) => {}
             Ok(_) => {
-                tracing::warn!(path = %path.display(), "the WAL was not checkpointed at shutdown: a reader held it")
+                tracing::warn!(path = %self.path.display(), "the WAL was not checkpointed at shutdown: a reader held it")
             }
             Err(err) => {
-                tracing::warn!(path = %path.display(), error = %err, "the WAL was not checkpointed at shutdown")
+                tracing::warn!(path = %self.path.display(), error = %err, "the WAL was not checkpointed at shutdown")
             }
         }
-        let closed = writer
-            .head
-            .close()
-            .map_err(|err| format!("recording the closed head failed: {err}"));
+        // A head closed short of rows that are not on disk would make them foreign at the next
+        // start; left open, it is only older than the database, which a start accepts.
+        let closed = if self.unsynced > 0 {
+            Err("the last receipts could not be synced; the head is left open".to_string())
+        } else {
+            self.writer
+                .head
+                .close()
+                .map_err(|err| format!("recording the closed head failed: {err}"))
+        };
         if let Err(message) = &closed {
-            tracing::error!(path = %path.display(), error = %message, "closing the receipts ledger");
+            tracing::error!(path = %self.path.display(), error = %message, "closing the receipts ledger");
         }
-        let _ = reply.send(closed);
+        closed
     }
 }
 
@@ -1091,7 +1286,7 @@ mod tests {
     async fn concurrent_appends_chain_and_verify() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
-        let ledger = Ledger::open(&path).unwrap();
+        let ledger = Ledger::open(&path).await.unwrap();
         let mut tasks = Vec::new();
         for i in 0..64 {
             let ledger = ledger.clone();
@@ -1132,7 +1327,7 @@ mod tests {
     async fn tampering_names_the_first_broken_seq() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
-        let ledger = Ledger::open(&path).unwrap();
+        let ledger = Ledger::open(&path).await.unwrap();
         for i in 0..5 {
             ledger
                 .append(vec![row(&format!("c{i}"), RowKind::Intent)])
@@ -1160,7 +1355,7 @@ mod tests {
     async fn interrupted_intents_get_a_result() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
-        let ledger = Ledger::open(&path).unwrap();
+        let ledger = Ledger::open(&path).await.unwrap();
         ledger
             .append(vec![
                 row("done", RowKind::Intent),
@@ -1180,12 +1375,13 @@ mod tests {
             ])
             .await
             .unwrap();
-        assert_eq!(
-            ledger.close_interrupted().await.unwrap(),
-            2,
-            "one result a call"
-        );
-        assert_eq!(ledger.close_interrupted().await.unwrap(), 0);
+        // The next daemon closes them as it opens the store, once.
+        ledger.close().await.unwrap();
+        let (ledger, interrupted) = Ledger::start(&path, MAX_BATCH).opened().await.unwrap();
+        assert_eq!(interrupted, 2, "one result a call");
+        ledger.close().await.unwrap();
+        let (_, interrupted) = Ledger::start(&path, MAX_BATCH).opened().await.unwrap();
+        assert_eq!(interrupted, 0);
         let conn = open_ro(&path).unwrap();
         let rows = list(
             &conn,
@@ -1202,7 +1398,7 @@ mod tests {
     }
 
     async fn ledger_of(path: &Path, calls: usize) -> Ledger {
-        let ledger = Ledger::open(path).unwrap();
+        let ledger = Ledger::open(path).await.unwrap();
         for i in 0..calls {
             let id = format!("c{i}");
             ledger
@@ -1239,7 +1435,10 @@ mod tests {
                 .starts_with("the last 3 receipts (seq 8\u{2013}10) were deleted"),
             "{problem:?}"
         );
-        let refused = Ledger::open(&path).err().expect("opened a cut ledger");
+        let refused = Ledger::open(&path)
+            .await
+            .err()
+            .expect("opened a cut ledger");
         assert!(refused.to_string().contains("were deleted"), "{refused}");
     }
 
@@ -1266,7 +1465,7 @@ mod tests {
             [ProblemKind::RowsAfterClose, ProblemKind::ForeignRow],
             "{verdict:?}"
         );
-        assert!(Ledger::open(&path).is_err());
+        assert!(Ledger::open(&path).await.is_err());
     }
 
     #[tokio::test]

@@ -286,7 +286,9 @@ mod tests {
     #[tokio::test]
     async fn references_in_rows_become_keyed_digests_and_the_request_digest_is_keyed() {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(&dir.path().join("receipts.sqlite")).unwrap();
+        let ledger = Ledger::open(&dir.path().join("receipts.sqlite"))
+            .await
+            .unwrap();
         let sealed = SealedLedger::new(ledger);
         let mut body = serde_json::json!({
             "args": {"complications": {"secrets": {"T": "keychain://github/me"}}},

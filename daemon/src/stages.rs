@@ -596,6 +596,22 @@ impl Stages {
         }
     }
 
+    /// Write intent for an action about to run, while the action reads what its effect will be
+    /// judged against (`PreparedAction::look_before`): the read overlaps the wait for the disk.
+    pub(crate) async fn write_intent_looking(
+        &self,
+        call_id: &str,
+        early: &Early,
+        body: Value,
+        action: &mut dyn PreparedAction,
+    ) -> Result<Open, ToolError> {
+        let (open, ()) = tokio::join!(
+            self.write_intent(call_id, early, body),
+            action.look_before()
+        );
+        open
+    }
+
     /// The intent of a decided call, as every caller writes it.
     pub(crate) fn intent_body(
         caller: &Caller,

@@ -844,7 +844,7 @@ impl Steps<'_> {
         &self,
         index: usize,
         call: &ComputerCall,
-        step: Decided,
+        mut step: Decided,
         approval: Value,
         cancelled: &CancellationToken,
     ) -> StepEnd {
@@ -853,7 +853,10 @@ impl Steps<'_> {
         let step_raw = Value::Object(call.to_arguments());
         let early = self.step_early(index, call, &step_raw, Some(&step.stated));
         let intent = Stages::intent_body(caller, &early, &step, &approval);
-        let open = match stages.write_intent(step_id, &early, intent).await {
+        let open = match stages
+            .write_intent_looking(step_id, &early, intent, step.action.as_mut())
+            .await
+        {
             Ok(open) => open,
             Err(error) => return StepEnd::failed(prefixed(index, call, error)),
         };

@@ -140,8 +140,10 @@ fn caller(surfaces: Option<Vec<SurfaceName>>) -> Caller {
     }
 }
 
-fn gateway(dir: &std::path::Path, calls_allowed: u32) -> Arc<Gateway> {
-    let ledger = Ledger::open(&dir.join("receipts.sqlite")).expect("ledger");
+async fn gateway(dir: &std::path::Path, calls_allowed: u32) -> Arc<Gateway> {
+    let ledger = Ledger::open(&dir.join("receipts.sqlite"))
+        .await
+        .expect("ledger");
     let artifacts = dir.join("artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
     Gateway::new(
@@ -196,7 +198,7 @@ fn rows_of(dir: &std::path::Path, call_id: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_exit_leaves_an_intent_and_a_result() {
     let dir = tempfile::tempdir().unwrap();
-    let gateway = gateway(dir.path(), 0);
+    let gateway = gateway(dir.path(), 0).await;
     let anyone = caller(None);
     let shell = |command: &str| json!({"surface": "shell", "command": command});
     let cancelled_request = || {
@@ -415,7 +417,7 @@ async fn every_exit_leaves_an_intent_and_a_result() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_act_refused_before_anything_was_sent_says_so_in_reply_and_receipt() {
     let dir = tempfile::tempdir().unwrap();
-    let gateway = gateway(dir.path(), 0);
+    let gateway = gateway(dir.path(), 0).await;
     let anyone = caller(None);
     let path = dir.path().join("receipts.sqlite");
     let result_of = |receipt: &str| {
@@ -465,7 +467,7 @@ async fn an_act_refused_before_anything_was_sent_says_so_in_reply_and_receipt() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_step_refused_before_anything_was_sent_says_so_in_its_result() {
     let dir = tempfile::tempdir().unwrap();
-    let gateway = gateway(dir.path(), 0);
+    let gateway = gateway(dir.path(), 0).await;
     let anyone = caller(None);
     for (command, refused) in [
         ("deny", true),
@@ -505,7 +507,7 @@ async fn a_step_refused_before_anything_was_sent_says_so_in_its_result() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rate_limited_call_is_receipted_too() {
     let dir = tempfile::tempdir().unwrap();
-    let gateway = gateway(dir.path(), 1);
+    let gateway = gateway(dir.path(), 1).await;
     let anyone = caller(None);
     let shell = json!({"surface": "shell", "command": "ok"});
     let first = call(
@@ -543,7 +545,7 @@ fn rows_via(dir: &std::path::Path, call_id: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_from_a_run_goes_through_the_same_stages_within_what_the_run_may_call() {
     let dir = tempfile::tempdir().unwrap();
-    let gateway = gateway(dir.path(), 0);
+    let gateway = gateway(dir.path(), 0).await;
     let agent = caller(None);
     let run = "0190aaaa-0000-7000-8000-000000000001";
     let callable: Vec<String> = ["shell.ok", "shell.ask", "shell.deny", "shell.fail"]

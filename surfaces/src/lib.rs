@@ -582,6 +582,11 @@ pub trait PreparedAction: Send {
     fn check_caller(&self, _agent: &str) -> Result<(), ToolError> {
         Ok(())
     }
+    /// Reads what the act's effect will be judged against, once the call is decided and while
+    /// its intent receipt is written, so that the read adds no time of its own. Nothing is sent
+    /// here; `run` reads for itself when this was not called. Only what reads back keeps more
+    /// than the default.
+    async fn look_before(&mut self) {}
     /// Runs the action.
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError>;
 }

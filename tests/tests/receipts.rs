@@ -283,6 +283,15 @@ async fn some_calls(daemon: &Daemon, calls: usize, word: &str) -> i64 {
 async fn an_untouched_ledger_verifies_clean_after_a_clean_stop_and_after_kill_9() {
     let mut daemon = Daemon::start();
     let newest = some_calls(&daemon, 3, "hello").await;
+    // A result is answered once committed and on disk right after; the head names it then.
+    wait_for(
+        "the head to cover the newest row",
+        Duration::from_secs(10),
+        || {
+            let json = daemon.cli(&["receipts", "verify", "--json"]).json();
+            (json["head"]["seq"] == newest).then_some(())
+        },
+    );
     let (ok, text, json) = verify(&daemon);
     assert!(ok, "{text}");
     assert!(

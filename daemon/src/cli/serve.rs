@@ -15,7 +15,7 @@ use crate::config::{Config, ContainmentMode};
 use crate::gateway::Gateway;
 use crate::policy::RulePolicy;
 use crate::ratelimit::RateLimiter;
-use crate::receipts::Ledger;
+use crate::receipts::{Ledger, MAX_BATCH};
 use computer_surfaces::contain::{Containment, ContainmentConfig};
 
 pub async fn run() -> u8 {
@@ -48,15 +48,9 @@ async fn serve() -> anyhow::Result<()> {
     let _state_lock = lock_state_dir(&state_dir, &socket_path)?;
     let socket = crate::server::bind(&socket_path)?;
     let control = crate::control::bind(&paths::control_socket_path())?;
-    let ledger = Ledger::open(&state_dir.join("receipts.sqlite"))?;
-    let interrupted = ledger.close_interrupted().await?;
-    let receipts = ledger.clone();
-    if interrupted > 0 {
-        tracing::warn!(
-            interrupted,
-            "closed calls left unfinished by a previous daemon"
-        );
-    }
+    // Opened and checked on its writer thread while the surfaces are built; nothing is
+    // accepted before it holds.
+    let opening = Ledger::start(&state_dir.join("receipts.sqlite"), MAX_BATCH);
     if !config_path.exists()
         && let Some(dir) = config_path.parent()
     {
@@ -95,6 +89,8 @@ async fn serve() -> anyhow::Result<()> {
     ));
     // Request ids continue across restarts, so a stale `approvals allow ID` meets no other call.
     approvals.keep_ids_in(&state_dir.join("approval-ids"));
+    let (ledger, _interrupted) = opening.opened().await?;
+    let receipts = ledger.clone();
     let gateway = Gateway::new(
         registry,
         Arc::new(rule_policy(&config, &protected)),

@@ -91,6 +91,24 @@ async fn on_display<D: Desktop, T: Send + 'static>(
     tokio::task::spawn_blocking(move || read(&conn)).await.ok()
 }
 
+/// The display's part of a read after the act: the windows and, when asked, the pointer.
+pub(super) struct DisplayRead {
+    windows: Option<Vec<WindowFacts>>,
+    pointer: Option<(i32, i32)>,
+}
+
+fn display_read<D: Desktop>(conn: &D, wants_pointer: bool) -> DisplayRead {
+    let pointer = if wants_pointer && conn.reads_cursor() {
+        conn.cursor().ok()
+    } else {
+        None
+    };
+    DisplayRead {
+        windows: window_facts(conn),
+        pointer,
+    }
+}
+
 fn window_facts<D: Desktop>(conn: &D) -> Option<Vec<WindowFacts>> {
     conn.windows()
         .ok()
@@ -174,12 +192,20 @@ impl Before {
         }
     }
 
+    /// What of the display is read again after the act, on the thread that acted (no hop of
+    /// its own): the first read of [`Before::judge_after`].
+    pub(super) fn display_after<D: Desktop>(&self, conn: &D) -> DisplayRead {
+        display_read(conn, matches!(self.aim, Aim::Pointer(..)))
+    }
+
     /// Reads again after the act until the intended change shows, or nothing readable has
-    /// changed for the settle wait, within the settle bound; then judges.
+    /// changed for the settle wait, within the settle bound; then judges. `first` is the
+    /// display as read right after the act, if it was.
     pub(super) async fn judge_after<D: Desktop>(
         &self,
         conn: &Arc<D>,
         reader: &ElementReader,
+        mut first: Option<DisplayRead>,
     ) -> EffectReport {
         let started = Instant::now();
         let deadline = started + READ_BACK_BOUND;
@@ -189,7 +215,7 @@ impl Before {
         // then less often, up to the settle wait's poll.
         let mut pause = READ_BACK_FIRST_POLL;
         loop {
-            let now = self.read_again(conn, reader, deadline).await;
+            let now = self.read_again(conn, reader, deadline, first.take()).await;
             let report = self.judge(&now, started);
             if self.on_no_window {
                 return report;
@@ -215,18 +241,20 @@ impl Before {
         conn: &Arc<D>,
         reader: &ElementReader,
         deadline: Instant,
+        display: Option<DisplayRead>,
     ) -> Seen {
-        let wants_pointer = matches!(self.aim, Aim::Pointer(..));
-        let (windows, pointer) = on_display(conn, move |conn| {
-            let pointer = if wants_pointer && conn.reads_cursor() {
-                conn.cursor().ok()
-            } else {
-                None
-            };
-            (window_facts(conn), pointer)
-        })
-        .await
-        .unwrap_or((None, None));
+        let DisplayRead { windows, pointer } = match display {
+            Some(read) => read,
+            None => {
+                let wants_pointer = matches!(self.aim, Aim::Pointer(..));
+                on_display(conn, move |conn| display_read(conn, wants_pointer))
+                    .await
+                    .unwrap_or(DisplayRead {
+                        windows: None,
+                        pointer: None,
+                    })
+            }
+        };
         let element = match &self.element {
             Some(handle) => reader.view(handle, deadline).await,
             None => None,
@@ -288,15 +316,16 @@ impl Before {
                 if let (Some(before), Some(now)) = (&self.seen.text, &after.text) {
                     return text_landed(before, now, typed.as_deref(), &within);
                 }
-                if !windows.is_empty() {
-                    return windows_said();
-                }
+                // A window that changed shows that keys arrived somewhere, not that the text
+                // landed: it is told as what was seen, never as confirmation.
+                let seen = if windows.is_empty() {
+                    format!("no window appeared, closed, moved or took focus {within}")
+                } else {
+                    format!("meanwhile {}", windows.join("; "))
+                };
                 EffectReport::new(
                     Effect::Unverifiable,
-                    format!(
-                        "no focused field could be read through AT-SPI, and no window appeared, \
-                         closed, moved or took focus {within}"
-                    ),
+                    format!("no focused field could be read through AT-SPI; {seen}"),
                 )
             }
             Aim::Key => {
@@ -489,6 +518,35 @@ mod tests {
         );
         assert!(window_changes(Some(&before), Some(&before)).is_empty());
         assert!(window_changes(None, Some(&after)).is_empty());
+    }
+
+    #[test]
+    fn typing_where_no_field_reads_is_unverifiable_even_when_a_window_changed() {
+        let seen = |windows: Vec<WindowFacts>| Seen {
+            windows: Some(windows),
+            pointer: None,
+            element: None,
+            text: None,
+        };
+        let typed = Before {
+            aim: Aim::Text(Some("hello".into())),
+            seen: seen(vec![window(1, "Main", true), window(2, "Old", false)]),
+            on_no_window: false,
+            element: None,
+            field: None,
+        };
+        // The focus moved and a window closed: keys went somewhere, the text may not have.
+        let after = seen(vec![window(1, "Main", false)]);
+        let report = typed.judge(&after, Instant::now());
+        assert_eq!(report.effect, Effect::Unverifiable, "{report:?}");
+        assert!(report.evidence.contains("closed"), "{report:?}");
+        assert!(!report.evidence.contains("hello"), "{report:?}");
+        // A key combo is judged on the windows: that a window closed is what it shows.
+        let key = Before {
+            aim: Aim::Key,
+            ..typed
+        };
+        assert_eq!(key.judge(&after, Instant::now()).effect, Effect::Confirmed);
     }
 
     #[test]

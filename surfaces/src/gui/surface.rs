@@ -953,6 +953,7 @@ impl<B: Backend> GuiSurface<B> {
             read_back: self.read_back.load(Ordering::Relaxed),
             seen,
             snapshots: self.snapshots.clone(),
+            before: None,
         })
     }
 
@@ -1036,6 +1037,8 @@ struct GuiRun<B: Backend> {
     seen: Option<Seen<GuiSnapshot>>,
     /// Where observations are kept for the acts that name them.
     snapshots: Arc<Snapshots<GuiSnapshot>>,
+    /// What the act's effect is judged against, once `look_before` read it.
+    before: Option<Before>,
 }
 
 /// The window an action acts on or reads: the one it names, the active one for keyboard input,
@@ -1121,6 +1124,14 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         }
     }
 
+    async fn look_before(&mut self) {
+        if self.read_back
+            && let Some(aim) = aim_of(&self.action)
+        {
+            self.before = Some(Before::read(&self.conn, &self.reader, aim).await);
+        }
+    }
+
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let GuiRun {
             backend,
@@ -1132,6 +1143,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             read_back,
             seen,
             snapshots,
+            before,
             ..
         } = *self;
         if consent.is_some() {
@@ -1147,8 +1159,9 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         // What the act is read back against, read before it (acts only).
         let aim = aim_of(&action);
         let acts = aim.is_some();
-        let before = match aim {
-            Some(aim) if read_back => Some(Before::read(&conn, &reader, aim).await),
+        let before = match (before, aim) {
+            (Some(before), _) => Some(before),
+            (None, Some(aim)) if read_back => Some(Before::read(&conn, &reader, aim).await),
             _ => None,
         };
         let worker = conn.clone();
@@ -1156,8 +1169,14 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             seen,
             store: snapshots,
         };
-        let result = tokio::task::spawn_blocking(move || {
-            execute(&*worker, action, &ctx, &terminals, &bound)
+        // The first read after the act is made on the thread that acted, before it returns.
+        let (result, before, first_read) = tokio::task::spawn_blocking(move || {
+            let result = execute(&*worker, action, &ctx, &terminals, &bound);
+            let first_read = match (&result, &before) {
+                (Ok(_), Some(before)) => Some(before.display_after(&*worker)),
+                _ => None,
+            };
+            (result, before, first_read)
         })
         .await
         .map_err(|err| SurfaceError::Failed {
@@ -1167,7 +1186,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             Ok(mut outcome) => {
                 match before {
                     Some(before) => before
-                        .judge_after(&conn, &reader)
+                        .judge_after(&conn, &reader, first_read)
                         .await
                         .record(&mut outcome),
                     None if acts => EffectReport::read_back_off().record(&mut outcome),
