@@ -184,6 +184,7 @@ impl Ledger {
                         let mut loop_state = WriterLoop::new(conn, writer, writer_path, max_batch);
                         match loop_state.close_interrupted() {
                             Ok(count) => {
+                                loop_state.release_memory();
                                 let _ = ready.send(Ok(count));
                                 loop_state.run(incoming);
                             }
@@ -567,6 +568,14 @@ impl WriterLoop {
             );
         }
         Ok(count)
+    }
+
+    /// Gives back the page cache that checking the store filled: appends need few pages, and
+    /// a daemon that idles should not keep a scan of the whole ledger resident.
+    fn release_memory(&self) {
+        if let Err(err) = self.conn.execute_batch("PRAGMA shrink_memory") {
+            tracing::debug!(error = %err, "the receipts store kept its cache");
+        }
     }
 
     /// Serves appends until closed or every handle is gone. Appends waiting together are
