@@ -10,7 +10,7 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use computer_surfaces::mask::{MIN_FORM, Masker};
-use computer_surfaces::session::fuzzing::FuzzTerminal;
+use computer_surfaces::shell::session::fuzzing::FuzzTerminal;
 use libfuzzer_sys::fuzz_target;
 
 /// Secrets are drawn from a small alphabet so that the rest of the input meets them often.

@@ -4,8 +4,10 @@
 //! # Layout
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
-//! - [`shell`]: one-shot command runs in their own process group.
-//! - [`session`]: the shell surface's terminal sessions (a program on a pty, its screen as text).
+//! - [`shell`]: the shell surface: one-shot command runs in their own process group, and its
+//!   terminal sessions ([`shell::session`]: a program on a pty, its screen as text).
+//! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
+//!   in its environment, the children the daemon waits for itself).
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
 //! - [`effect`]: what an act achieved, read back after it (`effect`, `effect_evidence`).
 //! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
@@ -28,9 +30,9 @@ pub mod mask;
 pub mod registry;
 pub mod script;
 pub mod secrets;
-pub mod session;
 pub mod shell;
 pub mod snapshot;
+pub mod spawn;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -507,6 +507,31 @@ pub fn secret_in_place(value: &Value, at: &str) -> Result<Option<SecretRef>, Too
     }
 }
 
+/// `complications.secrets`: each name a variable of the run, each value a reference. The value
+/// goes into the run's environment, not its stdin (which stays the run's own input, as the call
+/// gives it) and never its argv (readable by every process in `/proc/PID/cmdline`): tools read
+/// tokens from variables (`GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`), as with `op run`.
+pub(crate) fn env_secrets(
+    complications: &Complications,
+) -> Result<Vec<(String, SecretRef)>, ToolError> {
+    let mut secrets = Vec::new();
+    for (name, text) in &complications.secrets {
+        let at = format!("complications.secrets.{name}");
+        check_env_name(name, &at)?;
+        if complications.env.contains_key(name) {
+            // Which value the run would see would depend on an order the approver is not
+            // shown: one name, one source.
+            return Err(ToolError::invalid(format!(
+                "`{name}` is both in env and in secrets; a secret's variable cannot also be set \
+                 by env"
+            ))
+            .at(format!("complications.env.{name}")));
+        }
+        secrets.push((name.clone(), parse_reference(text, &at)?));
+    }
+    Ok(secrets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

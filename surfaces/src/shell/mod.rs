@@ -1,5 +1,8 @@
 //! The shell surface: one-shot runs of argv or a `/bin/sh -c` script in their own process group,
-//! with a scrubbed environment, a deadline that kills the whole group, and bounded output capture.
+//! with a scrubbed environment, a deadline that kills the whole group, and bounded output capture;
+//! its terminal sessions live in [`session`].
+
+pub mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -20,11 +23,13 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
 use crate::keychain::SecretRef;
-use crate::session::{self, SessionSettings, Sessions};
+use crate::secrets::env_secrets;
+use crate::spawn::{OwnChild, own_children, resolve_program, zero_secret_env};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk,
     SectionError, StdinFacts, Surface, SurfaceError, decode_args, receipt_value,
 };
+use session::{SessionSettings, Sessions};
 
 const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<RunArgs>("run", Risk::Act),
@@ -546,31 +551,6 @@ impl ShellRun {
     }
 }
 
-/// `complications.secrets`: each name a variable of the run, each value a reference. The value
-/// goes into the run's environment, not its stdin (which stays the run's own input, as the call
-/// gives it) and never its argv (readable by every process in `/proc/PID/cmdline`): tools read
-/// tokens from variables (`GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`), as with `op run`.
-pub(crate) fn env_secrets(
-    complications: &Complications,
-) -> Result<Vec<(String, SecretRef)>, ToolError> {
-    let mut secrets = Vec::new();
-    for (name, text) in &complications.secrets {
-        let at = format!("complications.secrets.{name}");
-        crate::secrets::check_env_name(name, &at)?;
-        if complications.env.contains_key(name) {
-            // Which value the run would see would depend on an order the approver is not
-            // shown: one name, one source.
-            return Err(ToolError::invalid(format!(
-                "`{name}` is both in env and in secrets; a secret's variable cannot also be set \
-                 by env"
-            ))
-            .at(format!("complications.env.{name}")));
-        }
-        secrets.push((name.clone(), crate::secrets::parse_reference(text, &at)?));
-    }
-    Ok(secrets)
-}
-
 /// The stricter sandbox a call asks for, checked: writable paths absolute and existing.
 fn run_limits(complications: &Complications) -> Result<RunLimits, ToolError> {
     let Some(sandbox) = &complications.sandbox else {
@@ -815,20 +795,6 @@ impl PreparedAction for ShellRun {
             inline_image: None,
             receipt,
         })
-    }
-}
-
-/// Zeroes this daemon's copy of the secrets' values (the variables `names`) in a run's
-/// environment once the run has it. (Copies the standard library or containment made to start
-/// the run are theirs.)
-pub(crate) fn zero_secret_env<'a>(exec: &mut ExecSpec, names: impl Iterator<Item = &'a String>) {
-    use std::os::unix::ffi::OsStringExt;
-    let names: Vec<&String> = names.collect();
-    for (key, value) in &mut exec.env {
-        if names.iter().any(|name| key.as_os_str() == name.as_str()) {
-            let bytes = std::mem::take(value).into_vec();
-            drop(zeroize::Zeroizing::new(bytes));
-        }
     }
 }
 
@@ -1085,49 +1051,10 @@ async fn join_capture(
     }
 }
 
-/// Finds `name` the way execvp would: as given when it holds a slash, else in each PATH directory.
-pub(crate) fn resolve_program(name: &str, path_var: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |path: &Path| {
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.contains('/') {
-        return Some(PathBuf::from(name));
-    }
-    path_var
-        .split(':')
-        .map(|dir| {
-            if dir.is_empty() {
-                Path::new(".")
-            } else {
-                Path::new(dir)
-            }
-        })
-        .map(|dir| dir.join(name))
-        .find(|candidate| runnable(candidate))
-}
-
 fn kill_group(pgid: i32) {
     // SAFETY: killpg only sends a signal; a group that is already gone yields ESRCH, ignored.
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
-    }
-}
-
-/// The pids of the children that shell runs spawned and wait for themselves. A process that
-/// reaps orphans it adopted (the daemon is a child subreaper) must leave these alone: their exit
-/// status belongs to their waiter. Hold the lock while reaping; spawns take it too.
-pub fn own_children() -> MutexGuard<'static, BTreeSet<u32>> {
-    static OWN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
-    OWN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Unregisters a run's child once the run is done with it.
-struct OwnChild(u32);
-
-impl Drop for OwnChild {
-    fn drop(&mut self) {
-        own_children().remove(&self.0);
     }
 }
 

@@ -703,7 +703,7 @@ fn prepare_open(
     sandbox: RunLimits,
 ) -> Result<Open, ToolError> {
     check_size(args.rows, args.cols)?;
-    let secrets = crate::shell::env_secrets(complications)?;
+    let secrets = crate::secrets::env_secrets(complications)?;
     let (argv, login) = match args.argv {
         Some(argv) => {
             if argv.is_empty() || argv[0].is_empty() {
@@ -819,7 +819,7 @@ impl PreparedAction for Open {
             .and_then(|p| p.to_str())
             .unwrap_or_default()
             .to_string();
-        let program = crate::shell::resolve_program(&self.argv[0], &path_var).ok_or_else(|| {
+        let program = crate::spawn::resolve_program(&self.argv[0], &path_var).ok_or_else(|| {
             SurfaceError::Failed {
                 message: format!(
                     "command not found: `{}` (not an existing path, nor on PATH={path_var})",
@@ -853,7 +853,7 @@ impl PreparedAction for Open {
             size,
             &marker,
         );
-        crate::shell::zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
+        crate::spawn::zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
         let spawned = spawned?;
         let (changed, _) = watch::channel(0u64);
         let program_name = crate::script::file_name(&self.argv[0]).trim_start_matches('-');
