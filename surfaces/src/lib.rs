@@ -6,6 +6,8 @@
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`shell`]: the shell surface: one-shot command runs in their own process group, and its
 //!   terminal sessions ([`shell::session`]: a program on a pty, its screen as text).
+//! - [`command_line`]: a terminal's command line as typed keys leave it (gui terminals and
+//!   shell sessions).
 //! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
 //!   in its environment, the children the daemon waits for itself).
 //! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
@@ -22,6 +24,7 @@
 pub mod applescript;
 pub mod ax;
 pub mod capture;
+pub mod command_line;
 pub mod contain;
 pub mod effect;
 pub mod gui;

@@ -19,8 +19,9 @@ use super::keys::{self, Combo};
 use super::person;
 use super::read_back::{Aim, Before};
 use super::seen::{self, GuiSnapshot};
-use super::terminal::{self, Effect, Line, LineTracker, TerminalApps};
+use super::terminal::{self, LineTracker, TerminalApps};
 use crate::ax::ElementReader;
+use crate::command_line::{self, Effect, Line};
 use crate::keychain::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
 use crate::snapshot::{Seen, Snapshots};
@@ -164,7 +165,7 @@ enum Keys<'a> {
 impl Keys<'_> {
     fn apply(self, line: &Line) -> Effect {
         match self {
-            Keys::Text(text) => terminal::type_text(line, text),
+            Keys::Text(text) => command_line::type_text(line, text),
             Keys::Combo(combo, name) => terminal::press(line, combo, name),
             // The value is resolved only at run time and must never land in facts or
             // receipts: the line goes on, opaque. (A value with a line break is refused when

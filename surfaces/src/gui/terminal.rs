@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::keys::Combo;
+use crate::command_line::{Effect, Line};
 
 /// Terminal emulators, matched case-insensitively against a window's application names (the X11
 /// WM_CLASS instance and class; the application's name on macOS). `*` stands for any run of
@@ -71,9 +72,6 @@ pub const DEFAULT_TERMINAL_APPS: &[&str] = &[
     "com.googlecode.iterm2",
 ];
 
-/// Longest line kept per window; a longer one becomes opaque rather than growing without bound.
-const MAX_LINE_BYTES: usize = 64 * 1024;
-
 /// Which windows are terminal emulators.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalApps {
@@ -127,52 +125,6 @@ fn glob_matches(pattern: &str, text: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
-/// A terminal's current command line as far as it can be known.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Line {
-    /// The characters typed into it that this module followed, in order.
-    pub text: String,
-    /// Why the line's content is not known exactly, when so.
-    pub opaque: Option<String>,
-}
-
-impl Line {
-    pub fn make_opaque(&mut self, why: impl Into<String>) {
-        if self.opaque.is_none() {
-            self.opaque = Some(why.into());
-        }
-    }
-
-    fn push(&mut self, c: char) {
-        if self.text.len() + c.len_utf8() > MAX_LINE_BYTES {
-            self.make_opaque(format!(
-                "the line grew past {MAX_LINE_BYTES} bytes, more than is followed"
-            ));
-        } else {
-            self.text.push(c);
-        }
-    }
-
-    fn backspace(&mut self) {
-        match self.text.chars().last() {
-            None => {}
-            // A character outside ASCII may be one of several that draw as one glyph, which a
-            // line editor may erase together.
-            Some(c) if c.is_ascii() => {
-                self.text.pop();
-            }
-            Some(_) => self.make_opaque("BackSpace over a character outside ASCII"),
-        }
-    }
-}
-
-/// What keys do to a terminal's line: the lines they end (run by the shell), and the line left.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Effect {
-    pub completed: Vec<Line>,
-    pub after: Line,
-}
-
 /// Keysyms (see `keys.rs`).
 const RETURN: u32 = 0xff0d;
 const BACKSPACE: u32 = 0xff08;
@@ -186,24 +138,6 @@ fn keysym_char(keysym: u32) -> Option<char> {
         0x20..=0x7e | 0xa0..=0xff => char::from_u32(keysym),
         0x0100_0000..=0x0110_ffff => char::from_u32(keysym - 0x0100_0000),
         _ => None,
-    }
-}
-
-/// Typing `text` onto `line`: "\n" (and "\r") is Return, "\t" is Tab, "\u{8}" is BackSpace.
-pub fn type_text(line: &Line, text: &str) -> Effect {
-    let mut current = line.clone();
-    let mut completed = Vec::new();
-    for c in text.chars() {
-        match c {
-            '\n' | '\r' => completed.push(std::mem::take(&mut current)),
-            '\t' => current.make_opaque("Tab (completion) changes the line in ways not followed"),
-            '\u{8}' => current.backspace(),
-            c => current.push(c),
-        }
-    }
-    Effect {
-        completed,
-        after: current,
     }
 }
 
@@ -334,6 +268,7 @@ impl Held<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command_line::type_text;
     use crate::gui::keys::parse_combo;
 
     fn press_named(line: &Line, name: &str) -> Effect {

@@ -44,8 +44,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::CapturedText;
+use crate::command_line::Line;
 use crate::contain::{Containment, ExecSpec, RunLimits};
-use crate::gui::terminal::Line;
 use crate::keychain::SecretRef;
 use crate::secrets::{CallSecrets, SecretDestination, SecretUse};
 use crate::{
@@ -1041,7 +1041,7 @@ struct SendInput {
     keys: Vec<String>,
     /// The shell's line this send was decided on, and what it does to it.
     generation: u64,
-    effect: Option<crate::gui::terminal::Effect>,
+    effect: Option<crate::command_line::Effect>,
 }
 
 /// Checks what a send's args say on their own, before its session is looked up: whether a
