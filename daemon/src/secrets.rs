@@ -235,7 +235,7 @@ impl Write for MaskedLogLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use computer_surfaces::keychain::SecretRef;
+    use computer_surfaces::secret_store::SecretRef;
     use computer_surfaces::secrets::Resolve;
     use secrecy::SecretString;
     use std::sync::Arc;

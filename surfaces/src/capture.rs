@@ -463,7 +463,7 @@ mod tests {
         impl crate::secrets::Resolve for Fixed {
             fn resolve(
                 &self,
-                _: &crate::keychain::SecretRef,
+                _: &crate::secret_store::SecretRef,
             ) -> Result<secrecy::SecretString, String> {
                 Ok("tok-0123456789".into())
             }
@@ -471,7 +471,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut ctx = context(dir.path(), Arc::new(ArtifactQuota::unlimited()));
         ctx.secrets = Arc::new(crate::secrets::CallSecrets::with_resolver(Arc::new(Fixed)));
-        let reference = crate::keychain::SecretRef::parse("keychain://s/a").unwrap();
+        let reference = crate::secret_store::SecretRef::parse("keychain://s/a").unwrap();
         ctx.secrets.resolve("TOKEN", &reference).unwrap();
         let limits = CaptureLimits {
             memory_bytes: 16,

@@ -15,6 +15,8 @@
 //! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
 //! - [`secrets`]: secrets a call references, the per-call holder of resolved values that masks
 //!   everything the call produces, and resolution at the moment of use.
+//! - [`secret_store`]: references, the seam over the OS keychain and its store, which every
+//!   surface uses (the `keychain` surface is one of them).
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
@@ -32,6 +34,7 @@ pub mod keychain;
 pub mod mask;
 pub mod registry;
 pub mod script;
+pub mod secret_store;
 pub mod secrets;
 pub mod shell;
 pub mod snapshot;

@@ -628,7 +628,7 @@ impl Job {
 
     /// The stored secret `set_value` sets, when its value is `{"secret": "keychain://…"}`
     /// (checked at prepare); resolved only when the call runs.
-    pub fn secret(&self) -> Option<crate::keychain::SecretRef> {
+    pub fn secret(&self) -> Option<crate::secret_store::SecretRef> {
         match self {
             Job::Act {
                 value: Some(value @ Value::Object(_)),

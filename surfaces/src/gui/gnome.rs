@@ -583,7 +583,7 @@ impl Backend {
                 conn: None,
                 last_error: None,
             }),
-            consent: Arc::new(Consent::new(crate::keychain::system_store())),
+            consent: Arc::new(Consent::new(crate::secret_store::system_store())),
         }
     }
 

@@ -943,7 +943,7 @@ impl Backend {
                 conn: None,
                 last_error: None,
             }),
-            tokens: Arc::new(RestoreToken::new(crate::keychain::system_store())),
+            tokens: Arc::new(RestoreToken::new(crate::secret_store::system_store())),
         }
     }
 

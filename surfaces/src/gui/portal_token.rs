@@ -10,7 +10,7 @@ use std::sync::Arc;
 use secrecy::SecretString;
 
 use super::gnome_consent::{SERVICE, off_runtime};
-use crate::keychain::{SecretRef, SecretStore, StoreError};
+use crate::secret_store::{SecretRef, SecretStore, StoreError};
 
 pub const ACCOUNT: &str = "portal-restore-token";
 
@@ -126,10 +126,10 @@ pub(super) mod tests {
             items.retain(|(r, _)| r != reference);
             Ok(items.len() < before)
         }
-        fn list(&self) -> Result<Vec<crate::keychain::ItemInfo>, StoreError> {
+        fn list(&self) -> Result<Vec<crate::secret_store::ItemInfo>, StoreError> {
             Ok(Vec::new())
         }
-        fn info(&self, _: &SecretRef) -> Result<Option<crate::keychain::ItemInfo>, StoreError> {
+        fn info(&self, _: &SecretRef) -> Result<Option<crate::secret_store::ItemInfo>, StoreError> {
             Ok(None)
         }
         fn probe(&self) -> Result<(), StoreError> {
@@ -142,7 +142,7 @@ pub(super) mod tests {
 
     #[test]
     fn the_token_is_among_the_items_no_call_may_set() {
-        assert!(SERVICE.starts_with(crate::keychain::DAEMON_SERVICES));
+        assert!(SERVICE.starts_with(crate::secret_store::DAEMON_SERVICES));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::seen::{self, GuiSnapshot};
 use super::terminal::{self, LineTracker, TerminalApps};
 use crate::ax::ElementReader;
 use crate::command_line::{self, Effect, Line};
-use crate::keychain::SecretRef;
+use crate::secret_store::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
 use crate::snapshot::{Seen, Snapshots};
 use crate::{

@@ -11,9 +11,9 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::reference::SecretRef;
-use super::store::{
-    ItemInfo, STORE_DEADLINE, SecretStore, StoreError, call_with_deadline, system_store,
+use crate::secret_store::{
+    DAEMON_SERVICES, ItemInfo, STORE_DEADLINE, SecretRef, SecretStore, StoreError,
+    call_with_deadline, system_store,
 };
 use crate::{
     ActionFacts, Availability, CallContext, CapturedText, CommandSpec, NoArgs, Outcome,
@@ -343,9 +343,6 @@ impl Surface for KeychainSurface {
         }))
     }
 }
-
-/// The services of the daemon's own keychain items, which calls may not set.
-pub const DAEMON_SERVICES: &str = "computer.";
 
 enum Op {
     List,

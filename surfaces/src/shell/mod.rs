@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
 use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
-use crate::keychain::SecretRef;
+use crate::secret_store::SecretRef;
 use crate::secrets::env_secrets;
 use crate::spawn::{OwnChild, own_children, resolve_program, zero_secret_env};
 use crate::{

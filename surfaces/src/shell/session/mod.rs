@@ -46,7 +46,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::CapturedText;
 use crate::command_line::Line;
 use crate::contain::{Containment, ExecSpec, RunLimits};
-use crate::keychain::SecretRef;
+use crate::secret_store::SecretRef;
 use crate::secrets::{CallSecrets, SecretDestination, SecretUse};
 use crate::{
     ActionFacts, CallContext, CommandSpec, Effect, EffectReport, NoArgs, Outcome, PreparedAction,
