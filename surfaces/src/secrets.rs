@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
-use computer_ipc::{ErrorCode, ToolError};
+use computer_ipc::{Complications, ErrorCode, ToolError};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde_json::Value;
