@@ -518,7 +518,7 @@ async fn run() {
         receipted_rmcp.p50.as_secs_f64() / direct.p50.as_secs_f64()
     );
     println!(
-        "| pipeline alone (socket + MCP + validation + 2 durable receipts), p50 / p99 / mean | {} / {} / {} | direct spawn of `true`: {} | {:.2}× | p50 ≤ 1 ms |",
+        "| pipeline alone (socket + MCP + validation + 2 receipts: the intent on disk before, the result committed before and on disk right after the reply), p50 / p99 / mean | {} / {} / {} | direct spawn of `true`: {} | {:.2}× | p50 ≤ 1 ms |",
         ms(pipeline.p50),
         ms(pipeline.p99),
         ms(pipeline.mean),
