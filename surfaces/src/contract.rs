@@ -12,6 +12,8 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::secrets;
+
 pub use crate::capture::{Artifact, ArtifactQuota, CapturedText};
 pub use crate::effect::{Effect, EffectReport};
 
