@@ -30,11 +30,15 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::of::<NoArgs>("deny", Risk::Observe),
     CommandSpec::of::<NoArgs>("ask", Risk::Act),
     CommandSpec::of::<NoArgs>("unsent", Risk::Act),
+    CommandSpec::of::<NoArgs>("look", Risk::Observe),
 ];
+
+/// The commands whose action was asked to look before it ran, by any test.
+static LOOKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 struct Fake;
 
-struct FakeAction(String);
+struct FakeAction(String, bool);
 
 #[async_trait]
 impl PreparedAction for FakeAction {
@@ -51,8 +55,15 @@ impl PreparedAction for FakeAction {
     fn facts(&self) -> ActionFacts {
         ActionFacts::default()
     }
+    async fn look_before(&mut self) {
+        LOOKED.lock().unwrap().push(self.0.clone());
+        self.1 = true;
+    }
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         match self.0.as_str() {
+            "look" if !self.1 => Err(SurfaceError::Failed {
+                message: "ran without having looked".into(),
+            }),
             "fail" => Err(SurfaceError::Failed {
                 message: "it broke".into(),
             }),
@@ -104,7 +115,7 @@ impl Surface for Fake {
         if command == "bad" || !COMMANDS.iter().any(|c| c.name == command) {
             return Err(ToolError::invalid("not a fake command").at("command"));
         }
-        Ok(Box::new(FakeAction(command.to_string())))
+        Ok(Box::new(FakeAction(command.to_string(), false)))
     }
 }
 
@@ -596,4 +607,37 @@ async fn a_call_from_a_run_goes_through_the_same_stages_within_what_the_run_may_
         assert_eq!(rows_of(dir.path(), receipt), ["intent", "result"]);
         assert_eq!(rows_via(dir.path(), receipt), [json!(run), json!(run)]);
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_action_looks_before_it_runs_and_a_denied_one_never_looks() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = gateway(dir.path(), 0).await;
+    let anyone = caller(None);
+    let shell = |command: &str| json!({"surface": "shell", "command": command});
+    let looked = call(
+        &gateway,
+        &anyone,
+        TOOL_NAME,
+        shell("look"),
+        CallCancel::default(),
+    )
+    .await;
+    assert_eq!(
+        looked["ok"], true,
+        "the action ran without looking: {looked}"
+    );
+    let denied = call(
+        &gateway,
+        &anyone,
+        TOOL_NAME,
+        shell("deny"),
+        CallCancel::default(),
+    )
+    .await;
+    assert_eq!(denied["ok"], false, "{denied}");
+    let seen = LOOKED.lock().unwrap().clone();
+    assert!(seen.iter().any(|c| c == "look"), "{seen:?}");
+    // Policy refused it: nothing of it may touch the desktop, not even a read.
+    assert!(!seen.iter().any(|c| c == "deny"), "{seen:?}");
 }
