@@ -42,6 +42,21 @@ CREATE TABLE IF NOT EXISTS receipts (
 );
 CREATE INDEX IF NOT EXISTS receipts_call_id ON receipts (call_id);
 CREATE INDEX IF NOT EXISTS receipts_at_ms ON receipts (at_ms);
+CREATE TABLE IF NOT EXISTS open_calls (
+    call_id TEXT PRIMARY KEY,
+    seq     INTEGER NOT NULL,
+    surface TEXT NOT NULL,
+    command TEXT NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The calls whose intent has no result yet, found the slow way: every intent of the ledger
+/// against its results. Run once, to fill `open_calls` in a store from before it.
+const OPEN_CALLS_SCAN: &str = "
+INSERT OR IGNORE INTO open_calls (call_id, seq, surface, command)
+SELECT call_id, MIN(seq), surface, command FROM receipts i WHERE kind = 'intent'
+AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.call_id = i.call_id AND r.kind = 'result')
+GROUP BY call_id;
 ";
 
 /// Which half of a call a row records.
@@ -265,7 +280,14 @@ fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
         .map_err(sql_err)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql_err)?;
+    let had_open_calls = has_table(&conn, "open_calls").map_err(sql_err)?;
     conn.execute_batch(SCHEMA).map_err(sql_err)?;
+    // `open_calls` lists the calls without a result as rows are written, so that closing them at
+    // start reads a handful of rows instead of the whole ledger; a store from before it is
+    // scanned for them once.
+    if !had_open_calls {
+        conn.execute_batch(OPEN_CALLS_SCAN).map_err(sql_err)?;
+    }
     // Stores from before the key have no `mark` column; their rows stay unmarked.
     if !has_mark_column(&conn).map_err(sql_err)? {
         conn.execute_batch("ALTER TABLE receipts ADD COLUMN mark TEXT")
@@ -283,10 +305,10 @@ fn has_mark_column(conn: &Connection) -> rusqlite::Result<bool> {
     .map(|n| n > 0)
 }
 
-fn has_receipts_table(conn: &Connection) -> rusqlite::Result<bool> {
+fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
     conn.query_row(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'receipts'",
-        [],
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
         |row| row.get::<_, i64>(0),
     )
     .map(|n| n > 0)
@@ -532,11 +554,7 @@ impl WriterLoop {
         let open: Vec<(String, String, String)> = query_all(
             &self.conn,
             &self.path,
-            // A call asked for approval has two intents (asked, then decided): one result
-            // closes it.
-            "SELECT call_id, surface, command FROM receipts i WHERE kind = 'intent'
-             AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.call_id = i.call_id AND r.kind = 'result')
-             GROUP BY call_id ORDER BY MIN(seq)",
+            "SELECT call_id, surface, command FROM open_calls ORDER BY seq",
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )?;
         let count = open.len();
@@ -759,6 +777,10 @@ fn write_batch(
             "INSERT INTO receipts (seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash, mark)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
+        let mut opened = tx.prepare_cached(
+            "INSERT OR IGNORE INTO open_calls (call_id, seq, surface, command) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        let mut closed = tx.prepare_cached("DELETE FROM open_calls WHERE call_id = ?1")?;
         for append in batch {
             let mut seqs = Vec::with_capacity(append.rows.len());
             for row in &append.rows {
@@ -779,6 +801,14 @@ fn write_batch(
                     hash,
                     mark
                 ])?;
+                // A call asked for approval has two intents (asked, then decided): the first
+                // opens it, one result closes it.
+                match row.kind {
+                    RowKind::Intent => {
+                        opened.execute(params![row.call_id, seq, row.surface, row.command])?
+                    }
+                    RowKind::Result => closed.execute(params![row.call_id])?,
+                };
                 prev_hash = hash;
                 seqs.push(seq);
             }
@@ -1133,7 +1163,7 @@ fn walk_chain(
         walk.hash_at_head = Some(GENESIS_HASH.to_string());
     }
     // A file someone replaced with an empty database has no table: it holds no receipts.
-    if !has_receipts_table(conn).map_err(sql_err)? {
+    if !has_table(conn, "receipts").map_err(sql_err)? {
         return Ok(walk);
     }
     let mark = if has_mark_column(conn).map_err(sql_err)? {
@@ -1404,6 +1434,39 @@ mod tests {
         assert_eq!(rows[1].body["outcome"], "interrupted");
         let verdict = verify(&path).unwrap();
         assert!(verdict.holds() && verdict.rows == 7, "{verdict:?}");
+    }
+
+    #[tokio::test]
+    async fn a_store_from_before_open_calls_is_scanned_once_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        let ledger = Ledger::open(&path).await.unwrap();
+        ledger
+            .append(vec![
+                row("done", RowKind::Intent),
+                row("done", RowKind::Result),
+            ])
+            .await
+            .unwrap();
+        ledger
+            .append(vec![row("open", RowKind::Intent)])
+            .await
+            .unwrap();
+        ledger.close().await.unwrap();
+        // What an older daemon left: the same rows, no list of open calls.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP TABLE open_calls")
+            .unwrap();
+        let (ledger, interrupted) = Ledger::start(&path, MAX_BATCH).opened().await.unwrap();
+        assert_eq!(interrupted, 1, "the open call found by the scan");
+        ledger.close().await.unwrap();
+        let open: i64 = open_ro(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM open_calls", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(open, 0, "closed, and kept up since");
+        assert!(verify(&path).unwrap().holds());
     }
 
     async fn ledger_of(path: &Path, calls: usize) -> Ledger {
