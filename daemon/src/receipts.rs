@@ -190,23 +190,17 @@ impl Ledger {
         let spawned = std::thread::Builder::new()
             .name("receipts-writer".into())
             .spawn(move || {
-                let taken = open_rw(&writer_path).and_then(|conn| {
+                let opened = open_rw(&writer_path).and_then(|conn| {
                     let writer = take_over(&conn, &writer_path)?;
-                    Ok((conn, writer))
+                    let mut writer = WriterLoop::new(conn, writer, writer_path, max_batch);
+                    let interrupted = writer.close_interrupted()?;
+                    writer.release_memory();
+                    Ok((writer, interrupted))
                 });
-                match taken {
-                    Ok((conn, writer)) => {
-                        let mut loop_state = WriterLoop::new(conn, writer, writer_path, max_batch);
-                        match loop_state.close_interrupted() {
-                            Ok(count) => {
-                                loop_state.release_memory();
-                                let _ = ready.send(Ok(count));
-                                loop_state.run(incoming);
-                            }
-                            Err(err) => {
-                                let _ = ready.send(Err(err));
-                            }
-                        }
+                match opened {
+                    Ok((writer, interrupted)) => {
+                        let _ = ready.send(Ok(interrupted));
+                        writer.run(incoming);
                     }
                     Err(err) => {
                         let _ = ready.send(Err(err));
@@ -511,12 +505,12 @@ fn hash_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
 /// Commits whose rows are on disk before the head may name them: a head past what the disk
 /// holds would read, after a power cut, as a cut tail.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Sync {
+enum Durability {
     /// `synchronous = FULL`: the commit returns once the WAL is on disk.
     OnCommit,
     /// `synchronous = NORMAL`: the commit is in the WAL (safe from a killed daemon, not yet from
     /// a power cut) and is synced right after its callers are answered.
-    After,
+    AfterReply,
 }
 
 /// Results-only commits left unsynced while more appends keep arriving, at most.
@@ -529,10 +523,12 @@ struct WriterLoop {
     path: PathBuf,
     max_batch: usize,
     /// The mode the connection commits in now.
-    sync: Sync,
-    /// Commits made in [`Sync::After`] mode and not yet synced.
+    durability: Durability,
+    /// Commits made in [`Durability::AfterReply`] mode and not yet synced.
     unsynced: usize,
-    /// The WAL, opened on first need, to sync commits made in [`Sync::After`] mode.
+    /// The WAL (SQLite's `-wal` file beside the store), opened on first need, to sync commits
+    /// made in [`Durability::AfterReply`] mode.
+    wal_path: PathBuf,
     wal: Option<std::fs::File>,
 }
 
@@ -541,11 +537,12 @@ impl WriterLoop {
         WriterLoop {
             conn,
             writer,
-            path,
             max_batch: max_batch.max(1),
-            sync: Sync::OnCommit,
+            durability: Durability::OnCommit,
             unsynced: 0,
+            wal_path: PathBuf::from(format!("{}-wal", path.display())),
             wal: None,
+            path,
         }
     }
 
@@ -559,7 +556,7 @@ impl WriterLoop {
         )?;
         let count = open.len();
         if count > 0 {
-            let rows = open
+            let rows: Vec<NewRow> = open
                 .into_iter()
                 .map(|(call_id, surface, command)| NewRow {
                     call_id,
@@ -573,12 +570,11 @@ impl WriterLoop {
                     }),
                 })
                 .collect();
-            let (reply, _) = tokio::sync::oneshot::channel();
-            let written = self.commit(&[Append { rows, reply }], Sync::OnCommit);
-            written.map_err(|source| LedgerError::Sqlite {
-                path: self.path.clone(),
-                source,
-            })?;
+            self.commit(&[rows.as_slice()], Durability::OnCommit)
+                .map_err(|source| LedgerError::Sqlite {
+                    path: self.path.clone(),
+                    source,
+                })?;
             self.record_head();
             tracing::warn!(
                 interrupted = count,
@@ -627,17 +623,19 @@ impl WriterLoop {
             if batch.is_empty() {
                 continue;
             }
-            let holds_intent = batch
+            let units: Vec<&[NewRow]> = batch.iter().map(|append| append.rows.as_slice()).collect();
+            let durability = if units
                 .iter()
-                .any(|append| append.rows.iter().any(|row| row.kind == RowKind::Intent));
-            let sync = if holds_intent {
-                Sync::OnCommit
+                .flat_map(|rows| rows.iter())
+                .any(|row| row.kind == RowKind::Intent)
+            {
+                Durability::OnCommit
             } else {
-                Sync::After
+                Durability::AfterReply
             };
-            match self.commit(&batch, sync) {
+            match self.commit(&units, durability) {
                 Ok(seqs) => {
-                    if sync == Sync::OnCommit {
+                    if durability == Durability::OnCommit {
                         // On disk, with every earlier commit: the head covers them before anyone
                         // learns their ids.
                         self.record_head();
@@ -676,23 +674,32 @@ impl WriterLoop {
                 }
             }
         }
-        if let Some(reply) = closing {
-            let _ = reply.send(self.close());
+        match closing {
+            Some(reply) => {
+                let _ = reply.send(self.close());
+            }
+            // Every handle is gone without a close: what was answered still reaches the disk.
+            None if self.unsynced > 0 => self.sync_wal(),
+            None => {}
         }
     }
 
-    /// Commits `batch` as one transaction, in `sync` mode.
-    fn commit(&mut self, batch: &[Append], sync: Sync) -> rusqlite::Result<Vec<Vec<i64>>> {
-        if sync != self.sync {
-            let mode = match sync {
-                Sync::OnCommit => "FULL",
-                Sync::After => "NORMAL",
+    /// Commits `units` (each appended as one) in one transaction, with `durability`.
+    fn commit(
+        &mut self,
+        units: &[&[NewRow]],
+        durability: Durability,
+    ) -> rusqlite::Result<Vec<Vec<i64>>> {
+        if durability != self.durability {
+            let mode = match durability {
+                Durability::OnCommit => "FULL",
+                Durability::AfterReply => "NORMAL",
             };
             self.conn.pragma_update(None, "synchronous", mode)?;
-            self.sync = sync;
+            self.durability = durability;
         }
-        let seqs = write_batch(&mut self.conn, &mut self.writer, batch)?;
-        if sync == Sync::OnCommit {
+        let seqs = write_batch(&mut self.conn, &mut self.writer, units)?;
+        if durability == Durability::OnCommit {
             self.unsynced = 0;
         }
         Ok(seqs)
@@ -700,9 +707,9 @@ impl WriterLoop {
 
     /// Syncs the WAL, which holds every commit made since the last sync, and records the head.
     fn sync_wal(&mut self) {
-        let wal_path = PathBuf::from(format!("{}-wal", self.path.display()));
+        let wal_path = &self.wal_path;
         if self.wal.is_none() {
-            match std::fs::OpenOptions::new().write(true).open(&wal_path) {
+            match std::fs::OpenOptions::new().write(true).open(wal_path) {
                 Ok(file) => self.wal = Some(file),
                 Err(err) => {
                     tracing::error!(path = %wal_path.display(), error = %err, "cannot open the WAL to sync it; the head waits for the next synced commit");
@@ -767,11 +774,11 @@ impl WriterLoop {
 fn write_batch(
     conn: &mut Connection,
     writer: &mut Writer,
-    batch: &[Append],
+    units: &[&[NewRow]],
 ) -> rusqlite::Result<Vec<Vec<i64>>> {
     let tx = conn.transaction()?;
     let (mut seq, mut prev_hash) = (writer.seq, writer.hash.clone());
-    let mut all = Vec::with_capacity(batch.len());
+    let mut all = Vec::with_capacity(units.len());
     {
         let mut insert = tx.prepare_cached(
             "INSERT INTO receipts (seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash, mark)
@@ -781,9 +788,9 @@ fn write_batch(
             "INSERT OR IGNORE INTO open_calls (call_id, seq, surface, command) VALUES (?1, ?2, ?3, ?4)",
         )?;
         let mut closed = tx.prepare_cached("DELETE FROM open_calls WHERE call_id = ?1")?;
-        for append in batch {
-            let mut seqs = Vec::with_capacity(append.rows.len());
-            for row in &append.rows {
+        for rows in units {
+            let mut seqs = Vec::with_capacity(rows.len());
+            for row in rows.iter() {
                 seq += 1;
                 let at_ms = now_ms();
                 let text = canonical_row(seq, at_ms, row);
@@ -1390,11 +1397,9 @@ mod tests {
         assert!(broken.message.contains("missing"), "{broken:?}");
     }
 
-    #[tokio::test]
-    async fn interrupted_intents_get_a_result() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("receipts.sqlite");
-        let ledger = Ledger::open(&path).await.unwrap();
+    /// A ledger with one call ended ("done") and one left open ("open").
+    async fn with_an_open_call(path: &Path) -> Ledger {
+        let ledger = Ledger::open(path).await.unwrap();
         ledger
             .append(vec![
                 row("done", RowKind::Intent),
@@ -1406,6 +1411,14 @@ mod tests {
             .append(vec![row("open", RowKind::Intent)])
             .await
             .unwrap();
+        ledger
+    }
+
+    #[tokio::test]
+    async fn interrupted_intents_get_a_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        let ledger = with_an_open_call(&path).await;
         // A call asked for approval and allowed: its intent as asked, then as decided.
         ledger
             .append(vec![
@@ -1440,18 +1453,7 @@ mod tests {
     async fn a_store_from_before_open_calls_is_scanned_once_for_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
-        let ledger = Ledger::open(&path).await.unwrap();
-        ledger
-            .append(vec![
-                row("done", RowKind::Intent),
-                row("done", RowKind::Result),
-            ])
-            .await
-            .unwrap();
-        ledger
-            .append(vec![row("open", RowKind::Intent)])
-            .await
-            .unwrap();
+        let ledger = with_an_open_call(&path).await;
         ledger.close().await.unwrap();
         // What an older daemon left: the same rows, no list of open calls.
         Connection::open(&path)
