@@ -89,7 +89,7 @@ async fn serve() -> anyhow::Result<()> {
     ));
     // Request ids continue across restarts, so a stale `approvals allow ID` meets no other call.
     approvals.keep_ids_in(&state_dir.join("approval-ids"));
-    let (ledger, _interrupted) = opening.opened().await?;
+    let (ledger, _) = opening.opened().await?;
     let receipts = ledger.clone();
     let gateway = Gateway::new(
         registry,
