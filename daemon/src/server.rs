@@ -103,21 +103,31 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
     })
 }
 
-/// Listens on `path` with mode 0600 (set again after bind, whatever the umask did). The caller
-/// has checked the directory and cleared the path.
+/// Listens on `path` with mode 0600. The caller has checked the directory and cleared the path.
+///
+/// Where the kernel takes a socket's mode before `bind` (Linux, the BSDs), the file is born 0600
+/// and nothing touches it after `listen`: a chmod then would race whoever already connected and
+/// changed it. Where it does not (macOS refuses `fchmod` on a socket), the mode is set right after
+/// `bind`; until then only the owner of the private directory can reach the file.
 pub fn listen_private(path: &Path) -> anyhow::Result<Listener> {
     let name = path
         .to_fs_name::<GenericFilePath>()
         .with_context(|| format!("{} is not a usable socket path", path.display()))?;
-    let listener = ListenerOptions::new()
-        .name(name)
-        .mode(0o600)
-        .reclaim_name(false)
-        .create_tokio()
-        .with_context(|| format!("cannot listen on {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot set mode 0600 on {}", path.display()))?;
-    Ok(listener)
+    let options = || {
+        ListenerOptions::new()
+            .name(name.clone())
+            .reclaim_name(false)
+    };
+    let cannot_listen = || format!("cannot listen on {}", path.display());
+    match options().mode(0o600).create_tokio() {
+        Err(err) if err.kind() == std::io::ErrorKind::Unsupported => {
+            let listener = options().create_tokio().with_context(cannot_listen)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("cannot set mode 0600 on {}", path.display()))?;
+            Ok(listener)
+        }
+        created => created.with_context(cannot_listen),
+    }
 }
 
 /// The lock file beside a socket; it holds the serving daemon's pid.

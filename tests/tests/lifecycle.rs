@@ -2,6 +2,7 @@
 //! enforced, other users refused, graceful shutdown, config errors and `doctor`.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -90,6 +91,17 @@ fn unsafe_socket_directories_are_refused_with_the_reason() {
     assert!(stderr.contains("is a symlink"), "{stderr}");
 }
 
+/// Each component of `path` with its mode, to tell which one kept a peer out.
+fn modes_along(path: &Path) -> String {
+    path.ancestors()
+        .map(|p| match std::fs::metadata(p) {
+            Ok(meta) => format!("{} {:o}", p.display(), meta.permissions().mode() & 0o7777),
+            Err(err) => format!("{} ({err})", p.display()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[test]
 fn a_peer_of_another_uid_is_refused_even_with_an_open_socket() {
     // SAFETY: geteuid has no preconditions.
@@ -129,7 +141,8 @@ fn a_peer_of_another_uid_is_refused_even_with_an_open_socket() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the peer could not even connect: {stderr}"
+        "the peer could not even connect: {stderr}; on its path: {}",
+        modes_along(&daemon.socket)
     );
     // Closed unanswered: an end of stream, or a reset because its request was never read.
     let refused = stdout.trim() == "read=0" || stdout.contains("reset by peer");
