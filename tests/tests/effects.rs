@@ -116,7 +116,13 @@ async fn ax_act_reads_back_a_toggled_check_button_and_suspects_an_insensitive_bu
 #[tokio::test(flavor = "multi_thread")]
 async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let daemon = Daemon::start_on_desktop(ALLOW_ACTS);
+    // The read-back's own log line says how many change signals the element sent.
+    let mut env = computer_tests::desktop::Desktop::shared().env();
+    env.push((
+        "RUST_LOG",
+        "info,computer_surfaces::gui::read_back=debug".to_string(),
+    ));
+    let daemon = Daemon::start_with(ALLOW_ACTS, &env);
     let app = app_on_bus(&daemon, "Effects Gui").await;
     let pid = app.pid();
 
@@ -131,6 +137,15 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
             .is_some_and(|e| e.contains("checkBox \"Dark mode\" reads checked")),
         "{clicked}"
     );
+    // The button's change was signalled to the read-back (which it waits on between reads),
+    // not only found by reading again.
+    let log = daemon.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("gui act read back") && l.contains("effect=Confirmed"))
+        .unwrap_or_else(|| panic!("no read-back line in the log:\n{log}"));
+    assert!(line.contains("watched=true"), "{line}");
+    assert!(!line.contains("change_signals=0"), "{line}");
 
     // A click on the insensitive button: readable, and nothing changed.
     let (x, y) = middle_of(&daemon, pid, "button \"Unavailable\"").await;

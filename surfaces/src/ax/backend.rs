@@ -367,6 +367,16 @@ pub trait Backend: Send + Sync + 'static {
         deadline: Instant,
     ) -> Result<Acted, Failure>;
 
+    /// The element's change signals from now on, which wake a read-back as soon as it changes;
+    /// `None` where the platform gives none (the read-back then only polls).
+    async fn watch(
+        &self,
+        _element: &Self::Element,
+        _deadline: Instant,
+    ) -> Option<super::ElementWatch> {
+        None
+    }
+
     /// An app for messages, by its [`AppInfo::key`]: "app `gedit` (pid 12, :1.40)".
     fn describe_app(&self, key: &str) -> String;
 

@@ -891,6 +891,20 @@ async fn act_command<B: Backend>(
     }
     let described = line(&shown(&node), r, Include::default(), u32::MAX);
     let setting_value = action == ActName::SetValue;
+    // What the act is judged on, read before it; where a change may be waited for, the
+    // element's change signals are subscribed to before it, so none is missed.
+    let intent = match action {
+        ActName::Press | ActName::Activate => Intent::Press,
+        ActName::Toggle => Intent::Toggle,
+        ActName::Focus => Intent::Focus,
+        _ => Intent::State,
+    };
+    let before = element_view(&node);
+    let may_wait = intent != Intent::State && before.shows(intent);
+    let mut watch = match may_wait {
+        true => ax.backend.watch(&node.element, deadline).await,
+        false => None,
+    };
     let acted = ax
         .backend
         .act(&node, action, value, &described, deadline)
@@ -907,14 +921,7 @@ async fn act_command<B: Backend>(
     }
     // The element as it is now (it may be gone: a button that closes its window), read until
     // the intended change shows where one is expected, within the settle wait.
-    let intent = match action {
-        ActName::Press | ActName::Activate => Intent::Press,
-        ActName::Toggle => Intent::Toggle,
-        ActName::Focus => Intent::Focus,
-        _ => Intent::State,
-    };
-    let before = element_view(&node);
-    let waits = acted.done && intent != Intent::State && before.shows(intent);
+    let waits = acted.done && may_wait;
     let started = Instant::now();
     let mut pause = crate::effect::READ_BACK_FIRST_POLL;
     let after = loop {
@@ -937,7 +944,10 @@ async fn act_command<B: Backend>(
         {
             break after;
         }
-        tokio::time::sleep(pause).await;
+        match watch.as_mut() {
+            Some(watch) => watch.changed_within(pause).await,
+            None => tokio::time::sleep(pause).await,
+        }
         pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
     };
     let report = if setting_value {

@@ -122,6 +122,29 @@ impl WindowReader {
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct ElementHandle(#[cfg(target_os = "linux")] atspi::Accessible);
 
+/// An element's change signals, subscribed to before an act (see [`ElementReader::watch`]).
+// Elsewhere than Linux none is ever made.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct ElementWatch(#[cfg(target_os = "linux")] pub(crate) atspi::Watch);
+
+impl ElementWatch {
+    /// Waits up to `pause`, less when the element signals a change first.
+    pub async fn changed_within(&mut self, pause: Duration) {
+        #[cfg(target_os = "linux")]
+        self.0.changed_within(pause).await;
+        #[cfg(not(target_os = "linux"))]
+        tokio::time::sleep(pause).await;
+    }
+
+    /// How many change signals the element sent since the watch began.
+    pub fn signals(&mut self) -> usize {
+        #[cfg(target_os = "linux")]
+        return self.0.signals();
+        #[cfg(not(target_os = "linux"))]
+        0
+    }
+}
+
 /// Reads, for the gui surface's read-back of an act, what AT-SPI tells of the element under a
 /// point and of the focused field, with the ax surface's own bus code. Elsewhere than Linux it
 /// reads nothing (the read-back then rests on the window list).
@@ -160,6 +183,20 @@ impl ElementReader {
         #[cfg(not(target_os = "linux"))]
         {
             let _ = (pid, at, deadline);
+            None
+        }
+    }
+
+    /// `element`'s change signals from now on, to wake a read-back as soon as it changes;
+    /// `None` where none can be had (then a read-back only polls).
+    pub async fn watch(&self, element: &ElementHandle, deadline: Instant) -> Option<ElementWatch> {
+        #[cfg(target_os = "linux")]
+        {
+            Backend::watch(self.atspi(), &element.0, deadline).await
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (element, deadline);
             None
         }
     }

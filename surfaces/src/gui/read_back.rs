@@ -1,15 +1,16 @@
 //! Whether a gui act took effect: what the display and AT-SPI tell cheaply, read before the act
-//! and again after it until the intended change shows or the readable state has been quiet for
-//! the settle wait (bounded by the settle bound). The window list (appeared, closed, moved,
-//! resized, retitled, took focus), the pointer, the element under a click and the focused
-//! field's text; never a screenshot difference.
+//! and again after it (at once when the element signals a change, else polled) until the
+//! intended change shows or the readable state has been quiet for the settle wait (bounded by
+//! the settle bound). The window list (appeared, closed, moved, resized, retitled, took focus),
+//! the pointer, the element under a click and the focused field's text; never a screenshot
+//! difference.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::desktop::{Desktop, WindowInfo};
 use crate::ax::read_back::{self, ElementView, Intent};
-use crate::ax::{ElementHandle, ElementReader};
+use crate::ax::{ElementHandle, ElementReader, ElementWatch};
 use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
 use crate::{Effect, EffectReport};
 
@@ -80,6 +81,9 @@ pub(super) struct Before {
     on_no_window: bool,
     element: Option<ElementHandle>,
     field: Option<ElementHandle>,
+    /// The change signals of the element (else the field), subscribed to before the act: they
+    /// wake the reads after it as soon as the toolkit applies the change.
+    watch: Option<ElementWatch>,
 }
 
 /// A blocking read of the display on a worker thread.
@@ -183,12 +187,17 @@ impl Before {
             seen.text = Some(text);
             field = Some(handle);
         }
+        let watch = match element.as_ref().or(field.as_ref()) {
+            Some(handle) => reader.watch(handle, deadline).await,
+            None => None,
+        };
         Before {
             aim,
             seen,
             on_no_window,
             element,
             field,
+            watch,
         }
     }
 
@@ -202,7 +211,7 @@ impl Before {
     /// changed for the settle wait, within the settle bound; then judges. `first` is the
     /// display as read right after the act, if it was.
     pub(super) async fn judge_after<D: Desktop>(
-        &self,
+        &mut self,
         conn: &Arc<D>,
         reader: &ElementReader,
         mut first: Option<DisplayRead>,
@@ -214,11 +223,13 @@ impl Before {
         // Read again soon at first (a toolkit applies most changes within a few milliseconds),
         // then less often, up to the settle wait's poll.
         let mut pause = READ_BACK_FIRST_POLL;
-        loop {
+        let mut reads = 0;
+        let report = loop {
             let now = self.read_again(conn, reader, deadline, first.take()).await;
+            reads += 1;
             let report = self.judge(&now, started);
             if self.on_no_window {
-                return report;
+                break report;
             }
             let intended = matches!(report.effect, Effect::Confirmed);
             if last.as_ref() != Some(&now) {
@@ -229,11 +240,23 @@ impl Before {
                 || last_change.elapsed() >= READ_BACK_QUIET
                 || started.elapsed() + READ_BACK_POLL >= READ_BACK_BOUND
             {
-                return report;
+                break report;
             }
-            tokio::time::sleep(pause).await;
+            match self.watch.as_mut() {
+                Some(watch) => watch.changed_within(pause).await,
+                None => tokio::time::sleep(pause).await,
+            }
             pause = (pause * 2).min(READ_BACK_POLL);
-        }
+        };
+        tracing::debug!(
+            effect = ?report.effect,
+            reads,
+            watched = self.watch.is_some(),
+            change_signals = self.watch.as_mut().map_or(0, ElementWatch::signals),
+            took_us = started.elapsed().as_micros() as u64,
+            "gui act read back"
+        );
+        report
     }
 
     async fn read_again<D: Desktop>(
@@ -534,6 +557,7 @@ mod tests {
             on_no_window: false,
             element: None,
             field: None,
+            watch: None,
         };
         // The focus moved and a window closed: keys went somewhere, the text may not have.
         let after = seen(vec![window(1, "Main", false)]);

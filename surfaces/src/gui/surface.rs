@@ -1186,7 +1186,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
         match result {
             Ok(mut outcome) => {
                 match before {
-                    Some(before) => before
+                    Some(mut before) => before
                         .judge_after(&conn, &reader, first_read)
                         .await
                         .record(&mut outcome),

@@ -8,6 +8,7 @@
 //! - `cache`: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
 //! - `walk`: concurrent, page-bounded tree walks and the reads of a node's optional parts.
 //! - `act`: actions, selection, values and the wait for their effect.
+//! - `events`: the change signals of one element, which wake read-backs between polls.
 //! - `point`: the gui surface's read-back: the element at a screen point, one element's
 //!   states, the focused element's text.
 //! - `roles`: AT-SPI roles mapped onto accesskit's `Role`; AT-SPI state words.
@@ -15,6 +16,7 @@
 mod act;
 mod bus;
 mod cache;
+mod events;
 mod point;
 mod roles;
 mod walk;
@@ -35,6 +37,7 @@ use crate::ax::call::{ActName, Dialect, Include};
 use crate::ax::roles::{State, accesskit_role_names};
 
 use bus::{ACCESSIBLE, Bus, BusError, REGISTRY, ROOT_PATH};
+pub use events::Watch;
 use walk::Walker;
 
 /// Up to this many nodes a page is filled faster by walking than by first completing the app
@@ -298,6 +301,16 @@ impl Backend for Atspi {
 
     async fn reset(&self) {
         self.bus.reset().await;
+    }
+
+    async fn watch(
+        &self,
+        element: &Accessible,
+        deadline: Instant,
+    ) -> Option<crate::ax::ElementWatch> {
+        Atspi::watch(self, element, deadline)
+            .await
+            .map(crate::ax::ElementWatch)
     }
 
     async fn apps(

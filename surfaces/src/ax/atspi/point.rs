@@ -104,6 +104,12 @@ impl Atspi {
         Ok(None)
     }
 
+    /// `at`'s change signals from now on; `None` when the bus cannot give them.
+    pub async fn watch(&self, at: &Accessible, deadline: Instant) -> Option<super::Watch> {
+        let conn = self.conn(deadline).await.ok()?;
+        super::Watch::start(&conn, at).await
+    }
+
     /// One element's role, name and states; `None` when it is gone.
     pub async fn view(
         &self,
