@@ -924,6 +924,14 @@ async fn act_command<B: Backend>(
     let waits = acted.done && may_wait;
     let started = Instant::now();
     let mut pause = crate::effect::READ_BACK_FIRST_POLL;
+    // A sensitive element signals its change when the toolkit applies it: waiting for that
+    // first spares the read that would most often find it not changed yet.
+    if let Some(watch) = watch.as_mut()
+        && waits
+        && !before.insensitive()
+    {
+        watch.changed_within(crate::effect::READ_BACK_POLL).await;
+    }
     let after = loop {
         let after = ax
             .backend

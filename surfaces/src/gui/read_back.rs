@@ -224,6 +224,14 @@ impl Before {
         // then less often, up to the settle wait's poll.
         let mut pause = READ_BACK_FIRST_POLL;
         let mut reads = 0;
+        // An element whose change is expected signals it when the toolkit applies it: waiting
+        // for that first spares the read that would most often find it not changed yet.
+        let expects_signal = self.expects_signal();
+        if let Some(watch) = self.watch.as_mut()
+            && expects_signal
+        {
+            watch.changed_within(READ_BACK_POLL).await;
+        }
         let report = loop {
             let now = self.read_again(conn, reader, deadline, first.take()).await;
             reads += 1;
@@ -257,6 +265,15 @@ impl Before {
             "gui act read back"
         );
         report
+    }
+
+    /// Whether the watched element is one whose intended change it would signal: a checkable,
+    /// sensitive element under a click (its states change; text changes are not signalled).
+    fn expects_signal(&self) -> bool {
+        match (&self.aim, &self.seen.element) {
+            (Aim::Click(_), Some(Some(view))) => view.checkable() && !view.insensitive(),
+            _ => false,
+        }
     }
 
     async fn read_again<D: Desktop>(

@@ -16,17 +16,16 @@ use super::bus::REGISTRY;
 const REGISTRY_PATH: &str = "/org/a11y/atspi/registry";
 /// The signals of an object's own changes.
 const OBJECT_EVENTS: &str = "org.a11y.atspi.Event.Object";
-/// The kinds a read-back judges on: states (checked, expanded, focused...), name and value, text.
-const KINDS: &[&str] = &[
-    "object:state-changed",
-    "object:property-change",
-    "object:text-changed",
-];
+/// The kind a read-back waits on: states (checked, expanded, focused, sensitive...). Property
+/// and text changes are left out on purpose: every registered kind makes every app on the
+/// desktop send it for as long as the daemon runs, and spinners, progress bars and clocks
+/// change those all the time. Their read-backs poll.
+const KINDS: &[&str] = &["object:state-changed"];
 /// Signals queued for a watch before the oldest are dropped: one wakes the wait, the read that
 /// follows sees them all.
 const QUEUED: usize = 8;
 
-/// Asks the registry to have bridges emit the kinds a read-back waits on, for as long as `conn`
+/// Asks the registry to have bridges emit the kind a read-back waits on, for as long as `conn`
 /// lives. A refusal only leaves read-backs to their polls, so it is logged, not returned.
 pub async fn register(conn: &zbus::Connection) {
     for kind in KINDS {
