@@ -201,6 +201,24 @@ impl ElementReader {
         }
     }
 
+    /// An element's states now (one call): `Some(None)` when it is gone, `None` when they
+    /// cannot be read.
+    pub async fn states(
+        &self,
+        element: &ElementHandle,
+        deadline: Instant,
+    ) -> Option<Option<roles::StateSet>> {
+        #[cfg(target_os = "linux")]
+        {
+            self.atspi().states(&element.0, deadline).await.ok()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (element, deadline);
+            None
+        }
+    }
+
     /// How an element reads now: `Some(None)` when it is gone, `None` when it cannot be read.
     pub async fn view(
         &self,

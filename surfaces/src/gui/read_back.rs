@@ -295,9 +295,18 @@ impl Before {
                     })
             }
         };
-        let element = match &self.element {
-            Some(handle) => reader.view(handle, deadline).await,
-            None => None,
+        let element = match (&self.element, &self.seen.element) {
+            // The change awaited shows in its states: one call, not the whole element.
+            (Some(handle), Some(Some(before))) if self.expects_signal() => {
+                reader.states(handle, deadline).await.map(|states| {
+                    states.map(|states| ElementView {
+                        states,
+                        ..before.clone()
+                    })
+                })
+            }
+            (Some(handle), _) => reader.view(handle, deadline).await,
+            (None, _) => None,
         };
         let text = match &self.field {
             Some(handle) => reader.text(handle, deadline).await,

@@ -12,7 +12,7 @@ use super::{Accessible, Atspi};
 use crate::ax::backend::{Backend, WalkPlan};
 use crate::ax::call::Include;
 use crate::ax::read_back::ElementView;
-use crate::ax::roles::State;
+use crate::ax::roles::{State, StateSet};
 
 const COMPONENT: &str = "org.a11y.atspi.Component";
 /// The path AT-SPI answers for "no object".
@@ -108,6 +108,30 @@ impl Atspi {
     pub async fn watch(&self, at: &Accessible, deadline: Instant) -> Option<super::Watch> {
         let conn = self.conn(deadline).await.ok()?;
         super::Watch::start(&conn, at).await
+    }
+
+    /// One element's states alone (one call); `None` when it is gone.
+    pub async fn states(
+        &self,
+        at: &Accessible,
+        deadline: Instant,
+    ) -> Result<Option<StateSet>, BusError> {
+        let conn = self.conn(deadline).await?;
+        let words = bus::call::<_, Vec<u32>>(
+            &conn,
+            deadline,
+            &at.bus,
+            &at.path,
+            bus::ACCESSIBLE,
+            "GetState",
+            &(),
+        )
+        .await;
+        match words {
+            Ok(words) => Ok(Some(super::roles::state_set(&words))),
+            Err(BusError::Gone) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// One element's role, name and states; `None` when it is gone.
