@@ -240,7 +240,6 @@ async fn open() -> Result<zbus::Connection, String> {
         .await
         .map_err(|err| format!("cannot connect to the accessibility bus at {address}: {err}"))?;
     tracing::info!(%address, "connected to the AT-SPI accessibility bus");
-    super::events::register(&conn).await;
     Ok(conn)
 }
 

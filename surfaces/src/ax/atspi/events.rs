@@ -1,48 +1,25 @@
 //! An element's change signals: what wakes a read-back the moment the toolkit says the element
 //! changed, instead of at its next poll.
 //!
-//! Toolkit bridges (at-spi2-atk, AccessKit) emit an event only while some client has registered
-//! for its kind with the registry, so the connection registers once, when it opens. A read-back
-//! then subscribes to one element's signals before the act and waits on them between reads; a
-//! missed or absent signal costs nothing but the poll it would have replaced.
+//! A read-back subscribes to one element's signals before the act and waits on them between
+//! reads; a missed or absent signal costs nothing but the poll it would have replaced. The daemon
+//! does not register for events with the AT-SPI registry: a registration makes every app on the
+//! desktop send that kind of event for as long as the daemon runs, and it changed what apps
+//! expose (with it, gtk3-widget-factory's tree no longer held still between two walks). The GTK
+//! bridge (at-spi2-atk) on the test desktop sends state changes without one; where a bridge
+//! does not, read-backs poll as before.
 
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 
 use super::Accessible;
-use super::bus::REGISTRY;
 
-const REGISTRY_PATH: &str = "/org/a11y/atspi/registry";
 /// The signals of an object's own changes.
 const OBJECT_EVENTS: &str = "org.a11y.atspi.Event.Object";
-/// The kind a read-back waits on: states (checked, expanded, focused, sensitive...). Property
-/// and text changes are left out on purpose: every registered kind makes every app on the
-/// desktop send it for as long as the daemon runs, and spinners, progress bars and clocks
-/// change those all the time. Their read-backs poll.
-const KINDS: &[&str] = &["object:state-changed"];
 /// Signals queued for a watch before the oldest are dropped: one wakes the wait, the read that
 /// follows sees them all.
 const QUEUED: usize = 8;
-
-/// Asks the registry to have bridges emit the kind a read-back waits on, for as long as `conn`
-/// lives. A refusal only leaves read-backs to their polls, so it is logged, not returned.
-pub async fn register(conn: &zbus::Connection) {
-    for kind in KINDS {
-        let asked = conn
-            .call_method(
-                Some(REGISTRY),
-                REGISTRY_PATH,
-                Some("org.a11y.atspi.Registry"),
-                "RegisterEvent",
-                kind,
-            )
-            .await;
-        if let Err(err) = asked {
-            tracing::info!(kind, %err, "the AT-SPI registry did not take an event registration; read-backs poll");
-        }
-    }
-}
 
 /// The change signals of one element, subscribed to before an act.
 pub struct Watch {
