@@ -901,7 +901,8 @@ async fn act_command<B: Backend>(
     };
     let before = element_view(&node);
     let may_wait = intent != Intent::State && before.shows(intent);
-    let mut watch = match may_wait {
+    // An insensitive element is waited on for the quiet time, with no signal to expect.
+    let mut watch = match may_wait && !before.insensitive() {
         true => ax.backend.watch(&node.element, deadline).await,
         false => None,
     };
@@ -928,7 +929,6 @@ async fn act_command<B: Backend>(
     // first spares the read that would most often find it not changed yet.
     if let Some(watch) = watch.as_mut()
         && waits
-        && !before.insensitive()
     {
         watch.changed_within(crate::effect::READ_BACK_POLL).await;
     }

@@ -81,8 +81,9 @@ pub(super) struct Before {
     on_no_window: bool,
     element: Option<ElementHandle>,
     field: Option<ElementHandle>,
-    /// The change signals of the element (else the field), subscribed to before the act: they
-    /// wake the reads after it as soon as the toolkit applies the change.
+    /// The change signals of a checkable element under a click, or of the field typed into,
+    /// subscribed to before the act: they wake the reads after it as soon as the toolkit
+    /// applies the change.
     watch: Option<ElementWatch>,
 }
 
@@ -187,18 +188,24 @@ impl Before {
             seen.text = Some(text);
             field = Some(handle);
         }
-        let watch = match element.as_ref().or(field.as_ref()) {
-            Some(handle) => reader.watch(handle, deadline).await,
-            None => None,
-        };
-        Before {
+        let mut before = Before {
             aim,
             seen,
             on_no_window,
             element,
             field,
-            watch,
+            watch: None,
+        };
+        // Subscribed to where a signal can wake the reads: a checkable element under a click,
+        // or the field typed into.
+        let watched = match before.expects_signal() {
+            true => before.element.as_ref(),
+            false => before.field.as_ref(),
+        };
+        if let Some(handle) = watched {
+            before.watch = reader.watch(handle, deadline).await;
         }
+        before
     }
 
     /// What of the display is read again after the act, on the thread that acted (no hop of

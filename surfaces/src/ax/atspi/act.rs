@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::bus::{self, ACCESSIBLE, BusError};
-use super::roles::state_set;
 use super::walk::text_of;
 use super::{Accessible, AtspiNode};
 use crate::ax::backend::{Acted, Failure, said};
@@ -339,18 +338,8 @@ async fn settles(
     let give_up = (Instant::now() + SETTLE_LIMIT).min(deadline);
     let mut pause = Duration::from_millis(10);
     loop {
-        let states = bus::call::<_, Vec<u32>>(
-            conn,
-            deadline,
-            &at.bus,
-            &at.path,
-            ACCESSIBLE,
-            "GetState",
-            &(),
-        )
-        .await;
-        match states {
-            Ok(words) if holds(state_set(&words)) => return true,
+        match bus::states(conn, deadline, &at.bus, &at.path).await {
+            Ok(states) if holds(states) => return true,
             Ok(_) if Instant::now() + pause < give_up => {}
             _ => return false,
         }

@@ -243,6 +243,18 @@ async fn open() -> Result<zbus::Connection, String> {
     Ok(conn)
 }
 
+/// An object's states (`GetState`), as a set.
+pub async fn states(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+) -> Result<crate::ax::roles::StateSet, BusError> {
+    call::<_, Vec<u32>>(conn, deadline, dest, path, ACCESSIBLE, "GetState", &())
+        .await
+        .map(|words| super::roles::state_set(&words))
+}
+
 /// One method call under the per-call limit and the overall deadline, answered as the raw reply.
 pub async fn call_message<B>(
     conn: &zbus::Connection,

@@ -174,19 +174,9 @@ impl Atspi {
                         ACCESSIBLE,
                         "Name",
                     );
-                    let state = bus::call::<_, Vec<u32>>(
-                        conn,
-                        app_deadline,
-                        &wbus,
-                        &wpath,
-                        ACCESSIBLE,
-                        "GetState",
-                        &(),
-                    );
+                    let state = bus::states(conn, app_deadline, &wbus, &wpath);
                     let (name, state) = futures::join!(name, state);
-                    let active = state
-                        .map(|s| roles::state_set(&s).contains(State::Active))
-                        .unwrap_or(false);
+                    let active = state.is_ok_and(|s| s.contains(State::Active));
                     Window {
                         element: Accessible {
                             bus: wbus,
@@ -308,7 +298,8 @@ impl Backend for Atspi {
         element: &Accessible,
         deadline: Instant,
     ) -> Option<crate::ax::ElementWatch> {
-        Atspi::watch(self, element, deadline)
+        let conn = self.conn(deadline).await.ok()?;
+        Watch::start(&conn, element)
             .await
             .map(crate::ax::ElementWatch)
     }

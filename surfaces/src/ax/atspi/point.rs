@@ -104,12 +104,6 @@ impl Atspi {
         Ok(None)
     }
 
-    /// `at`'s change signals from now on; `None` when the bus cannot give them.
-    pub async fn watch(&self, at: &Accessible, deadline: Instant) -> Option<super::Watch> {
-        let conn = self.conn(deadline).await.ok()?;
-        super::Watch::start(&conn, at).await
-    }
-
     /// One element's states alone (one call); `None` when it is gone.
     pub async fn states(
         &self,
@@ -117,18 +111,8 @@ impl Atspi {
         deadline: Instant,
     ) -> Result<Option<StateSet>, BusError> {
         let conn = self.conn(deadline).await?;
-        let words = bus::call::<_, Vec<u32>>(
-            &conn,
-            deadline,
-            &at.bus,
-            &at.path,
-            bus::ACCESSIBLE,
-            "GetState",
-            &(),
-        )
-        .await;
-        match words {
-            Ok(words) => Ok(Some(super::roles::state_set(&words))),
+        match bus::states(&conn, deadline, &at.bus, &at.path).await {
+            Ok(states) => Ok(Some(states)),
             Err(BusError::Gone) => Ok(None),
             Err(err) => Err(err),
         }
@@ -173,17 +157,8 @@ impl Atspi {
         let conn = self.conn(deadline).await?;
         for (bus, path) in bus::children(&conn, deadline, &app, ROOT_PATH).await? {
             let window = Accessible { bus, path };
-            let states: Vec<u32> = bus::call(
-                &conn,
-                deadline,
-                &window.bus,
-                &window.path,
-                bus::ACCESSIBLE,
-                "GetState",
-                &(),
-            )
-            .await?;
-            if !super::roles::state_set(&states).contains(State::Active) {
+            let states = bus::states(&conn, deadline, &window.bus, &window.path).await?;
+            if !states.contains(State::Active) {
                 continue;
             }
             let Some((forest, i)) = self
