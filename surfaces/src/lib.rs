@@ -20,11 +20,15 @@
 //! - [`secret_store`]: references, the seam over the OS keychain and its store, which every
 //!   surface uses (the `keychain` surface is one of them).
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
-//! - [`ax`]: accessibility trees (AT-SPI on Linux, AXUIElement on macOS).
+//! - [`accessibility`]: what any surface may read of the accessibility tree: the backends
+//!   (AT-SPI on Linux, AXUIElement on macOS), windows, elements and the read-back of an act on
+//!   one. No surface owns it; `ax` and `gui` both use it.
+//! - [`ax`]: the ax surface: accessibility trees as outlines, selectors and actions.
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
 //! - [`snapshot`]: observations remembered per agent, for acts bound to them (`seen`).
 
+pub mod accessibility;
 pub mod applescript;
 pub mod ax;
 pub mod capture;

@@ -4,14 +4,16 @@
 
 use std::time::Duration;
 
-use super::roles::{State, StateSet};
+use crate::accessibility::roles::{State, StateSet};
 use accesskit::Role;
 use computer_ipc::{Complications, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::roles::{self, all_states, fold, key_states, role_name};
 use super::selector::{self, Selector};
+use crate::accessibility::backend::{ActName, Dialect, Include};
+use crate::accessibility::read_back::quote;
+use crate::accessibility::roles::{self, all_states, fold, key_states, role_name};
 use crate::{CapturedText, CommandSpec, Outcome, Risk, TargetFacts, decode_args};
 
 pub const COMMANDS: &[CommandSpec] = &[
@@ -88,17 +90,6 @@ const ACT_FIELDS: &[&str] = &[
     "effect_evidence",
 ];
 
-/// What one backend adds to the shared commands: which roles it understands and the `until`
-/// values it offers.
-pub struct Dialect {
-    /// Whether selectors and `tree`'s `roles` may name this (folded) role.
-    pub knows_role: fn(&str) -> bool,
-    /// Ends the "unknown role" message, after the accesskit names (e.g. " or an AXRole").
-    pub other_role_names: &'static str,
-    /// The `until` values offered when `wait` gets one it does not know.
-    pub until_examples: &'static [&'static str],
-}
-
 impl Dialect {
     /// Field names a command's result may carry.
     pub fn result_fields(&self, command: &str) -> &'static [&'static str] {
@@ -154,20 +145,6 @@ enum IncludePart {
     Bounds,
     Actions,
     Value,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ActName {
-    Press,
-    Activate,
-    Focus,
-    SetValue,
-    Toggle,
-    Select,
-    Expand,
-    Collapse,
-    ScrollIntoView,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -284,19 +261,6 @@ pub enum Until {
         query: roles::StateQuery,
         negated: bool,
     },
-}
-
-/// Optional parts of a node.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Include {
-    pub states: bool,
-    pub bounds: bool,
-    pub actions: bool,
-    pub value: bool,
-    /// Object attributes and ids, which only selectors ask for: AT-SPI fetches them apart, the
-    /// AX backend has no such split.
-    #[cfg_attr(target_os = "macos", allow(dead_code))]
-    pub attributes: bool,
 }
 
 /// A validated ax command.
@@ -836,30 +800,6 @@ pub struct Shown<'a> {
     pub bounds: Option<(i32, i32, i32, i32)>,
     pub actions: &'a [String],
     pub child_count: i64,
-}
-
-/// Longest name or value shown on an outline line.
-const TEXT_LIMIT: usize = 120;
-
-/// Quotes a name for an outline line, shortened and on one line.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(TEXT_LIMIT) + 2);
-    out.push('"');
-    for (n, c) in text.chars().enumerate() {
-        if n == TEXT_LIMIT {
-            out.push('…');
-            break;
-        }
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' | '\r' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// One outline line (without indentation): `[12] button "Save" (focusable)`.

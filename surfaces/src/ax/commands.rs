@@ -9,14 +9,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::backend::{
-    AppInfo, AxError, Backend, Failure, ForestOf, MAX_WALK, NodeOf, UNLIMITED_DEPTH, WalkPlan, said,
-};
-use super::call::{self, ActName, AppArg, Format, Include, Job, Page, Target, Until, line, quote};
-use super::read_back::{ElementView, Intent, judge};
-use super::roles::{StateSet, all_states};
+use super::call::{self, AppArg, Format, Job, Page, Target, Until, line};
 use super::seen::AxSnapshot;
 use super::selector::{NodeFacts, Selector, TextMatch};
+use crate::accessibility::backend::{
+    ActName, AppInfo, AxError, Backend, Failure, ForestOf, Include, MAX_WALK, NodeOf,
+    UNLIMITED_DEPTH, WalkPlan, said,
+};
+use crate::accessibility::read_back::{ElementView, Intent, judge, quote};
+use crate::accessibility::roles::{StateSet, all_states};
 use crate::snapshot::Seen as Bound;
 use crate::{CapturedText, Effect, EffectReport, Outcome, ProtectedProcesses, SurfaceError};
 use computer_ipc::{ErrorCode, ToolError};
@@ -325,7 +326,7 @@ fn shown_ref<B: Backend>(ax: &Ax<B>, node: &NodeOf<B>) -> u32 {
 }
 
 /// What an outline line or JSON node shows of a node.
-fn shown<E, N>(node: &super::backend::Node<E, N>) -> call::Shown<'_> {
+fn shown<E, N>(node: &crate::accessibility::backend::Node<E, N>) -> call::Shown<'_> {
     call::Shown {
         depth: node.depth,
         role: node.role,
@@ -1014,7 +1015,7 @@ async fn act_command<B: Backend>(
 }
 
 /// What a read-back compares of a node.
-fn element_view<E, N>(node: &super::backend::Node<E, N>) -> ElementView {
+fn element_view<E, N>(node: &crate::accessibility::backend::Node<E, N>) -> ElementView {
     ElementView {
         role: node.role,
         name: node.name.clone(),

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use computer_ipc::ErrorCode;
 
-use super::backend::Failure;
 use super::call::Target;
+use crate::accessibility::backend::Failure;
 use crate::snapshot::Seen;
 
 /// What one ax observation showed: each ref with its role and name then.
@@ -87,7 +87,8 @@ pub fn check_named(seen: &Seen<AxSnapshot>, target: &Target) -> Result<(), Failu
 pub fn lookup_failed(seen: &Seen<AxSnapshot>, target: &Target, failure: Failure) -> Failure {
     let gone = matches!(
         failure,
-        Failure::Coded(ErrorCode::NoMatch, _) | Failure::Ax(super::backend::AxError::Gone)
+        Failure::Coded(ErrorCode::NoMatch, _)
+            | Failure::Ax(crate::accessibility::backend::AxError::Gone)
     );
     match (target, gone) {
         (Target::Ref(r), true) => {

@@ -1,9 +1,11 @@
 //! The selector language: parsing `window "Settings" > button ~"OK"[focused]:2` into steps, and
-//! testing one node against a step. Walking and ordinals are the tree's business.
+//! testing one node against a step (a backend's node among them). Walking and ordinals are the
+//! tree's business.
 
 use regex::Regex;
 
-use super::roles::{StateQuery, StateSet, accesskit_role_names, fold, parse_state};
+use crate::accessibility::backend::{NativeFacts, Node};
+use crate::accessibility::roles::{StateQuery, StateSet, accesskit_role_names, fold, parse_state};
 
 /// A parsed selector: steps from the outermost ancestor to the target.
 #[derive(Debug, Clone)]
@@ -63,6 +65,26 @@ pub trait NodeFacts {
     fn states(&self) -> StateSet;
     /// `description`, `id` or an object attribute.
     fn attr(&self, key: &str) -> Option<String>;
+}
+
+/// A backend's node, as selectors test it.
+impl<E, N: NativeFacts> NodeFacts for Node<E, N> {
+    fn roles(&self) -> (String, String) {
+        self.folded_roles()
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn states(&self) -> StateSet {
+        self.states
+    }
+    fn attr(&self, key: &str) -> Option<String> {
+        match key {
+            "description" => Some(self.description.clone()),
+            "id" => Some(self.id.clone()),
+            _ => self.attributes.get(key).cloned(),
+        }
+    }
 }
 
 impl Step {

@@ -12,13 +12,13 @@ use async_trait::async_trait;
 use computer_ipc::Complications;
 use serde_json::{Map, Value, json};
 
-use super::backend::{
-    Acted, AppInfo, AxError, Backend, Contents, Failure, Forest, NativeFacts, Node, WalkPlan,
-    Window,
-};
-use super::call::{self, ActName, Dialect};
+use super::call;
 use super::commands::{self, Ax, Refs};
-use super::roles::{State, StateSet, accesskit_role_names};
+use crate::accessibility::backend::{
+    ActName, Acted, AppInfo, AxError, Backend, Contents, Dialect, Failure, Forest, NativeFacts,
+    Node, WalkPlan, Window,
+};
+use crate::accessibility::roles::{State, StateSet, accesskit_role_names};
 use crate::{Availability, Outcome, ProtectedProcesses};
 
 /// One scripted element: id, parent, role, name, and its app's pid (`None`: the platform will

@@ -33,7 +33,7 @@ use super::desktop::{
 use super::keys::Combo;
 use super::macos_keys::{self, Typed};
 use crate::Availability;
-use crate::ax::element::{self, Element};
+use crate::accessibility::macos::element::{self, Element};
 
 /// Pause between the steps of a drag and between typed characters: CGEventPost is
 /// asynchronous, and apps coalesce or reorder events that arrive in one burst.

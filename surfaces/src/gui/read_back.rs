@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::desktop::{Desktop, WindowInfo};
-use crate::ax::read_back::{self, ElementView, Intent};
-use crate::ax::{ElementHandle, ElementReader, ElementWatch};
+use crate::accessibility::read_back::{self, ElementView, Intent};
+use crate::accessibility::{ElementHandle, ElementReader, ElementWatch};
 use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
 use crate::{Effect, EffectReport};
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::desktop::{Button, DisplayError, DisplayResult, Rect, WindowInfo};
 use super::keys::{Combo, char_keysym};
-use crate::ax::WindowReader;
+use crate::accessibility::WindowReader;
 
 /// Linux input codes of the mouse buttons (BTN_LEFT, BTN_RIGHT, BTN_MIDDLE).
 const BTN_LEFT: i32 = 0x110;

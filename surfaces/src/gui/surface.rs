@@ -20,7 +20,7 @@ use super::person;
 use super::read_back::{Aim, Before};
 use super::seen::{self, GuiSnapshot};
 use super::terminal::{self, LineTracker, TerminalApps};
-use crate::ax::ElementReader;
+use crate::accessibility::ElementReader;
 use crate::command_line::{self, Effect, Line};
 use crate::secret_store::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};

@@ -13,7 +13,7 @@ use zbus::zvariant::OwnedObjectPath;
 
 use super::bus::{self, Bus, BusError, ROOT_PATH};
 use super::roles::state_set;
-use crate::ax::roles::StateSet;
+use crate::accessibility::roles::StateSet;
 
 pub const CACHE_PATH: &str = "/org/a11y/atspi/cache";
 const CACHE_IFACE: &str = "org.a11y.atspi.Cache";

@@ -1,12 +1,12 @@
 //! AT-SPI's roles mapped onto accesskit's `Role` (so Linux and macOS trees read alike), AT-SPI's
-//! own role names, and its state words read into the ax surface's state set.
+//! own role names, and its state words read into the shared state set.
 
 use std::sync::OnceLock;
 
 use accesskit::Role;
 use atspi::Role as AtspiRole;
 
-use crate::ax::roles::{State, StateSet, fold};
+use crate::accessibility::roles::{State, StateSet, fold};
 
 /// The accesskit role for an AT-SPI role, refined by states where AT-SPI is coarser.
 pub fn map_role(role: AtspiRole, states: StateSet) -> Role {
@@ -143,7 +143,7 @@ pub fn state_set(words: &[u32]) -> StateSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ax::roles::{accesskit_role_names, all_states, role_name};
+    use crate::accessibility::roles::{accesskit_role_names, all_states, role_name};
 
     #[test]
     fn roles_serialise_as_accesskit_names() {

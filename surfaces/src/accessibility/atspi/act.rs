@@ -9,9 +9,8 @@ use serde_json::{Value, json};
 use super::bus::{self, ACCESSIBLE, BusError};
 use super::walk::text_of;
 use super::{Accessible, AtspiNode};
-use crate::ax::backend::{Acted, Failure, said};
-use crate::ax::call::ActName;
-use crate::ax::roles::{State, StateSet};
+use crate::accessibility::backend::{ActName, Acted, Failure, said};
+use crate::accessibility::roles::{State, StateSet};
 
 /// How long an action's effect may take to show in the element's states.
 const SETTLE_LIMIT: Duration = Duration::from_millis(500);

@@ -9,10 +9,9 @@ use zbus::zvariant::OwnedObjectPath;
 use super::bus::{self, BusError, ROOT_PATH};
 use super::walk::text_of;
 use super::{Accessible, Atspi};
-use crate::ax::backend::{Backend, WalkPlan};
-use crate::ax::call::Include;
-use crate::ax::read_back::ElementView;
-use crate::ax::roles::{State, StateSet};
+use crate::accessibility::backend::{Backend, Include, WalkPlan};
+use crate::accessibility::read_back::ElementView;
+use crate::accessibility::roles::{State, StateSet};
 
 const COMPONENT: &str = "org.a11y.atspi.Component";
 /// The path AT-SPI answers for "no object".

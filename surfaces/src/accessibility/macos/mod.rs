@@ -1,7 +1,7 @@
-//! The ax backend on macOS: applications from the window server's list, their AXUIElement trees
-//! read into the surface's nodes, and actions (AXPress, AXConfirm, AXShowMenu, setting AXValue...),
-//! each call bounded by a messaging timeout and the call's deadline. The accessibility API
-//! blocks, so every operation runs on a blocking thread.
+//! The accessibility backend on macOS (the ax surface's there): applications from the window
+//! server's list, their AXUIElement trees read into the shared nodes, and actions (AXPress,
+//! AXConfirm, AXShowMenu, setting AXValue...), each call bounded by a messaging timeout and the
+//! call's deadline. The accessibility API blocks, so every operation runs on a blocking thread.
 //!
 //! # Layout
 //! - this file: the [`Backend`] implementation: apps, walks, reads, focus and actions.
@@ -22,12 +22,11 @@ use core_foundation::string::CFString;
 use serde_json::{Value, json};
 
 use crate::Availability;
-use crate::ax::backend::{
-    Acted, AppInfo, AxError, Backend, Contents, Failure, Forest, MAX_WALK, NativeFacts, Node,
-    WalkPlan, Window, said,
+use crate::accessibility::backend::{
+    ActName, Acted, AppInfo, AxError, Backend, Contents, Dialect, Failure, Forest, Include,
+    MAX_WALK, NativeFacts, Node, WalkPlan, Window, said,
 };
-use crate::ax::call::{ActName, Dialect, Include};
-use crate::ax::roles::{State, accesskit_role_names};
+use crate::accessibility::roles::{State, accesskit_role_names};
 use element::Element;
 
 /// The longest one accessibility call may wait for an app (AXUIElementSetMessagingTimeout).

@@ -1,4 +1,5 @@
-//! The ax backend on Linux: AT-SPI over D-Bus with zbus. Apps come from the registry, walks are
+//! The accessibility backend on Linux (the ax surface's there, and what the gui surface reads
+//! windows and elements with): AT-SPI over D-Bus with zbus. Apps come from the registry, walks are
 //! seeded from the apps' own caches and fetched concurrently, and every call runs under a
 //! per-call limit inside the call's deadline.
 //!
@@ -29,12 +30,11 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::Availability;
-use crate::ax::backend::{
-    Acted, AppInfo, AxError, Backend, Contents, Failure, Forest, NativeFacts, Node, WalkPlan,
-    Window,
+use crate::accessibility::backend::{
+    ActName, Acted, AppInfo, AxError, Backend, Contents, Dialect, Failure, Forest, Include,
+    NativeFacts, Node, WalkPlan, Window,
 };
-use crate::ax::call::{ActName, Dialect, Include};
-use crate::ax::roles::{State, accesskit_role_names};
+use crate::accessibility::roles::{State, accesskit_role_names};
 
 use bus::{ACCESSIBLE, Bus, BusError, REGISTRY, ROOT_PATH};
 pub use events::Watch;
@@ -297,11 +297,11 @@ impl Backend for Atspi {
         &self,
         element: &Accessible,
         deadline: Instant,
-    ) -> Option<crate::ax::ElementWatch> {
+    ) -> Option<crate::accessibility::ElementWatch> {
         let conn = self.conn(deadline).await.ok()?;
         Watch::start(&conn, element)
             .await
-            .map(crate::ax::ElementWatch)
+            .map(crate::accessibility::ElementWatch)
     }
 
     async fn apps(
@@ -387,7 +387,7 @@ impl Backend for Atspi {
         // AT-SPI has no "focused element" query that every toolkit answers: the window is walked
         // and the last focused node in document order is the one.
         let plan = WalkPlan {
-            max_depth: crate::ax::backend::UNLIMITED_DEPTH,
+            max_depth: crate::accessibility::backend::UNLIMITED_DEPTH,
             ..WalkPlan::default()
         };
         let forest = self

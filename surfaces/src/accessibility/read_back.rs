@@ -1,12 +1,36 @@
 //! Whether an action on an element took effect, judged from the element as read before and
 //! after it: its states, value and name, or its going away. Shared by `ax act` and by the gui
-//! surface's read-back of the element under a click (pure, so unit-tested here).
+//! surface's read-back of the element under a click (pure, so unit-tested here). Also how a name
+//! is quoted, in an element's label here and on `ax` outline lines alike.
 
 use accesskit::Role;
 
-use super::call::quote;
 use super::roles::{State, StateSet, role_name};
 use crate::{Effect, EffectReport};
+
+/// Longest name or value shown on an outline line.
+const TEXT_LIMIT: usize = 120;
+
+/// Quotes a name for an outline line, shortened and on one line.
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(TEXT_LIMIT) + 2);
+    out.push('"');
+    for (n, c) in text.chars().enumerate() {
+        if n == TEXT_LIMIT {
+            out.push('…');
+            break;
+        }
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
 
 /// One element as read before or after an act.
 #[derive(Debug, Clone, PartialEq, Eq)]

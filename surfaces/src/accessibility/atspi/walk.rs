@@ -14,9 +14,8 @@ use super::bus::{self, ACCESSIBLE, Bus, BusError};
 use super::cache::{self, AppCache, CachedNode};
 use super::roles::{map_role, state_set};
 use super::{Accessible, AtspiForest, AtspiNative};
-use crate::ax::backend::{MAX_WALK, WalkPlan};
-use crate::ax::call::Include;
-use crate::ax::roles::StateSet;
+use crate::accessibility::backend::{Include, MAX_WALK, WalkPlan};
+use crate::accessibility::roles::StateSet;
 
 /// How many nodes are fetched concurrently in one round.
 const BATCH: usize = 256;
@@ -191,7 +190,7 @@ impl Walker {
         if let Some(kids) = &fetched.children {
             for (bus, path) in kids {
                 children.push(nodes.len());
-                nodes.push(crate::ax::backend::Node::pending(
+                nodes.push(crate::accessibility::backend::Node::pending(
                     Accessible {
                         bus: bus.clone(),
                         path: path.clone(),

@@ -1,11 +1,11 @@
 //! macOS accessibility vocabulary, without touching the OS: AXRole/AXSubrole mapped onto
-//! accesskit's `Role` (so macOS and Linux trees read alike), AX attributes onto the surface's own
+//! accesskit's `Role` (so macOS and Linux trees read alike), AX attributes onto the shared
 //! states, and which AX actions carry out each `ax act` action. Pure, so it is unit-tested on
 //! every platform.
 
 use accesskit::Role;
 
-use crate::ax::roles::{State, StateSet};
+use crate::accessibility::roles::{State, StateSet};
 
 /// The accesskit role for an AXRole, refined by its AXSubrole.
 pub fn map_role(role: &str, subrole: Option<&str>) -> Role {
@@ -145,7 +145,7 @@ pub fn press_actions(what: &str) -> &'static [&'static str] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ax::roles::role_name;
+    use crate::accessibility::roles::role_name;
 
     #[test]
     fn ax_roles_read_like_the_linux_ones() {

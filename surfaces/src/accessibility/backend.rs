@@ -1,11 +1,12 @@
-//! The narrow per-OS part of the ax surface: the [`Backend`] trait (AT-SPI on Linux, AXUIElement
-//! on macOS) and the backend-neutral shapes it answers in: apps, walked forests of nodes in the
-//! surface's own role and state vocabulary, and errors.
+//! The narrow per-OS part of accessibility: the [`Backend`] trait (AT-SPI on Linux, AXUIElement
+//! on macOS), the backend-neutral shapes it answers in (apps, walked forests of nodes in the
+//! shared role and state vocabulary, and errors), and what it takes from a command: the action
+//! to carry out, the optional parts of a node to read, a backend's own dialect.
 //!
 //! The trait is coarse on purpose: a backend fetches a whole subtree within a budget (so AT-SPI
 //! keeps its cache-seeded, concurrent walks), reads one element, acts on one, finds the focused
 //! one and names an element's pid. Refs, selectors, paging, outlines and the approver check are
-//! the shared part's (`commands`), written once.
+//! the ax surface's (`ax::commands`), written once over any backend.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
@@ -16,9 +17,9 @@ use accesskit::Role;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::call::{ActName, Dialect, Include};
+use serde::Deserialize;
+
 use super::roles::{StateSet, fold, role_name};
-use super::selector::NodeFacts;
 use crate::Availability;
 
 /// `max_depth` of a walk with no depth limit (roots are depth 0).
@@ -26,6 +27,46 @@ pub const UNLIMITED_DEPTH: u32 = u32::MAX - 1;
 /// No walk fetches more nodes than this, whatever was asked: a runaway tree (a browser with a
 /// huge document) stays bounded in time and memory.
 pub const MAX_WALK: usize = 20_000;
+
+/// What one backend adds to the shared commands: which roles it understands and the `until`
+/// values it offers.
+pub struct Dialect {
+    /// Whether selectors and `tree`'s `roles` may name this (folded) role.
+    pub knows_role: fn(&str) -> bool,
+    /// Ends the "unknown role" message, after the accesskit names (e.g. " or an AXRole").
+    pub other_role_names: &'static str,
+    /// The `until` values offered when `wait` gets one it does not know.
+    pub until_examples: &'static [&'static str],
+}
+
+// The actions `ax act` names and a backend carries out. A plain comment: a doc comment would
+// join the tool description, which is made from the args' schema.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActName {
+    Press,
+    Activate,
+    Focus,
+    SetValue,
+    Toggle,
+    Select,
+    Expand,
+    Collapse,
+    ScrollIntoView,
+}
+
+/// Optional parts of a node.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Include {
+    pub states: bool,
+    pub bounds: bool,
+    pub actions: bool,
+    pub value: bool,
+    /// Object attributes and ids, which only selectors ask for: AT-SPI fetches them apart, the
+    /// AX backend has no such split.
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
+    pub attributes: bool,
+}
 
 /// Why a backend call failed, in terms a caller can act on.
 #[derive(Debug, Clone)]
@@ -95,7 +136,7 @@ pub trait NativeFacts {
     fn native_role(&self) -> &str;
 }
 
-/// One element as read, in the surface's own vocabulary.
+/// One element as read, in the shared role and state vocabulary.
 #[derive(Debug, Clone)]
 pub struct Node<E, N> {
     pub element: E,
@@ -153,22 +194,11 @@ impl<E, N> Node<E, N> {
     }
 }
 
-impl<E, N: NativeFacts> NodeFacts for Node<E, N> {
-    fn roles(&self) -> (String, String) {
+impl<E, N: NativeFacts> Node<E, N> {
+    /// Its role's accesskit name and its platform name, both folded (what selectors and
+    /// `tree`'s `roles` compare).
+    pub fn folded_roles(&self) -> (String, String) {
         (fold(&role_name(self.role)), fold(self.native.native_role()))
-    }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn states(&self) -> StateSet {
-        self.states
-    }
-    fn attr(&self, key: &str) -> Option<String> {
-        match key {
-            "description" => Some(self.description.clone()),
-            "id" => Some(self.id.clone()),
-            _ => self.attributes.get(key).cloned(),
-        }
     }
 }
 
@@ -250,7 +280,7 @@ impl WalkPlan {
         match &self.roles {
             None => true,
             Some(set) => {
-                let (ak, native) = node.roles();
+                let (ak, native) = node.folded_roles();
                 set.contains(&ak) || set.contains(&native)
             }
         }

@@ -1,4 +1,4 @@
-//! The ax surface's own role and state vocabulary, the same on every OS: accesskit's `Role`
+//! The accessibility role and state vocabulary, the same on every OS: accesskit's `Role`
 //! names, a state set whose names are AT-SPI's (so outlines and selectors read alike whichever
 //! backend read the tree), and which states an outline shows by default.
 

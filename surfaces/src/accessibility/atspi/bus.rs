@@ -249,7 +249,7 @@ pub async fn states(
     deadline: Instant,
     dest: &str,
     path: &str,
-) -> Result<crate::ax::roles::StateSet, BusError> {
+) -> Result<crate::accessibility::roles::StateSet, BusError> {
     call::<_, Vec<u32>>(conn, deadline, dest, path, ACCESSIBLE, "GetState", &())
         .await
         .map(|words| super::roles::state_set(&words))
