@@ -14,7 +14,7 @@
 //!   and after it (`ax act`'s and the gui surface's read-back of the element under a click).
 //! - `roles`: the shared state set and role vocabulary (accesskit names).
 //! - `atspi` (Linux): AT-SPI over D-Bus with cache-seeded, concurrent walks.
-//! - `macos` (macOS): AXUIElement.
+//! - `macos` (macOS): AXUIElement, and the window server's window list.
 
 pub(crate) mod backend;
 pub(crate) mod read_back;

@@ -7,11 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use core_foundation::base::{CFType, TCFType};
+use core_foundation::base::TCFType;
 use core_foundation::boolean::CFBoolean;
-use core_foundation::dictionary::CFDictionary;
-use core_foundation::number::CFNumber;
-use core_foundation::string::CFString;
 use core_graphics::access::ScreenCaptureAccess;
 use core_graphics::display::CGDisplay;
 use core_graphics::event::{
@@ -20,11 +17,6 @@ use core_graphics::event::{
 };
 use core_graphics::event_source::{CGEventSource, CGEventSourceStateID};
 use core_graphics::geometry::CGPoint;
-use core_graphics::window::{
-    copy_window_info, kCGNullWindowID, kCGWindowBounds, kCGWindowLayer,
-    kCGWindowListExcludeDesktopElements, kCGWindowListOptionOnScreenOnly, kCGWindowName,
-    kCGWindowNumber, kCGWindowOwnerName, kCGWindowOwnerPID,
-};
 use image::RgbaImage;
 
 use super::desktop::{
@@ -34,6 +26,7 @@ use super::keys::Combo;
 use super::macos_keys::{self, Typed};
 use crate::Availability;
 use crate::accessibility::macos::element::{self, Element};
+use crate::accessibility::macos::window_list::{self, ListedRect, ListedWindow};
 
 /// Pause between the steps of a drag and between typed characters: CGEventPost is
 /// asynchronous, and apps coalesce or reorder events that arrive in one burst.
@@ -156,101 +149,22 @@ fn key_event(code: u16, down: bool, flags: u64, text: Option<char>) -> DisplayRe
     Ok(())
 }
 
-/// A dictionary entry of the window list.
-fn entry(
-    dict: &CFDictionary<CFString, CFType>,
-    key: core_foundation::string::CFStringRef,
-) -> Option<CFType> {
-    dict.find(key).map(|value| (*value).clone())
+/// Normal (layer 0) on-screen windows, front to back, from the window server's list (which the
+/// macOS accessibility backend reads too); its failure as the gui's.
+fn window_list() -> DisplayResult<Vec<ListedWindow>> {
+    window_list::window_list().map_err(DisplayError)
 }
 
-fn entry_i64(
-    dict: &CFDictionary<CFString, CFType>,
-    key: core_foundation::string::CFStringRef,
-) -> Option<i64> {
-    entry(dict, key)?.downcast::<CFNumber>()?.to_i64()
-}
-
-fn entry_string(
-    dict: &CFDictionary<CFString, CFType>,
-    key: core_foundation::string::CFStringRef,
-) -> Option<String> {
-    Some(entry(dict, key)?.downcast::<CFString>()?.to_string())
-}
-
-/// kCGWindowBounds: a dictionary with X, Y, Width and Height in global points.
-fn entry_rect(dict: &CFDictionary<CFString, CFType>) -> Option<Rect> {
-    // SAFETY: a static CFString the framework defines.
-    let bounds = entry(dict, unsafe { kCGWindowBounds })?.downcast::<CFDictionary>()?;
-    // SAFETY: the bounds dictionary maps CFStrings to CFNumbers; re-typing the reference we
-    // hold (get rule: retained) changes nothing about ownership.
-    let bounds: CFDictionary<CFString, CFType> =
-        unsafe { CFDictionary::wrap_under_get_rule(bounds.as_concrete_TypeRef()) };
-    let number = |name: &str| -> Option<f64> {
-        bounds
-            .find(CFString::new(name))?
-            .downcast::<CFNumber>()?
-            .to_f64()
-    };
-    Some(Rect {
-        x: number("X")?.round() as i32,
-        y: number("Y")?.round() as i32,
-        width: number("Width")?.round().max(0.0) as u32,
-        height: number("Height")?.round().max(0.0) as u32,
-    })
-}
-
-/// A normal window as the window server lists it.
-#[derive(Debug, Clone)]
-pub(crate) struct ListedWindow {
-    pub id: u32,
-    pub pid: u32,
-    /// The owning application's name.
-    pub app: String,
-    /// Empty without Screen Recording: the window server withholds titles then.
-    pub title: String,
-    pub rect: Rect,
-}
-
-/// Normal (layer 0) on-screen windows, front to back.
-pub(crate) fn window_list() -> DisplayResult<Vec<ListedWindow>> {
-    let list = copy_window_info(
-        kCGWindowListOptionOnScreenOnly | kCGWindowListExcludeDesktopElements,
-        kCGNullWindowID,
-    )
-    .ok_or_else(|| failed("CGWindowListCopyWindowInfo"))?;
-    let mut windows = Vec::new();
-    for item in list.iter() {
-        if item.is_null() {
-            continue;
+/// A listed window's frame as the gui's area.
+impl From<ListedRect> for Rect {
+    fn from(listed: ListedRect) -> Rect {
+        Rect {
+            x: listed.x,
+            y: listed.y,
+            width: listed.width,
+            height: listed.height,
         }
-        // SAFETY: every item of the window list is a CFDictionary of CFString keys; get rule:
-        // we retain our own reference while the list lives.
-        let dict: CFDictionary<CFString, CFType> =
-            unsafe { CFDictionary::wrap_under_get_rule(*item as _) };
-        // SAFETY (each `unsafe` below): static CFStrings the framework defines.
-        if entry_i64(&dict, unsafe { kCGWindowLayer }) != Some(0) {
-            continue;
-        }
-        let (Some(id), Some(pid), Some(rect)) = (
-            entry_i64(&dict, unsafe { kCGWindowNumber }),
-            entry_i64(&dict, unsafe { kCGWindowOwnerPID }),
-            entry_rect(&dict),
-        ) else {
-            continue;
-        };
-        let app = entry_string(&dict, unsafe { kCGWindowOwnerName }).unwrap_or_default();
-        // Without Screen Recording the window server withholds titles.
-        let title = entry_string(&dict, unsafe { kCGWindowName }).unwrap_or_default();
-        windows.push(ListedWindow {
-            id: id as u32,
-            pid: pid as u32,
-            app,
-            title,
-            rect,
-        });
     }
-    Ok(windows)
 }
 
 fn display_rects() -> DisplayResult<Vec<(Rect, bool, u32)>> {
@@ -435,7 +349,7 @@ impl desktop::Desktop for MacDesktop {
                         app,
                         instance: String::new(),
                         pid: Some(pid),
-                        rect,
+                        rect: rect.into(),
                         focused: n == 0,
                         monitor: displays.iter().position(|(d, _, _)| d.contains(cx, cy)),
                     }

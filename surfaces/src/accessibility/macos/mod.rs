@@ -7,9 +7,11 @@
 //! - this file: the [`Backend`] implementation: apps, walks, reads, focus and actions.
 //! - `element`: the owned AXUIElement and the Accessibility permission check.
 //! - `roles`: AXRole → accesskit role, AX attributes → states, action choice.
+//! - `window_list`: the window server's list of on-screen windows (also the gui surface's).
 
 pub(crate) mod element;
 pub(crate) mod roles;
+pub(crate) mod window_list;
 
 use std::time::{Duration, Instant};
 
@@ -90,7 +92,7 @@ fn failed(err: element::AxError, pid: i32) -> AxError {
 
 /// An app's name for messages, from the window list (else "an app").
 fn app_name(pid: i32) -> String {
-    crate::gui::macos::window_list()
+    window_list::window_list()
         .ok()
         .and_then(|list| {
             list.into_iter()
@@ -107,7 +109,7 @@ fn knows_role(folded: &str) -> bool {
 
 /// Apps with windows on screen, front to back; with `windows`, each with its windows.
 fn list_apps(windows: bool) -> Result<Vec<AppInfo<Element>>, AxError> {
-    let listed = crate::gui::macos::window_list().map_err(|e| AxError::Other(e.0))?;
+    let listed = window_list::window_list().map_err(AxError::Other)?;
     let mut apps: Vec<AppInfo<Element>> = Vec::new();
     for window in listed {
         let pid = window.pid as i32;
