@@ -6,8 +6,10 @@
 //!   (re-exported here); it knows no surface and not the registry.
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
-//! - [`shell`]: the shell surface: one-shot command runs in their own process group, and its
-//!   terminal sessions ([`shell::session`]: a program on a pty, its screen as text).
+//! - [`one_shot`]: one-shot runs of argv or a script in their own process group (containment,
+//!   deadline, bounded capture), which `shell run` and `applescript run` share.
+//! - [`shell`]: the shell surface: `run` (a one-shot run) and its terminal sessions
+//!   ([`shell::session`]: a program on a pty, its screen as text).
 //! - [`command_line`]: a terminal's command line as typed keys leave it (gui terminals and
 //!   shell sessions).
 //! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
@@ -39,6 +41,7 @@ pub mod effect;
 pub mod gui;
 pub mod keychain;
 pub mod mask;
+pub mod one_shot;
 pub mod registry;
 pub mod script;
 pub mod secret_store;

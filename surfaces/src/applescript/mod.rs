@@ -1,7 +1,8 @@
 //! The applescript surface (macOS): `run` AppleScript or JavaScript for Automation through
 //! `osascript`, from source text or a file, with arguments passed as values to the script's `run`
-//! handler; the run itself is a shell-surface run of `osascript` (containment, process group,
-//! deadline, bounded capture), and its facts name the applications the source targets.
+//! handler; the run itself is a one-shot run of `osascript` ([`crate::one_shot`], as `shell run`'s:
+//! containment, process group, deadline, bounded capture), and its facts name the applications
+//! the source targets.
 //!
 //! # Layout
 //! - `mod.rs`: the surface: args, the `osascript` command line, facts, privacy refusals.
@@ -24,7 +25,7 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::shell::{ShellLimits, ShellSurface};
+use crate::one_shot::{self, ShellLimits};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface,
     SurfaceError, decode_args, receipt_value,
@@ -41,17 +42,6 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 const COMPILED_MAGIC: &[u8] = b"FasdUAS";
 
 const COMMANDS: &[CommandSpec] = &[CommandSpec::of::<RunArgs>("run", Risk::Act)];
-
-/// The shell surface's run fields (`?`: only when it applies).
-const RUN_FIELDS: &[&str] = &[
-    "exit_code?",
-    "signal?",
-    "timed_out?",
-    "killed_processes?",
-    "duration_ms",
-    "stdout?",
-    "stderr?",
-];
 
 /// The language of a script.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -98,7 +88,8 @@ struct RunArgs {
 }
 
 pub struct AppleScriptSurface {
-    shell: ShellSurface,
+    /// What each run of `osascript` is started under (the shell surface's limits).
+    limits: ShellLimits,
     osascript: PathBuf,
     /// The daemon's own places (config, state, sockets), which `file` may not name: the daemon
     /// reads a script file itself, outside the run's containment.
@@ -129,7 +120,7 @@ impl AppleScriptSurface {
             canonical.push(path);
         }
         AppleScriptSurface {
-            shell: ShellSurface::new(limits),
+            limits,
             osascript: osascript.into(),
             daemon_paths: canonical,
         }
@@ -164,7 +155,7 @@ impl Surface for AppleScriptSurface {
     }
 
     fn complications(&self) -> &'static [&'static str] {
-        self.shell.complications()
+        one_shot::complications()
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
@@ -172,7 +163,7 @@ impl Surface for AppleScriptSurface {
     }
 
     fn probe(&self) -> Availability {
-        if let unavailable @ Availability::Unavailable { .. } = self.shell.probe() {
+        if let unavailable @ Availability::Unavailable { .. } = one_shot::probe(&self.limits) {
             return unavailable;
         }
         if self.osascript.is_file() {
@@ -186,7 +177,7 @@ impl Surface for AppleScriptSurface {
     }
 
     fn result_fields(&self, _command: &str) -> &'static [&'static str] {
-        RUN_FIELDS
+        one_shot::RUN_FIELDS
     }
 
     fn prepare(
@@ -263,11 +254,11 @@ impl Surface for AppleScriptSurface {
         let mut argv = vec![self.osascript.display().to_string()];
         argv.extend(osascript_argv);
         argv.extend(run.argv.iter().cloned());
-        // The run itself is a shell-surface run of osascript: the same checks of cwd, env and
-        // timeout, the same containment, deadline and capture.
-        let mut shell_args = Map::new();
-        shell_args.insert("argv".into(), json!(argv));
-        let inner = self.shell.prepare("run", &shell_args, complications)?;
+        // The run itself is a one-shot run of osascript, as `shell run`'s: the same checks of
+        // cwd, env and timeout, the same containment, deadline and capture.
+        let mut run_args = Map::new();
+        run_args.insert("argv".into(), json!(argv));
+        let inner = Box::new(one_shot::prepare(&self.limits, &run_args, complications)?);
         Ok(Box::new(AppleScriptRun {
             inner,
             script,
