@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use zbus::zvariant::{DynamicType, OwnedObjectPath, OwnedValue};
 
-use super::cache::Support;
-
 /// The longest one D-Bus call may take: an app that does not answer within it is reported as
 /// unresponsive instead of holding the call (and the daemon) hostage.
 pub const CALL_LIMIT: Duration = Duration::from_millis(1500);
@@ -62,6 +60,15 @@ impl BusError {
             _ => BusError::Other(err.to_string()),
         }
     }
+}
+
+/// Whether an app's cache is worth asking for.
+#[derive(Debug, Clone, Copy)]
+pub enum Support {
+    /// `GetItems` answered.
+    Works,
+    /// It failed (not implemented, odd answer, too slow) at this time; the walk is used.
+    Missing(Instant),
 }
 
 /// The shared connection state: opened on first use, dropped when it breaks.

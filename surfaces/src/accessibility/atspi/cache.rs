@@ -11,7 +11,7 @@ use ::atspi::Role as AtspiRole;
 use futures::future::join_all;
 use zbus::zvariant::OwnedObjectPath;
 
-use super::bus::{self, Bus, BusError, ROOT_PATH};
+use super::bus::{self, Bus, BusError, ROOT_PATH, Support};
 use super::roles::state_set;
 use crate::accessibility::roles::StateSet;
 
@@ -155,15 +155,6 @@ impl AppCache {
             .collect();
         AppCache { nodes }
     }
-}
-
-/// Whether an app's cache is worth asking for.
-#[derive(Debug, Clone, Copy)]
-pub enum Support {
-    /// `GetItems` answered.
-    Works,
-    /// It failed (not implemented, odd answer, too slow) at this time; the walk is used.
-    Missing(Instant),
 }
 
 /// The cache of the app at `bus_name`, or `None` when the walk must do without it. Bridges
