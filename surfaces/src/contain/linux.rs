@@ -2,8 +2,9 @@
 //! set up ahead of them by processes that hold nothing of the daemon's.
 //!
 //! The processes of a run:
-//! - the *zygote* (`zygote.rs`), started from the daemon's binary at start-up, forks *slots*
-//!   and sends them to the daemon, which keeps them at hand and hands runs straight to them;
+//! - the *zygote*, started from the daemon's binary at start-up (its loop, [`serve_if_zygote`],
+//!   is here; the daemon's handle on it is `zygote.rs`), forks *slots* and sends them to the
+//!   daemon, which keeps them at hand and hands runs straight to them;
 //! - the *supervisor* (in the daemon's PID namespace) unshares the namespaces, forks the init
 //!   and waits for it;
 //! - the *init* (pid 1 of the run's PID namespace) masks the daemon's paths, mounts a `/proc`
@@ -22,14 +23,16 @@
 //! A setup step that fails is reported to the run the slot is handed, so a run is refused with
 //! the stage that failed rather than started uncontained.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::zygote::{self, Request, Zygote};
+use super::wire::{self, Plan, Request};
+use super::zygote::Zygote;
 use super::{ContainError, ExecSpec, RunEnd, RunLimits};
 
 /// Kernel settings and interfaces made read-only in every run, once mounted: a write to
@@ -115,8 +118,8 @@ const STAGE_FORK_PROGRAM: i32 = 10;
 const STAGE_READ_ONLY: i32 = 11;
 const STAGE_WRITABLE: i32 = 12;
 const STAGE_EXEC: i32 = 13;
-pub(super) const STAGE_REQUEST: i32 = 14;
-pub(super) const STAGE_SUPERVISOR: i32 = 15;
+const STAGE_REQUEST: i32 = 14;
+const STAGE_SUPERVISOR: i32 = 15;
 const STAGE_CWD: i32 = 16;
 const STAGE_SIGNALS: i32 = 17;
 const STAGE_TERMINAL: i32 = 18;
@@ -132,26 +135,6 @@ const SETUP_FAILED: i32 = 125;
 
 /// How long the daemon waits, at start, for the probe run.
 const PROBE_LIMIT_MS: i32 = 10_000;
-
-/// Everything a run's setup needs, prepared once by the daemon and handed to the zygote.
-#[derive(Debug, Clone)]
-pub(super) struct Plan {
-    pub(super) rootless: bool,
-    pub(super) uid_map: CString,
-    pub(super) gid_map: CString,
-    /// Directories bind-mounted onto themselves, so that no run can rename them (and with them
-    /// a masked path) away and put a directory of its own in their place.
-    pub(super) pins: Vec<CString>,
-    /// Directories covered by an empty read-only tmpfs.
-    pub(super) masked_dirs: Vec<CString>,
-    /// Files (and sockets) covered by a read-only bind of an empty file on a read-only tmpfs.
-    pub(super) masked_files: Vec<CString>,
-    /// This run gets an empty network namespace.
-    pub(super) no_network: bool,
-    /// When set, every mount is read-only except these paths.
-    pub(super) writable: Option<Vec<CString>>,
-    pub(super) described: String,
-}
 
 /// Stack size of the program until its exec.
 const PROGRAM_STACK: usize = 64 * 1024;
@@ -333,7 +316,7 @@ impl Launcher {
         (rows, cols): (u16, u16),
     ) -> Result<(Run, OwnedFd), ContainError> {
         let request = request_for(limits, exec, cwd, Some((rows, cols)))?;
-        let (ours, theirs) = zygote::seqpacket_pair().map_err(setup("the terminal's socket"))?;
+        let (ours, theirs) = wire::seqpacket_pair().map_err(setup("the terminal's socket"))?;
         let mut run = self.hand_over(&request, [&theirs, &theirs, &theirs], None)?;
         drop(theirs);
         // The daemon holds the master after the run ends: the slot's devpts must never serve
@@ -359,7 +342,7 @@ impl Launcher {
         stdio: [&OwnedFd; 3],
         tools: Option<&OwnedFd>,
     ) -> Result<Run, ContainError> {
-        let memfd = zygote::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
+        let memfd = wire::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
         let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
         let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
         let fds = [
@@ -429,8 +412,8 @@ fn receive_terminal(socket: &OwnedFd, limit_ms: i32) -> Option<OwnedFd> {
         if ready <= 0 {
             return None;
         }
-        return match zygote::recv_message(socket.as_raw_fd(), libc::MSG_DONTWAIT) {
-            Ok(Some((zygote::MESSAGE_TERMINAL, fds))) if fds.len() == 1 => fds.into_iter().next(),
+        return match wire::recv_message(socket.as_raw_fd(), libc::MSG_DONTWAIT) {
+            Ok(Some((wire::MESSAGE_TERMINAL, fds))) if fds.len() == 1 => fds.into_iter().next(),
             _ => None,
         };
     }
@@ -708,16 +691,117 @@ fn close_from(first: u32, last: u32, flags: u32) {
     }
 }
 
-// ---- The zygote's side: a slot's supervisor, its init and the program. ----
+// ---- The zygote's side: its loop, a slot's supervisor, its init and the program. ----
 
 /// Reports a setup stage that failed on `report`: the run that meets it is refused.
-pub(super) fn report_setup_error(report: RawFd, stage: i32, errno: i32) {
+fn report_setup_error(report: RawFd, stage: i32, errno: i32) {
     write_record(report, TAG_ERROR, stage, errno, 0);
+}
+
+/// Serves as the zygote when this process was started as one; returns otherwise. Call first
+/// thing in `main`, before any thread is started.
+pub fn serve_if_zygote() {
+    if std::env::args_os().next().as_deref() != Some(OsStr::new(wire::ZYGOTE_NAME)) {
+        return;
+    }
+    std::process::exit(serve());
+}
+
+fn serve() -> i32 {
+    // SAFETY: process-wide settings of this single-threaded process.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+        // Out of the daemon's session: no terminal, no signal meant for its process group.
+        libc::setsid();
+        // Slots end on their own; the kernel reaps them.
+        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+    }
+    let daemon: RawFd = 0;
+    let mut kind: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes an int into the variable we own.
+    let is_socket = unsafe {
+        libc::getsockopt(
+            daemon,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut kind as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    } == 0;
+    if !is_socket || kind != libc::SOCK_SEQPACKET {
+        eprintln!("error: the containment zygote is started by `computer serve`, not by hand");
+        return 2;
+    }
+    let plan = match wire::recv_fds(daemon) {
+        Ok(Some(fds)) if fds.len() == 1 => {
+            let file = std::fs::File::from(fds.into_iter().next().expect("one descriptor"));
+            let mut bytes = Vec::new();
+            let read = file
+                .metadata()
+                .and_then(|meta| {
+                    bytes.resize(meta.len() as usize, 0);
+                    file.read_exact_at(&mut bytes, 0)
+                })
+                .is_ok();
+            match read.then(|| Plan::decode(&bytes)).flatten() {
+                Some(plan) => plan,
+                None => return 2,
+            }
+        }
+        _ => return 2,
+    };
+    loop {
+        let (kind, fds) = match wire::recv_message(daemon, 0) {
+            Ok(Some(message)) => message,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            // The daemon is gone: so is every reason to exist.
+            Ok(None) | Err(_) => return 0,
+        };
+        if kind == wire::MESSAGE_WANT_SLOT {
+            // A slot for the daemon to keep at hand; the zygote keeps no copy of its socket. A
+            // slot that cannot be made is answered all the same, with no descriptor, so the
+            // daemon stops waiting for it (its runs then come here instead).
+            let _ = match spawn_slot(&plan) {
+                Ok(slot) => wire::send_message(daemon, wire::MESSAGE_SLOT, &[slot.as_raw_fd()], 0),
+                Err(_) => wire::send_message(daemon, wire::MESSAGE_SLOT, &[], 0),
+            };
+            continue;
+        }
+        if kind != wire::MESSAGE_RUN || fds.len() != wire::RUN_FDS {
+            continue;
+        }
+        let Some(request) = Request::read_from(&fds[wire::FD_REQUEST]) else {
+            report_setup_error(
+                fds[wire::FD_REPORT].as_raw_fd(),
+                STAGE_REQUEST,
+                libc::EINVAL,
+            );
+            continue;
+        };
+        let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+        // A run reaches the zygote when it asks for stricter limits (a slot made for it alone)
+        // or when the daemon had no prepared slot at hand.
+        let slot_plan = if request.uses_default_limits() {
+            None
+        } else {
+            Some(plan.with_request_limits(&request))
+        };
+        let handed = spawn_slot(slot_plan.as_ref().unwrap_or(&plan))
+            .and_then(|slot| wire::send_fds(slot.as_raw_fd(), &raw));
+        if let Err(err) = handed {
+            report_setup_error(
+                fds[wire::FD_REPORT].as_raw_fd(),
+                STAGE_SUPERVISOR,
+                err.raw_os_error().unwrap_or(libc::EIO),
+            );
+        }
+    }
 }
 
 /// Forks a slot for `plan` (in the zygote): a supervisor that prepares a run's sandbox and
 /// whose init then waits for the run on the returned socket.
-pub(super) fn spawn_slot(plan: &Plan) -> io::Result<OwnedFd> {
+fn spawn_slot(plan: &Plan) -> io::Result<OwnedFd> {
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two new descriptors into the array we own.
     if unsafe {
@@ -751,8 +835,8 @@ pub(super) fn spawn_slot(plan: &Plan) -> io::Result<OwnedFd> {
 /// to it, and ends this process.
 fn fail_later(slot: RawFd, stage: i32) -> ! {
     let errno = errno();
-    if let Ok(Some(fds)) = zygote::recv_fds(slot)
-        && let Some(report) = fds.get(zygote::FD_REPORT)
+    if let Ok(Some(fds)) = wire::recv_fds(slot)
+        && let Some(report) = fds.get(wire::FD_REPORT)
     {
         report_setup_error(report.as_raw_fd(), stage, errno);
     }
@@ -1095,8 +1179,8 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
         // The sandbox is ready: serve runs, one at a time, until the slot's socket closes. A
         // run is handed here only once everything of the one before it is gone.
         loop {
-            let fds = match zygote::recv_fds(slot) {
-                Ok(Some(fds)) if fds.len() == zygote::RUN_FDS => fds,
+            let fds = match wire::recv_fds(slot) {
+                Ok(Some(fds)) if fds.len() == wire::RUN_FDS => fds,
                 Ok(Some(_)) => continue,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 _ => libc::_exit(0),
@@ -1117,8 +1201,8 @@ unsafe fn serve_run(
 ) {
     // SAFETY: system calls of this single-threaded process on descriptors it owns.
     unsafe {
-        let report = fds[zygote::FD_REPORT].as_raw_fd();
-        let Some(request) = Request::read_from(&fds[zygote::FD_REQUEST]) else {
+        let report = fds[wire::FD_REPORT].as_raw_fd();
+        let Some(request) = Request::read_from(&fds[wire::FD_REQUEST]) else {
             report_setup_error(report, STAGE_REQUEST, libc::EINVAL);
             return;
         };
@@ -1138,9 +1222,9 @@ unsafe fn serve_run(
                     return;
                 }
             };
-            let sent = zygote::send_message(
-                fds[zygote::FD_STDIN].as_raw_fd(),
-                zygote::MESSAGE_TERMINAL,
+            let sent = wire::send_message(
+                fds[wire::FD_STDIN].as_raw_fd(),
+                wire::MESSAGE_TERMINAL,
                 &[terminal.master.as_raw_fd()],
                 libc::MSG_DONTWAIT,
             );
@@ -1153,9 +1237,9 @@ unsafe fn serve_run(
             }
         } else {
             for (from, to) in [
-                (zygote::FD_STDIN, 0),
-                (zygote::FD_STDOUT, 1),
-                (zygote::FD_STDERR, 2),
+                (wire::FD_STDIN, 0),
+                (wire::FD_STDOUT, 1),
+                (wire::FD_STDERR, 2),
             ] {
                 libc::dup2(fds[from].as_raw_fd(), to);
             }
@@ -1164,7 +1248,7 @@ unsafe fn serve_run(
             terminal: request.terminal.is_some(),
             report,
             tools: if request.tools {
-                fds[zygote::FD_TOOLS].as_raw_fd()
+                fds[wire::FD_TOOLS].as_raw_fd()
             } else {
                 -1
             },
@@ -1185,8 +1269,8 @@ unsafe fn serve_run(
         for fd in 0..3 {
             libc::dup2(null, fd);
         }
-        let stop = fds.remove(zygote::FD_STOP);
-        let report = fds.remove(zygote::FD_REPORT);
+        let stop = fds.remove(wire::FD_STOP);
+        let report = fds.remove(wire::FD_REPORT);
         drop(fds);
         if program < 0 {
             report_setup_error(report.as_raw_fd(), STAGE_FORK_PROGRAM, errno());
@@ -1269,7 +1353,7 @@ unsafe fn serve_run(
 /// Tells the daemon this slot can take its next run. A daemon that let the slot go is not
 /// listening: the slot's init ends at its next read.
 fn say_ready(slot: RawFd) {
-    let _ = zygote::send_message(slot, zygote::MESSAGE_READY, &[], libc::MSG_DONTWAIT);
+    let _ = wire::send_message(slot, wire::MESSAGE_READY, &[], libc::MSG_DONTWAIT);
 }
 
 /// Reads a non-blocking signalfd empty.

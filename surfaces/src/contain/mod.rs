@@ -6,8 +6,11 @@
 //! - `linux.rs`: a user (unless the daemon is root), mount and PID namespace per run; the
 //!   daemon's paths are masked, `/proc` shows only the run, `/dev/pts` only its own terminals,
 //!   kernel settings are read-only, and runs hold no capability (a root daemon's included).
-//! - `zygote.rs`: the small process, started from the daemon's binary, that forks each run's
-//!   supervisor and keeps the next run's sandbox prepared.
+//!   It also holds the zygote's side: the loop of the small process, started from the daemon's
+//!   binary, that forks each run's supervisor and keeps the next run's sandbox prepared.
+//! - `zygote.rs`: the daemon's handle on that zygote and on the prepared slots it sends.
+//! - `wire.rs`: what the daemon, the zygote and a slot's init send each other over their
+//!   sockets; both of the above build on it, and `linux.rs` on `zygote.rs`, never the reverse.
 //! - `macos.rs`: a Seatbelt profile (`sandbox-exec`) denying the same paths and signals.
 //!
 //! Every run's receipt names the containment it ran under ([`Containment::status`]). Where
@@ -18,10 +21,12 @@ mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "linux")]
+mod wire;
+#[cfg(target_os = "linux")]
 mod zygote;
 
 #[cfg(target_os = "linux")]
-pub use zygote::serve_if_zygote;
+pub use linux::serve_if_zygote;
 
 /// Serves as the containment zygote when this process was started as one; returns otherwise.
 /// (Only Linux has a zygote.)
@@ -304,7 +309,7 @@ impl Proven {
         let hidden = existing_forms(&config.hidden);
         #[cfg(target_os = "linux")]
         {
-            match linux::Plan::new(&hidden).and_then(linux::Launcher::new) {
+            match wire::Plan::new(&hidden).and_then(linux::Launcher::new) {
                 Ok(launcher) => Proven {
                     status: ContainmentStatus {
                         mechanism: "namespaces",

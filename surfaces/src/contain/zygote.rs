@@ -1,4 +1,7 @@
-//! The containment zygote: a small process started from the daemon's own binary at start-up,
+//! The daemon's handle on the containment zygote ([`Zygote`]): starting it, the slots it sends
+//! and which of them can take the next run.
+//!
+//! The containment zygote is a small process started from the daemon's own binary at start-up,
 //! before any run, that forks the *slots* runs are served in (a supervisor and its init, with a
 //! run's namespaces and mounts prepared ahead). Forking it costs a fraction of forking the daemon
 //! (one thread, a few MiB, none of the daemon's memory).
@@ -16,29 +19,19 @@
 //! end), else once everything the run left has died. A slot whose leftovers do not die (a
 //! process stuck in uninterruptible sleep on a hung mount) is set aside, not handed a run that
 //! would wait on it.
+//!
+//! The zygote's own loop (`serve_if_zygote`) lives in `linux.rs`, beside the slot code it runs;
+//! what crosses the sockets is in `wire.rs`. This module uses only `wire.rs`, and `linux.rs`
+//! uses this one, so the daemon's side and the zygote's side depend on each other one way only.
 
-use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::FileExt;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 
-use super::linux::{self, Plan};
-
-/// The argv\[0\] the daemon's binary is started with to serve as the zygote.
-pub(super) const ZYGOTE_NAME: &str = "computer-contain-zygote";
-
-/// What a message on the zygote's socket is, by its one byte of data.
-pub(super) const MESSAGE_RUN: u8 = b'R';
-/// Daemon to zygote: prepare one more slot and send it over.
-pub(super) const MESSAGE_WANT_SLOT: u8 = b'W';
-/// Zygote to daemon: a prepared slot's socket.
-pub(super) const MESSAGE_SLOT: u8 = b'S';
-/// A slot's init to the daemon: everything of the last run is gone; send the next.
-pub(super) const MESSAGE_READY: u8 = b'Y';
-/// A slot's init to the daemon, on a terminal run's own socket: the master side of the pty it
-/// made for the run in the run's devpts.
-pub(super) const MESSAGE_TERMINAL: u8 = b'T';
+use super::wire::{
+    MESSAGE_READY, MESSAGE_SLOT, MESSAGE_WANT_SLOT, Plan, RUN_FDS, ZYGOTE_NAME, memfd_with,
+    recv_message, send_fds, send_message, seqpacket_pair,
+};
 
 /// How many prepared slots the daemon asks for ahead: one for the next run, one for a run
 /// beside it.
@@ -46,248 +39,6 @@ const READY_SLOTS: usize = 2;
 
 /// How many idle slots the daemon keeps after a burst of runs side by side; more are let go.
 const MAX_IDLE_SLOTS: usize = 4;
-
-/// Descriptors of one run, in the order they travel.
-pub(super) const RUN_FDS: usize = 7;
-pub(super) const FD_REQUEST: usize = 0;
-pub(super) const FD_STDIN: usize = 1;
-pub(super) const FD_STDOUT: usize = 2;
-pub(super) const FD_STDERR: usize = 3;
-pub(super) const FD_REPORT: usize = 4;
-pub(super) const FD_STOP: usize = 5;
-/// The run's end of its tools channel when it was given tools (`Request::tools`); otherwise a
-/// stand-in that travels unused.
-pub(super) const FD_TOOLS: usize = 6;
-
-/// What one run asks for, as it crosses to the zygote and on to a slot's init.
-#[derive(Debug, Default)]
-pub(super) struct Request {
-    pub no_network: bool,
-    pub writable: Option<Vec<CString>>,
-    /// When set (rows, columns), the run's init makes a pty of that size in the run's own
-    /// devpts, sends its master side back over the socket that travels as the run's stdin, and
-    /// the program leads a session of its own with the terminal side as its controlling
-    /// terminal, stdin, stdout and stderr, as a terminal session's shell must.
-    pub terminal: Option<(u16, u16)>,
-    /// The program inherits [`FD_TOOLS`] as `computer_ipc::tools::TOOLS_FD`.
-    pub tools: bool,
-    pub program: CString,
-    pub cwd: CString,
-    pub argv: Vec<CString>,
-    /// `NAME=value` pairs.
-    pub env: Vec<CString>,
-}
-
-impl Request {
-    pub fn uses_default_limits(&self) -> bool {
-        !self.no_network && self.writable.is_none()
-    }
-
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Writer::default();
-        out.flag(self.no_network);
-        out.flag(self.writable.is_some());
-        out.list(self.writable.as_deref().unwrap_or_default());
-        out.flag(self.terminal.is_some());
-        let (rows, cols) = self.terminal.unwrap_or_default();
-        out.number(u32::from(rows));
-        out.number(u32::from(cols));
-        out.flag(self.tools);
-        out.bytes(self.program.as_bytes());
-        out.bytes(self.cwd.as_bytes());
-        out.list(&self.argv);
-        out.list(&self.env);
-        out.0
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<Request> {
-        let mut input = Reader(bytes);
-        let no_network = input.flag()?;
-        let has_writable = input.flag()?;
-        let writable = input.list()?;
-        let has_terminal = input.flag()?;
-        let rows = u16::try_from(input.number()?).ok()?;
-        let cols = u16::try_from(input.number()?).ok()?;
-        let tools = input.flag()?;
-        let request = Request {
-            no_network,
-            writable: has_writable.then_some(writable),
-            terminal: has_terminal.then_some((rows, cols)),
-            tools,
-            program: input.c_string()?,
-            cwd: input.c_string()?,
-            argv: input.list()?,
-            env: input.list()?,
-        };
-        input.0.is_empty().then_some(request)
-    }
-
-    /// Reads a request from the memfd it travels in (from its start: the zygote and the init
-    /// share the memfd's offset).
-    pub fn read_from(memfd: &OwnedFd) -> Option<Request> {
-        let file = std::fs::File::from(memfd.try_clone().ok()?);
-        let len = file.metadata().ok()?.len();
-        // Bounded by what the daemon accepts in one request line.
-        if len > 16 * 1024 * 1024 {
-            return None;
-        }
-        let mut bytes = vec![0u8; len as usize];
-        file.read_exact_at(&mut bytes, 0).ok()?;
-        Request::decode(&bytes)
-    }
-}
-
-impl Plan {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Writer::default();
-        out.flag(self.rootless);
-        out.bytes(self.uid_map.as_bytes());
-        out.bytes(self.gid_map.as_bytes());
-        out.list(&self.pins);
-        out.list(&self.masked_dirs);
-        out.list(&self.masked_files);
-        out.0
-    }
-
-    fn decode(bytes: &[u8]) -> Option<Plan> {
-        let mut input = Reader(bytes);
-        let plan = Plan {
-            rootless: input.flag()?,
-            uid_map: input.c_string()?,
-            gid_map: input.c_string()?,
-            pins: input.list()?,
-            masked_dirs: input.list()?,
-            masked_files: input.list()?,
-            no_network: false,
-            writable: None,
-            described: String::new(),
-        };
-        input.0.is_empty().then_some(plan)
-    }
-}
-
-/// Length-prefixed fields, little-endian.
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn flag(&mut self, value: bool) {
-        self.0.push(u8::from(value));
-    }
-
-    fn number(&mut self, value: u32) {
-        self.0.extend_from_slice(&value.to_le_bytes());
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) {
-        self.0
-            .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        self.0.extend_from_slice(bytes);
-    }
-
-    fn list(&mut self, items: &[CString]) {
-        self.0
-            .extend_from_slice(&(items.len() as u32).to_le_bytes());
-        for item in items {
-            self.bytes(item.as_bytes());
-        }
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn number(&mut self) -> Option<usize> {
-        let raw = self.take(4)?;
-        Some(u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize)
-    }
-
-    fn flag(&mut self) -> Option<bool> {
-        match self.take(1)? {
-            [0] => Some(false),
-            [1] => Some(true),
-            _ => None,
-        }
-    }
-
-    fn c_string(&mut self) -> Option<CString> {
-        let len = self.number()?;
-        CString::new(self.take(len)?).ok()
-    }
-
-    fn list(&mut self) -> Option<Vec<CString>> {
-        let count = self.number()?;
-        // Every item takes at least its 4-byte length: a count beyond that is malformed.
-        if count > self.0.len() / 4 {
-            return None;
-        }
-        (0..count).map(|_| self.c_string()).collect()
-    }
-}
-
-/// Writes `bytes` into a new memfd, to travel as a descriptor.
-pub(super) fn memfd_with(bytes: &[u8]) -> io::Result<OwnedFd> {
-    // SAFETY: memfd_create takes a NUL-terminated name and returns a new descriptor or -1.
-    let fd = unsafe { libc::memfd_create(c"computer-run".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor was just created and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    std::fs::File::from(fd.try_clone()?).write_all_at(bytes, 0)?;
-    Ok(fd)
-}
-
-/// Sends `fds` over a SOCK_SEQPACKET socket, in one message of kind `tag` (a run's
-/// descriptors unless said otherwise).
-pub(super) fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
-    send_message(socket, MESSAGE_RUN, fds, 0)
-}
-
-/// Sends one message: the byte `tag` and `fds` (none is fine), with `flags` (MSG_DONTWAIT).
-pub(super) fn send_message(socket: RawFd, tag: u8, fds: &[RawFd], flags: i32) -> io::Result<()> {
-    computer_ipc::fdpass::send_message(socket, tag, fds, flags)
-}
-
-/// Receives one message of descriptors (close-on-exec) from a SOCK_SEQPACKET socket; `None`
-/// when the peer has closed it.
-pub(super) fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
-    Ok(recv_message(socket, 0)?.map(|(_, fds)| fds))
-}
-
-/// Receives one message, its kind and its descriptors (close-on-exec), with `flags`
-/// (MSG_DONTWAIT: `WouldBlock` when none is waiting); `None` when the peer has closed it.
-pub(super) fn recv_message(socket: RawFd, flags: i32) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
-    computer_ipc::fdpass::recv_message(socket, RUN_FDS, flags)
-}
-
-/// A connected pair of SOCK_SEQPACKET sockets, close-on-exec.
-pub(super) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair writes two new descriptors into the array we own.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
 
 /// The daemon's handle on its zygote, and the slots it has prepared and sent over.
 #[derive(Debug)]
@@ -520,110 +271,10 @@ impl Drop for Zygote {
     }
 }
 
-/// Serves as the zygote when this process was started as one; returns otherwise. Call first
-/// thing in `main`, before any thread is started.
-pub fn serve_if_zygote() {
-    if std::env::args_os().next().as_deref() != Some(OsStr::new(ZYGOTE_NAME)) {
-        return;
-    }
-    std::process::exit(serve());
-}
-
-fn serve() -> i32 {
-    // SAFETY: process-wide settings of this single-threaded process.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0);
-        // Out of the daemon's session: no terminal, no signal meant for its process group.
-        libc::setsid();
-        // Slots end on their own; the kernel reaps them.
-        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
-    }
-    let daemon: RawFd = 0;
-    let mut kind: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes an int into the variable we own.
-    let is_socket = unsafe {
-        libc::getsockopt(
-            daemon,
-            libc::SOL_SOCKET,
-            libc::SO_TYPE,
-            (&mut kind as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    } == 0;
-    if !is_socket || kind != libc::SOCK_SEQPACKET {
-        eprintln!("error: the containment zygote is started by `computer serve`, not by hand");
-        return 2;
-    }
-    let plan = match recv_fds(daemon) {
-        Ok(Some(fds)) if fds.len() == 1 => {
-            let file = std::fs::File::from(fds.into_iter().next().expect("one descriptor"));
-            let mut bytes = Vec::new();
-            let read = file
-                .metadata()
-                .and_then(|meta| {
-                    bytes.resize(meta.len() as usize, 0);
-                    file.read_exact_at(&mut bytes, 0)
-                })
-                .is_ok();
-            match read.then(|| Plan::decode(&bytes)).flatten() {
-                Some(plan) => plan,
-                None => return 2,
-            }
-        }
-        _ => return 2,
-    };
-    loop {
-        let (kind, fds) = match recv_message(daemon, 0) {
-            Ok(Some(message)) => message,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            // The daemon is gone: so is every reason to exist.
-            Ok(None) | Err(_) => return 0,
-        };
-        if kind == MESSAGE_WANT_SLOT {
-            // A slot for the daemon to keep at hand; the zygote keeps no copy of its socket. A
-            // slot that cannot be made is answered all the same, with no descriptor, so the
-            // daemon stops waiting for it (its runs then come here instead).
-            let _ = match linux::spawn_slot(&plan) {
-                Ok(slot) => send_message(daemon, MESSAGE_SLOT, &[slot.as_raw_fd()], 0),
-                Err(_) => send_message(daemon, MESSAGE_SLOT, &[], 0),
-            };
-            continue;
-        }
-        if kind != MESSAGE_RUN || fds.len() != RUN_FDS {
-            continue;
-        }
-        let Some(request) = Request::read_from(&fds[FD_REQUEST]) else {
-            linux::report_setup_error(
-                fds[FD_REPORT].as_raw_fd(),
-                linux::STAGE_REQUEST,
-                libc::EINVAL,
-            );
-            continue;
-        };
-        let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
-        // A run reaches the zygote when it asks for stricter limits (a slot made for it alone)
-        // or when the daemon had no prepared slot at hand.
-        let slot_plan = if request.uses_default_limits() {
-            None
-        } else {
-            Some(plan.with_request_limits(&request))
-        };
-        let handed = linux::spawn_slot(slot_plan.as_ref().unwrap_or(&plan))
-            .and_then(|slot| send_fds(slot.as_raw_fd(), &raw));
-        if let Err(err) = handed {
-            linux::report_setup_error(
-                fds[FD_REPORT].as_raw_fd(),
-                linux::STAGE_SUPERVISOR,
-                err.raw_os_error().unwrap_or(libc::EIO),
-            );
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contain::wire::MESSAGE_RUN;
 
     /// A run's descriptors for the slot tests (what they are does not matter: they travel).
     fn run_fds() -> (Vec<OwnedFd>, [RawFd; RUN_FDS]) {
@@ -711,87 +362,6 @@ mod tests {
             slots.busy.len() <= MAX_IDLE_SLOTS,
             "{} slots set aside",
             slots.busy.len()
-        );
-    }
-
-    fn c(text: &str) -> CString {
-        CString::new(text).unwrap()
-    }
-
-    #[test]
-    fn a_request_round_trips_and_anything_else_is_refused() {
-        let request = Request {
-            no_network: true,
-            writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
-            terminal: Some((30, 100)),
-            tools: true,
-            program: c("/bin/sh"),
-            cwd: c("/home/p"),
-            argv: vec![c("sh"), c("-c"), c("echo é; true")],
-            env: vec![c("PATH=/usr/bin:/bin"), c("EMPTY=")],
-        };
-        let bytes = request.encode();
-        let back = Request::decode(&bytes).expect("decodes");
-        assert_eq!(back.encode(), bytes);
-        assert_eq!(back.writable, request.writable);
-        assert_eq!(back.argv, request.argv);
-        assert_eq!(back.env, request.env);
-        assert_eq!(back.terminal, Some((30, 100)));
-        assert!(back.tools);
-        assert!(!back.uses_default_limits());
-
-        let plain = Request {
-            program: c("/bin/true"),
-            cwd: c("/"),
-            ..Request::default()
-        };
-        let back = Request::decode(&plain.encode()).expect("decodes");
-        assert!(back.writable.is_none() && back.uses_default_limits());
-
-        // Cut short anywhere, padded, a flag other than 0 or 1, a count beyond the bytes, a NUL
-        // inside a string: each is refused, never read past its end.
-        for cut in 0..bytes.len() {
-            assert!(Request::decode(&bytes[..cut]).is_none(), "cut at {cut}");
-        }
-        let mut padded = bytes.clone();
-        padded.push(0);
-        assert!(Request::decode(&padded).is_none());
-        let mut bad_flag = bytes.clone();
-        bad_flag[0] = 2;
-        assert!(Request::decode(&bad_flag).is_none());
-        let mut huge_count = bytes.clone();
-        huge_count[2..6].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Request::decode(&huge_count).is_none());
-        let mut with_nul = Writer::default();
-        with_nul.flag(false);
-        with_nul.flag(false);
-        with_nul.0.extend_from_slice(&0u32.to_le_bytes());
-        with_nul.flag(false);
-        with_nul.number(0);
-        with_nul.number(0);
-        with_nul.bytes(b"/bin/t\0rue");
-        assert!(Request::decode(&with_nul.0).is_none());
-    }
-
-    #[test]
-    fn a_request_travels_in_a_memfd_and_descriptors_over_a_socket() {
-        let request = Request {
-            program: c("/bin/true"),
-            cwd: c("/"),
-            argv: vec![c("true")],
-            ..Request::default()
-        };
-        let memfd = memfd_with(&request.encode()).unwrap();
-        let (ours, theirs) = seqpacket_pair().unwrap();
-        send_fds(ours.as_raw_fd(), &[memfd.as_raw_fd()]).unwrap();
-        let received = recv_fds(theirs.as_raw_fd()).unwrap().expect("a message");
-        assert_eq!(received.len(), 1);
-        let back = Request::read_from(&received[0]).expect("the request");
-        assert_eq!(back.encode(), request.encode());
-        drop(ours);
-        assert!(
-            recv_fds(theirs.as_raw_fd()).unwrap().is_none(),
-            "end of socket"
         );
     }
 }
