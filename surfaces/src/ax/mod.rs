@@ -6,9 +6,12 @@
 //!
 //! # Layout
 //! - this file: the `Surface` and its prepared action, and the factory that picks the backend.
-//! - `call`: the command table, args validation into a `Job`, paging and outline rendering.
-//! - `commands`: what each command does, over any backend: refs, selectors resolved to one
-//!   element, the approver check, listings, actions and waits.
+//! - `commands`: the commands, one type and file each (its args, result fields, checks and
+//!   run), and the one table of them the surface offers and dispatches by name.
+//! - `call`: what the commands share in args and output: targets, paging and cursors, and
+//!   outline rendering.
+//! - `lookup`: what the commands share over any backend: the ref table, apps, windows, refs and
+//!   selectors resolved to elements, the approver check, paged listings.
 //! - `selector`: the selector language (and what of a backend's node it tests).
 //! - `seen`: acts bound to an observation (`complications.seen`): the refs it showed, and the
 //!   `stale` check right before acting.
@@ -16,6 +19,7 @@
 
 mod call;
 mod commands;
+mod lookup;
 mod seen;
 mod selector;
 #[cfg(test)]
@@ -34,8 +38,9 @@ use crate::{
 };
 
 use crate::accessibility::backend::{AxError, Backend, Failure};
-use call::{AppArg, COMMANDS, Job};
-use commands::{Ax, Refs};
+use call::AppArg;
+use commands::{COMMANDS, Job, Running};
+use lookup::{Ax, Refs};
 use seen::AxSnapshot;
 
 use crate::snapshot::{Seen, Snapshots};
@@ -92,7 +97,7 @@ impl<B: Backend> Surface for AxSurface<B> {
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
-        COMMANDS
+        &COMMANDS
     }
 
     fn complications(&self) -> &'static [&'static str] {
@@ -104,7 +109,7 @@ impl<B: Backend> Surface for AxSurface<B> {
     }
 
     fn result_fields(&self, command: &str) -> &'static [&'static str] {
-        B::DIALECT.result_fields(command)
+        commands::result_fields(command)
     }
 
     fn prepare(
@@ -113,9 +118,9 @@ impl<B: Backend> Surface for AxSurface<B> {
         args: &Map<String, Value>,
         complications: &Complications,
     ) -> Result<Box<dyn PreparedAction>, ToolError> {
-        let (job, timeout) = call::prepare(&B::DIALECT, command, args, complications)?;
+        let (job, timeout) = commands::prepare(&B::DIALECT, command, args, complications)?;
         let seen = match &complications.seen {
-            Some(_) if !matches!(job, Job::Act { .. }) => {
+            Some(_) if !matches!(job, Job::Act(_)) => {
                 return Err(crate::snapshot::not_an_act("ax", command));
             }
             Some(id) => Some(self.snapshots.bind(id)?),
@@ -243,17 +248,19 @@ impl<B: Backend> PreparedAction for AxAction<B> {
                 .secrets
                 .resolve_blocking(crate::secrets::IN_PLACE, &reference)
                 .await?;
-            if let Job::Act { value: slot, .. } = &mut job {
-                *slot = Some(Value::String(
+            if let Job::Act(act) = &mut job {
+                act.value = Some(Value::String(
                     secrecy::ExposeSecret::expose_secret(&value).to_string(),
                 ));
             }
         }
-        let observes = matches!(
-            job,
-            Job::Tree { .. } | Job::Find { .. } | Job::Read { .. } | Job::Focused { .. }
-        );
-        let work = commands::run(&self.ax, deadline, job, &ctx.protected, self.seen.as_ref());
+        let observes = job.observes();
+        let call = Running {
+            deadline,
+            protected: &ctx.protected,
+            seen: self.seen.as_ref(),
+        };
+        let work = job.run(&self.ax, &call);
         let result = if observes {
             // The refs it shows become a snapshot an act can name.
             match seen::collecting(work).await {

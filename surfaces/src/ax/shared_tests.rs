@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use computer_ipc::Complications;
 use serde_json::{Map, Value, json};
 
-use super::call;
-use super::commands::{self, Ax, Refs};
+use super::commands::{self, Running};
+use super::lookup::{Ax, Refs};
 use crate::accessibility::backend::{
     ActName, Acted, AppInfo, AxError, Backend, Contents, Dialect, Failure, Forest, NativeFacts,
     Node, WalkPlan, Window,
@@ -192,7 +192,7 @@ fn ax() -> Ax<Fake> {
 /// Runs one command as the surface would, with `protected` pids.
 fn run(ax: &Ax<Fake>, command: &str, args: Value, protected: &[u32]) -> Result<Outcome, Failure> {
     let args: Map<String, Value> = serde_json::from_value(args).unwrap();
-    let (job, _) = call::prepare(&Fake::DIALECT, command, &args, &Complications::default())
+    let (job, _) = commands::prepare(&Fake::DIALECT, command, &args, &Complications::default())
         .expect("valid args");
     let set = Arc::new(ProtectedProcesses::default());
     let _held = set.protect(protected.to_vec());
@@ -201,7 +201,14 @@ fn run(ax: &Ax<Fake>, command: &str, args: Value, protected: &[u32]) -> Result<O
         .enable_all()
         .build()
         .unwrap()
-        .block_on(commands::run(ax, deadline, job, &set, None))
+        .block_on(job.run(
+            ax,
+            &Running {
+                deadline,
+                protected: &set,
+                seen: None,
+            },
+        ))
 }
 
 fn refused(result: Result<Outcome, Failure>) -> String {

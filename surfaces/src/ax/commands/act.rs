@@ -1,0 +1,303 @@
+//! `ax act`: one action on one element (by ref or selector): the approver check, the action,
+//! and the element read back until the intended change shows, judged into the act's effect.
+
+use std::time::Instant;
+
+use computer_ipc::ToolError;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{Command, Preparing, Running};
+use crate::accessibility::backend::{ActName, Backend, Failure, Include};
+use crate::accessibility::read_back::{ElementView, Intent, judge};
+use crate::accessibility::roles::{StateSet, all_states};
+use crate::ax::call::{AppArg, RefArg, Target, in_app, line, target_of};
+use crate::ax::lookup::{Ax, located, shown};
+use crate::{Effect, EffectReport, Outcome, Risk};
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActArgs {
+    #[serde(default)]
+    selector: Option<String>,
+    /// [n] or selector
+    #[serde(default, rename = "ref")]
+    reference: Option<RefArg>,
+    #[serde(default)]
+    app: Option<AppArg>,
+    action: ActName,
+    #[serde(default)]
+    value: Option<Value>,
+}
+
+/// `ax act`, checked.
+#[derive(Debug)]
+pub struct Act {
+    target: Target,
+    app: Option<AppArg>,
+    action: ActName,
+    /// The value `set_value` sets; a stored secret's reference until the call runs, when the
+    /// surface puts the secret itself here.
+    pub value: Option<Value>,
+}
+
+impl Command for Act {
+    const NAME: &'static str = "act";
+    const RISK: Risk = Risk::Act;
+    const FIELDS: &'static [&'static str] = &[
+        "done",
+        "via?",
+        "value?",
+        "changed?",
+        "node",
+        "effect",
+        "effect_evidence",
+    ];
+    type Args = ActArgs;
+
+    fn prepare(a: ActArgs, call: &mut Preparing<'_>) -> Result<Act, ToolError> {
+        let target = target_of(call.dialect, a.reference, a.selector, "args")?;
+        match (a.action, &a.value) {
+            (ActName::SetValue, None) => {
+                return Err(
+                    ToolError::invalid("set_value needs `value` (text or number)").at("args.value"),
+                );
+            }
+            (ActName::SetValue, Some(Value::String(_) | Value::Number(_))) => {}
+            (ActName::SetValue, Some(secret @ Value::Object(_))) => {
+                crate::secrets::secret_in_place(secret, "args.value")?;
+            }
+            (ActName::SetValue, Some(_)) => {
+                return Err(ToolError::invalid(
+                    "`value` must be a string, a number or {\"secret\": \"keychain://…\"}",
+                )
+                .at("args.value"));
+            }
+            (_, Some(_)) => {
+                return Err(
+                    ToolError::invalid("`value` is only for action set_value").at("args.value")
+                );
+            }
+            _ => {}
+        }
+        Ok(Act {
+            target,
+            app: a.app,
+            action: a.action,
+            value: a.value,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let action = format!("{:?}", self.action).to_lowercase();
+        let (target, scope) = (self.target.describe(), in_app(&self.app));
+        match &self.value {
+            Some(Value::Object(_)) => format!("{action} {target} to a stored secret{scope}"),
+            Some(v) => format!("{action} {target} to {v}{scope}"),
+            None => format!("{action} {target}{scope}"),
+        }
+    }
+
+    fn app(&self) -> Option<&AppArg> {
+        self.app.as_ref()
+    }
+
+    fn element(&self) -> Option<&Target> {
+        Some(&self.target)
+    }
+
+    async fn run<B: Backend>(self, ax: &Ax<B>, call: &Running<'_>) -> Result<Outcome, Failure> {
+        let Act {
+            target,
+            app,
+            action,
+            value,
+        } = self;
+        let (deadline, protected, seen) = (call.deadline, call.protected, call.seen);
+        if let Some(seen) = seen {
+            crate::ax::seen::check_named(seen, &target)?;
+        }
+        let found = located(ax, deadline, &target, &app, Some(protected)).await;
+        let (r, node) = match (found, seen) {
+            (Err(failure), Some(seen)) => {
+                return Err(crate::ax::seen::lookup_failed(seen, &target, failure));
+            }
+            (found, _) => found?,
+        };
+        if let Some(seen) = seen {
+            // Right before acting: the element is the one the observation showed, as it showed it.
+            let now = crate::ax::seen::Shown {
+                role: node.role_name(),
+                name: node.name.clone(),
+            };
+            crate::ax::seen::check_found(seen, &target, r, &now)?;
+        }
+        let described = line(&shown(&node), r, Include::default(), u32::MAX);
+        let setting_value = action == ActName::SetValue;
+        // What the act is judged on, read before it; where a change may be waited for, the
+        // element's change signals are subscribed to before it, so none is missed.
+        let intent = match action {
+            ActName::Press | ActName::Activate => Intent::Press,
+            ActName::Toggle => Intent::Toggle,
+            ActName::Focus => Intent::Focus,
+            _ => Intent::State,
+        };
+        let before = element_view(&node);
+        let may_wait = intent != Intent::State && before.shows(intent);
+        // An insensitive element is waited on for the quiet time, with no signal to expect.
+        let mut watch = match may_wait && !before.insensitive() {
+            true => ax.backend.watch(&node.element, deadline).await,
+            false => None,
+        };
+        let acted = ax
+            .backend
+            .act(&node, action, value, &described, deadline)
+            .await?;
+        // The reply says what happened and what changed; the ref and the action asked for are the
+        // caller's own words, and unchanged states would only repeat them.
+        let mut fields = Map::new();
+        fields.insert("done".into(), json!(acted.done));
+        if let Some(via) = acted.via {
+            fields.insert("via".into(), json!(via));
+        }
+        if let Some(value) = acted.value {
+            fields.insert("value".into(), value);
+        }
+        // The element as it is now (it may be gone: a button that closes its window), read until
+        // the intended change shows where one is expected, within the settle wait.
+        let waits = acted.done && may_wait;
+        let started = Instant::now();
+        let mut pause = crate::effect::READ_BACK_FIRST_POLL;
+        // A sensitive element signals its change when the toolkit applies it: waiting for that
+        // first spares the read that would most often find it not changed yet.
+        if let Some(watch) = watch.as_mut()
+            && waits
+        {
+            watch.changed_within(crate::effect::READ_BACK_POLL).await;
+        }
+        let after = loop {
+            let after = ax
+                .backend
+                .read(&node.element, deadline)
+                .await
+                .ok()
+                .flatten();
+            let report = judge(
+                intent,
+                &before,
+                after.as_ref().map(element_view).as_ref(),
+                acted.done,
+            );
+            if !waits
+                || report.effect == Effect::Confirmed
+                || started.elapsed() >= crate::effect::READ_BACK_QUIET
+                || Instant::now() + pause >= deadline
+            {
+                break after;
+            }
+            match watch.as_mut() {
+                Some(watch) => watch.changed_within(pause).await,
+                None => tokio::time::sleep(pause).await,
+            }
+            pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
+        };
+        let report = if setting_value {
+            // The value read back against the one asked for (never quoted: it may be a secret).
+            let changed = after.as_ref().map(element_view) != Some(before.clone());
+            match (acted.done, changed) {
+                (true, _) => EffectReport::new(
+                    Effect::Confirmed,
+                    format!("{} reads back the value set", before.label()),
+                ),
+                (false, true) => EffectReport::new(
+                    Effect::Partial,
+                    format!(
+                        "{} changed but does not read back the value set",
+                        before.label()
+                    ),
+                ),
+                (false, false) => EffectReport::new(
+                    Effect::SuspectedNoop,
+                    format!("{} did not change", before.label()),
+                ),
+            }
+        } else {
+            judge(
+                intent,
+                &before,
+                after.as_ref().map(element_view).as_ref(),
+                acted.done,
+            )
+        };
+        match after {
+            Some(after) => {
+                let changed = changed_states(node.states, after.states);
+                if !changed.is_empty() {
+                    fields.insert("changed".into(), json!(changed));
+                }
+                fields.insert(
+                    "node".into(),
+                    json!(line(&shown(&after), r, Include::default(), u32::MAX)),
+                );
+            }
+            None => {
+                fields.insert(
+                    "node".into(),
+                    json!(format!("{described} (gone after the action)")),
+                );
+            }
+        }
+        let mut outcome = Outcome {
+            success: acted.done,
+            fields,
+            ..Outcome::default()
+        };
+        report.record(&mut outcome);
+        Ok(outcome)
+    }
+}
+
+impl Act {
+    /// The stored secret `set_value` sets, when its value is `{"secret": "keychain://…"}`
+    /// (checked at prepare); resolved only when the call runs.
+    pub fn secret(&self) -> Option<crate::secret_store::SecretRef> {
+        match &self.value {
+            Some(value @ Value::Object(_)) => crate::secrets::secret_in_place(value, "args.value")
+                .ok()
+                .flatten(),
+            _ => None,
+        }
+    }
+
+    /// The element it acts on, as the call names it (a ref or a selector).
+    pub fn element_named(&self) -> String {
+        match &self.target {
+            Target::Ref(r) => format!("[{r}]"),
+            Target::Selector(selector) => format!("`{}`", selector.source),
+        }
+    }
+}
+
+/// What a read-back compares of a node.
+fn element_view<E, N>(node: &crate::accessibility::backend::Node<E, N>) -> ElementView {
+    ElementView {
+        role: node.role,
+        name: node.name.clone(),
+        states: node.states,
+        value: node.value.clone(),
+    }
+}
+
+/// The states an action changed: `+checked` for one it gained, `-focused` for one it lost.
+fn changed_states(before: StateSet, after: StateSet) -> Vec<String> {
+    let (before, after) = (all_states(before), all_states(after));
+    let gained = after
+        .iter()
+        .filter(|s| !before.contains(s))
+        .map(|s| format!("+{s}"));
+    let lost = before
+        .iter()
+        .filter(|s| !after.contains(s))
+        .map(|s| format!("-{s}"));
+    gained.chain(lost).collect()
+}
