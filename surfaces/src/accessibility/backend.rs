@@ -6,7 +6,8 @@
 //! The trait is coarse on purpose: a backend fetches a whole subtree within a budget (so AT-SPI
 //! keeps its cache-seeded, concurrent walks), reads one element, acts on one, finds the focused
 //! one and names an element's pid. Refs, selectors, paging, outlines and the approver check are
-//! the ax surface's (`ax::commands`), written once over any backend.
+//! the ax surface's (`ax::lookup`, `ax::call` and `ax::commands`), written once over any
+//! backend.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
