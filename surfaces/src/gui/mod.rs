@@ -8,7 +8,11 @@
 //!
 //! # Layout
 //! - `desktop`: the platform-neutral contract (`Desktop`, `Backend`) and its types.
-//! - `surface`: args, validation, scaling, encoding and evidence, over any backend.
+//! - `surface`: the table of gui commands, the checks every act goes through, and evidence,
+//!   over any backend.
+//! - `commands`: one file per command (`pointer` holds the four pointer commands): its args,
+//!   result fields, validation into an act, and that act's run on the backend's `Desktop`;
+//!   `commands::keys` is how `type` and `key` deliver keys (terminal lines included).
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
 //! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
 //! - `seen`: acts bound to a screenshot or window listing (`complications.seen`): the snapshot,
@@ -29,6 +33,8 @@ use std::sync::Arc;
 
 use crate::{EvidenceCapture, Surface};
 
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod commands;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod desktop;
 #[cfg(target_os = "linux")]

@@ -1,0 +1,63 @@
+//! `gui focus`: gives a managed window the keyboard focus.
+
+use computer_ipc::ToolError;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Act, Call, Failure, Reach, Running, fields, target_window, unknown_window, x_failed};
+use crate::gui::desktop::{Desktop, DisplayResult};
+use crate::gui::read_back::Aim;
+use crate::{CommandSpec, Outcome, Risk, TargetFacts, decode_args};
+
+pub const SPEC: CommandSpec = CommandSpec::of::<FocusArgs>("focus", Risk::Act);
+
+pub const FIELDS: &[&str] = &["window", "focused", "effect", "effect_evidence"];
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FocusArgs {
+    /// id
+    window: u32,
+}
+
+#[derive(Debug)]
+struct Focus {
+    window: u32,
+}
+
+pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
+    let a: FocusArgs = decode_args(call.args)?;
+    let ids = call.conn.window_ids().map_err(x_failed)?;
+    if !ids.contains(&a.window) {
+        return Err(unknown_window(a.window, ids, "args.window"));
+    }
+    Ok(Box::new(Focus { window: a.window }))
+}
+
+impl<D: Desktop> Act<D> for Focus {
+    fn describe(&self) -> String {
+        format!("focus window {}", self.window)
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::Window(self.window)
+    }
+
+    fn target(&self, conn: &D, window: Option<u64>) -> DisplayResult<Option<TargetFacts>> {
+        target_window(conn, None, window)
+    }
+
+    fn read_back(&self) -> Option<Aim> {
+        Some(Aim::Focus(self.window))
+    }
+
+    fn perform(self: Box<Self>, conn: &D, _running: &Running<'_>) -> Result<Outcome, Failure> {
+        let window = self.window;
+        let focused = conn.focus(window)?;
+        Ok(Outcome {
+            success: focused,
+            fields: fields(json!({"window": window, "focused": focused})),
+            ..Outcome::default()
+        })
+    }
+}

@@ -1,0 +1,240 @@
+//! The gui commands, one file each (the four pointer commands share one): the contract every
+//! command's prepared act keeps with the surface ([`Act`]), the call it is validated from
+//! ([`Call`]), and what the commands share. `surface::gui_commands` is the table that lists them.
+//!
+//! A command's file holds its [`CommandSpec`] (name, args type, risk), its result fields, its
+//! args, their validation into an act, and that act's run on the [`Desktop`].
+
+pub mod cursor;
+pub mod focus;
+pub mod key;
+pub mod keys;
+pub mod monitors;
+pub mod pointer;
+pub mod screenshot;
+pub mod typing;
+pub mod windows;
+
+use computer_ipc::{Complications, ToolError};
+use serde_json::{Map, Value};
+
+use super::desktop::{Desktop, DisplayError, DisplayResult, Rect, WindowInfo};
+use super::read_back::Aim;
+use super::seen::GuiSnapshot;
+use super::terminal::{LineTracker, TerminalApps};
+use crate::secrets::SecretUse;
+use crate::snapshot::Snapshots;
+use crate::{CallContext, CommandSpec, Outcome, Risk, SurfaceError, TargetFacts, TerminalInput};
+
+// The args types' doc comments are the tool description's text (`schema.rs`): keep them terse.
+
+/// One gui command: what the tool lists, what its result may carry, and how its args become an
+/// act on the backend's desktop `D`.
+pub struct GuiCommand<D: Desktop> {
+    pub spec: CommandSpec,
+    /// The fields its result may carry (`Surface::result_fields`).
+    pub fields: &'static [&'static str],
+    pub validate: ValidateFn<D>,
+}
+
+/// Checks a call's args against the desktop as it is, into the act that will run.
+pub type ValidateFn<D> = fn(&Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError>;
+
+impl<D: Desktop> GuiCommand<D> {
+    pub const fn new(
+        spec: CommandSpec,
+        fields: &'static [&'static str],
+        validate: ValidateFn<D>,
+    ) -> Self {
+        GuiCommand {
+            spec,
+            fields,
+            validate,
+        }
+    }
+}
+
+/// A call as a command's validation sees it.
+pub struct Call<'a, D> {
+    pub conn: &'a D,
+    /// The args as the act reads them (a screenshot's pixels already mapped to the screen when
+    /// the call is bound to one).
+    pub args: &'a Map<String, Value>,
+    pub complications: &'a Complications,
+    /// Which windows are terminals: keys decide their lines at validation.
+    pub terminals: &'a Terminals,
+}
+
+impl<D: Desktop> Call<'_, D> {
+    /// The screen, read when a check needs it (not every command does).
+    pub fn screen(&self) -> Result<Rect, ToolError> {
+        self.conn.screen().map_err(x_failed)
+    }
+}
+
+/// What an act reaches, for the checks right before it runs: an approver's windows, whether
+/// the snapshot it was aimed at is stale, the person at the desk.
+#[derive(Debug, Clone, Copy)]
+pub enum Reach {
+    /// It only reads the screen: no input is sent.
+    Nothing,
+    /// Pointer input at its landing points ([`Act::landing`]).
+    Points,
+    /// Keys, which reach the active window.
+    Keys,
+    /// Focusing this window.
+    Window(u32),
+}
+
+/// What a running act is given besides the desktop.
+pub struct Running<'a> {
+    pub ctx: &'a CallContext,
+    pub terminals: &'a Terminals,
+    /// Where observations are kept for the acts that name them.
+    pub snapshots: &'a Snapshots<GuiSnapshot>,
+}
+
+/// A validated gui call, ready to run on the desktop `D`.
+pub trait Act<D: Desktop>: Send {
+    /// What will happen, in words for approvers (never the text typed).
+    fn describe(&self) -> String;
+
+    /// What it reaches, for the checks right before it runs.
+    fn reach(&self) -> Reach;
+
+    /// Its risk, given the one its command is listed with.
+    fn risk(&self, listed: Risk) -> Risk {
+        listed
+    }
+
+    /// The window it acts on or reads (`window`: the call's `window` arg), as the display
+    /// shows it now; None for the whole screen and for a point on no window.
+    fn target(&self, conn: &D, window: Option<u64>) -> DisplayResult<Option<TargetFacts>>;
+
+    /// Where pointer input lands (where the pointer is, when it names no point); empty for the
+    /// others. Read once per check, so that every check judges the same points.
+    fn landing(&self, _conn: &D) -> DisplayResult<Vec<(i32, i32)>> {
+        Ok(Vec::new())
+    }
+
+    /// Whether input at its landing points may edit a terminal's line (a middle click pastes,
+    /// a click may move the cursor); a move only moves.
+    fn may_edit_terminals(&self) -> bool {
+        true
+    }
+
+    /// What its read-back looks for; None for what only reads.
+    fn read_back(&self) -> Option<Aim> {
+        None
+    }
+
+    /// The lines its keys run in a terminal, as facts a policy decides as a shell run.
+    fn terminal_input(&self) -> Option<TerminalInput> {
+        None
+    }
+
+    /// The secrets it uses (`app`: the target window's application).
+    fn secrets(&self, _app: Option<String>) -> Vec<SecretUse> {
+        Vec::new()
+    }
+
+    /// Runs it; the checks before it are done.
+    fn perform(self: Box<Self>, conn: &D, running: &Running<'_>) -> Result<Outcome, Failure>;
+}
+
+/// Which windows are terminals, and the command line of each.
+pub struct Terminals {
+    pub apps: std::sync::RwLock<TerminalApps>,
+    pub lines: LineTracker,
+}
+
+impl Terminals {
+    pub fn is_terminal(&self, window: &WindowInfo) -> bool {
+        self.apps
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .matches([window.app.as_str(), window.instance.as_str()])
+    }
+}
+
+/// Why a run failed: the display (the connection may be broken), or the surface's own refusal.
+pub enum Failure {
+    X(DisplayError),
+    Surface(SurfaceError),
+}
+
+impl From<DisplayError> for Failure {
+    fn from(err: DisplayError) -> Self {
+        Failure::X(err)
+    }
+}
+
+impl From<SurfaceError> for Failure {
+    fn from(err: SurfaceError) -> Self {
+        Failure::Surface(err)
+    }
+}
+
+pub fn refused_as(error: ToolError) -> Failure {
+    Failure::Surface(SurfaceError::Tool(error))
+}
+
+pub fn x_failed(err: DisplayError) -> ToolError {
+    ToolError::new(computer_ipc::ErrorCode::ActionFailed, err.0)
+}
+
+pub fn unknown_window(id: u32, known: impl IntoIterator<Item = u32>, path: &str) -> ToolError {
+    ToolError::invalid(format!(
+        "no managed window has id {id}; `gui windows` lists them"
+    ))
+    .at(path)
+    .valid(known.into_iter().take(32).map(|id| id.to_string()))
+}
+
+pub fn fields(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+pub fn done(value: Value) -> Outcome {
+    Outcome {
+        success: true,
+        fields: fields(value),
+        ..Outcome::default()
+    }
+}
+
+/// The window an act acts on or reads: the one under `point` for the pointer, else the one
+/// `window` names, else the active one (keyboard input). Where windows overlap the active one
+/// counts if it is under the point (it is on top in practice), else the last mapped. None for a
+/// point on no window.
+pub fn target_window<D: Desktop>(
+    conn: &D,
+    point: Option<(i32, i32)>,
+    window: Option<u64>,
+) -> DisplayResult<Option<TargetFacts>> {
+    if point.is_some() && !conn.places_known() {
+        // No window's place is known (GNOME): which one is under the point cannot be told, and
+        // listing them (a round of calls to every accessible app) would tell nothing.
+        return Ok(None);
+    }
+    let windows = conn.windows()?;
+    let chosen = match (point, window) {
+        (Some((x, y)), _) => {
+            let under: Vec<&WindowInfo> =
+                windows.iter().filter(|w| w.rect.contains(x, y)).collect();
+            under.iter().find(|w| w.focused).or(under.last()).copied()
+        }
+        (None, Some(id)) => windows.iter().find(|w| u64::from(w.id) == id),
+        (None, None) => windows.iter().find(|w| w.focused),
+    };
+    Ok(chosen.map(|w| TargetFacts {
+        app: Some(w.app.clone()).filter(|app| !app.is_empty()),
+        pid: w.pid,
+        window: Some(w.title.clone()),
+        window_id: Some(w.id.to_string()),
+        resolved: true,
+    }))
+}
