@@ -41,28 +41,20 @@ impl GuiSnapshot {
     }
 }
 
-/// The coordinate args of each pointer command, as (x, y) pairs.
-fn points_of(command: &str) -> &'static [(&'static str, &'static str)] {
-    match command {
-        "click" | "scroll" | "move" => &[("x", "y")],
-        "drag" => &[("from_x", "from_y"), ("to_x", "to_y")],
-        _ => &[],
-    }
-}
-
 /// The args with a screenshot's pixel coordinates turned into screen coordinates (the centre
 /// of the screen area each image pixel covers); other snapshots leave them as given. A pixel
-/// off the image is refused, naming the field and the image's size.
+/// off the image is refused, naming the field and the image's size. `points`: the command's
+/// coordinate args, as (x, y) pairs.
 pub fn map_args(
     seen: &Seen<GuiSnapshot>,
-    command: &str,
+    points: &[(&str, &str)],
     args: &Map<String, Value>,
 ) -> Result<Map<String, Value>, ToolError> {
     let Some(image) = seen.value.image else {
         return Ok(args.clone());
     };
     let mut mapped = args.clone();
-    for (x_key, y_key) in points_of(command) {
+    for (x_key, y_key) in points {
         for (key, size, start, span) in [
             (x_key, image.width, image.area.x, image.area.width),
             (y_key, image.height, image.area.y, image.area.height),
@@ -321,13 +313,18 @@ mod tests {
         let (store, id) = half_size_shot();
         let seen = store.bind(&id).unwrap();
         let args = json!({"x": 10, "y": 299, "button": "left"});
-        let mapped = map_args(&seen, "click", args.as_object().unwrap()).unwrap();
+        let mapped = map_args(&seen, &[("x", "y")], args.as_object().unwrap()).unwrap();
         // Pixel 10 covers screen 20..22 of the area: its centre is 21, plus the origin.
         assert_eq!(mapped["x"], json!(121));
         assert_eq!(mapped["y"], json!(50 + 599));
         assert_eq!(mapped["button"], json!("left"));
         let drag = json!({"from_x": 0, "from_y": 0, "to_x": 399, "to_y": 1});
-        let mapped = map_args(&seen, "drag", drag.as_object().unwrap()).unwrap();
+        let mapped = map_args(
+            &seen,
+            &[("from_x", "from_y"), ("to_x", "to_y")],
+            drag.as_object().unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             (&mapped["from_x"], &mapped["to_x"], &mapped["to_y"]),
             (&json!(101), &json!(100 + 799), &json!(53))
@@ -374,7 +371,7 @@ mod tests {
         let (store, id) = half_size_shot();
         let seen = store.bind(&id).unwrap();
         let args = json!({"x": 400, "y": 0});
-        let err = map_args(&seen, "click", args.as_object().unwrap()).unwrap_err();
+        let err = map_args(&seen, &[("x", "y")], args.as_object().unwrap()).unwrap_err();
         assert_eq!(err.path.as_deref(), Some("args.x"));
         assert!(err.message.contains("400x300"), "{}", err.message);
         assert!(err.message.contains("0..=399"), "{}", err.message);

@@ -33,23 +33,28 @@ use crate::{
 
 /// The gui commands, in the order the tool lists them: the one place the surface names them.
 fn gui_commands<D: Desktop>() -> [GuiCommand<D>; 11] {
+    use pointer::{DRAG_POINTS, POINT};
     [
         GuiCommand::new(screenshot::SPEC, screenshot::FIELDS, screenshot::validate),
         GuiCommand::new(windows::SPEC, windows::FIELDS, windows::validate),
         GuiCommand::new(monitors::SPEC, monitors::FIELDS, monitors::validate),
         GuiCommand::new(cursor::SPEC, cursor::FIELDS, cursor::validate),
-        GuiCommand::new(pointer::MOVE, pointer::MOVE_FIELDS, pointer::validate_move),
+        GuiCommand::new(pointer::MOVE, pointer::MOVE_FIELDS, pointer::validate_move)
+            .with_points(POINT),
         GuiCommand::new(
             pointer::CLICK,
             pointer::CLICK_FIELDS,
             pointer::validate_click,
-        ),
-        GuiCommand::new(pointer::DRAG, pointer::DRAG_FIELDS, pointer::validate_drag),
+        )
+        .with_points(POINT),
+        GuiCommand::new(pointer::DRAG, pointer::DRAG_FIELDS, pointer::validate_drag)
+            .with_points(DRAG_POINTS),
         GuiCommand::new(
             pointer::SCROLL,
             pointer::SCROLL_FIELDS,
             pointer::validate_scroll,
-        ),
+        )
+        .with_points(POINT),
         GuiCommand::new(typing::SPEC, typing::FIELDS, typing::validate),
         GuiCommand::new(key::SPEC, key::FIELDS, key::validate),
         GuiCommand::new(focus::SPEC, focus::FIELDS, focus::validate),
@@ -218,17 +223,17 @@ impl<B: Backend> Surface for GuiSurface<B> {
                 None,
             )?));
         };
+        let commands = gui_commands::<B::Conn>();
+        let listed = commands.iter().find(|c| c.spec.name == command);
         // Observations are aimed at nothing: only acts are bound to what one saw.
-        let observes = gui_commands::<B::Conn>()
-            .iter()
-            .any(|c| c.spec.name == command && c.spec.risk == Risk::Observe);
-        if observes {
+        if listed.is_some_and(|c| c.spec.risk == Risk::Observe) {
             return Err(crate::snapshot::not_an_act("gui", command));
         }
+        let points = listed.map_or(&[][..], |c| c.points);
         let seen = self.snapshots.bind(id)?;
         // Any later error would tell whether another agent's snapshot exists (its image size,
         // its windows): it is given only to the snapshot's own agent, at the caller check.
-        let prepared = seen::map_args(&seen, command, args).and_then(|mapped| {
+        let prepared = seen::map_args(&seen, points, args).and_then(|mapped| {
             self.prepare_run(command, &mapped, args, complications, Some(seen.clone()))
         });
         Ok(match prepared {

@@ -35,6 +35,9 @@ pub struct GuiCommand<D: Desktop> {
     /// The fields its result may carry (`Surface::result_fields`).
     pub fields: &'static [&'static str],
     pub validate: ValidateFn<D>,
+    /// Its coordinate args as (x, y) pairs: bound to a screenshot (`complications.seen`), they
+    /// are that image's pixels, mapped to the screen before validation.
+    pub points: &'static [(&'static str, &'static str)],
 }
 
 /// Checks a call's args against the desktop as it is, into the act that will run.
@@ -50,7 +53,13 @@ impl<D: Desktop> GuiCommand<D> {
             spec,
             fields,
             validate,
+            points: &[],
         }
+    }
+
+    /// The command with these coordinate args (see [`GuiCommand::points`]).
+    pub const fn with_points(self, points: &'static [(&'static str, &'static str)]) -> Self {
+        GuiCommand { points, ..self }
     }
 }
 

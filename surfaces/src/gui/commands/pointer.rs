@@ -30,6 +30,10 @@ pub const DRAG_FIELDS: &[&str] = &[
 ];
 pub const SCROLL_FIELDS: &[&str] = &["x", "y", "dx", "dy", "effect", "effect_evidence"];
 
+// The coordinate args, as (x, y) pairs: with `seen` of a screenshot they are its pixels.
+pub const POINT: &[(&str, &str)] = &[("x", "y")];
+pub const DRAG_POINTS: &[(&str, &str)] = &[("from_x", "from_y"), ("to_x", "to_y")];
+
 /// Most notches per scroll and clicks per click: more is a mistake, not a request.
 const MAX_NOTCHES: i32 = 100;
 const MAX_CLICKS: u32 = 10;
