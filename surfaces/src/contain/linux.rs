@@ -802,21 +802,7 @@ fn serve() -> i32 {
 /// Forks a slot for `plan` (in the zygote): a supervisor that prepares a run's sandbox and
 /// whose init then waits for the run on the returned socket.
 fn spawn_slot(plan: &Plan) -> io::Result<OwnedFd> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair writes two new descriptors into the array we own.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (ours, theirs) = wire::seqpacket_pair()?;
     // SAFETY: getpid cannot fail.
     let zygote = unsafe { libc::getpid() };
     // SAFETY: the zygote is single-threaded, so its child may do anything it could.
