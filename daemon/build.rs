@@ -13,8 +13,11 @@
 //! 64 KiB around every page a call touches, so scattered over the whole text those few thousand
 //! functions keep most of it resident; together they keep a few MiB (BENCHMARKS.md, "Code laid out
 //! by use"). Only lld takes an ordering file (rustc links with it by default on x86_64 Linux since
-//! 1.90); a test link with the same rustc and flags decides. Symbols the file names that a build
-//! no longer has are skipped, so a stale file costs memory, never correctness.
+//! 1.90); a test link with the same rustc and flags decides. The file names functions without
+//! their crate hashes, which differ between builds of the same code (another profile, the bench's
+//! features); the link step that `.cargo/config.toml` names (`packaging/link-ordered`) maps them
+//! onto the symbols being linked. Functions the file names that a build no longer has are
+//! skipped, so a stale file (or a build without that link step) costs memory, never correctness.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -6,19 +6,26 @@
 # binary's code, and its anonymous memory. Used to compare a build in the compiler's function
 # order with one laid out by packaging/function-order.txt (BENCHMARKS.md, "Code laid out by
 # use"): copy each build out of target/ first, since both land at target/release/computer.
+# Every wait is bounded: a daemon that does not come up or answer ends its round with a line that
+# says so, and the script goes on to the next.
 set -euo pipefail
 export LC_ALL=C
-work=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf $work; }
-d=; trap '[[ -n $d ]] && kill $d 2>/dev/null; cleanup' EXIT
+wait_until() { # wait_until SECONDS COMMAND...: polls COMMAND until it succeeds, or fails
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.05; done
+}
+work=$(mktemp -d); pids=(); d=
+# Every process this started goes with it (left behind, they would hold a reader's pipe open).
+cleanup() { for p in $d "${pids[@]}"; do kill $p 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf $work; }
+trap cleanup EXIT
 Xvfb -displayfd 3 -screen 0 1920x1080x24 -nolisten tcp 3>"$work/display" 2>/dev/null & pids+=($!)
-until test -s $work/display; do sleep 0.1; done
+wait_until 30 test -s $work/display
 export DISPLAY=":$(head -n1 $work/display)"
 dbus-daemon --session --nofork --print-address=3 3>"$work/bus" 2>/dev/null & pids+=($!)
-until test -s $work/bus; do sleep 0.1; done
+wait_until 30 test -s $work/bus
 export DBUS_SESSION_BUS_ADDRESS=$(head -n1 $work/bus) XDG_SESSION_TYPE=x11 GDK_BACKEND=x11 NO_AT_BRIDGE=0
 openbox >/dev/null 2>&1 & pids+=($!)
-until xprop -root _NET_SUPPORTING_WM_CHECK 2>/dev/null | grep -q "window id"; do sleep 0.1; done
+wait_until 30 sh -c 'xprop -root _NET_SUPPORTING_WM_CHECK | grep -q "window id"'
 dbus-send --session --print-reply --dest=org.a11y.Bus /org/a11y/bus org.freedesktop.DBus.Properties.Set string:org.a11y.Status string:IsEnabled variant:boolean:true >/dev/null
 xterm -title bench-xterm -geometry 80x24+50+50 >/dev/null 2>&1 & pids+=($!)
 for bin in "$@"; do
@@ -27,8 +34,10 @@ for bin in "$@"; do
   rm -rf $HOME $XDG_RUNTIME_DIR $XDG_DATA_HOME $XDG_STATE_HOME; mkdir -p $HOME $XDG_RUNTIME_DIR $XDG_CONFIG_HOME $XDG_DATA_HOME $XDG_STATE_HOME; chmod 700 $XDG_RUNTIME_DIR
   mkdir -p $XDG_CONFIG_HOME/computer; printf "[defaults]\nact = \"allow\"\n" > $XDG_CONFIG_HOME/computer/config.toml
   $bin serve 2>$work/serve.log & d=$!
-  until test -S $XDG_RUNTIME_DIR/computer/computer.sock; do sleep 0.05; done
-  python3 - $XDG_RUNTIME_DIR/computer/computer.sock <<'PY'
+  if ! wait_until 30 test -S $XDG_RUNTIME_DIR/computer/computer.sock; then
+    echo "$bin round $round: no socket within 30 s: $(tail -n3 $work/serve.log)"; kill $d; wait $d 2>/dev/null || true; continue
+  fi
+  timeout 30 python3 - $XDG_RUNTIME_DIR/computer/computer.sock <<'PY' || { echo "$bin round $round: no answer within 30 s"; kill $d; wait $d 2>/dev/null || true; continue; }
 import json, socket, sys
 c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); f = c.makefile("r")
 def ask(i, m, p):

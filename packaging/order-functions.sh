@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Writes packaging/function-order.txt: the symbols of the functions a release daemon runs, in
-# the order the linker should lay them out (daemon/build.rs hands the file to lld).
+# Writes packaging/function-order.txt: the functions a release daemon runs, in the order the
+# linker should lay them out (daemon/build.rs asks for it; packaging/link-ordered hands it to lld).
+# Functions are named by keys: their symbols without the crate hashes that differ from one build
+# of the same code to another (packaging/symbol-keys.sed).
 #
 # Why: what an idle daemon keeps resident is mostly its own code, and the kernel maps code in
 # 64 KiB around every page a call touches. Left to the compiler's order, the few thousand
@@ -15,10 +17,11 @@
 #      (what the bench does before it reads the idle RSS);
 #   2. the common calls: gui windows, screenshot, click, move and type; ax find, read and act;
 #      a terminal session; receipts list.
-# The file lists phase 1's functions first, then phase 2's others; names sorted within a phase,
-# so that a rerun on the same code changes nothing. Symbols a later build no longer has are
-# ignored by the linker, so a stale file costs memory, never correctness; run this again after
-# large changes (`packaging/order-functions.sh [path/to/computer]`, about 5 minutes).
+# The file lists phase 1's functions first, then phase 2's others; keys sorted within a phase,
+# so that a rerun on the same code changes nothing. Keys a later build no longer has are
+# skipped, so a stale file costs memory, never correctness; run this again after large changes,
+# such as renamed modules or new dependencies (`packaging/order-functions.sh [path/to/computer]`,
+# about 5 minutes).
 set -euo pipefail
 export LC_ALL=C # sort and comm must agree on one order
 cd "$(dirname "$0")/.."
@@ -137,8 +140,9 @@ wait "$daemon" || true
 
 # Every function that ran, by phase; only the binary's own symbols (not libc's).
 nm --defined-only "$bin" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$work/symbols"
-functions_of() { # the functions that ran in one callgrind dump (`fn=` lines), sorted
-  sed -n 's/^fn=\(([0-9]*) \)\?//p' "$1" | sort -u | comm -12 - "$work/symbols"
+functions_of() { # the keys of the functions that ran in one callgrind dump (`fn=` lines), sorted
+  sed -n 's/^fn=\(([0-9]*) \)\?//p' "$1" | sort -u | comm -12 - "$work/symbols" |
+    sed -E -f packaging/symbol-keys.sed | sort -u
 }
 shopt -s nullglob
 dumps=("$work"/callgrind.out*)
