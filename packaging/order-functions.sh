@@ -17,8 +17,8 @@
 #      (what the bench does before it reads the idle RSS);
 #   2. the common calls: gui windows, screenshot, click, move and type; ax find, read and act;
 #      a terminal session; receipts list.
-# The file lists phase 1's functions first, then phase 2's others; keys sorted within a phase,
-# so that a rerun on the same code changes nothing. Keys a later build no longer has are
+# The file lists phase 1's functions first, then each call's new ones in turn; keys sorted
+# within each, so that a rerun on the same code changes nothing. Keys a later build no longer has are
 # skipped, so a stale file costs memory, never correctness; run this again after large changes,
 # such as renamed modules or new dependencies (`packaging/order-functions.sh [path/to/computer]`,
 # about 5 minutes).
@@ -120,21 +120,26 @@ wait_until "the daemon's socket" 120 test -S "$XDG_RUNTIME_DIR/computer/computer
 mcp '{"surface":"shell","command":"run","args":{"argv":["true"]}}'
 callgrind_control --dump=idle "$daemon" >/dev/null
 
-# Phase 2: the common calls.
-mcp \
-  '{"surface":"gui","command":"windows","args":{}}' \
-  '{"surface":"gui","command":"screenshot","args":{}}' \
-  '{"surface":"gui","command":"move","args":{"x":700,"y":400}}' \
-  '{"surface":"gui","command":"click","args":{"x":700,"y":400}}' \
-  '{"surface":"gui","command":"click","args":{"x":100,"y":100}}' \
-  '{"surface":"gui","command":"type","args":{"text":"echo hi"}}' \
-  '{"surface":"ax","command":"find","args":{"selector":"checkBox:4"}}' \
-  '{"surface":"ax","command":"tree","args":{"depth":3}}' \
-  '{"surface":"ax","command":"read","args":{"selector":"checkBox:4"}}' \
-  '{"surface":"ax","command":"act","args":{"selector":"checkBox:4","action":"toggle"}}' \
-  '{"surface":"shell","command":"run","args":{"argv":["sh","-c","echo out; echo err >&2"]}}' \
+# Phase 2: the common calls, one dump each, so that each call's functions lie together: a daemon
+# that only ever takes screenshots maps the screenshot's code, not the code of every call.
+calls=(
+  '{"surface":"gui","command":"windows","args":{}}'
+  '{"surface":"gui","command":"screenshot","args":{}}'
+  '{"surface":"gui","command":"move","args":{"x":700,"y":400}}'
+  '{"surface":"gui","command":"click","args":{"x":700,"y":400}}'
+  '{"surface":"gui","command":"click","args":{"x":100,"y":100}}'
+  '{"surface":"gui","command":"type","args":{"text":"echo hi"}}'
+  '{"surface":"ax","command":"find","args":{"selector":"checkBox:4"}}'
+  '{"surface":"ax","command":"tree","args":{"depth":3}}'
+  '{"surface":"ax","command":"read","args":{"selector":"checkBox:4"}}'
+  '{"surface":"ax","command":"act","args":{"selector":"checkBox:4","action":"toggle"}}'
+  '{"surface":"shell","command":"run","args":{"argv":["sh","-c","echo out; echo err >&2"]}}'
   '{"surface":"shell","command":"open","args":{"argv":["sh"]}}'
-callgrind_control --dump=calls "$daemon" >/dev/null
+)
+for i in "${!calls[@]}"; do
+  mcp "${calls[$i]}"
+  callgrind_control --dump="call-$((i + 10))" "$daemon" >/dev/null
+done
 kill -TERM "$daemon"
 wait "$daemon" || true
 
@@ -144,13 +149,18 @@ functions_of() { # the keys of the functions that ran in one callgrind dump (`fn
   sed -n 's/^fn=\(([0-9]*) \)\?//p' "$1" | sort -u | comm -12 - "$work/symbols" |
     sed -E -f packaging/symbol-keys.sed | sort -u
 }
-shopt -s nullglob
-dumps=("$work"/callgrind.out*)
-((${#dumps[@]} >= 2)) || { log "callgrind wrote ${#dumps[@]} dumps, expected 2 or more"; cat "$work/valgrind.log" >&2; exit 1; }
-idle_dump=$(grep -l '^desc: Trigger: dump idle' "${dumps[@]}")
-functions_of "$idle_dump" >"$work/idle"
-for dump in "${dumps[@]}"; do [[ $dump == "$idle_dump" ]] || functions_of "$dump"; done |
-  sort -u | comm -23 - "$work/idle" >"$work/calls"
+dump_of() { # the dump callgrind_control wrote for a hint
+  grep -l "^desc: Trigger: .*dump $1\$" "$work"/callgrind.out* ||
+    { log "no callgrind dump for $1"; cat "$work/valgrind.log" >&2; exit 1; }
+}
+functions_of "$(dump_of idle)" >"$work/idle"
+cp "$work/idle" "$work/seen"
+: >"$work/calls"
+for i in "${!calls[@]}"; do # each call's new functions, after those of the calls before it
+  functions_of "$(dump_of "call-$((i + 10))")" | comm -23 - "$work/seen" >"$work/call"
+  cat "$work/call" >>"$work/calls"
+  sort -u "$work/seen" "$work/call" -o "$work/seen"
+done
 {
   echo "# Written by packaging/order-functions.sh from a release build of $(git rev-parse --short HEAD):"
   echo "# $(wc -l <"$work/idle") functions of start-up and idle, then $(wc -l <"$work/calls") of the common calls."
