@@ -124,7 +124,6 @@ fn main() {
     let (_, _) = client.call_tool(&json!({"surface": "shell", "command": "run",
         "args": {"argv": ["true"]}}));
     let idle = Memory::of(daemon.pid());
-    let idle_rss = idle.rss;
     let idle_tree_pss = tree_pss_kib(daemon.pid());
     let (x, y) = (700, 400);
     for _ in 0..20 {
@@ -268,7 +267,7 @@ fn main() {
         ms(plain_off),
         ratio(plain_on.as_secs_f64(), plain_off.as_secs_f64())
     );
-    println!("| daemon RSS idle | {} | — | — | ≤ 12 MiB |", mib(idle_rss));
+    println!("| daemon RSS idle | {} | — | — | ≤ 12 MiB |", mib(idle.rss));
     println!(
         "| PSS of the daemon's process tree idle (daemon, containment zygote, its slots) | {} | — | — | ≤ 20 MiB |",
         mib(idle_tree_pss)
@@ -277,8 +276,8 @@ fn main() {
         "| daemon RSS after 100 screenshots / one minute later | {} / {} | idle: {} | +{} a minute later | within 2 MiB of idle |",
         mib(after_shots.rss),
         mib(minute_later.rss),
-        mib(idle_rss),
-        mib(minute_later.rss.saturating_sub(idle_rss))
+        mib(idle.rss),
+        mib(minute_later.rss.saturating_sub(idle.rss))
     );
     println!(
         "| of which anonymous (buffers): idle / after 100 screenshots / one minute later | {} / {} / {} | idle: {} | +{} a minute later | within 2 MiB of idle |",

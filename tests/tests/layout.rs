@@ -4,11 +4,15 @@
 //! Real rustc, real lld, real objects; x86_64 Linux only, where rustc links with lld.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+/// rustc, linking through `packaging/link-ordered` as `.cargo/config.toml` has it.
+fn rustc_through_the_link_step() -> Command {
+    let link_step = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/link-ordered");
+    let mut rustc = Command::new("rustc");
+    rustc.arg(format!("-Clinker={}", link_step.display()));
+    rustc
 }
 
 const PROGRAM: &str = r#"
@@ -30,7 +34,7 @@ fn build(dir: &Path, metadata: &str, order: &[&str]) -> ([u64; 3], String) {
     let order_file = dir.join(format!("order-{metadata}.txt"));
     std::fs::write(&order_file, format!("# keys\n{}\n", order.join("\n"))).unwrap();
     let program = dir.join(format!("demo-{metadata}"));
-    let out = Command::new("rustc")
+    let out = rustc_through_the_link_step()
         .args([
             "--edition",
             "2021",
@@ -42,10 +46,6 @@ fn build(dir: &Path, metadata: &str, order: &[&str]) -> ([u64; 3], String) {
         ])
         .arg("-Csymbol-mangling-version=v0")
         .arg(format!("-Cmetadata={metadata}"))
-        .arg(format!(
-            "-Clinker={}",
-            repo().join("packaging/link-ordered").display()
-        ))
         .arg(format!(
             "-Clink-arg=-Wl,--symbol-ordering-file={}",
             order_file.display()
@@ -130,11 +130,7 @@ fn a_link_without_an_ordering_file_is_left_alone() {
     let source = dir.path().join("plain.rs");
     std::fs::write(&source, "fn main() { println!(\"plain\"); }\n").unwrap();
     let program = dir.path().join("plain");
-    let out = Command::new("rustc")
-        .arg(format!(
-            "-Clinker={}",
-            repo().join("packaging/link-ordered").display()
-        ))
+    let out = rustc_through_the_link_step()
         .arg("-o")
         .arg(&program)
         .arg(&source)
