@@ -229,6 +229,7 @@ fn link_text(board: &Board) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use computer_ipc::facts::ActionFacts;
     use computer_ipc::shown::WillRun;
 
     fn request() -> PendingRequest {
@@ -240,11 +241,13 @@ mod tests {
             surface: "shell".into(),
             command: "run".into(),
             action: String::new(),
-            will_run: WillRun {
-                argv: Some(vec!["git".into(), "push".into(), "--force".into()]),
-                script: None,
-                ..WillRun::default()
-            },
+            will_run: WillRun::new(
+                "",
+                ActionFacts {
+                    argv: Some(vec!["git".into(), "push".into(), "--force".into()]),
+                    ..ActionFacts::default()
+                },
+            ),
             warnings: Vec::new(),
             cwd: None,
             risk: "act".into(),
@@ -308,10 +311,13 @@ mod tests {
             command: "run".into(),
             decision: "ask".into(),
             action: String::new(),
-            will_run: WillRun {
-                argv: Some(argv.iter().map(|a| a.to_string()).collect()),
-                ..WillRun::default()
-            },
+            will_run: WillRun::new(
+                "",
+                ActionFacts {
+                    argv: Some(argv.iter().map(|a| a.to_string()).collect()),
+                    ..ActionFacts::default()
+                },
+            ),
         };
         let request = PendingRequest {
             surface: "steps".into(),

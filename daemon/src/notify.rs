@@ -27,7 +27,7 @@ const SUMMARY_CHARS: usize = 120;
 pub fn message(request: &PendingRequest) -> (String, String) {
     let run = &request.will_run;
     let mut programs: Vec<String> = Vec::new();
-    let commands = run.argv.iter().chain(run.commands.iter());
+    let commands = run.facts.argv.iter().chain(&run.facts.programs);
     for command in commands {
         if let Some(program) = command.first() {
             let name = program.rsplit('/').next().unwrap_or(program);
@@ -224,7 +224,8 @@ async fn send(_summary: &str, _body: &str, _expires_ms: u64) -> anyhow::Result<O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use computer_ipc::shown::{StdinView, WillRun};
+    use computer_ipc::facts::{ActionFacts, StdinFacts};
+    use computer_ipc::shown::WillRun;
     use std::collections::BTreeMap;
 
     #[test]
@@ -237,20 +238,19 @@ mod tests {
             surface: "shell".into(),
             command: "run".into(),
             action: "run [\"curl\", \"-H\", \"Authorization: Bearer s3cr3t\"]".into(),
-            will_run: WillRun {
-                argv: Some(vec![
-                    "/usr/bin/curl".into(),
-                    "-H".into(),
-                    "Authorization: Bearer s3cr3t".into(),
-                ]),
-                env: BTreeMap::from([("API_KEY".into(), "k3y".into())]),
-                stdin: Some(StdinView {
-                    bytes: 5,
-                    sha256: "x".into(),
-                    text: "p4ss".into(),
-                }),
-                ..WillRun::default()
-            },
+            will_run: WillRun::new(
+                "run",
+                ActionFacts {
+                    argv: Some(vec![
+                        "/usr/bin/curl".into(),
+                        "-H".into(),
+                        "Authorization: Bearer s3cr3t".into(),
+                    ]),
+                    env: BTreeMap::from([("API_KEY".into(), "k3y".into())]),
+                    stdin: Some(StdinFacts::of("p4ss")),
+                    ..ActionFacts::default()
+                },
+            ),
             warnings: Vec::new(),
             cwd: None,
             risk: "act".into(),

@@ -5,7 +5,6 @@
 use std::path::{Component, Path, PathBuf};
 
 use computer_ipc::SurfaceName;
-use computer_ipc::shown::{Context, StdinView, TargetView, WillRun, escape};
 use computer_surfaces::script::file_name;
 use computer_surfaces::{ActionFacts, Risk, TargetFacts};
 use regex::Regex;
@@ -73,96 +72,6 @@ impl<'a> PolicyInput<'a> {
             typed_into_terminal: false,
         }
     }
-}
-
-/// What an approver is shown will run, built from the action's facts alone: every value whole
-/// (approvers escape and cut them for display, saying so).
-pub fn will_run(described: &str, facts: &ActionFacts) -> WillRun {
-    // Every command found, unless it is only the argv itself: a wrapper's (`env X=1 git`,
-    // `sh` reading a script on stdin) are shown beside the argv.
-    let commands = match &facts.argv {
-        Some(argv) if facts.programs.len() == 1 && facts.programs[0] == *argv => Vec::new(),
-        _ => facts.programs.clone(),
-    };
-    WillRun {
-        description: described.to_string(),
-        argv: facts.argv.clone(),
-        script: facts.script.clone(),
-        commands,
-        opaque: facts.opaque.clone(),
-        cwd: facts.cwd.as_ref().map(|cwd| cwd.display().to_string()),
-        env: facts.env.clone(),
-        script_env: facts.script_env.clone(),
-        stdin: facts.stdin.as_ref().map(|stdin| StdinView {
-            bytes: stdin.bytes,
-            sha256: stdin.sha256.clone(),
-            text: stdin.text.clone(),
-        }),
-        // Which secret, by which reference, going where: never a value (none is known yet).
-        secrets: facts.secrets.iter().map(|secret| secret.shown()).collect(),
-        target: facts.target.as_ref().map(|target| TargetView {
-            app: target.app.clone(),
-            // A window only the args spell may turn out to be another at run time: say so.
-            window: target
-                .window
-                .clone()
-                .or_else(|| target.window_id.clone())
-                .map(|window| match target.resolved {
-                    true => window,
-                    false => format!("{window} (as the call names it)"),
-                }),
-            pid: target.pid,
-        }),
-    }
-}
-
-/// The action as approvers are asked about it, in one line: its description, and what else the
-/// facts say will take part in the run (added variables, stdin, why its commands are not all
-/// known); escaped as every approver escapes it.
-pub fn approval_text(described: &str, facts: &ActionFacts) -> String {
-    let mut text = described.to_string();
-    let names: Vec<&str> = facts.env_names().collect();
-    if !names.is_empty() {
-        text.push_str(&format!("; sets {}", names.join(", ")));
-    }
-    if let Some(stdin) = &facts.stdin {
-        let cut = if stdin.head.len() < stdin.bytes {
-            " (cut)"
-        } else {
-            ""
-        };
-        text.push_str(&format!(
-            "; stdin {} bytes: {:?}{cut}",
-            stdin.bytes, stdin.head
-        ));
-    }
-    for secret in &facts.secrets {
-        text.push_str(&format!("; secret {}", secret.shown()));
-    }
-    if let Some(why) = &facts.opaque {
-        text.push_str(&format!("; not every command is known: {why}"));
-    }
-    if let Some(target) = &facts.target {
-        let mut parts: Vec<String> = Vec::new();
-        if let Some(app) = &target.app {
-            parts.push(format!("app {app:?}"));
-        }
-        if let Some(pid) = target.pid {
-            parts.push(format!("pid {pid}"));
-        }
-        if let Some(window) = &target.window {
-            parts.push(format!("window {window:?}"));
-        }
-        if !parts.is_empty() {
-            let how = if target.resolved {
-                ""
-            } else {
-                " (as the call names it)"
-            };
-            text.push_str(&format!("; target {}{how}", parts.join(", ")));
-        }
-    }
-    escape(&text, Context::Line).text
 }
 
 /// A rule's or default's verdict.
@@ -1656,6 +1565,7 @@ mod tests {
             window: window.map(str::to_string),
             window_id: Some("42".into()),
             resolved,
+            ..TargetFacts::default()
         })
     }
 

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+use computer_ipc::shown::WillRun;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, ToolError};
 use computer_surfaces::effect::EFFECT_FIELD;
 use computer_surfaces::{
@@ -236,7 +237,7 @@ impl Deciding<'_> {
             }),
             None => receipt_value(raw),
         };
-        let stated = (stated_args, receipt_value(&json!(facts)));
+        let stated = (stated_args, receipt_value(&facts.for_receipt()));
         let decision = self.policy.decide(&PolicyInput::of(
             caller,
             call,
@@ -886,6 +887,7 @@ pub(crate) fn approval_request(
     rule: &str,
     cwd: Option<String>,
 ) -> PendingRequest {
+    let will_run = WillRun::new(&decided.described, decided.facts.clone());
     PendingRequest {
         id: 0,
         receipt: call_id.to_string(),
@@ -893,8 +895,8 @@ pub(crate) fn approval_request(
         caller_pid: caller.pid,
         surface: early.surface.clone(),
         command: early.command.clone(),
-        action: crate::policy::approval_text(&decided.described, &decided.facts),
-        will_run: crate::policy::will_run(&decided.described, &decided.facts),
+        action: will_run.one_line(),
+        will_run,
         warnings: Vec::new(),
         cwd,
         risk: decided.action.risk().name().to_string(),

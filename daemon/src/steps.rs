@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use computer_ipc::control::StepRow;
+use computer_ipc::shown::WillRun;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, StepsCall, ToolError, WaitStep};
 use computer_surfaces::effect::EFFECT_FIELD;
 use computer_surfaces::{Effect, Risk, receipt_value};
@@ -768,11 +769,8 @@ fn approval_request(
                     Decision::Allow { .. } => "allow".to_string(),
                     Decision::Deny { .. } => "deny".to_string(),
                 };
-                (
-                    decision,
-                    crate::policy::approval_text(&step.described, &step.facts),
-                    crate::policy::will_run(&step.described, &step.facts),
-                )
+                let will_run = WillRun::new(&step.described, step.facts.clone());
+                (decision, will_run.one_line(), will_run)
             }
             (Plan::Call { call, .. }, None) if skipped[n].is_some() => (
                 "skipped: refused".to_string(),

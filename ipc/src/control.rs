@@ -363,7 +363,7 @@ impl HeldRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shown::StdinView;
+    use crate::facts::{ActionFacts, StdinFacts};
     use std::collections::BTreeMap;
 
     fn request() -> PendingRequest {
@@ -375,17 +375,15 @@ mod tests {
             surface: "shell".into(),
             command: "run".into(),
             action: "run [\"sh\"]".into(),
-            will_run: WillRun {
-                description: "run [\"sh\"]".into(),
-                argv: Some(vec!["sh".into()]),
-                env: BTreeMap::from([("GIT_CONFIG_KEY_0".into(), "core.pager".into())]),
-                stdin: Some(StdinView {
-                    bytes: 12,
-                    sha256: "ab".into(),
-                    text: "rm -rf $HOME".into(),
-                }),
-                ..WillRun::default()
-            },
+            will_run: WillRun::new(
+                "run [\"sh\"]",
+                ActionFacts {
+                    argv: Some(vec!["sh".into()]),
+                    env: BTreeMap::from([("GIT_CONFIG_KEY_0".into(), "core.pager".into())]),
+                    stdin: Some(StdinFacts::of("rm -rf $HOME")),
+                    ..ActionFacts::default()
+                },
+            ),
             warnings: Vec::new(),
             cwd: None,
             risk: "act".into(),
@@ -466,7 +464,7 @@ mod tests {
             "#7  agent `ci-bot` (pid 42) asks for shell.run, risk act; asked by defaults.act; expires in 60 s",
             "argv[0]    | sh",
             "env GIT_CONFIG_KEY_0 | core.pager",
-            "stdin (12 bytes, sha256 ab) | rm -rf $HOME",
+            "stdin (12 bytes, sha256 814da602e61dede19a7e0c2f97d438263f7f098d2b37c80fbd455912f6ac7032) | rm -rf $HOME",
         ] {
             assert!(text.contains(want), "{want:?} missing from\n{text}");
         }
@@ -480,11 +478,13 @@ mod tests {
             command: "run".into(),
             decision: decision.into(),
             action: format!("run {argv:?}"),
-            will_run: WillRun {
-                description: format!("run {argv:?}"),
-                argv: Some(argv.iter().map(|a| a.to_string()).collect()),
-                ..WillRun::default()
-            },
+            will_run: WillRun::new(
+                format!("run {argv:?}"),
+                ActionFacts {
+                    argv: Some(argv.iter().map(|a| a.to_string()).collect()),
+                    ..ActionFacts::default()
+                },
+            ),
         };
         PendingRequest {
             surface: "steps".into(),

@@ -8,6 +8,7 @@
 //! - [`client`]: the Rust client, speaking MCP over the local socket like every other caller.
 //! - [`control`]: the control socket's wire (approvers' requests, the daemon's replies and
 //!   events, the pending request) and its client.
+//! - [`facts`]: the facts of an action, in the one shape policy, receipts and approvers share.
 //! - [`shown`]: what approvers are shown of a pending call, exactly: the structured view of what
 //!   will run and the one escaping function every approver uses.
 //! - [`tools`]: programmatic calls from a run given tools: what `complications.tools` asks,
@@ -16,6 +17,7 @@
 pub mod call;
 pub mod client;
 pub mod control;
+pub mod facts;
 #[cfg(unix)]
 pub mod fdpass;
 pub mod paths;

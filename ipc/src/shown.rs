@@ -22,67 +22,56 @@
 //! (so that text which looks like an escape is never taken for one). Other non-ASCII text, such
 //! as `é`, `ü`, `中` or an emoji in an argument, is shown as it is.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// What an asked call will do, from its surface's facts: everything that takes part in the run,
-/// each value whole (the terminal and the window cut long values and say so; `approvals list
-/// --json` carries all of it).
+use crate::facts::ActionFacts;
+
+/// What an asked call will do: its description and its facts, each value whole (the terminal
+/// and the window cut long values and say so; `approvals list --json` carries all of it). Every
+/// approver shows it through [`WillRun::rows`], [`WillRun::warnings`] and [`WillRun::one_line`],
+/// all three read from one list of what is shown ([`WillRun::entries`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WillRun {
     /// The action in its surface's words (`run ["git", "status"] in /src`, `click at 10,20`).
     pub description: String,
-    /// The program and its arguments, for a run of an argv.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub argv: Option<Vec<String>>,
-    /// The script text, for a run of `/bin/sh -c SCRIPT`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub script: Option<String>,
-    /// Every command found in the script, or run through a wrapper of the argv (`sh` reading a
-    /// script on stdin, `env X=1 git`), each as its argv.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<Vec<String>>,
-    /// Why not every command of the script can be known before it runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-    /// Variables the call adds to the environment, with their values.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Variables the script assigns itself.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub script_env: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<StdinView>,
-    /// Secrets the action reads, by name (never their values).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub secrets: Vec<String>,
-    /// The window or application a gui or ax action acts on, when its surface states it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetView>,
+    /// What the action will do, as policy decided on it and the intent receipt records it.
+    pub facts: ActionFacts,
 }
 
-/// The standard input a run is given.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StdinView {
-    pub bytes: usize,
-    pub sha256: String,
-    /// All of it.
-    pub text: String,
+/// One thing an approver is shown of a pending call: a row on screen, the values checked for
+/// characters that could be misread, and what the one-line summary says of it.
+struct Entry {
+    /// The row's label (`argv[0]`, `env GIT_DIR`, `target`).
+    label: String,
+    /// The values shown on the row, each with the field a warning names and the context it is
+    /// escaped in; joined by `joiner`.
+    values: Vec<(String, String, Context)>,
+    joiner: &'static str,
+    /// Values checked for warnings but shown in the label, not on the row (a variable's name).
+    in_label: Vec<(String, String, Context)>,
+    /// What the one-line summary says of this entry, unescaped (the whole line is escaped).
+    summary: Option<String>,
 }
 
-/// What a gui or ax action acts on.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TargetView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
+impl Entry {
+    fn one(label: impl Into<String>, value: &str, context: Context) -> Entry {
+        let label = label.into();
+        Entry {
+            values: vec![(label.clone(), value.to_string(), context)],
+            label,
+            joiner: "",
+            in_label: Vec::new(),
+            summary: None,
+        }
+    }
+
+    fn summary(mut self, summary: String) -> Entry {
+        self.summary = Some(summary);
+        self
+    }
 }
 
 /// Where a value is shown, which decides what must be escaped.
@@ -317,71 +306,175 @@ pub struct Shown {
 }
 
 impl WillRun {
-    /// Every value of the view with how it is shown: (label, value, context).
-    fn values(&self) -> Vec<(String, String, Context)> {
-        let mut values = Vec::new();
-        if let Some(argv) = &self.argv {
+    pub fn new(description: impl Into<String>, facts: ActionFacts) -> WillRun {
+        WillRun {
+            description: description.into(),
+            facts,
+        }
+    }
+
+    /// Everything an approver is shown, in order: each fact's row, the values its warnings
+    /// check, and its words in the one-line summary are written here, side by side.
+    fn entries(&self) -> Vec<Entry> {
+        let facts = &self.facts;
+        let mut entries = Vec::new();
+        if let Some(argv) = &facts.argv {
             for (index, word) in argv.iter().enumerate() {
-                values.push((
+                entries.push(Entry::one(
                     format!("argv[{index}]"),
-                    word.clone(),
+                    word,
                     word_context(index, word),
                 ));
             }
         }
-        if let Some(script) = &self.script {
-            values.push(("script".into(), script.clone(), Context::Lines));
+        if let Some(script) = &facts.script {
+            entries.push(Entry::one("script", script, Context::Lines));
         }
-        for (n, command) in self.commands.iter().enumerate() {
-            for (index, word) in command.iter().enumerate() {
-                values.push((
-                    format!("command {}[{index}]", n + 1),
-                    word.clone(),
-                    word_context(index, word),
-                ));
+        // Every command found, unless it is only the argv itself: a wrapper's (`env X=1 git`,
+        // `sh` reading a script on stdin) are shown beside the argv.
+        let only_the_argv = matches!(&facts.argv,
+            Some(argv) if facts.programs.len() == 1 && facts.programs[0] == *argv);
+        if !only_the_argv {
+            for (n, command) in facts.programs.iter().enumerate() {
+                entries.push(Entry {
+                    label: format!("command {}", n + 1),
+                    values: command
+                        .iter()
+                        .enumerate()
+                        .map(|(index, word)| {
+                            let field = format!("command {}[{index}]", n + 1);
+                            (field, word.clone(), word_context(index, word))
+                        })
+                        .collect(),
+                    joiner: " ",
+                    in_label: Vec::new(),
+                    summary: None,
+                });
             }
         }
-        if self.argv.is_none() && self.script.is_none() {
-            values.push(("action".into(), self.description.clone(), Context::Line));
+        if let Some(why) = &facts.opaque {
+            let said = format!("not every command is known before it runs: {why}");
+            entries.push(
+                Entry::one("not known", &said, Context::Line)
+                    .summary(format!("not every command is known: {why}")),
+            );
         }
-        if let Some(cwd) = &self.cwd {
-            values.push(("cwd".into(), cwd.clone(), Context::Line));
+        if facts.argv.is_none() && facts.script.is_none() {
+            entries.push(Entry::one("action", &self.description, Context::Line));
         }
-        for (name, value) in &self.env {
+        if let Some(cwd) = &facts.cwd {
+            entries.push(Entry::one("cwd", &cwd.display().to_string(), Context::Line));
+        }
+        let names: Vec<&str> = facts.env_names().collect();
+        let sets = (!names.is_empty()).then(|| format!("sets {}", names.join(", ")));
+        for (name, value) in &facts.env {
             let field = format!("env {}", escape(name, Context::Word).text);
-            values.push((format!("{field} (name)"), name.clone(), Context::Word));
-            values.push((field, value.clone(), Context::Line));
+            let mut entry = Entry::one(field.clone(), value, Context::Line);
+            entry.in_label = vec![(format!("{field} (name)"), name.clone(), Context::Word)];
+            entries.push(entry);
         }
-        for name in &self.script_env {
-            values.push(("script sets".into(), name.clone(), Context::Word));
+        if !facts.script_env.is_empty() {
+            entries.push(Entry {
+                label: "script sets".into(),
+                values: (facts.script_env.iter())
+                    .map(|name| ("script sets".to_string(), name.clone(), Context::Word))
+                    .collect(),
+                joiner: " ",
+                in_label: Vec::new(),
+                summary: None,
+            });
         }
-        if let Some(stdin) = &self.stdin {
-            values.push(("stdin".into(), stdin.text.clone(), Context::Lines));
+        // The variables set, by name, once in the summary.
+        if let (Some(sets), Some(first)) = (
+            sets,
+            entries
+                .iter_mut()
+                .find(|e| e.label.starts_with("env ") || e.label == "script sets"),
+        ) {
+            first.summary = Some(sets);
         }
-        for name in &self.secrets {
-            values.push(("secret".into(), name.clone(), Context::Line));
+        if let Some(stdin) = &facts.stdin {
+            let cut = if stdin.head.len() < stdin.bytes {
+                " (cut)"
+            } else {
+                ""
+            };
+            let label = format!("stdin ({} bytes, sha256 {})", stdin.bytes, stdin.sha256);
+            let mut entry = Entry::one(label, &stdin.text, Context::Lines).summary(format!(
+                "stdin {} bytes: {:?}{cut}",
+                stdin.bytes, stdin.head
+            ));
+            entry.values[0].0 = "stdin".into();
+            entries.push(entry);
         }
-        if let Some(target) = &self.target {
-            if let Some(app) = &target.app {
-                values.push(("target app".into(), app.clone(), Context::Line));
+        if !facts.secrets.is_empty() {
+            let shown: Vec<String> = facts.secrets.iter().map(|s| s.shown()).collect();
+            let summary: Vec<String> = shown.iter().map(|s| format!("secret {s}")).collect();
+            entries.push(Entry {
+                label: "secrets".into(),
+                values: (shown.into_iter())
+                    .map(|s| ("secret".to_string(), s, Context::Line))
+                    .collect(),
+                joiner: ", ",
+                in_label: Vec::new(),
+                summary: Some(summary.join("; ")),
+            });
+        }
+        if let Some(target) = &facts.target {
+            let parts = target.parts();
+            if !parts.is_empty() {
+                // A target only the args spell may turn out to be another at run time: say so.
+                let how = if target.resolved {
+                    ""
+                } else {
+                    " (as the call names it)"
+                };
+                let summary = parts
+                    .iter()
+                    .map(|(what, value)| match what {
+                        &"pid" => format!("pid {value}"),
+                        _ => format!("{what} \"{value}\""),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let mut values: Vec<(String, String, Context)> = parts
+                    .into_iter()
+                    .map(|(what, value)| {
+                        (
+                            format!("target {what}"),
+                            format!("{what} {value}"),
+                            Context::Line,
+                        )
+                    })
+                    .collect();
+                if !target.resolved {
+                    let field = "target".to_string();
+                    values.push((field, "as the call names it".into(), Context::Line));
+                }
+                entries.push(Entry {
+                    label: "target".into(),
+                    values,
+                    joiner: ", ",
+                    in_label: Vec::new(),
+                    summary: Some(format!("target {summary}{how}")),
+                });
             }
-            if let Some(window) = &target.window {
-                values.push(("target window".into(), window.clone(), Context::Line));
-            }
         }
-        values
+        entries
     }
 
     /// Every value that holds characters an approver could misread.
     pub fn warnings(&self) -> Vec<Warning> {
         let mut warnings = Vec::new();
-        for (field, value, context) in self.values() {
-            for (concern, chars) in escape(&value, context).concerns {
-                warnings.push(Warning {
-                    field: field.clone(),
-                    concern,
-                    chars,
-                });
+        for entry in self.entries() {
+            for (field, value, context) in entry.in_label.iter().chain(&entry.values) {
+                for (concern, chars) in escape(value, *context).concerns {
+                    warnings.push(Warning {
+                        field: field.clone(),
+                        concern,
+                        chars,
+                    });
+                }
             }
         }
         warnings
@@ -389,103 +482,32 @@ impl WillRun {
 
     /// The rows an approver reads, each value escaped and cut at [`SHOWN_CHARS`].
     pub fn rows(&self) -> Vec<Row> {
-        let mut rows = Vec::new();
-        let row = |label: String, value: &str, context: Context| {
-            let (value, cut) = cut(&escape(value, context).text, SHOWN_CHARS);
-            Row { label, value, cut }
-        };
-        if let Some(argv) = &self.argv {
-            for (index, word) in argv.iter().enumerate() {
-                rows.push(row(
-                    format!("argv[{index}]"),
-                    word,
-                    word_context(index, word),
-                ));
-            }
+        self.entries()
+            .into_iter()
+            .map(|entry| {
+                let escaped: Vec<String> = (entry.values.iter())
+                    .map(|(_, value, context)| escape(value, *context).text)
+                    .collect();
+                let (value, cut) = cut(&escaped.join(entry.joiner), SHOWN_CHARS);
+                Row {
+                    label: entry.label,
+                    value,
+                    cut,
+                }
+            })
+            .collect()
+    }
+
+    /// The action in one line, escaped, as a pending request's `action` says it: the
+    /// description, then what else takes part in the run (variables set, stdin, secrets, why
+    /// its commands are not all known, the target).
+    pub fn one_line(&self) -> String {
+        let mut text = self.description.clone();
+        for summary in self.entries().into_iter().filter_map(|e| e.summary) {
+            text.push_str("; ");
+            text.push_str(&summary);
         }
-        if let Some(script) = &self.script {
-            rows.push(row("script".into(), script, Context::Lines));
-        }
-        for (n, command) in self.commands.iter().enumerate() {
-            let words: Vec<String> = command
-                .iter()
-                .enumerate()
-                .map(|(index, word)| escape(word, word_context(index, word)).text)
-                .collect();
-            let (value, cut) = cut(&words.join(" "), SHOWN_CHARS);
-            rows.push(Row {
-                label: format!("command {}", n + 1),
-                value,
-                cut,
-            });
-        }
-        if let Some(why) = &self.opaque {
-            rows.push(row(
-                "not known".into(),
-                &format!("not every command is known before it runs: {why}"),
-                Context::Line,
-            ));
-        }
-        if self.argv.is_none() && self.script.is_none() {
-            rows.push(row("action".into(), &self.description, Context::Line));
-        }
-        if let Some(cwd) = &self.cwd {
-            rows.push(row("cwd".into(), cwd, Context::Line));
-        }
-        for (name, value) in &self.env {
-            let name = escape(name, Context::Word).text;
-            rows.push(row(format!("env {name}"), value, Context::Line));
-        }
-        if !self.script_env.is_empty() {
-            let names: Vec<String> = self
-                .script_env
-                .iter()
-                .map(|name| escape(name, Context::Word).text)
-                .collect();
-            rows.push(Row {
-                label: "script sets".into(),
-                value: names.join(" "),
-                cut: None,
-            });
-        }
-        if let Some(stdin) = &self.stdin {
-            let (value, cut) = cut(&escape(&stdin.text, Context::Lines).text, SHOWN_CHARS);
-            rows.push(Row {
-                label: format!("stdin ({} bytes, sha256 {})", stdin.bytes, stdin.sha256),
-                value,
-                cut,
-            });
-        }
-        if !self.secrets.is_empty() {
-            let names: Vec<String> = self
-                .secrets
-                .iter()
-                .map(|name| escape(name, Context::Line).text)
-                .collect();
-            rows.push(Row {
-                label: "secrets".into(),
-                value: names.join(", "),
-                cut: None,
-            });
-        }
-        if let Some(target) = &self.target {
-            let mut parts = Vec::new();
-            if let Some(app) = &target.app {
-                parts.push(format!("app {}", escape(app, Context::Line).text));
-            }
-            if let Some(window) = &target.window {
-                parts.push(format!("window {}", escape(window, Context::Line).text));
-            }
-            if let Some(pid) = target.pid {
-                parts.push(format!("pid {pid}"));
-            }
-            rows.push(Row {
-                label: "target".into(),
-                value: parts.join(", "),
-                cut: None,
-            });
-        }
-        rows
+        escape(&text, Context::Line).text
     }
 }
 
@@ -566,7 +588,10 @@ pub fn ascii_json(value: &serde_json::Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::facts::{StdinFacts, TargetFacts, TargetKind};
     use proptest::prelude::*;
 
     fn check(text: &str, context: Context, shown: &str, concerns: &[Concern]) {
@@ -622,16 +647,15 @@ mod tests {
 
     #[test]
     fn warnings_name_the_field_and_the_characters() {
-        let view = WillRun {
-            argv: Some(vec!["git".into(), "push".into(), "\u{2014}force".into()]),
-            env: BTreeMap::from([("GIT_CONFIG_KEY_0".into(), "core.pager".into())]),
-            stdin: Some(StdinView {
-                bytes: 3,
-                sha256: "x".into(),
-                text: "a\u{202e}b".into(),
-            }),
-            ..WillRun::default()
-        };
+        let view = WillRun::new(
+            "run",
+            ActionFacts {
+                argv: Some(vec!["git".into(), "push".into(), "\u{2014}force".into()]),
+                env: BTreeMap::from([("GIT_CONFIG_KEY_0".into(), "core.pager".into())]),
+                stdin: Some(StdinFacts::of("a\u{202e}b")),
+                ..ActionFacts::default()
+            },
+        );
         let warnings: Vec<String> = view.warnings().iter().map(|w| w.to_string()).collect();
         assert_eq!(warnings.len(), 2, "{warnings:#?}");
         assert!(
@@ -641,12 +665,97 @@ mod tests {
     }
 
     #[test]
+    fn rows_warnings_and_the_one_line_say_the_same_facts() {
+        let facts = ActionFacts {
+            env: BTreeMap::from([("PAGER".into(), "cat".into())]),
+            stdin: Some(StdinFacts::of("hello")),
+            opaque: Some("eval".into()),
+            target: Some(TargetFacts {
+                kind: TargetKind::Element,
+                app: Some("gedit\u{202e}".into()),
+                window_id: Some("ref:7".into()),
+                resolved: false,
+                ..TargetFacts::default()
+            }),
+            ..ActionFacts::default()
+        };
+        let view = WillRun::new("press ref:7", facts);
+        let rows: Vec<(String, String)> = (view.rows().into_iter())
+            .map(|row| (row.label, row.value))
+            .collect();
+        let row = |label: &str| {
+            let found = rows.iter().find(|(l, _)| l.starts_with(label));
+            found.map(|(_, value)| value.as_str())
+        };
+        assert_eq!(row("action"), Some("press ref:7"));
+        assert_eq!(row("env PAGER"), Some("cat"));
+        assert_eq!(row("stdin (5 bytes"), Some("hello"));
+        assert_eq!(
+            row("target"),
+            Some("app gedit\\u{202e}, element ref:7, as the call names it")
+        );
+        let fields: Vec<String> = view.warnings().into_iter().map(|w| w.field).collect();
+        assert_eq!(fields, ["target app"]);
+        let line = view.one_line();
+        for said in [
+            "press ref:7",
+            "not every command is known: eval",
+            "sets PAGER",
+            "stdin 5 bytes: \"hello\"",
+            "target app \"gedit\\u{202e}\", element \"ref:7\" (as the call names it)",
+        ] {
+            assert!(line.contains(said), "{said:?} not in {line:?}");
+        }
+    }
+
+    #[test]
+    fn each_kind_of_target_names_its_fields_in_its_own_words() {
+        let row = |target: TargetFacts| {
+            let facts = ActionFacts {
+                target: Some(target),
+                ..ActionFacts::default()
+            };
+            let rows = WillRun::new("act", facts).rows();
+            rows.into_iter()
+                .find(|row| row.label == "target")
+                .unwrap()
+                .value
+        };
+        let window = TargetFacts {
+            app: Some("xterm".into()),
+            window: Some("bash".into()),
+            window_id: Some("4194305".into()),
+            pid: Some(42),
+            resolved: true,
+            ..TargetFacts::default()
+        };
+        assert_eq!(row(window.clone()), "app xterm, window bash, pid 42");
+        let untitled = TargetFacts {
+            window: None,
+            ..window
+        };
+        assert_eq!(row(untitled), "app xterm, window 4194305, pid 42");
+        let item = TargetFacts {
+            kind: TargetKind::SecretItem,
+            app: Some("github.com".into()),
+            window: Some("me".into()),
+            window_id: Some("keychain://github.com/me".into()),
+            resolved: true,
+            ..TargetFacts::default()
+        };
+        assert_eq!(row(item), "service github.com, account me");
+    }
+
+    #[test]
     fn a_long_value_says_how_much_was_left_out_and_where_the_rest_is() {
         let long = format!("{}\u{202e}tail", "x".repeat(SHOWN_CHARS - 3));
-        let view = WillRun {
-            script: Some(long.clone()),
-            ..WillRun::default()
-        };
+        let view = WillRun::new(
+            "run",
+            ActionFacts {
+                script: Some(long.clone()),
+                ..ActionFacts::default()
+            },
+        );
         let rows = view.rows();
         let script = &rows[0];
         // The cut falls inside the escape `\u{202e}`: it moves before it.
@@ -658,10 +767,13 @@ mod tests {
             "{cut}"
         );
         assert!(cut.contains("computer approvals list --json"), "{cut}");
-        let short = WillRun {
-            script: Some("echo hi".into()),
-            ..WillRun::default()
-        };
+        let short = WillRun::new(
+            "run",
+            ActionFacts {
+                script: Some("echo hi".into()),
+                ..ActionFacts::default()
+            },
+        );
         assert_eq!(short.rows()[0].cut, None);
     }
 

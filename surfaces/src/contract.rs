@@ -3,7 +3,7 @@
 //! `SurfaceError`), the facts of an action (`ActionFacts`) and the risk classes. It knows no
 //! surface and not the registry that lists them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +16,8 @@ use crate::secrets;
 
 pub use crate::capture::{Artifact, ArtifactQuota, CapturedText};
 pub use crate::effect::{Effect, EffectReport};
+/// The facts of an action are wire types: approvers in other processes read them.
+pub use computer_ipc::facts::{ActionFacts, StdinFacts, TargetFacts, TargetKind, TerminalInput};
 
 /// How much an action can change or reveal; the policy's defaults are keyed by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -373,146 +375,6 @@ pub trait EvidenceCapture: Send + Sync {
         label: &str,
         settle: bool,
     ) -> Result<EvidenceShot, SurfaceError>;
-}
-
-/// What a prepared action will do, typed: policy, approvals, receipts and `policy explain` decide
-/// on these rather than on a surface's raw args.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ActionFacts {
-    /// The argv of every command the action runs, in order. For a script, every simple command
-    /// in it; a wrapper (`env`, `sudo`, `sh -c`, ...) and the command it runs both appear.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub programs: Vec<Vec<String>>,
-    /// The program and its arguments exactly as the call gives them, for a run of an argv
-    /// (approvers are shown it word for word).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub argv: Option<Vec<String>>,
-    /// The script text, for a script run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub script: Option<String>,
-    /// Why not every command can be known before the run (`eval`, a computed command name, a
-    /// parse error...). An opaque action is never covered by an allow rule.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<String>,
-    /// Variables the call adds to the environment, with their values.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Variables the script itself assigns (`X=1 cmd`, `export X=1`, `env X=1 cmd`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub script_env: Vec<String>,
-    /// What is written to the action's standard input.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<StdinFacts>,
-    /// The working directory the action runs in, when the call names one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<PathBuf>,
-    /// Words that may name files (arguments, redirection targets, assigned values), as written.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub words: Vec<String>,
-    /// The app and window a gui or ax action acts on or reads.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetFacts>,
-    /// The command's args as receipts record them and as policy's `glob` and `regex` read them
-    /// for actions that run no program: the surface's own redaction (long values cut, ...).
-    /// Not serialised with the rest: the intent receipt records it as its `args`.
-    #[serde(skip)]
-    pub args: Option<Value>,
-    /// Keys that reach a terminal emulator and end command lines there: a shell run in disguise,
-    /// decided as one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub terminal: Option<TerminalInput>,
-    /// The secrets the action references (name, reference, where the value goes); their values
-    /// are resolved only when it runs. An action that references any is Secret risk.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub secrets: Vec<secrets::SecretUse>,
-    /// A question a person must answer before the action may run, whatever the rules say (the
-    /// GNOME gui backend's consent to start its remote-desktop session): policy asks instead of
-    /// allowing, and a refusal repeats the question's text, which says how to grant it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub consent: Option<String>,
-}
-
-/// Keys sent to a terminal window (or to a window that may be one) that end command lines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TerminalInput {
-    /// The terminal's application, or `None` when the window the keys reach cannot be told.
-    pub app: Option<String>,
-    /// The window the keys reach, when known.
-    pub window: Option<u32>,
-    /// The command lines the keys end, in order, as far as they are known.
-    pub lines: Vec<String>,
-    /// Why the lines are not known exactly (a paste, history or cursor keys, an unknown window).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<String>,
-    /// What those lines run: the facts of a shell script made of them.
-    pub run: Box<ActionFacts>,
-}
-
-/// What a gui or ax action acts on: resolved when the action is prepared where that is cheap and
-/// sound (the window under a point, the app behind a ref), else what the args name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct TargetFacts {
-    /// The application's name (the X11 class or the accessibility name).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub app: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// The window's title.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub window: Option<String>,
-    /// The window's id (gui) or the selector or ref that names it (ax).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub window_id: Option<String>,
-    /// False when the target is only what the args spell (the app has not been seen yet, no
-    /// window lies under the point): at run time it may turn out to be another one.
-    pub resolved: bool,
-}
-
-impl ActionFacts {
-    /// Whether the action runs programs (a script or an argv): then the daemon's own paths are
-    /// off limits to it.
-    pub fn runs_programs(&self) -> bool {
-        !self.programs.is_empty() || self.script.is_some()
-    }
-
-    /// Every variable name the action sets: the call's and the script's own.
-    pub fn env_names(&self) -> impl Iterator<Item = &str> {
-        self.env
-            .keys()
-            .map(String::as_str)
-            .chain(self.script_env.iter().map(String::as_str))
-    }
-}
-
-/// The standard input an action is given.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StdinFacts {
-    pub bytes: usize,
-    pub sha256: String,
-    /// The whole text (policy's `stdin` matcher searches it; approvers see its head).
-    #[serde(skip)]
-    pub text: String,
-    /// The first bytes, cut at a character boundary.
-    pub head: String,
-}
-
-impl StdinFacts {
-    /// How much of stdin `head` holds at most.
-    pub const HEAD_BYTES: usize = 256;
-
-    pub fn of(text: &str) -> StdinFacts {
-        use sha2::Digest;
-        let mut end = text.len().min(Self::HEAD_BYTES);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        StdinFacts {
-            bytes: text.len(),
-            sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())),
-            text: text.to_string(),
-            head: text[..end].to_string(),
-        }
-    }
 }
 
 /// Longest string kept verbatim in receipt args; the args digest covers the full value.

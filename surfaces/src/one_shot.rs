@@ -333,7 +333,7 @@ impl ShellRun {
             Program::Script(script) => json!({"script": receipt_value(&json!(script))}),
         };
         if let Some(stdin) = self.stdin.as_deref() {
-            args["stdin"] = json!(StdinFacts::of(stdin));
+            args["stdin"] = StdinFacts::of(stdin).for_receipt();
         }
         args
     }

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use computer_ipc::{Complications, ErrorCode, ToolError};
 use secrecy::{ExposeSecret, SecretString};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::SurfaceError;
@@ -59,81 +58,7 @@ fn daemon_item(reference: &SecretRef) -> ToolError {
     )
 }
 
-/// One secret a call references, as facts state it: policy, approvers and receipts see this,
-/// never the value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SecretUse {
-    /// The name the call gives it (the variable name for a shell run, `secret` for gui and ax).
-    pub name: String,
-    /// The reference as the call wrote it (receipts keep a keyed digest of it instead).
-    pub reference: String,
-    /// Where its value goes.
-    pub to: SecretDestination,
-}
-
-/// Where a secret's value goes when the call runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum SecretDestination {
-    /// The environment variable `var` of the run (and of every process it starts).
-    Env { var: String },
-    /// Typed as keys into a window.
-    Typed {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        window: Option<u32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        app: Option<String>,
-        /// The window is (or may be) a terminal: what is typed there goes to its command line.
-        terminal: bool,
-    },
-    /// Typed into a terminal session's program (`shell send`).
-    SessionInput {
-        session: u32,
-        program: String,
-        /// The program is a shell: what is typed there goes to its command line.
-        shell: bool,
-    },
-    /// Set as the value of an accessibility element.
-    ElementValue {
-        element: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        app: Option<String>,
-    },
-}
-
-impl fmt::Display for SecretDestination {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SecretDestination::Env { var } => {
-                write!(f, "the environment variable {var} of the run")
-            }
-            SecretDestination::Typed {
-                window,
-                app,
-                terminal,
-            } => {
-                let kind = if *terminal { "terminal " } else { "" };
-                match (window, app) {
-                    (Some(w), Some(app)) => write!(f, "typed into the {kind}window {w} ({app})"),
-                    (Some(w), None) => write!(f, "typed into the {kind}window {w}"),
-                    _ => write!(f, "typed into the window that has the keyboard"),
-                }
-            }
-            SecretDestination::SessionInput {
-                session,
-                program,
-                shell,
-            } => {
-                let kind = if *shell { "the shell of " } else { "" };
-                write!(f, "typed into {kind}terminal session {session} ({program})")
-            }
-            SecretDestination::ElementValue { element, app } => match app {
-                Some(app) => write!(f, "the value of the element {element} in {app}"),
-                None => write!(f, "the value of the element {element}"),
-            },
-        }
-    }
-}
+pub use computer_ipc::facts::{SecretDestination, SecretUse};
 
 /// The facts of secrets that go into a program's environment, each under its own name.
 pub fn env_uses(secrets: &[(String, SecretRef)]) -> Vec<SecretUse> {
@@ -145,13 +70,6 @@ pub fn env_uses(secrets: &[(String, SecretRef)]) -> Vec<SecretUse> {
             to: SecretDestination::Env { var: name.clone() },
         })
         .collect()
-}
-
-impl SecretUse {
-    /// One line for approvers: which secret, from where, going where.
-    pub fn shown(&self) -> String {
-        format!("{} ({}) → {}", self.name, self.reference, self.to)
-    }
 }
 
 /// Where values come from: the keychain, asked at the moment of use. Blocking. The narrow seam a

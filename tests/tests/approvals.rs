@@ -352,10 +352,11 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     });
     assert!(listed.stdout.is_ascii(), "{}", listed.stdout);
     let request = &listed.json()["pending"][0];
-    let will_run = &request["will_run"];
+    // The same facts policy decided on and the receipt records, every value whole.
+    let will_run = &request["will_run"]["facts"];
     assert_eq!(will_run["script"], MISLEADING_SCRIPT, "{request}");
     assert_eq!(
-        will_run["commands"],
+        will_run["programs"],
         json!([
             ["echo", "git", "push", "--force", "\u{202e}gnirts"],
             ["cat"]
@@ -394,6 +395,13 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     let out = call.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
     approver.finish();
+    // One shape: the facts the person was shown are those the intent receipt records, but for
+    // stdin, which the receipt keeps as its size, digest and head.
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
+    let mut shown_facts = request["will_run"]["facts"].clone();
+    let stdin = shown_facts["stdin"].as_object_mut().unwrap();
+    assert_eq!(stdin.remove("text").unwrap(), MISLEADING_STDIN);
+    assert_eq!(intent["body"]["facts"], shown_facts, "{intent}");
 
     // `sh` reading a script on stdin: the argv word for word, and what stdin will run. (HOME
     // points nowhere, so even a run by mistake would remove nothing.)
@@ -435,7 +443,7 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
     let call = touch_task(&daemon, &file);
     let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
     assert!(pending.get("warnings").is_none(), "{pending}");
-    assert_eq!(pending["will_run"]["argv"], json!(["touch", file]));
+    assert_eq!(pending["will_run"]["facts"]["argv"], json!(["touch", file]));
     let text = daemon.cli(&["approvals", "list"]).stdout;
     assert!(
         text.contains("argv[0]    | touch") && !text.contains("WARNING"),
@@ -478,7 +486,13 @@ async fn a_look_alike_command_or_flag_is_flagged_and_a_long_value_says_where_the
         assert!(text.contains(want), "{want:?} missing from\n{text}");
     }
     let request = &daemon.pending_approvals()[0];
-    assert_eq!(request["will_run"]["argv"][2].as_str().unwrap().len(), 5000);
+    assert_eq!(
+        request["will_run"]["facts"]["argv"][2]
+            .as_str()
+            .unwrap()
+            .len(),
+        5000
+    );
     let denied = daemon.cli(&["approvals", "deny", &request["id"].to_string()]);
     assert!(denied.status.success(), "{}", denied.stderr);
     let out = call.await.unwrap().expect("a reply");

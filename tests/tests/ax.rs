@@ -777,6 +777,7 @@ async fn app_rules_decide_on_the_resolved_app_however_the_args_spell_it() {
         assert_eq!(out["error"]["code"], "denied", "{how}: {out}");
         let intent = daemon.receipt_row(&out["receipt"], "intent");
         let target = &intent["body"]["facts"]["target"];
+        assert_eq!(target["kind"], "element", "{how}: {intent}");
         assert_eq!(target["app"], json!(name), "{how}: {intent}");
         assert_eq!(target["resolved"], true, "{how}: {intent}");
         assert_eq!(

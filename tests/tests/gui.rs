@@ -892,6 +892,7 @@ async fn window_rules_decide_on_the_window_typing_reaches() {
     assert_eq!(out["error"]["code"], "denied", "{out}");
     let intent = daemon.receipt_row(&out["receipt"], "intent");
     let target = &intent["body"]["facts"]["target"];
+    assert_eq!(target["kind"], "window", "{intent}");
     assert_eq!(target["window"], "gui-test-facts-guarded", "{intent}");
     assert_eq!(target["window_id"], guarded.window.to_string(), "{intent}");
     assert_eq!(target["pid"], guarded.pid, "{intent}");

@@ -445,7 +445,13 @@ async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goe
     let shown = format!("T ({reference}) → the environment variable T of the run");
     assert_eq!(pending["risk"], "secret", "{pending}");
     assert_eq!(pending["rule"], "defaults.secret", "{pending}");
-    assert_eq!(pending["will_run"]["secrets"], json!([shown]), "{pending}");
+    let stated = &pending["will_run"]["facts"]["secrets"];
+    assert_eq!(
+        stated,
+        &json!([{"name": "T", "reference": reference,
+            "to": {"kind": "env", "var": "T"}}]),
+        "{pending}"
+    );
     assert!(
         pending["action"]
             .as_str()
@@ -697,7 +703,16 @@ async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhe
         "secret ({password_ref}) → typed into the shell of terminal session {session} (bash \
          --norc --noprofile)"
     );
-    assert_eq!(pending["will_run"]["secrets"], json!([shown]), "{pending}");
+    let stated = &pending["will_run"]["facts"]["secrets"][0];
+    assert_eq!(stated["reference"], password_ref.as_str(), "{pending}");
+    assert_eq!(stated["to"]["kind"], "session_input", "{pending}");
+    assert!(
+        pending["action"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("secret {shown}")),
+        "{pending}"
+    );
     assert_eq!(pending["rule"], "builtin:opaque-terminal-line", "{pending}");
     let id = pending["id"].to_string();
     assert!(daemon.cli(&["approvals", "allow", &id]).status.success());

@@ -17,7 +17,8 @@ use crate::secret_store::{
 };
 use crate::{
     ActionFacts, Availability, CallContext, CapturedText, CommandSpec, NoArgs, Outcome,
-    PreparedAction, Risk, SectionError, Surface, SurfaceError, TargetFacts, decode_args,
+    PreparedAction, Risk, SectionError, Surface, SurfaceError, TargetFacts, TargetKind,
+    decode_args,
 };
 
 /// Lists the items a reference can name (service, account, label, reference); never values.
@@ -433,6 +434,7 @@ impl PreparedAction for KeychainAction {
         ActionFacts {
             args: Some(command_args),
             target: target.map(|reference| TargetFacts {
+                kind: TargetKind::SecretItem,
                 app: Some(reference.service.clone()),
                 window: Some(reference.account.clone()),
                 window_id: Some(reference.uri()),

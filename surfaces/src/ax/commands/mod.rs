@@ -24,7 +24,7 @@ use super::lookup::Ax;
 use super::seen::AxSnapshot;
 use crate::accessibility::backend::{Backend, Dialect, Failure};
 use crate::snapshot::Seen;
-use crate::{CommandSpec, Outcome, ProtectedProcesses, Risk, TargetFacts, decode_args};
+use crate::{CommandSpec, Outcome, ProtectedProcesses, Risk, TargetFacts, TargetKind, decode_args};
 
 pub use act::Act;
 pub use apps::Apps;
@@ -299,6 +299,7 @@ impl Job {
             None => (None, None),
         };
         Some(TargetFacts {
+            kind: TargetKind::Element,
             app,
             pid,
             window: None,

@@ -24,7 +24,9 @@ use super::seen::GuiSnapshot;
 use super::terminal::{LineTracker, TerminalApps};
 use crate::secrets::SecretUse;
 use crate::snapshot::Snapshots;
-use crate::{CallContext, CommandSpec, Outcome, Risk, SurfaceError, TargetFacts, TerminalInput};
+use crate::{
+    CallContext, CommandSpec, Outcome, Risk, SurfaceError, TargetFacts, TargetKind, TerminalInput,
+};
 
 // The args types' doc comments are the tool description's text (`schema.rs`): keep them terse.
 
@@ -240,6 +242,7 @@ pub fn target_window<D: Desktop>(
         (None, None) => windows.iter().find(|w| w.focused),
     };
     Ok(chosen.map(|w| TargetFacts {
+        kind: TargetKind::Window,
         app: Some(w.app.clone()).filter(|app| !app.is_empty()),
         pid: w.pid,
         window: Some(w.title.clone()),
