@@ -129,6 +129,12 @@ fn items_interoperate_with_secret_tool_both_ways() {
         json!({"reference": "keychain://interop.example/deploy"}),
     );
     assert_eq!(exists["exists"], true, "{exists}");
+    // The item is the call's target, in a secret item's words: service and account.
+    let intent = daemon.receipt_row(&exists["receipt"], "intent");
+    let target = &intent["body"]["facts"]["target"];
+    assert_eq!(target["kind"], "secret_item", "{intent}");
+    assert_eq!(target["app"], "interop.example", "{intent}");
+    assert_eq!(target["window"], "deploy", "{intent}");
 
     // An item the person stores with `computer secrets set` is secret-tool's to read, with the
     // same attributes and the label given.
