@@ -3,7 +3,8 @@
 //! once the window moved or was covered, and reaches nothing; a stale ref after a dialog was
 //! replaced; a click at a point read off a half-size screenshot lands on the widget there;
 //! another agent's snapshot reads as unknown; and the person's own input (a second input
-//! device, made with XInput2 as a physical one looks) pauses gui input while ax goes on.
+//! device, made with XInput2 as a physical one looks) pauses gui input while ax goes on, and
+//! stops a long `type` between two keys (the keys the X server took counted from its raw events).
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
@@ -580,19 +581,25 @@ struct Person {
     root: u32,
 }
 
+/// A connection of the test's own to the shared desktop's X server, and its root window.
+fn desktop_connection() -> (x11rb::rust_connection::RustConnection, u32) {
+    use x11rb::connection::Connection;
+    let display = Desktop::shared()
+        .env()
+        .into_iter()
+        .find(|(k, _)| *k == "DISPLAY")
+        .map(|(_, v)| v)
+        .expect("the desktop's DISPLAY");
+    let (conn, screen) = x11rb::connect(Some(&display)).expect("connect to the desktop");
+    let root = conn.setup().roots[screen].root;
+    (conn, root)
+}
+
 impl Person {
     fn at_the_desk() -> Person {
-        use x11rb::connection::Connection;
         use x11rb::protocol::xinput::{self, ConnectionExt as _};
         use x11rb::protocol::xproto::ConnectionExt as _;
-        let display = Desktop::shared()
-            .env()
-            .into_iter()
-            .find(|(k, _)| *k == "DISPLAY")
-            .map(|(_, v)| v)
-            .expect("the desktop's DISPLAY");
-        let (conn, screen) = x11rb::connect(Some(&display)).expect("connect to the desktop");
-        let root = conn.setup().roots[screen].root;
+        let (conn, root) = desktop_connection();
         conn.xinput_xi_query_version(2, 2).unwrap().reply().unwrap();
         let master = |conn: &x11rb::rust_connection::RustConnection| {
             conn.xinput_xi_query_device(xinput::Device::ALL)
@@ -757,4 +764,101 @@ async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
     )
     .await;
     assert_eq!(out["ok"], true, "{out}");
+}
+
+/// Watches every key press reach the X server (XInput2 raw events, from any device) and has
+/// the person move the mouse at the first one. Returns once `mark` changes on the root window,
+/// with how many key presses the server took before that.
+fn person_cuts_in_at_the_first_key(person: Person, mark: u32) -> std::thread::JoinHandle<usize> {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::Event;
+    use x11rb::protocol::xinput::{self, ConnectionExt as _};
+    use x11rb::protocol::xproto::{ChangeWindowAttributesAux, ConnectionExt as _, EventMask};
+    let (conn, root) = desktop_connection();
+    conn.xinput_xi_query_version(2, 2).unwrap().reply().unwrap();
+    conn.xinput_xi_select_events(
+        root,
+        &[xinput::EventMask {
+            deviceid: xinput::Device::ALL_MASTER.into(),
+            mask: vec![xinput::XIEventMask::RAW_KEY_PRESS],
+        }],
+    )
+    .unwrap();
+    let properties = ChangeWindowAttributesAux::new().event_mask(EventMask::PROPERTY_CHANGE);
+    conn.change_window_attributes(root, &properties).unwrap();
+    // Selected before the type is sent: no key can come unseen.
+    conn.get_input_focus().unwrap().reply().unwrap();
+    std::thread::spawn(move || {
+        let mut presses = 0;
+        loop {
+            match conn.wait_for_event().expect("the X server's events") {
+                Event::XinputRawKeyPress(_) => {
+                    presses += 1;
+                    if presses == 1 {
+                        person.moves_the_mouse(3, 3);
+                    }
+                }
+                // Events come in the server's order: every key it took before the mark is
+                // counted by now.
+                Event::PropertyNotify(changed) if changed.atom == mark => return presses,
+                _ => {}
+            }
+        }
+    })
+}
+
+/// A `type` the person cuts into stops between two keys: the call is refused as
+/// `interrupted_by_person` (and receipted so), and the server took part of the text, not all.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_persons_input_stops_a_long_type_between_two_keys() {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _, PropMode};
+    use x11rb::wrapper::ConnectionExt as _;
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop("[gui]\nperson_quiet_ms = 3000\n");
+    let app = Window::launch(&daemon, "seen-person-type", 500, 300).await;
+    wait_for(
+        "the daemon to watch for the person's input",
+        Duration::from_secs(10),
+        || {
+            daemon
+                .log_text()
+                .contains("watching for the person's input")
+                .then_some(())
+        },
+    );
+    // Keys go to the test's own window, not to whatever had the focus.
+    let focused = gui(&daemon, "focus", json!({"window": app.id}), json!({})).await;
+    assert_eq!(focused["focused"], true, "{focused}");
+
+    // Characters that are not on the keymap go on spare keys in rounds, each waited for by
+    // the server: the text takes long enough to send that the person's move comes in between.
+    let text: String = (0..10_000u32)
+        .map(|n| char::from_u32(0x4E00 + n % 2000).unwrap())
+        .collect();
+    let (marker, root) = desktop_connection();
+    let mark = marker
+        .intern_atom(false, b"COMPUTER_TEST_TYPE_DONE")
+        .unwrap()
+        .reply()
+        .unwrap()
+        .atom;
+    let watching = person_cuts_in_at_the_first_key(Person::at_the_desk(), mark);
+    let out = gui(&daemon, "type", json!({"text": text}), json!({})).await;
+    assert_refused(&daemon, &out, "interrupted_by_person");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("nothing more was sent"), "{message}");
+
+    // The daemon waited for the server before it answered: a mark set now comes after every
+    // key it sent.
+    marker
+        .change_property8(PropMode::REPLACE, root, mark, AtomEnum::STRING, b"1")
+        .unwrap();
+    marker.get_input_focus().unwrap().reply().unwrap();
+    let presses = tokio::task::block_in_place(|| watching.join().unwrap());
+    eprintln!("{presses} of 10000 keys reached the server before the person's move stopped them");
+    assert!(presses >= 1, "no key was typed before the person came");
+    assert!(
+        presses < 10_000,
+        "all {presses} keys were typed: the person's input stopped nothing"
+    );
 }
