@@ -242,6 +242,16 @@ impl Desktop {
 
     /// The environment that puts a process on this desktop (nothing on macOS: every process of
     /// the session is on it).
+    /// A connection of the test's own to the desktop's X server, and its root window.
+    #[cfg(target_os = "linux")]
+    pub fn x_connection(&self) -> (x11rb::rust_connection::RustConnection, u32) {
+        use x11rb::connection::Connection;
+        let (conn, screen) =
+            x11rb::connect(Some(&self.display)).expect("connect to the desktop's X server");
+        let root = conn.setup().roots[screen].root;
+        (conn, root)
+    }
+
     pub fn env(&self) -> Vec<(&'static str, String)> {
         if cfg!(target_os = "macos") {
             return Vec::new();

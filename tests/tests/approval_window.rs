@@ -428,13 +428,7 @@ const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n";
 fn attention(pid: u32) -> (bool, bool) {
     use x11rb::connection::Connection;
     use x11rb::protocol::xproto::{AtomEnum, ConnectionExt};
-    let display = Desktop::shared()
-        .env()
-        .into_iter()
-        .find(|(key, _)| *key == "DISPLAY")
-        .map(|(_, value)| value)
-        .expect("the desktop's DISPLAY");
-    let (conn, _) = x11rb::connect(Some(&display)).expect("connect to the test display");
+    let (conn, _) = Desktop::shared().x_connection();
     let atom = |name: &str| {
         conn.intern_atom(false, name.as_bytes())
             .unwrap()

@@ -581,25 +581,27 @@ struct Person {
     root: u32,
 }
 
-/// A connection of the test's own to the shared desktop's X server, and its root window.
-fn desktop_connection() -> (x11rb::rust_connection::RustConnection, u32) {
-    use x11rb::connection::Connection;
-    let display = Desktop::shared()
-        .env()
-        .into_iter()
-        .find(|(k, _)| *k == "DISPLAY")
-        .map(|(_, v)| v)
-        .expect("the desktop's DISPLAY");
-    let (conn, screen) = x11rb::connect(Some(&display)).expect("connect to the desktop");
-    let root = conn.setup().roots[screen].root;
-    (conn, root)
+/// A daemon on the desktop that pauses gui input for 3 s after the person's, once it watches.
+fn daemon_watching_the_person() -> Daemon {
+    let daemon = Daemon::start_on_desktop("[gui]\nperson_quiet_ms = 3000\n");
+    wait_for(
+        "the daemon to watch for the person's input",
+        Duration::from_secs(10),
+        || {
+            daemon
+                .log_text()
+                .contains("watching for the person's input")
+                .then_some(())
+        },
+    );
+    daemon
 }
 
 impl Person {
     fn at_the_desk() -> Person {
         use x11rb::protocol::xinput::{self, ConnectionExt as _};
         use x11rb::protocol::xproto::ConnectionExt as _;
-        let (conn, root) = desktop_connection();
+        let (conn, root) = Desktop::shared().x_connection();
         conn.xinput_xi_query_version(2, 2).unwrap().reply().unwrap();
         let master = |conn: &x11rb::rust_connection::RustConnection| {
             conn.xinput_xi_query_device(xinput::Device::ALL)
@@ -660,23 +662,13 @@ impl Person {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let daemon = Daemon::start_on_desktop("[gui]\nperson_quiet_ms = 3000\n");
+    let daemon = daemon_watching_the_person();
     let app = Window::launch(&daemon, "seen-person", 500, 300).await;
     let ax_app = TestApp::launch("seen-person-ax");
     let listed = entry(&gui(&daemon, "windows", json!({}), json!({})).await, app.id);
     let point = (
         listed["x"].as_i64().unwrap() + 20,
         listed["y"].as_i64().unwrap() + 20,
-    );
-    wait_for(
-        "the daemon to watch for the person's input",
-        Duration::from_secs(10),
-        || {
-            daemon
-                .log_text()
-                .contains("watching for the person's input")
-                .then_some(())
-        },
     );
 
     // The person moves the mouse; once the daemon has seen it (a harmless move is refused),
@@ -774,7 +766,7 @@ fn person_cuts_in_at_the_first_key(person: Person, mark: u32) -> std::thread::Jo
     use x11rb::protocol::Event;
     use x11rb::protocol::xinput::{self, ConnectionExt as _};
     use x11rb::protocol::xproto::{ChangeWindowAttributesAux, ConnectionExt as _, EventMask};
-    let (conn, root) = desktop_connection();
+    let (conn, root) = Desktop::shared().x_connection();
     conn.xinput_xi_query_version(2, 2).unwrap().reply().unwrap();
     conn.xinput_xi_select_events(
         root,
@@ -814,18 +806,8 @@ async fn the_persons_input_stops_a_long_type_between_two_keys() {
     use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _, PropMode};
     use x11rb::wrapper::ConnectionExt as _;
     let _turn = ONE_AT_A_TIME.lock().await;
-    let daemon = Daemon::start_on_desktop("[gui]\nperson_quiet_ms = 3000\n");
+    let daemon = daemon_watching_the_person();
     let app = Window::launch(&daemon, "seen-person-type", 500, 300).await;
-    wait_for(
-        "the daemon to watch for the person's input",
-        Duration::from_secs(10),
-        || {
-            daemon
-                .log_text()
-                .contains("watching for the person's input")
-                .then_some(())
-        },
-    );
     // Keys go to the test's own window, not to whatever had the focus.
     let focused = gui(&daemon, "focus", json!({"window": app.id}), json!({})).await;
     assert_eq!(focused["focused"], true, "{focused}");
@@ -835,7 +817,7 @@ async fn the_persons_input_stops_a_long_type_between_two_keys() {
     let text: String = (0..10_000u32)
         .map(|n| char::from_u32(0x4E00 + n % 2000).unwrap())
         .collect();
-    let (marker, root) = desktop_connection();
+    let (marker, root) = Desktop::shared().x_connection();
     let mark = marker
         .intern_atom(false, b"COMPUTER_TEST_TYPE_DONE")
         .unwrap()
