@@ -242,8 +242,8 @@ impl Desktop {
 
     /// The environment that puts a process on this desktop (nothing on macOS: every process of
     /// the session is on it).
-    /// A connection of the test's own to the desktop's X server, and its root window.
-    #[cfg(target_os = "linux")]
+    /// A connection of the test's own to the desktop's X server, and its root window (Linux:
+    /// macOS has no X display).
     pub fn x_connection(&self) -> (x11rb::rust_connection::RustConnection, u32) {
         use x11rb::connection::Connection;
         let (conn, screen) =
