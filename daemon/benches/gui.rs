@@ -3,7 +3,9 @@
 //! `import`, a receipted click over the socket vs `xdotool`, the model-visible bytes of a
 //! structured gui result vs an inline screenshot, and the daemon's memory: idle, after 100
 //! screenshots and a minute later (buffers returned, not kept), with its process tree, and the
-//! cost of an act's effect read-back (a click with it against the same click without). Run with
+//! cost of an act's effect read-back (a click with it against the same click without, and against
+//! the app's own reaction: the click sent straight to the X server and the app's state-change
+//! signal heard by a listener that knew what to wait for). Run with
 //! `cargo bench -p computer-daemon --bench gui`; it prints markdown table rows.
 
 use std::time::{Duration, Instant};
@@ -203,6 +205,10 @@ fn main() {
             .map(|b| b.iter().map(|v| v.as_i64().unwrap()).collect::<Vec<i64>>())
     });
     let (check_x, check_y) = (read[0] + read[2] / 2, read[1] + read[3] / 2);
+    #[cfg(target_os = "linux")]
+    let mut reaction = AppReaction::listen(desktop);
+    #[cfg(target_os = "linux")]
+    let mut app_reaction = Vec::new();
     let mut effects = std::collections::BTreeMap::new();
     let mut timed = |raw: &mut RawConnection, at: (i64, i64)| {
         let started = Instant::now();
@@ -219,7 +225,16 @@ fn main() {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..30 {
         check_on.push(timed(&mut reader, (check_x, check_y)));
+        #[cfg(target_os = "linux")]
+        reaction.settled();
         check_off.push(timed(&mut client, (check_x, check_y)));
+        // The click without read-back returns before the app took it: its signal is awaited
+        // (untimed) so that it is not taken for the next click's.
+        #[cfg(target_os = "linux")]
+        {
+            reaction.settled();
+            app_reaction.push(reaction.click((check_x, check_y)));
+        }
     }
     // The screen's bottom right corner: no window there.
     let plain = (i64::from(width) - 30, i64::from(height) - 30);
@@ -228,6 +243,8 @@ fn main() {
         plain_off.push(timed(&mut client, (plain.0 + i, plain.1)));
     }
     drop(app);
+    #[cfg(target_os = "linux")]
+    reaction.finish();
     let (check_on, check_off, plain_on, plain_off) =
         (p50(check_on), p50(check_off), p50(plain_on), p50(plain_off));
 
@@ -261,6 +278,16 @@ fn main() {
         ms(check_off),
         ratio(check_on.as_secs_f64(), check_off.as_secs_f64())
     );
+    #[cfg(target_os = "linux")]
+    {
+        let app_reaction = p50(app_reaction);
+        println!(
+            "| `gui click` on a check button, effect read back (p50 of 30), against the app's own reaction | {} | {} (the same click sent by XTest from the bench, to the app's `checked` state-change signal on a subscription made beforehand; p50 of 30) | {} | — |",
+            ms(check_on),
+            ms(app_reaction),
+            ratio(check_on.as_secs_f64(), app_reaction.as_secs_f64())
+        );
+    }
     println!(
         "| `gui click` on a plain area, effect read back (p50 of 10) | {} | {} (same click, read-back off, p50 of 10) | {} | ≤ 1.3× |",
         ms(plain_on),
@@ -296,4 +323,134 @@ fn main() {
         mib(one_shot.file),
         mib(minute_later.file.saturating_sub(one_shot.file))
     );
+}
+
+/// The floor under any read-back of a toggle: how soon the app itself says it took a click. The
+/// click goes straight to the X server (XTest, as the daemon sends it) and the time runs until
+/// the app's `object:state-changed:checked` signal reaches a listener subscribed to it before,
+/// on the accessibility bus: no hit test, no read, no receipt, only the app's reaction.
+#[cfg(target_os = "linux")]
+struct AppReaction {
+    signals: zbus::MessageStream,
+    // Kept open: the subscription lives on it.
+    _bus: zbus::Connection,
+    x: x11rb::rust_connection::RustConnection,
+    root: u32,
+    runtime: tokio::runtime::Runtime,
+}
+
+#[cfg(target_os = "linux")]
+impl AppReaction {
+    fn listen(desktop: &Desktop) -> AppReaction {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let session = desktop
+            .env()
+            .into_iter()
+            .find(|(name, _)| *name == "DBUS_SESSION_BUS_ADDRESS")
+            .expect("the desktop's session bus")
+            .1;
+        let (bus, signals) = runtime.block_on(async {
+            let session = zbus::connection::Builder::address(session.as_str())
+                .unwrap()
+                .build()
+                .await
+                .expect("the session bus");
+            let reply = session
+                .call_method(
+                    Some("org.a11y.Bus"),
+                    "/org/a11y/bus",
+                    Some("org.a11y.Bus"),
+                    "GetAddress",
+                    &(),
+                )
+                .await
+                .expect("the accessibility bus's address");
+            let address: String = reply.body().deserialize().unwrap();
+            let bus = zbus::connection::Builder::address(address.as_str())
+                .unwrap()
+                .build()
+                .await
+                .expect("the accessibility bus");
+            let rule = zbus::MatchRule::builder()
+                .msg_type(zbus::message::Type::Signal)
+                .interface("org.a11y.atspi.Event.Object")
+                .and_then(|b| b.member("StateChanged"))
+                .and_then(|b| b.arg(0, "checked"))
+                .unwrap()
+                .build();
+            let signals = zbus::MessageStream::for_match_rule(rule, &bus, Some(64))
+                .await
+                .expect("a subscription to state changes");
+            (bus, signals)
+        });
+        let (x, root) = desktop.x_connection();
+        AppReaction {
+            runtime,
+            signals,
+            _bus: bus,
+            x,
+            root,
+        }
+    }
+
+    /// Takes the subscription back inside the runtime, which zbus needs to send the request.
+    fn finish(self) {
+        let AppReaction {
+            signals,
+            _bus,
+            runtime,
+            ..
+        } = self;
+        let entered = runtime.enter();
+        drop(signals);
+        drop(_bus);
+        drop(entered);
+    }
+
+    /// Waits (untimed) for the signal of a click made by someone else, then drops any signal
+    /// still queued, so that the next timed click waits for its own.
+    fn settled(&mut self) {
+        use futures::{FutureExt, StreamExt};
+        self.next_signal();
+        while let Some(Some(_)) = self.signals.next().now_or_never() {}
+    }
+
+    fn next_signal(&mut self) {
+        let signals = &mut self.signals;
+        self.runtime.block_on(async {
+            use futures::StreamExt;
+            tokio::time::timeout(Duration::from_secs(5), signals.next())
+                .await
+                .expect("the app's checked signal within 5 s")
+                .expect("the subscription open")
+                .expect("a signal");
+        });
+    }
+
+    /// One click at `at` and the time until the app signals its check button's change.
+    fn click(&mut self, at: (i64, i64)) -> Duration {
+        use x11rb::connection::Connection;
+        use x11rb::protocol::xproto::{
+            BUTTON_PRESS_EVENT, BUTTON_RELEASE_EVENT, MOTION_NOTIFY_EVENT,
+        };
+        use x11rb::protocol::xtest::ConnectionExt;
+        let (x, y) = (at.0 as i16, at.1 as i16);
+        let started = Instant::now();
+        self.x
+            .xtest_fake_input(MOTION_NOTIFY_EVENT, 0, 0, self.root, x, y, 0)
+            .unwrap();
+        self.x
+            .xtest_fake_input(BUTTON_PRESS_EVENT, 1, 0, self.root, 0, 0, 0)
+            .unwrap();
+        self.x
+            .xtest_fake_input(BUTTON_RELEASE_EVENT, 1, 0, self.root, 0, 0, 0)
+            .unwrap();
+        self.x.flush().unwrap();
+        self.next_signal();
+        started.elapsed()
+    }
 }

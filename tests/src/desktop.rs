@@ -240,8 +240,6 @@ impl Desktop {
         desktop
     }
 
-    /// The environment that puts a process on this desktop (nothing on macOS: every process of
-    /// the session is on it).
     /// A connection of the test's own to the desktop's X server, and its root window (Linux:
     /// macOS has no X display).
     pub fn x_connection(&self) -> (x11rb::rust_connection::RustConnection, u32) {
@@ -252,6 +250,8 @@ impl Desktop {
         (conn, root)
     }
 
+    /// The environment that puts a process on this desktop (nothing on macOS: every process of
+    /// the session is on it).
     pub fn env(&self) -> Vec<(&'static str, String)> {
         if cfg!(target_os = "macos") {
             return Vec::new();

@@ -141,7 +141,8 @@ impl Before {
         reader: &ElementReader,
         aim: Aim,
     ) -> Before {
-        let deadline = Instant::now() + READ_BACK_BOUND;
+        let started = Instant::now();
+        let deadline = started + READ_BACK_BOUND;
         let click = match aim {
             Aim::Click(at) => Some(at),
             _ => None,
@@ -173,6 +174,7 @@ impl Before {
             element: None,
             text: None,
         };
+        let displayed = started.elapsed();
         let mut element = None;
         if let (Some(at), Some(pid)) = (point, under)
             && let Some((handle, view)) = reader.element_at(pid, at, deadline).await
@@ -180,6 +182,7 @@ impl Before {
             seen.element = Some(Some(view));
             element = Some(handle);
         }
+        let hit = started.elapsed();
         let mut field = None;
         if wants_field
             && let Some(pid) = focused
@@ -205,6 +208,13 @@ impl Before {
         if let Some(handle) = watched {
             before.watch = reader.watch(handle, deadline).await;
         }
+        tracing::debug!(
+            display_us = displayed.as_micros() as u64,
+            element_us = (hit - displayed).as_micros() as u64,
+            took_us = started.elapsed().as_micros() as u64,
+            watched = before.watch.is_some(),
+            "gui act read before"
+        );
         before
     }
 
