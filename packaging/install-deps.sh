@@ -28,7 +28,8 @@ case "$(uname -s)" in
     # Mutter (runs headless with its RemoteDesktop and ScreenCast D-Bus API), PipeWire and
     # WirePlumber (screen-cast frames), and gst-launch with pipewiresrc (an independent capture);
     # the portal route: xdg-desktop-portal with its GNOME backend (serves RemoteDesktop and
-    # ScreenCast over that Mutter and shows its consent dialog there).
+    # ScreenCast over that Mutter and shows its consent dialog there); remote use: OpenSSH's
+    # server and client (the suite forwards the daemon's socket through a private sshd).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -40,6 +41,7 @@ case "$(uname -s)" in
       sway grim wtype foot
       mutter pipewire wireplumber gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base
       gstreamer1.0-plugins-good xdg-desktop-portal xdg-desktop-portal-gnome
+      openssh-server openssh-client
     )
     missing=()
     for package in "${wanted[@]}"; do
