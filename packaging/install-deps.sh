@@ -29,7 +29,8 @@ case "$(uname -s)" in
     # WirePlumber (screen-cast frames), and gst-launch with pipewiresrc (an independent capture);
     # the portal route: xdg-desktop-portal with its GNOME backend (serves RemoteDesktop and
     # ScreenCast over that Mutter and shows its consent dialog there); remote use: OpenSSH's
-    # server and client (the suite forwards the daemon's socket through a private sshd).
+    # server and client (the suite forwards the daemon's socket through a private sshd);
+    # receipts export: rsyslog (a private rsyslogd receives them over TCP).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -41,7 +42,7 @@ case "$(uname -s)" in
       sway grim wtype foot
       mutter pipewire wireplumber gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base
       gstreamer1.0-plugins-good xdg-desktop-portal xdg-desktop-portal-gnome
-      openssh-server openssh-client
+      openssh-server openssh-client rsyslog
     )
     missing=()
     for package in "${wanted[@]}"; do

@@ -28,6 +28,8 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// What runs given tools may call beyond the default set (`[tools]`).
     pub tools: crate::tools::ToolsConfig,
+    /// Where receipts are sent beyond the ledger (`[export]`).
+    pub export: crate::export::ExportConfig,
     /// The surfaces' own sections, unread here: each surface checks and takes its own.
     pub surfaces: BTreeMap<SurfaceName, toml::Table>,
     /// Where each key of a surface's section was written (`shell.max_timeout_ms` → line), so
@@ -47,6 +49,7 @@ const DAEMON_SECTIONS: &[&str] = &[
     "policy",
     "rules",
     "tools",
+    "export",
 ];
 
 // By hand rather than derived: a surface's section is any table under the surface's name, and
@@ -76,6 +79,7 @@ impl<'de> Deserialize<'de> for Config {
                         "policy" => config.policy = map.next_value()?,
                         "rules" => config.rules = map.next_value()?,
                         "tools" => config.tools = map.next_value()?,
+                        "export" => config.export = map.next_value()?,
                         other => match SurfaceName::parse(other) {
                             Some(surface) => {
                                 config.surfaces.insert(surface, map.next_value()?);

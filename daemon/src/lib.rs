@@ -15,6 +15,7 @@
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
 //! - [`ancestry`]: whether a peer process descends from this daemon (both sockets refuse those).
 //! - [`control`]: the control socket where people (never agents) answer approvals.
+//! - [`export`]: receipts sent on to syslog from a durable cursor behind the ledger.
 //! - [`notify`]: desktop notifications of pending approvals.
 //! - [`ratelimit`]: per-agent sliding-window limits.
 //! - [`budget`]: the response budget (`complications.return`).
@@ -38,6 +39,7 @@ pub mod cancel;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod export;
 pub mod gateway;
 pub mod help;
 pub mod jobs;

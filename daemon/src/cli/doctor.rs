@@ -82,6 +82,7 @@ pub async fn run(json_output: bool) -> u8 {
 
     let permissions = macos_permissions();
     let keychain = super::secrets::doctor_report().await;
+    let export = crate::export::doctor_report(&config.export, &paths::state_dir());
     if json_output {
         let report = json!({
             "permissions": permissions,
@@ -93,6 +94,7 @@ pub async fn run(json_output: bool) -> u8 {
             "config": {"path": config_path, "status": config_status},
             "containment": containment,
             "keychain": keychain,
+            "export": export,
             "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability, "backend": backend_of(&registry, *name)})).collect::<Vec<_>>(),
         });
         println!("{report}");
@@ -105,6 +107,9 @@ pub async fn run(json_output: bool) -> u8 {
             containment.mechanism, containment.detail
         );
         println!("{}", super::secrets::doctor_line(&keychain));
+        if let Some(line) = crate::export::doctor_line(&export) {
+            println!("{line}");
+        }
         if !permissions.is_empty() {
             println!("permissions (macOS)");
             for permission in &permissions {

@@ -91,6 +91,7 @@ async fn serve() -> anyhow::Result<()> {
     approvals.keep_ids_in(&state_dir.join("approval-ids"));
     let (ledger, _) = opening.opened().await?;
     let receipts = ledger.clone();
+    crate::export::start(&config.export, ledger.path().to_path_buf(), &state_dir);
     let gateway = Gateway::new(
         registry,
         Arc::new(rule_policy(&config, &protected)),
