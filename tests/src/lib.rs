@@ -26,6 +26,19 @@ use std::time::{Duration, Instant};
 use computer_ipc::Client;
 use serde_json::Value;
 
+/// Whether a daemon on `socket` answers an `initialize` now (a connection of its own, closed).
+fn answers(socket: &Path) -> bool {
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return false;
+    };
+    let request = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"harness","version":"0"}}}"#;
+    if writeln!(stream, "{request}").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).is_ok() && line.contains("\"result\"")
+}
+
 /// The `computer` binary under test: `$COMPUTER_BIN`, else the one cargo built beside this test.
 pub fn computer_bin() -> PathBuf {
     built_bin("COMPUTER_BIN", "computer", "computer-daemon")
@@ -206,10 +219,18 @@ impl Daemon {
         daemon
     }
 
-    /// Starts the daemon process again on the same socket and state.
+    /// Starts the daemon process again on the same socket and state, and returns once it
+    /// answers a request: its socket takes connections a little earlier, before its ledger is
+    /// open and the calls a killed daemon left are closed, which is what a test reads next.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop the daemon before restarting it");
         self.spawn();
+        let socket = self.socket.clone();
+        wait_for(
+            "the restarted daemon to answer",
+            Duration::from_secs(30),
+            || answers(&socket).then_some(()),
+        );
     }
 
     fn spawn(&mut self) {
