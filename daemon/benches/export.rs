@@ -93,15 +93,6 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-fn last_seq(daemon: &Daemon) -> i64 {
-    daemon
-        .receipts()
-        .iter()
-        .filter_map(|row| row["seq"].as_i64())
-        .max()
-        .unwrap_or(0)
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -139,7 +130,7 @@ fn main() {
     );
 
     // 32 clients at once: the ledger's rate, and the sink's until it holds every row.
-    let before = last_seq(&exporting);
+    let before = exporting.last_seq();
     wait_for("the sink to catch up", Duration::from_secs(60), || {
         (sink.highest.load(Ordering::Relaxed) >= before).then_some(())
     });
@@ -156,7 +147,7 @@ fn main() {
         }
     });
     let written_in = started.elapsed();
-    let last = last_seq(&exporting);
+    let last = exporting.last_seq();
     wait_for("every row at the sink", Duration::from_secs(120), || {
         (sink.highest.load(Ordering::Relaxed) >= last).then_some(())
     });

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::receipts;
+use crate::receipts::{self, StoredText as Row};
 
 /// Rows read from the ledger and sent in one write.
 const BATCH: i64 = 256;
@@ -385,48 +385,9 @@ fn sd_value(text: &str) -> String {
     out
 }
 
-/// A ledger row as exported: its stored text, which the chain hash covers, and its place.
-#[derive(Debug)]
-struct Row {
-    seq: i64,
-    call_id: String,
-    kind: String,
-    at_ms: i64,
-    surface: String,
-    command: String,
-    text: String,
-    prev_hash: String,
-    hash: String,
-}
-
 fn rows_after(path: &Path, seq: i64) -> Result<Vec<Row>, receipts::LedgerError> {
     let conn = receipts::open_ro(path)?;
-    let sql_err = |source| receipts::LedgerError::Sqlite {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut stmt = conn
-        .prepare(
-            "SELECT seq, call_id, kind, at_ms, surface, command, row, prev_hash, hash \
-             FROM receipts WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-        )
-        .map_err(sql_err)?;
-    let rows = stmt
-        .query_map([seq, BATCH], |row| {
-            Ok(Row {
-                seq: row.get(0)?,
-                call_id: row.get(1)?,
-                kind: row.get(2)?,
-                at_ms: row.get(3)?,
-                surface: row.get(4)?,
-                command: row.get(5)?,
-                text: row.get(6)?,
-                prev_hash: row.get(7)?,
-                hash: row.get(8)?,
-            })
-        })
-        .map_err(sql_err)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
+    receipts::rows_after(&conn, path, seq, BATCH)
 }
 
 /// The ledger's last sequence number (0 when empty).

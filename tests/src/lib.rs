@@ -421,6 +421,15 @@ impl Daemon {
             .collect()
     }
 
+    /// The ledger's last sequence number (0 when it is empty).
+    pub fn last_seq(&self) -> i64 {
+        self.receipts()
+            .iter()
+            .filter_map(|row| row["seq"].as_i64())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The receipt row of `kind` ("intent" or "result") for the call whose receipt id is given:
     /// the last one written (a call asked for approval has an intent as asked, then one with the
     /// answer).

@@ -146,15 +146,6 @@ fn calls(daemon: &Daemon, n: usize, word: &str) {
     }
 }
 
-fn last_seq(daemon: &Daemon) -> i64 {
-    daemon
-        .receipts()
-        .iter()
-        .filter_map(|row| row["seq"].as_i64())
-        .max()
-        .expect("rows in the ledger")
-}
-
 #[test]
 fn every_receipt_reaches_rsyslog_in_order_and_a_stopped_receiver_misses_none() {
     let mut rsyslog = Rsyslog::start();
@@ -165,7 +156,7 @@ fn every_receipt_reaches_rsyslog_in_order_and_a_stopped_receiver_misses_none() {
 
     // A run of calls: every row arrives.
     calls(&daemon, 10, "first");
-    let first = last_seq(&daemon);
+    let first = daemon.last_seq();
     assert!(first >= 20, "10 calls wrote {first} rows");
     rsyslog.wait_through(first);
 
@@ -185,7 +176,7 @@ fn every_receipt_reaches_rsyslog_in_order_and_a_stopped_receiver_misses_none() {
     daemon.stop_with(libc::SIGTERM);
     daemon.restart();
     calls(&daemon, 5, "after restart");
-    let last = last_seq(&daemon);
+    let last = daemon.last_seq();
 
     // The receiver is back: every row it missed arrives, in order.
     rsyslog.resume();
