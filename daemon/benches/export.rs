@@ -1,6 +1,6 @@
 //! The price of exporting receipts: a receipted `shell run true` round trip through a daemon
-//! that exports every row to a syslog sink against one that does not (same run, alternating
-//! blocks), and how fast rows reach the sink while 32 clients call at once, against how fast the
+//! that exports every row to a syslog sink, and through one whose sink is down, against one that
+//! does not export (same run, alternating blocks), and how fast rows reach the sink while 32 clients call at once, against how fast the
 //! ledger takes them. The sink is a TCP listener in this process that reads the octet-counted
 //! frames and notes the highest sequence number. Run with
 //! `cargo bench -p computer-daemon --bench export`; it prints markdown table rows.
@@ -105,14 +105,27 @@ fn main() {
         sink.port
     ));
     let plain = Daemon::start_with_config("");
-    let (mut on, mut off) = (connect(&exporting), connect(&plain));
+    // A sink that is down: nothing listens on its port, so the exporter is refused and retries.
+    let down_port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let stranded = Daemon::start_with_config(&format!(
+        "[export]\nsyslog = \"tcp://127.0.0.1:{down_port}\"\n"
+    ));
+    let (mut on, mut off, mut down) = (connect(&exporting), connect(&plain), connect(&stranded));
     for _ in 0..50 {
         call(&mut on);
         call(&mut off);
+        call(&mut down);
     }
-    let (mut with_export, mut without) = (Vec::new(), Vec::new());
+    let (mut with_export, mut without, mut sink_down) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..BLOCKS {
-        for (conn, samples) in [(&mut on, &mut with_export), (&mut off, &mut without)] {
+        for (conn, samples) in [
+            (&mut on, &mut with_export),
+            (&mut off, &mut without),
+            (&mut down, &mut sink_down),
+        ] {
             for _ in 0..BLOCK {
                 let started = Instant::now();
                 call(conn);
@@ -127,6 +140,14 @@ fn main() {
     let (on_p99, off_p99) = (
         percentile(&mut with_export, 0.99),
         percentile(&mut without, 0.99),
+    );
+    let (down_p50, down_p99) = (
+        percentile(&mut sink_down, 0.5),
+        percentile(&mut sink_down, 0.99),
+    );
+    assert!(
+        stranded.last_seq() > 0,
+        "the daemon whose sink is down still receipts its calls"
     );
 
     // 32 clients at once: the ledger's rate, and the sink's until it holds every row.
@@ -164,6 +185,14 @@ fn main() {
         ms(off_p50),
         ms(off_p99),
         on_p50.as_secs_f64() / off_p50.as_secs_f64()
+    );
+    println!(
+        "| the same, its syslog sink down (nothing listens; the exporter retries with backoff), p50 / p99 | {} / {} | export off: {} / {} | {:.3}× | ≤ 1.05× |",
+        ms(down_p50),
+        ms(down_p99),
+        ms(off_p50),
+        ms(off_p99),
+        down_p50.as_secs_f64() / off_p50.as_secs_f64()
     );
     println!(
         "| rows exported per second, {clients} clients × {each} calls ({rows} rows; until the last is at the sink) | {:.0}/s | rows the ledger took per second meanwhile: {:.0}/s | {:.3}× | keeps up |",

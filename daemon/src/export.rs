@@ -45,6 +45,9 @@ pub struct ExportConfig {
     pub syslog: Option<SyslogTarget>,
     /// Rows not yet delivered past which the daemon logs a warning (and `doctor` says so).
     pub backlog_warn: u64,
+    /// A sink that takes no bytes of a write for this long is dropped and reconnected (a
+    /// receiver that accepts but stopped reading would otherwise hold the export forever).
+    pub write_timeout_ms: u64,
 }
 
 impl Default for ExportConfig {
@@ -52,6 +55,7 @@ impl Default for ExportConfig {
         ExportConfig {
             syslog: None,
             backlog_warn: 10_000,
+            write_timeout_ms: 30_000,
         }
     }
 }
@@ -126,6 +130,7 @@ pub fn start(config: &ExportConfig, ledger: PathBuf, state_dir: &Path) {
             ledger,
             cursor,
             backlog_warn: config.backlog_warn,
+            write_timeout: Duration::from_millis(config.write_timeout_ms.max(1)),
             hostname: hostname(),
             pid: std::process::id(),
         };
@@ -150,6 +155,7 @@ struct Syslog {
     ledger: PathBuf,
     cursor: PathBuf,
     backlog_warn: u64,
+    write_timeout: Duration,
     hostname: String,
     pid: u32,
 }
@@ -284,14 +290,19 @@ impl Syslog {
                 frame(&mut frames, &self.message(row));
                 ends.push((row.seq, conn.written + frames.len() as u64));
             }
-            match conn.stream.write_all(&frames).await {
-                Ok(()) => {
+            match tokio::time::timeout(self.write_timeout, conn.stream.write_all(&frames)).await {
+                Ok(Ok(())) => {
                     conn.written += frames.len() as u64;
                     conn.in_flight.extend(ends);
                     sent = rows.last().map_or(sent, |row| row.seq);
                 }
-                Err(err) => {
+                Ok(Err(err)) => {
                     tracing::warn!(sink = "syslog", address = %self.address, error = %err, resume_at = delivered + 1, "export write failed; reconnecting");
+                    down_since.get_or_insert_with(std::time::Instant::now);
+                    sending = None;
+                }
+                Err(_) => {
+                    tracing::warn!(sink = "syslog", address = %self.address, timeout_ms = self.write_timeout.as_millis() as u64, resume_at = delivered + 1, "export sink took nothing for the write timeout; reconnecting");
                     down_since.get_or_insert_with(std::time::Instant::now);
                     sending = None;
                 }

@@ -237,3 +237,125 @@ fn every_receipt_reaches_rsyslog_in_order_and_a_stopped_receiver_misses_none() {
         "the log does not say the sink came back"
     );
 }
+
+/// The seqs of the octet-counted syslog frames in `bytes` (a frame cut short at the end is left).
+fn frame_seqs(bytes: &[u8]) -> Vec<i64> {
+    let mut seqs = Vec::new();
+    let mut at = 0;
+    while let Some(space) = bytes[at..].iter().position(|b| *b == b' ') {
+        let Some(len) = std::str::from_utf8(&bytes[at..at + space])
+            .ok()
+            .and_then(|len| len.parse::<usize>().ok())
+        else {
+            break;
+        };
+        let start = at + space + 1;
+        if bytes.len() < start + len {
+            break;
+        }
+        let message = String::from_utf8_lossy(&bytes[start..start + len]);
+        if let Some(seq) = message
+            .split_once(" seq=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .and_then(|(seq, _)| seq.parse().ok())
+        {
+            seqs.push(seq);
+        }
+        at = start + len;
+    }
+    seqs
+}
+
+/// Reads what `stream` holds until it has been quiet for a moment or ends.
+fn drain(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    while let Ok(n) = stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    bytes
+}
+
+#[test]
+fn a_receiver_that_stops_reading_is_dropped_after_the_write_timeout_and_nothing_is_lost() {
+    use std::os::fd::AsRawFd;
+    // A receiver with the smallest buffers TCP allows: a connection to it fills after a few
+    // rows, and then it takes nothing, as a receiver that hung would.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    for (level, option, value) in [
+        (libc::SOL_SOCKET, libc::SO_RCVBUF, 1024),
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG, 536),
+    ] {
+        let value: libc::c_int = value;
+        // SAFETY: a valid socket, and a pointer to an int with its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                listener.as_raw_fd(),
+                level,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "setsockopt {option}");
+    }
+    let port = listener.local_addr().unwrap().port();
+    let daemon = Daemon::start_with_config(&format!(
+        "[export]\nsyslog = \"tcp://127.0.0.1:{port}\"\nwrite_timeout_ms = 300\n"
+    ));
+    let (mut hung, _) = listener.accept().unwrap();
+
+    // Calls go on while the receiver takes nothing, until the exporter gives up on it.
+    let mut made = 0;
+    wait_for(
+        "the exporter to drop the receiver that takes nothing",
+        Duration::from_secs(60),
+        || {
+            calls(&daemon, 10, "unread");
+            made += 10;
+            daemon
+                .log_text()
+                .contains("took nothing for the write timeout")
+                .then_some(())
+        },
+    );
+    let last = daemon.last_seq();
+    assert!(last >= 2 * made, "{made} calls wrote {last} rows");
+
+    // It reconnects. What the hung receiver's TCP stack acknowledged is in its buffer; every
+    // other row comes on the new connection: none is lost, and each arrives in order.
+    let (mut second, _) = listener.accept().unwrap();
+    let taken = frame_seqs(&drain(&mut hung));
+    let mut rest = Vec::new();
+    let arrived = wait_for(
+        "every row on the new connection",
+        Duration::from_secs(30),
+        || {
+            rest.extend(drain(&mut second));
+            let seqs = frame_seqs(&rest);
+            (seqs.last() >= Some(&last)).then_some(seqs)
+        },
+    );
+    assert!(!taken.is_empty(), "the hung receiver took no row at all");
+    assert!(
+        arrived.windows(2).all(|pair| pair[0] < pair[1]),
+        "rows out of order on the new connection"
+    );
+    let mut seen: Vec<i64> = taken.iter().chain(&arrived).copied().collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, (1..=last).collect::<Vec<i64>>(), "rows were lost");
+    assert!(
+        arrived[0] <= taken.last().unwrap() + 1,
+        "the new connection began after a gap: {} then {}",
+        taken.last().unwrap(),
+        arrived[0]
+    );
+}
