@@ -264,7 +264,9 @@ impl Syslog {
                             down_since = Some(std::time::Instant::now());
                             tracing::warn!(sink = "syslog", address = %self.address, error = %err, "export sink unreachable; retrying with backoff, receipts wait in the ledger");
                         }
-                        behind_warned = self.warn_if_behind(delivered, behind_warned).await;
+                        if let Some(behind) = self.backlog(delivered).await {
+                            behind_warned = self.note_backlog(behind, behind_warned);
+                        }
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(BACKOFF_MAX);
                         continue;
@@ -280,7 +282,11 @@ impl Syslog {
                     sending = None;
                     continue;
                 }
-                behind_warned = self.warn_if_behind(delivered, behind_warned).await;
+                // Every row is written: once the receiver has acknowledged them all, nothing is
+                // behind, which needs no read of the ledger to know.
+                if behind_warned && conn.in_flight.is_empty() {
+                    behind_warned = self.note_backlog(0, behind_warned);
+                }
                 tokio::time::sleep(POLL).await;
                 continue;
             }
@@ -324,14 +330,20 @@ impl Syslog {
             .unwrap_or_default()
     }
 
-    /// Logs once when the rows not yet delivered pass the bound, and once when they are back
-    /// under it; whether the warning stands.
-    async fn warn_if_behind(&self, delivered: i64, warned: bool) -> bool {
+    /// The rows of the ledger after `delivered` (one read of the ledger); `None` when it cannot
+    /// be read now.
+    async fn backlog(&self, delivered: i64) -> Option<u64> {
         let path = self.ledger.clone();
-        let Ok(Ok(last)) = tokio::task::spawn_blocking(move || last_seq(&path)).await else {
-            return warned;
-        };
-        let behind = last.saturating_sub(delivered).max(0) as u64;
+        let last = tokio::task::spawn_blocking(move || last_seq(&path))
+            .await
+            .ok()?
+            .ok()?;
+        Some(last.saturating_sub(delivered).max(0) as u64)
+    }
+
+    /// Logs once when the rows not yet delivered (`behind`) pass the bound, and once when they
+    /// are back under it; whether the warning stands.
+    fn note_backlog(&self, behind: u64, warned: bool) -> bool {
         match (behind > self.backlog_warn, warned) {
             (true, false) => {
                 tracing::warn!(
