@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use computer_tests::{Daemon, RawConnection, shell_run, wait_for};
+use computer_tests::{Daemon, RawConnection, shell_run, syslog_frame_seqs, wait_for};
 use serde_json::json;
 
 const BLOCK: usize = 25;
@@ -50,24 +50,9 @@ fn read_frames(mut stream: std::net::TcpStream, highest: &AtomicI64) {
             return;
         }
         buf.extend_from_slice(&chunk[..n]);
-        let mut at = 0;
-        while let Some(space) = buf[at..].iter().position(|b| *b == b' ') {
-            let len: usize = std::str::from_utf8(&buf[at..at + space])
-                .unwrap()
-                .parse()
-                .unwrap();
-            let start = at + space + 1;
-            if buf.len() < start + len {
-                break;
-            }
-            let message = std::str::from_utf8(&buf[start..start + len]).unwrap();
-            let seq = message
-                .split_once(" seq=\"")
-                .and_then(|(_, rest)| rest.split_once('"'))
-                .and_then(|(seq, _)| seq.parse().ok())
-                .expect("a seq in every message");
+        let (seqs, at) = syslog_frame_seqs(&buf);
+        if let Some(&seq) = seqs.iter().max() {
             highest.fetch_max(seq, Ordering::Relaxed);
-            at = start + len;
         }
         buf.drain(..at);
     }

@@ -713,3 +713,32 @@ pub fn touch_task(daemon: &Daemon, file: &Path) -> tokio::task::JoinHandle<Value
         structured(&result)
     })
 }
+
+/// The `seq` of each whole octet-counted syslog frame (RFC 6587) at the start of `bytes`, as the
+/// daemon's receipts export sends them, and how many bytes those frames took (a frame cut short
+/// at the end is left for more bytes to complete).
+pub fn syslog_frame_seqs(bytes: &[u8]) -> (Vec<i64>, usize) {
+    let mut seqs = Vec::new();
+    let mut at = 0;
+    while let Some(space) = bytes[at..].iter().position(|b| *b == b' ') {
+        let Some(len) = std::str::from_utf8(&bytes[at..at + space])
+            .ok()
+            .and_then(|len| len.parse::<usize>().ok())
+        else {
+            break;
+        };
+        let start = at + space + 1;
+        if bytes.len() < start + len {
+            break;
+        }
+        let message = String::from_utf8_lossy(&bytes[start..start + len]);
+        let seq = message
+            .split_once(" seq=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .and_then(|(seq, _)| seq.parse().ok())
+            .unwrap_or_else(|| panic!("a receipt message without a seq: {message}"));
+        seqs.push(seq);
+        at = start + len;
+    }
+    (seqs, at)
+}

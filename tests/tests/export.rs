@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use computer_tests::desktop::spawn_tied;
-use computer_tests::{Daemon, RawConnection, shell_run, wait_for};
+use computer_tests::{Daemon, RawConnection, shell_run, syslog_frame_seqs, wait_for};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -238,34 +238,6 @@ fn every_receipt_reaches_rsyslog_in_order_and_a_stopped_receiver_misses_none() {
     );
 }
 
-/// The seqs of the octet-counted syslog frames in `bytes` (a frame cut short at the end is left).
-fn frame_seqs(bytes: &[u8]) -> Vec<i64> {
-    let mut seqs = Vec::new();
-    let mut at = 0;
-    while let Some(space) = bytes[at..].iter().position(|b| *b == b' ') {
-        let Some(len) = std::str::from_utf8(&bytes[at..at + space])
-            .ok()
-            .and_then(|len| len.parse::<usize>().ok())
-        else {
-            break;
-        };
-        let start = at + space + 1;
-        if bytes.len() < start + len {
-            break;
-        }
-        let message = String::from_utf8_lossy(&bytes[start..start + len]);
-        if let Some(seq) = message
-            .split_once(" seq=\"")
-            .and_then(|(_, rest)| rest.split_once('"'))
-            .and_then(|(seq, _)| seq.parse().ok())
-        {
-            seqs.push(seq);
-        }
-        at = start + len;
-    }
-    seqs
-}
-
 /// Reads what `stream` holds until it has been quiet for a moment or ends.
 fn drain(stream: &mut std::net::TcpStream) -> Vec<u8> {
     use std::io::Read;
@@ -332,14 +304,14 @@ fn a_receiver_that_stops_reading_is_dropped_after_the_write_timeout_and_nothing_
     // It reconnects. What the hung receiver's TCP stack acknowledged is in its buffer; every
     // other row comes on the new connection: none is lost, and each arrives in order.
     let (mut second, _) = listener.accept().unwrap();
-    let taken = frame_seqs(&drain(&mut hung));
+    let taken = syslog_frame_seqs(&drain(&mut hung)).0;
     let mut rest = Vec::new();
     let arrived = wait_for(
         "every row on the new connection",
         Duration::from_secs(30),
         || {
             rest.extend(drain(&mut second));
-            let seqs = frame_seqs(&rest);
+            let (seqs, _) = syslog_frame_seqs(&rest);
             (seqs.last() >= Some(&last)).then_some(seqs)
         },
     );
