@@ -584,10 +584,15 @@ impl WriterLoop {
         Ok(count)
     }
 
-    /// Gives back the page cache that checking the store filled: appends need few pages, and
-    /// a daemon that idles should not keep a scan of the whole ledger resident.
+    /// Gives back the page cache that checking the store filled, and keeps it small from then
+    /// on: an append touches the right edge of the table and its two indexes (a few dozen
+    /// pages even for a large ledger), so a bigger cache only holds rows already written, and a
+    /// daemon should not grow by its ledger's recent pages (SQLite's default is 2 MiB).
     fn release_memory(&self) {
-        if let Err(err) = self.conn.execute_batch("PRAGMA shrink_memory") {
+        if let Err(err) = self
+            .conn
+            .execute_batch("PRAGMA shrink_memory; PRAGMA cache_size = -128")
+        {
             tracing::debug!(error = %err, "the receipts store kept its cache");
         }
     }
