@@ -30,7 +30,9 @@ case "$(uname -s)" in
     # the portal route: xdg-desktop-portal with its GNOME backend (serves RemoteDesktop and
     # ScreenCast over that Mutter and shows its consent dialog there); remote use: OpenSSH's
     # server and client (the suite forwards the daemon's socket through a private sshd);
-    # receipts export: rsyslog (a private rsyslogd receives them over TCP).
+    # receipts export: rsyslog with its GnuTLS driver (a private rsyslogd receives them over TCP
+    # and TLS) and openssl (makes a test CA and the receiver's certificate it signs); the
+    # journal sink's receiver is a systemd-journald namespace instance (systemd, above).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
       xvfb xauth x11-utils xdotool xterm openbox
@@ -42,7 +44,7 @@ case "$(uname -s)" in
       sway grim wtype foot
       mutter pipewire wireplumber gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base
       gstreamer1.0-plugins-good xdg-desktop-portal xdg-desktop-portal-gnome
-      openssh-server openssh-client rsyslog
+      openssh-server openssh-client rsyslog rsyslog-gnutls openssl
     )
     missing=()
     for package in "${wanted[@]}"; do

@@ -1270,7 +1270,7 @@ const ROW_COLUMNS: &str = "seq, call_id, kind, at_ms, surface, command, row, pre
 
 /// A row as stored: its place in the chain and its canonical text, which its hash covers (what
 /// `[export]` sends). [`StoredRow`] is the same row with its body parsed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct StoredText {
     pub seq: i64,
     pub call_id: String,

@@ -8,12 +8,15 @@
 //! - [`keyring`]: a real Secret Service (gnome-keyring) on a private bus, for the keychain suite.
 //! - [`wayland`]: a private headless sway (wlroots) for the Wayland suite (Linux).
 //! - [`gnome`]: a private headless Mutter with PipeWire for the GNOME suite (Linux).
+//! - [`receivers`]: where the export suites send receipts: a private rsyslogd (TCP or TLS), a
+//!   journald namespace, an OTLP/HTTP collector; and the check that what arrived is the chain.
 
 pub mod desktop;
 #[cfg(target_os = "linux")]
 pub mod gnome;
 #[cfg(target_os = "linux")]
 pub mod keyring;
+pub mod receivers;
 #[cfg(target_os = "linux")]
 pub mod wayland;
 
@@ -694,6 +697,24 @@ pub fn shell_run_cli(args: &Value, complications: &Value) -> Vec<String> {
 /// A `shell run` call with the given args and complications.
 pub fn shell_run(args: Value, complications: Value) -> Value {
     serde_json::json!({"surface": "shell", "command": "run", "args": args, "complications": complications})
+}
+
+/// `n` calls of `shell run echo "WORD I"` on one connection, each checked to have echoed: two
+/// receipt rows each, for suites that count rows.
+pub fn echo_calls(daemon: &Daemon, n: usize, word: &str) {
+    let mut raw = RawConnection::connect(&daemon.socket);
+    raw.initialize("2025-11-25");
+    for i in 0..n {
+        let (reply, _) = raw.call_tool(&shell_run(
+            serde_json::json!({"argv": ["echo", format!("{word} {i}")]}),
+            serde_json::json!({}),
+        ));
+        assert_eq!(
+            reply["result"]["structuredContent"]["stdout"],
+            format!("{word} {i}\n"),
+            "{reply}"
+        );
+    }
 }
 
 /// Starts `shell run touch FILE` on its own task, so a test can answer its approval meanwhile.

@@ -107,7 +107,7 @@ pub async fn run(json_output: bool) -> u8 {
             containment.mechanism, containment.detail
         );
         println!("{}", super::secrets::doctor_line(&keychain));
-        if let Some(line) = crate::export::doctor_line(&export) {
+        for line in crate::export::doctor_lines(&export) {
             println!("{line}");
         }
         if !permissions.is_empty() {
