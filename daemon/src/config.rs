@@ -400,7 +400,7 @@ impl Config {
         if self.server.max_connections == 0 {
             return Err("server.max_connections must be at least 1".into());
         }
-        Ok(())
+        self.export.check()
     }
 
     pub fn surface_limits(&self) -> SurfaceLimits {

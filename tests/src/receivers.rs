@@ -43,6 +43,26 @@ pub fn missing_rows(arrived: &[ArrivedRow], last: i64) -> Vec<i64> {
     (1..=last).filter(|seq| !seen.contains(seq)).collect()
 }
 
+/// Waits until every row of 1..=`last` is among what `rows` reads from a receiver; past the
+/// limit, panics naming the missing rows, `receiver` and what `diagnosis` tells of it.
+fn wait_for_rows(
+    last: i64,
+    receiver: &str,
+    rows: impl Fn() -> Vec<ArrivedRow>,
+    diagnosis: impl FnOnce() -> String,
+) {
+    let arrived = try_wait_for(ARRIVAL_LIMIT, || {
+        missing_rows(&rows(), last).is_empty().then_some(())
+    });
+    if arrived.is_none() {
+        panic!(
+            "rows {:?} of 1..={last} never reached {receiver}; {}",
+            missing_rows(&rows(), last),
+            diagnosis()
+        );
+    }
+}
+
 /// Asserts that `arrived` (in arrival order) is the ledger's chain through at least `last`: each
 /// row's hash covers what arrived (`sha256(prev ‖ text)`) and is the ledger's own, each row's
 /// prev is the hash of the row before, and the first arrivals are 1, 2, 3… in order. Rows may
@@ -358,16 +378,7 @@ impl Rsyslog {
 
     /// Waits until every row up to `last` has arrived.
     pub fn wait_through(&self, last: i64) {
-        let arrived = try_wait_for(ARRIVAL_LIMIT, || {
-            missing_rows(&self.rows(), last).is_empty().then_some(())
-        });
-        if arrived.is_none() {
-            panic!(
-                "rows {:?} of 1..={last} never reached rsyslogd; {}",
-                missing_rows(&self.rows(), last),
-                self.messages()
-            );
-        }
+        wait_for_rows(last, "rsyslogd", || self.rows(), || self.messages());
     }
 }
 
@@ -536,17 +547,12 @@ impl Journald {
 
     /// Waits until every row up to `last` is in the journal.
     pub fn wait_through(&self, last: i64) {
-        let arrived = try_wait_for(ARRIVAL_LIMIT, || {
-            missing_rows(&self.rows(), last).is_empty().then_some(())
-        });
-        if arrived.is_none() {
-            panic!(
-                "rows {:?} of 1..={last} never reached journal {}: {}",
-                missing_rows(&self.rows(), last),
-                self.namespace,
-                std::fs::read_to_string(self.log()).unwrap_or_default()
-            );
-        }
+        wait_for_rows(
+            last,
+            &format!("journal {}", self.namespace),
+            || self.rows(),
+            || std::fs::read_to_string(self.log()).unwrap_or_default(),
+        );
     }
 }
 
@@ -780,11 +786,8 @@ impl OtlpCollector {
 
     /// Waits until every row up to `last` has been acknowledged.
     pub fn wait_through(&self, last: i64) {
-        let arrived = try_wait_for(ARRIVAL_LIMIT, || {
-            missing_rows(&self.rows(), last).is_empty().then_some(())
-        });
-        if arrived.is_none() {
-            let answered: Vec<String> = self
+        let answered = || {
+            let answers: Vec<String> = self
                 .requests()
                 .iter()
                 .map(|request| {
@@ -801,11 +804,9 @@ impl OtlpCollector {
                     )
                 })
                 .collect();
-            panic!(
-                "rows {:?} of 1..={last} never reached the OTLP collector; it answered {answered:#?}",
-                missing_rows(&self.rows(), last)
-            );
-        }
+            format!("it answered {answers:#?}")
+        };
+        wait_for_rows(last, "the OTLP collector", || self.rows(), answered);
     }
 
     /// Closes the port (a connection to it is refused from now on) and every connection.

@@ -475,6 +475,27 @@ fn a_sink_the_config_cannot_name_is_refused_with_the_value_and_what_would_do() {
         }
     }
 
+    // A ca_file that is not there, or holds no certificate, is refused when the config is
+    // checked, not first noticed by the sink at start.
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("not-a-certificate.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    for (path, says) in [
+        (dir.path().join("missing.pem"), "could not be read"),
+        (not_pem, "holds no certificate"),
+    ] {
+        let (passed, stderr) = config_check(&format!(
+            "[export]\nsyslog = \"tcps://127.0.0.1:6514\"\nca_file = \"{}\"\n",
+            path.display()
+        ));
+        assert!(!passed, "{}: passed the check", path.display());
+        assert!(
+            stderr.contains(&path.display().to_string()) && stderr.contains(says),
+            "{}: {stderr}",
+            path.display()
+        );
+    }
+
     // Each sink as the contract names it passes.
     for config in [
         "[export]\nsyslog = \"tcps://logs.example:6514\"\njournald = true\notlp = \"https://collector.example:4318/v1/logs\"\nbacklog_warn = 100\nwrite_timeout_ms = 1000\n",

@@ -71,6 +71,15 @@ impl Default for ExportConfig {
 }
 
 impl ExportConfig {
+    /// What parsing cannot see: that `ca_file` reads as certificates (checked when the config is
+    /// loaded, so `computer config check` and a reload refuse it, not only the sink at start).
+    pub fn check(&self) -> Result<(), String> {
+        match &self.ca_file {
+            Some(path) => tls::client_config(Some(path)).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
     /// Each sink named: its name (the cursor's) and its address as `doctor` shows it.
     fn sinks(&self) -> Vec<(&'static str, String)> {
         let mut sinks = Vec::new();
@@ -154,26 +163,27 @@ pub fn start(config: &ExportConfig, ledger: PathBuf, state_dir: &Path) {
     };
     let tls = || tls::client_config(config.ca_file.as_deref());
     if let Some(target) = &config.syslog {
-        match syslog::Syslog::new(target, tls) {
-            Ok(sink) => {
-                tokio::spawn(exporter(syslog::NAME).run(sink));
-            }
-            Err(err) => {
-                tracing::error!(sink = syslog::NAME, error = %err, "receipts are not exported to this sink")
-            }
-        }
+        spawn(exporter(syslog::NAME), syslog::Syslog::new(target, tls));
     }
     if let Some(target) = &config.journald {
-        tokio::spawn(exporter(journald::NAME).run(journald::Journald::new(target)));
+        spawn(
+            exporter(journald::NAME),
+            Ok(journald::Journald::new(target)),
+        );
     }
     if let Some(target) = &config.otlp {
-        match otlp::Otlp::new(target, tls) {
-            Ok(sink) => {
-                tokio::spawn(exporter(otlp::NAME).run(sink));
-            }
-            Err(err) => {
-                tracing::error!(sink = otlp::NAME, error = %err, "receipts are not exported to this sink")
-            }
+        spawn(exporter(otlp::NAME), otlp::Otlp::new(target, tls));
+    }
+}
+
+/// Runs `exporter` for `sink` on a task of its own, or logs why that sink gets nothing.
+fn spawn<S: Sink>(exporter: Exporter, sink: Result<S, String>) {
+    match sink {
+        Ok(sink) => {
+            tokio::spawn(exporter.run(sink));
+        }
+        Err(error) => {
+            tracing::error!(cursor = %exporter.cursor.display(), %error, "receipts are not exported to this sink");
         }
     }
 }
