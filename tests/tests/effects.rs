@@ -147,10 +147,23 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
     assert!(line.contains("watched=true"), "{line}");
     assert!(!line.contains("change_signals=0"), "{line}");
 
-    // A click on the insensitive button: readable, and nothing changed.
+    // Clicked again, it unchecks: the hit test asks the path it found the first time all at
+    // once, and that path still holds.
+    let again = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    app.wait_line("check=False");
+    assert_eq!(effect_of(&daemon, &again), "confirmed", "{again}");
+
+    // A click on the insensitive button: readable, and nothing changed. The path the check
+    // button's clicks took parts from this one: the element judged is the button.
     let (x, y) = middle_of(&daemon, pid, "button \"Unavailable\"").await;
     let noop = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
     assert_eq!(effect_of(&daemon, &noop), "suspected_noop", "{noop}");
+    assert!(
+        noop["effect_evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("\"Unavailable\"")),
+        "{noop}"
+    );
 
     // A scroll over the status label: nothing readable can show what it did.
     let (x, y) = middle_of(&daemon, pid, "label").await;

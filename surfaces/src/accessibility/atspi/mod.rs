@@ -105,6 +105,8 @@ impl From<BusError> for Failure {
 /// AT-SPI over the accessibility bus.
 pub struct Atspi {
     bus: Bus,
+    /// The path of the last hit test in each window, tried all at once by the next one.
+    hit_paths: point::HitPaths,
 }
 
 impl Atspi {
@@ -118,6 +120,7 @@ impl Atspi {
             "ax backend chosen; the accessibility bus is opened on first use"
         );
         Atspi {
+            hit_paths: point::HitPaths::default(),
             bus: Bus::new(use_app_caches),
         }
     }

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use futures::future::join_all;
+
 use zbus::zvariant::OwnedObjectPath;
 
 use super::bus::{self, BusError, ROOT_PATH};
@@ -45,6 +47,13 @@ impl Atspi {
 
     /// The deepest element of app `pid`'s windows at screen point (`x`, `y`), if the app is on
     /// the accessibility bus and one of its windows holds the point.
+    ///
+    /// The answer is the one a descent level by level gives (`GetAccessibleAtPoint` on the
+    /// window, then on what it answered, until nothing deeper answers), but asked speculatively:
+    /// every level of the path last hit in that window is asked at once, and the answers show
+    /// how far that path still holds at this point. Where one differs, the descent goes on from
+    /// that answer, a level at a time. Each call costs a round trip to the app; a repeated or
+    /// nearby click pays about one instead of one a level.
     pub async fn element_at(
         &self,
         pid: u32,
@@ -55,52 +64,59 @@ impl Atspi {
             return Ok(None);
         };
         let conn = self.conn(deadline).await?;
-        for (bus, path) in bus::children(&conn, deadline, &app, ROOT_PATH).await? {
-            let mut at = Accessible { bus, path };
-            let inside: bool = bus::call(
-                &conn,
-                deadline,
-                &at.bus,
-                &at.path,
-                COMPONENT,
-                "Contains",
-                &(x, y, SCREEN),
-            )
-            .await
-            .unwrap_or(false);
-            if !inside {
-                continue;
-            }
-            for _ in 0..MAX_HIT_DEPTH {
-                let hit: Result<(String, OwnedObjectPath), BusError> = bus::call(
-                    &conn,
-                    deadline,
-                    &at.bus,
-                    &at.path,
-                    COMPONENT,
-                    "GetAccessibleAtPoint",
-                    &(x, y, SCREEN),
-                )
-                .await;
-                let Ok((hit_bus, hit_path)) = hit else { break };
-                let hit_bus = if hit_bus.is_empty() {
-                    at.bus.clone()
-                } else {
-                    hit_bus
-                };
-                if hit_path.as_str() == NULL_PATH
-                    || (hit_bus == at.bus && hit_path.as_str() == at.path)
-                {
+        let windows = bus::children(&conn, deadline, &app, ROOT_PATH).await?;
+        let point = (x, y, SCREEN);
+        let inside = join_all(windows.iter().map(|(bus, path)| {
+            bus::call::<_, bool>(&conn, deadline, bus, path, COMPONENT, "Contains", &point)
+        }))
+        .await;
+        // The first window that holds the point, in the app's order.
+        let Some((bus, path)) = windows
+            .into_iter()
+            .zip(inside)
+            .find_map(|(window, inside)| inside.unwrap_or(false).then_some(window))
+        else {
+            return Ok(None);
+        };
+        let window = Accessible { bus, path };
+        let mut levels = vec![window.clone()];
+        levels.extend(self.hit_paths.below(&window));
+        let answers = join_all(
+            levels
+                .iter()
+                .map(|level| hit_below(&conn, deadline, level, (x, y))),
+        )
+        .await;
+        // Walk the answers while they follow the path asked; `next` is where they leave it.
+        let mut depth = 0;
+        let mut next = None;
+        for (i, answer) in answers.into_iter().enumerate() {
+            depth = i;
+            match answer {
+                None => break,
+                Some(deeper) if levels.get(i + 1) == Some(&deeper) => continue,
+                Some(deeper) => {
+                    next = Some(deeper);
                     break;
                 }
-                at = Accessible {
-                    bus: hit_bus,
-                    path: hit_path.as_str().to_string(),
-                };
             }
-            return Ok(Some(at));
         }
-        Ok(None)
+        levels.truncate(depth + 1);
+        if let Some(mut at) = next {
+            loop {
+                levels.push(at.clone());
+                if levels.len() > MAX_HIT_DEPTH {
+                    break;
+                }
+                match hit_below(&conn, deadline, &at, (x, y)).await {
+                    Some(deeper) => at = deeper,
+                    None => break,
+                }
+            }
+        }
+        let hit = levels.last().cloned();
+        self.hit_paths.remember(window, levels.split_off(1));
+        Ok(hit)
     }
 
     /// One element's states alone (one call); `None` when it is gone.
@@ -190,5 +206,58 @@ impl Atspi {
     pub async fn text(&self, at: &Accessible, deadline: Instant) -> Result<String, BusError> {
         let conn = self.conn(deadline).await?;
         text_of(&conn, deadline, &at.bus, &at.path, Some(TEXT_LIMIT)).await
+    }
+}
+
+/// What `at` answers is at screen point (`x`, `y`) below it: `None` when nothing deeper is (it
+/// answers the null object or itself) or it cannot say.
+async fn hit_below(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    at: &Accessible,
+    (x, y): (i32, i32),
+) -> Option<Accessible> {
+    let (bus, path): (String, OwnedObjectPath) = bus::call(
+        conn,
+        deadline,
+        &at.bus,
+        &at.path,
+        COMPONENT,
+        "GetAccessibleAtPoint",
+        &(x, y, SCREEN),
+    )
+    .await
+    .ok()?;
+    let bus = if bus.is_empty() { at.bus.clone() } else { bus };
+    let deeper = Accessible {
+        bus,
+        path: path.as_str().to_string(),
+    };
+    (deeper.path != NULL_PATH && deeper != *at).then_some(deeper)
+}
+
+/// The path each window's last hit test took below it, for the next one to ask at once. Only
+/// a guess: every level is asked again, so a path that no longer holds costs the calls that
+/// find where it parts, never a wrong answer.
+#[derive(Default)]
+pub(super) struct HitPaths(
+    std::sync::Mutex<std::collections::HashMap<Accessible, Vec<Accessible>>>,
+);
+
+/// Windows whose last path is kept; past it, the oldest are forgotten (all at once).
+const HIT_PATHS_KEPT: usize = 64;
+
+impl HitPaths {
+    fn below(&self, window: &Accessible) -> Vec<Accessible> {
+        let paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        paths.get(window).cloned().unwrap_or_default()
+    }
+
+    fn remember(&self, window: Accessible, path: Vec<Accessible>) {
+        let mut paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if paths.len() >= HIT_PATHS_KEPT && !paths.contains_key(&window) {
+            paths.clear();
+        }
+        paths.insert(window, path);
     }
 }
