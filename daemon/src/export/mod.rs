@@ -75,7 +75,7 @@ impl ExportConfig {
     /// loaded, so `computer config check` and a reload refuse it, not only the sink at start).
     pub fn check(&self) -> Result<(), String> {
         match &self.ca_file {
-            Some(path) => tls::client_config(Some(path)).map(|_| ()),
+            Some(path) => tls::ca_certificates(path).map(|_| ()),
             None => Ok(()),
         }
     }
@@ -161,7 +161,13 @@ pub fn start(config: &ExportConfig, ledger: PathBuf, state_dir: &Path) {
         backlog_warn: config.backlog_warn,
         write_timeout: Duration::from_millis(config.write_timeout_ms.max(1)),
     };
-    let tls = || tls::client_config(config.ca_file.as_deref());
+    // Built once (the system's roots are read from disk) for whichever sinks speak TLS.
+    let client = std::cell::OnceCell::new();
+    let tls = || {
+        client
+            .get_or_init(|| tls::client_config(config.ca_file.as_deref()))
+            .clone()
+    };
     if let Some(target) = &config.syslog {
         spawn(exporter(syslog::NAME), syslog::Syslog::new(target, tls));
     }

@@ -236,19 +236,18 @@ impl Sink for Syslog {
             ends.push((row.seq, start + frames.len() as u64));
         }
         match &mut conn.stream {
-            Stream::Plain(counted) => {
-                counted.write_all(&frames).await?;
-                conn.in_flight.extend(ends);
-            }
+            Stream::Plain(counted) => counted.write_all(&frames).await?,
             Stream::Tls(tls) => {
                 tls.write_all(&frames).await?;
                 tls.flush().await?;
-                // The batch went as TLS records: it is taken once the last of them is.
-                let last = rows.last().map(|row| row.seq);
-                conn.in_flight
-                    .extend(last.map(|seq| (seq, conn_written(tls))));
             }
         }
+        if matches!(conn.stream, Stream::Tls(_)) {
+            // The batch went as TLS records: it is taken once the last of them is.
+            let end = conn.written();
+            ends = rows.last().map(|row| (row.seq, end)).into_iter().collect();
+        }
+        conn.in_flight.extend(ends);
         Ok(())
     }
 
@@ -277,10 +276,6 @@ impl Sink for Syslog {
         };
         matches!(read, Some(Ok(0)) | Some(Err(_)))
     }
-}
-
-fn conn_written(tls: &tokio_rustls::client::TlsStream<Counted>) -> u64 {
-    tls.get_ref().0.written
 }
 
 /// Bytes written to the socket `fd` that its peer has not acknowledged yet.

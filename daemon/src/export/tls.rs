@@ -8,9 +8,29 @@ use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::{self, RootCertStore};
 
+/// The certificates of `ca_file`: an error, naming the file, when it cannot be read or holds
+/// none (a sink that would trust less than its config says does not start).
+pub fn ca_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|err| {
+            format!(
+                "[export] ca_file `{}` could not be read as PEM certificates: {err}",
+                path.display()
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(format!(
+            "[export] ca_file `{}` holds no certificate (valid: a PEM file of one or more \
+             `BEGIN CERTIFICATE` blocks)",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
 /// The client config for a sink that speaks TLS: every system root that loads, then each
-/// certificate in `ca_file`. A `ca_file` that cannot be read, or holds no certificate, is an
-/// error (a sink that would trust less than its config says does not start).
+/// certificate in `ca_file`.
 pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
     let system = rustls_native_certs::load_native_certs();
@@ -19,22 +39,7 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>
     }
     let (_, _) = roots.add_parsable_certificates(system.certs);
     if let Some(path) = ca_file {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|err| {
-                format!(
-                    "[export] ca_file `{}` could not be read as PEM certificates: {err}",
-                    path.display()
-                )
-            })?;
-        if certs.is_empty() {
-            return Err(format!(
-                "[export] ca_file `{}` holds no certificate (valid: a PEM file of one or more \
-                 `BEGIN CERTIFICATE` blocks)",
-                path.display()
-            ));
-        }
-        for cert in certs {
+        for cert in ca_certificates(path)? {
             roots.add(cert).map_err(|err| {
                 format!(
                     "[export] ca_file `{}` holds a certificate that cannot be a root: {err}",
