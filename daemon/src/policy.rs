@@ -559,6 +559,11 @@ impl RulePolicy {
             }
             candidates.extend(word.split(':').map(str::to_string));
         }
+        // Each distinct word is read as a path once (its symlinks resolved once), then held
+        // against every protected path.
+        let mut seen = std::collections::HashSet::new();
+        candidates.retain(|word| seen.insert(word.clone()));
+        let mut spellings: Option<Vec<PathSpelling>> = None;
         for path in &self.protected {
             let path_text = path.to_string_lossy();
             if path_text.is_empty() {
@@ -574,38 +579,30 @@ impl RulePolicy {
                     .stdin
                     .as_ref()
                     .is_some_and(|s| s.text.contains(&*path_text));
-            if raw_hit
-                || candidates
+            let spellings = spellings.get_or_insert_with(|| {
+                candidates
                     .iter()
-                    .any(|word| self.names_path(word, facts, &base, &protected))
-            {
+                    .map(|word| self.spelling(word, facts, &base))
+                    .collect()
+            });
+            if raw_hit || spellings.iter().any(|spelling| spelling.names(&protected)) {
                 return Some(path);
             }
         }
         None
     }
 
-    /// Whether `word`, read as a path from `base`, is `protected` or inside it, spelled with
-    /// `..`, `//`, `~`, `$HOME`, a variable the call sets, a glob, or through a symlink.
-    fn names_path(
-        &self,
-        word: &str,
-        facts: &ActionFacts,
-        base: &Path,
-        protected: &[String],
-    ) -> bool {
+    /// `word` read as a path from `base`: spelled with `..`, `//`, `~`, `$HOME`, a variable the
+    /// call sets or a glob, and, unless it is a glob, through its symlinks.
+    fn spelling(&self, word: &str, facts: &ActionFacts, base: &Path) -> PathSpelling {
         let expanded = self.expand(word, facts);
         let components = lexical(Path::new(&expanded), base);
-        if inside(&components, protected) {
-            return true;
+        let resolved = (!expanded.contains(['*', '?', '[', UNKNOWN_VALUE]))
+            .then(|| resolve_symlinks(&components));
+        PathSpelling {
+            components,
+            resolved,
         }
-        if !expanded.contains(['*', '?', '[', UNKNOWN_VALUE]) {
-            let resolved = resolve_symlinks(&components);
-            if inside(&resolved, protected) {
-                return true;
-            }
-        }
-        false
     }
 
     /// `~`, `$HOME` and the call's own variables replaced by their values; other variables
@@ -636,6 +633,24 @@ impl RulePolicy {
                 }
             })
             .into_owned()
+    }
+}
+
+/// A word of a call read as a path, as [`RulePolicy::spelling`] reads it.
+struct PathSpelling {
+    components: Vec<String>,
+    /// With symlinks resolved as far as the path exists; `None` for a glob.
+    resolved: Option<Vec<String>>,
+}
+
+impl PathSpelling {
+    /// Whether it is `protected` or inside it, as written or through a symlink.
+    fn names(&self, protected: &[String]) -> bool {
+        inside(&self.components, protected)
+            || self
+                .resolved
+                .as_ref()
+                .is_some_and(|resolved| inside(resolved, protected))
     }
 }
 

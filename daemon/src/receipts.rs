@@ -509,12 +509,20 @@ enum Durability {
     /// `synchronous = FULL`: the commit returns once the WAL is on disk.
     OnCommit,
     /// `synchronous = NORMAL`: the commit is in the WAL (safe from a killed daemon, not yet from
-    /// a power cut) and is synced right after its callers are answered.
+    /// a power cut) and is synced right after its callers are answered (within
+    /// [`RESULT_SYNC_WINDOW`]).
     AfterReply,
 }
 
 /// Results-only commits left unsynced while more appends keep arriving, at most.
 const MAX_UNSYNCED_COMMITS: usize = 16;
+
+/// How long a committed, answered result waits for the next append before the writer syncs it
+/// alone. An agent's next call follows its reply within a fraction of a millisecond; its intent's
+/// synced commit then covers the result too, instead of queueing behind a sync of its own (one
+/// wait for the disk per action, not two). A result with no call after it reaches the disk this
+/// much later than its reply, at most.
+const RESULT_SYNC_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The writer thread: one connection, the chain's last link, and what of it is on disk.
 struct WriterLoop {
@@ -600,8 +608,9 @@ impl WriterLoop {
     /// Serves appends until closed or every handle is gone. Appends waiting together are
     /// committed together (group commit). A commit holding an intent is synced before anyone
     /// is answered: an action runs only once its intent is on disk. A commit of results only is
-    /// answered once committed and synced right after, unless more appends are already waiting
-    /// (their commit, or the sync after it, covers it): one wait for the disk per action.
+    /// answered once committed and synced right after, unless more appends arrive within
+    /// [`RESULT_SYNC_WINDOW`] (their commit, or the sync after it, covers it): one wait for the
+    /// disk per action.
     fn run(mut self, incoming: mpsc::Receiver<Message>) {
         let mut closing = None;
         let mut waiting: Option<Message> = None;
@@ -671,7 +680,7 @@ impl WriterLoop {
             }
             if self.unsynced > 0 && closing.is_none() {
                 if self.unsynced < MAX_UNSYNCED_COMMITS
-                    && let Ok(message) = incoming.try_recv()
+                    && let Ok(message) = incoming.recv_timeout(RESULT_SYNC_WINDOW)
                 {
                     waiting = Some(message);
                 } else {
