@@ -266,11 +266,12 @@ fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
         source,
     };
     let conn = Connection::open(path).map_err(sql_err)?;
-    // WAL lets readers (the CLI) work beside the writer; synchronous=FULL makes each commit reach
-    // the disk before it returns (the writer relaxes it for commits of results only).
+    // WAL lets readers (the CLI) work beside the writer. synchronous=NORMAL: a commit is in the
+    // WAL when it returns, and the writer syncs the WAL itself (`Durability`), before it answers
+    // for an intent, right after for results only.
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(sql_err)?;
-    conn.pragma_update(None, "synchronous", "FULL")
+    conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sql_err)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql_err)?;
@@ -503,13 +504,14 @@ fn hash_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
 }
 
 /// Commits whose rows are on disk before the head may name them: a head past what the disk
-/// holds would read, after a power cut, as a cut tail.
+/// holds would read, after a power cut, as a cut tail. The connection commits with `synchronous
+/// = NORMAL` (the commit is in the WAL: safe from a killed daemon, not yet from a power cut);
+/// the writer syncs the WAL itself, so that the mode is never switched between commits.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Durability {
-    /// `synchronous = FULL`: the commit returns once the WAL is on disk.
+    /// The WAL is synced before the commit's callers are answered.
     OnCommit,
-    /// `synchronous = NORMAL`: the commit is in the WAL (safe from a killed daemon, not yet from
-    /// a power cut) and is synced right after its callers are answered (within
+    /// The WAL is synced right after its callers are answered (within
     /// [`RESULT_SYNC_WINDOW`]).
     AfterReply,
 }
@@ -530,12 +532,9 @@ struct WriterLoop {
     writer: Writer,
     path: PathBuf,
     max_batch: usize,
-    /// The mode the connection commits in now.
-    durability: Durability,
     /// Commits made in [`Durability::AfterReply`] mode and not yet synced.
     unsynced: usize,
-    /// The WAL (SQLite's `-wal` file beside the store), opened on first need, to sync commits
-    /// made in [`Durability::AfterReply`] mode.
+    /// The WAL (SQLite's `-wal` file beside the store), opened on first need, to sync it.
     wal_path: PathBuf,
     wal: Option<std::fs::File>,
 }
@@ -546,7 +545,6 @@ impl WriterLoop {
             conn,
             writer,
             max_batch: max_batch.max(1),
-            durability: Durability::OnCommit,
             unsynced: 0,
             wal_path: PathBuf::from(format!("{}-wal", path.display())),
             wal: None,
@@ -704,37 +702,40 @@ impl WriterLoop {
         units: &[&[NewRow]],
         durability: Durability,
     ) -> rusqlite::Result<Vec<Vec<i64>>> {
-        if durability != self.durability {
-            let mode = match durability {
-                Durability::OnCommit => "FULL",
-                Durability::AfterReply => "NORMAL",
-            };
-            self.conn.pragma_update(None, "synchronous", mode)?;
-            self.durability = durability;
-        }
         let seqs = write_batch(&mut self.conn, &mut self.writer, units)?;
         if durability == Durability::OnCommit {
+            self.sync_data().map_err(|err| {
+                rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR_FSYNC),
+                    Some(format!(
+                        "syncing the WAL ({}): {err}",
+                        self.wal_path.display()
+                    )),
+                )
+            })?;
             self.unsynced = 0;
         }
         Ok(seqs)
     }
 
-    /// Syncs the WAL, which holds every commit made since the last sync, and records the head.
+    /// Syncs the WAL (SQLite's `-wal` file beside the store), which holds every commit made
+    /// since the last sync.
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        let wal = match &self.wal {
+            Some(wal) => wal,
+            None => self.wal.insert(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&self.wal_path)?,
+            ),
+        };
+        wal.sync_data()
+    }
+
+    /// Syncs the commits answered before they reached the disk, and records the head.
     fn sync_wal(&mut self) {
-        let wal_path = &self.wal_path;
-        if self.wal.is_none() {
-            match std::fs::OpenOptions::new().write(true).open(wal_path) {
-                Ok(file) => self.wal = Some(file),
-                Err(err) => {
-                    tracing::error!(path = %wal_path.display(), error = %err, "cannot open the WAL to sync it; the head waits for the next synced commit");
-                    return;
-                }
-            }
-        }
-        if let Some(wal) = &self.wal
-            && let Err(err) = wal.sync_data()
-        {
-            tracing::error!(path = %wal_path.display(), error = %err, "syncing the WAL failed; the head waits for the next synced commit");
+        if let Err(err) = self.sync_data() {
+            tracing::error!(path = %self.wal_path.display(), error = %err, "syncing the WAL failed; the head waits for the next synced commit");
             return;
         }
         self.unsynced = 0;
