@@ -211,6 +211,7 @@ pub(crate) fn prepare(
         None => limits.default_timeout,
     };
     Ok(ShellRun {
+        ready: None,
         program,
         stdin: run.stdin,
         cwd,
@@ -322,6 +323,17 @@ pub struct ShellRun {
     /// The run may call the tool back (`complications.tools`): the daemon opens its channel
     /// when it starts (`CallContext::tools`).
     tools: bool,
+    /// The run made ready while its intent receipt was written (`look_before`).
+    ready: Option<Ready>,
+}
+
+/// A contained run made ready before its intent is on disk: its program, environment and
+/// directory settled, its request and pipes made; nothing of it started.
+#[derive(Debug)]
+struct Ready {
+    exec: ExecSpec,
+    cwd: PathBuf,
+    run: crate::contain::PreparedRun,
 }
 
 impl ShellRun {
@@ -336,6 +348,59 @@ impl ShellRun {
             args["stdin"] = StdinFacts::of(stdin).for_receipt();
         }
         args
+    }
+
+    /// The program to exec (an argv's resolved against the run's PATH) with the run's whole
+    /// environment, and the directory it starts in.
+    fn exec_spec(
+        &self,
+        env: BTreeMap<OsString, OsString>,
+    ) -> Result<(ExecSpec, PathBuf), SurfaceError> {
+        let exec = match &self.program {
+            Program::Argv(argv) => {
+                // Resolving the program here, against the child's PATH, lets the standard library
+                // spawn with posix_spawn (vfork) instead of forking this whole daemon: it falls
+                // back to fork whenever a changed PATH must be searched.
+                let path_var = env
+                    .get(OsStr::new("PATH"))
+                    .and_then(|p| p.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                let program = resolve_program(&argv[0], &path_var).ok_or_else(|| {
+                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into())
+                })?;
+                ExecSpec {
+                    program,
+                    argv: argv.iter().map(OsString::from).collect(),
+                    env: Vec::new(),
+                }
+            }
+            Program::Script(script) => ExecSpec {
+                program: PathBuf::from("/bin/sh"),
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                env: Vec::new(),
+            },
+        };
+        let exec = ExecSpec {
+            env: env.into_iter().collect(),
+            ..exec
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let cwd = match self.cwd.as_ref().or(home.as_ref()) {
+            Some(dir) => dir.clone(),
+            None => PathBuf::from("/"),
+        };
+        Ok((exec, cwd))
+    }
+
+    /// The environment a run gets from the daemon's and the call's own, before any secret or
+    /// tools variable.
+    fn plain_env(&self) -> BTreeMap<OsString, OsString> {
+        let mut env = passed_env();
+        for (key, value) in &self.env {
+            env.insert(key.into(), value.into());
+        }
+        env
     }
 }
 
@@ -441,13 +506,39 @@ impl PreparedAction for ShellRun {
         }
     }
 
-    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
-        let started = Instant::now();
-        // The run's whole environment: what passes through from the daemon's, then the call's.
-        let mut env = passed_env();
-        for (key, value) in &self.env {
-            env.insert(key.into(), value.into());
+    /// A plain contained run (no secret to resolve, no tools channel to open: both wait for
+    /// the run itself) is made ready here, while its intent receipt is written: what a start
+    /// costs before anything runs is then off the call's path. Whatever fails here is left for
+    /// `run`, which reports it as it would have.
+    async fn look_before(&mut self) {
+        if !self.secrets.is_empty() || self.tools || !self.containment.starts_runs() {
+            return;
         }
+        let Ok((exec, cwd)) = self.exec_spec(self.plain_env()) else {
+            return;
+        };
+        if let Ok(run) =
+            self.containment
+                .prepare_start(&self.sandbox, &exec, &cwd, self.stdin.is_some())
+        {
+            self.ready = Some(Ready { exec, cwd, run });
+        }
+    }
+
+    async fn run(mut self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
+        let started = Instant::now();
+        if let Some(Ready { exec, cwd, run }) = self.ready.take() {
+            let stop_reading = CancellationToken::new();
+            let ran = self
+                .run_contained(&ctx, Launch::Ready(run), &stop_reading)
+                .await;
+            drop(cwd);
+            return self
+                .finish(ran, exec, ToolsGuard(None), started, stop_reading)
+                .await;
+        }
+        // The run's whole environment: what passes through from the daemon's, then the call's.
+        let mut env = self.plain_env();
         // Resolved only now, after policy and approval; registered for masking before any
         // byte of the run's output is read.
         for (name, reference) in &self.secrets {
@@ -459,7 +550,7 @@ impl PreparedAction for ShellRun {
         }
         // The run's tools channel, opened only now (after policy and approval), and closed,
         // whatever happens, when this returns.
-        let mut tools = ToolsGuard(match (self.tools, &ctx.tools) {
+        let tools = ToolsGuard(match (self.tools, &ctx.tools) {
             (false, _) => None,
             (true, Some(tools)) => Some(tools.open()?),
             (true, None) => {
@@ -484,49 +575,45 @@ impl PreparedAction for ShellRun {
                 env.insert(key.into(), joined);
             }
         }
-        let exec = match &self.program {
-            Program::Argv(argv) => {
-                // Resolving the program here, against the child's PATH, lets the standard library
-                // spawn with posix_spawn (vfork) instead of forking this whole daemon: it falls
-                // back to fork whenever a changed PATH must be searched.
-                let path_var = env
-                    .get(OsStr::new("PATH"))
-                    .and_then(|p| p.to_str())
-                    .unwrap_or_default()
-                    .to_string();
-                let program = resolve_program(&argv[0], &path_var).ok_or_else(|| {
-                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into())
-                })?;
-                ExecSpec {
-                    program,
-                    argv: argv.iter().map(OsString::from).collect(),
-                    env: Vec::new(),
-                }
-            }
-            Program::Script(script) => ExecSpec {
-                program: PathBuf::from("/bin/sh"),
-                argv: vec!["sh".into(), "-c".into(), script.into()],
-                env: Vec::new(),
-            },
-        };
-        let mut exec = ExecSpec {
-            env: env.into_iter().collect(),
-            ..exec
-        };
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let cwd = match self.cwd.as_ref().or(home.as_ref()) {
-            Some(dir) => dir.clone(),
-            None => PathBuf::from("/"),
-        };
+        let (exec, cwd) = self.exec_spec(env)?;
         let stop_reading = CancellationToken::new();
         let channel = tools.0.as_ref().map(|opened| &opened.channel);
         let ran = if self.containment.starts_runs() {
-            self.run_contained(&ctx, &exec, &cwd, &stop_reading, channel)
-                .await
+            let launch = Launch::Start {
+                exec: &exec,
+                cwd: &cwd,
+                tools: channel,
+            };
+            self.run_contained(&ctx, launch, &stop_reading).await
         } else {
             self.run_command(&ctx, &exec, &cwd, &stop_reading, channel)
                 .await
         };
+        self.finish(ran, exec, tools, started, stop_reading).await
+    }
+}
+
+/// How a contained run starts: made ready before (`look_before`), or now.
+enum Launch<'a> {
+    Ready(crate::contain::PreparedRun),
+    Start {
+        exec: &'a ExecSpec,
+        cwd: &'a Path,
+        tools: Option<&'a std::os::fd::OwnedFd>,
+    },
+}
+
+impl ShellRun {
+    /// The outcome of a run that was started (or could not be): its output read to the end
+    /// (within the drain grace), its fields and its receipt's.
+    async fn finish(
+        &self,
+        ran: Result<Ran, SurfaceError>,
+        mut exec: ExecSpec,
+        mut tools: ToolsGuard,
+        started: Instant,
+        stop_reading: CancellationToken,
+    ) -> Result<Outcome, SurfaceError> {
         zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
         let ran = ran?;
         let Ran {
@@ -614,15 +701,20 @@ impl ShellRun {
     async fn run_contained(
         &self,
         ctx: &CallContext,
-        exec: &ExecSpec,
-        cwd: &Path,
+        launch: Launch<'_>,
         stop_reading: &CancellationToken,
-        tools: Option<&std::os::fd::OwnedFd>,
     ) -> Result<Ran, SurfaceError> {
-        let started = self
-            .containment
-            .start_with_tools(&self.sandbox, exec, cwd, self.stdin.is_some(), tools)
-            .map_err(|err| err.for_call("the run could not be contained, so it did not start"))?;
+        let started = match launch {
+            Launch::Ready(ready) => self.containment.start_prepared(ready),
+            Launch::Start { exec, cwd, tools } => self.containment.start_with_tools(
+                &self.sandbox,
+                exec,
+                cwd,
+                self.stdin.is_some(),
+                tools,
+            ),
+        }
+        .map_err(|err| err.for_call("the run could not be contained, so it did not start"))?;
         let mut run = started.handle;
         let stdout = tokio::spawn(read_stream(
             Some(started.stdout),

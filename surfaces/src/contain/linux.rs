@@ -283,8 +283,23 @@ impl Launcher {
         with_stdin: bool,
         tools: Option<&OwnedFd>,
     ) -> Result<Started, ContainError> {
+        self.prepare(limits, exec, cwd, with_stdin, tools.is_some())?
+            .hand_over(self, tools)
+    }
+
+    /// Makes a run ready to start: its request written, its pipes made; nothing is sent and
+    /// nothing runs until [`Prepared::hand_over`]. A run that takes its tools channel is told so
+    /// by its request (`with_tools`) and gets the channel at the hand-over.
+    pub(super) fn prepare(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        with_stdin: bool,
+        with_tools: bool,
+    ) -> Result<Prepared, ContainError> {
         let mut request = request_for(limits, exec, cwd, None)?;
-        request.tools = tools.is_some();
+        request.tools = with_tools;
         let (stdout, stdout_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stderr, stderr_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("output pipes"))?;
         let (stdin, stdin_r) = if with_stdin {
@@ -294,9 +309,9 @@ impl Launcher {
             let null = std::fs::File::open("/dev/null").map_err(setup("input pipe"))?;
             (None, OwnedFd::from(null))
         };
-        let run = self.hand_over(&request, [&stdin_r, &stdout_w, &stderr_w], tools)?;
-        Ok(Started {
-            run,
+        Ok(Prepared {
+            handing: Handing::of(&request)?,
+            theirs: [stdin_r, stdout_w, stderr_w],
             stdin,
             stdout,
             stderr,
@@ -317,7 +332,7 @@ impl Launcher {
     ) -> Result<(Run, OwnedFd), ContainError> {
         let request = request_for(limits, exec, cwd, Some((rows, cols)))?;
         let (ours, theirs) = wire::seqpacket_pair().map_err(setup("the terminal's socket"))?;
-        let mut run = self.hand_over(&request, [&theirs, &theirs, &theirs], None)?;
+        let mut run = Handing::of(&request)?.launch(self, [&theirs, &theirs, &theirs], None)?;
         drop(theirs);
         // The daemon holds the master after the run ends: the slot's devpts must never serve
         // another run, which could open the pty's terminal side again.
@@ -334,17 +349,88 @@ impl Launcher {
             }),
         }
     }
+}
 
-    /// Hands `request` and the run's stdio to the zygote; returns the daemon's side of it.
-    fn hand_over(
-        &self,
-        request: &Request,
-        stdio: [&OwnedFd; 3],
+/// A run made ready by [`Launcher::prepare`], not yet handed to a slot.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    handing: Handing,
+    /// The run's ends of its stdio: stdin, stdout, stderr.
+    theirs: [OwnedFd; 3],
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+impl Prepared {
+    /// Hands the run to a slot of `launcher`'s (with `tools`, when its request said so): from
+    /// here on it runs.
+    pub(super) fn hand_over(
+        self,
+        launcher: &Launcher,
         tools: Option<&OwnedFd>,
-    ) -> Result<Run, ContainError> {
+    ) -> Result<Started, ContainError> {
+        let Prepared {
+            handing,
+            theirs,
+            stdin,
+            stdout,
+            stderr,
+        } = self;
+        let run = handing.launch(launcher, [&theirs[0], &theirs[1], &theirs[2]], tools)?;
+        // Only the run holds its ends now: reads end when its processes are gone.
+        drop(theirs);
+        Ok(Started {
+            run,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// What goes to a slot with a run beside its stdio: the request, and the report and stop pipes
+/// (the daemon's ends kept for the run's handle).
+#[derive(Debug)]
+struct Handing {
+    memfd: OwnedFd,
+    report: OwnedFd,
+    report_w: OwnedFd,
+    stop_r: OwnedFd,
+    stop: OwnedFd,
+    default_limits: bool,
+}
+
+impl Handing {
+    fn of(request: &Request) -> Result<Handing, ContainError> {
         let memfd = wire::memfd_with(&request.encode()).map_err(setup("the run's request"))?;
         let (report, report_w) = pipe(libc::O_NONBLOCK, 0).map_err(setup("report pipe"))?;
         let (stop_r, stop) = pipe(0, libc::O_NONBLOCK).map_err(setup("stop pipe"))?;
+        Ok(Handing {
+            memfd,
+            report,
+            report_w,
+            stop_r,
+            stop,
+            default_limits: request.uses_default_limits(),
+        })
+    }
+
+    /// Hands the request and the run's stdio to the zygote; returns the daemon's side of it.
+    fn launch(
+        self,
+        launcher: &Launcher,
+        stdio: [&OwnedFd; 3],
+        tools: Option<&OwnedFd>,
+    ) -> Result<Run, ContainError> {
+        let Handing {
+            memfd,
+            report,
+            report_w,
+            stop_r,
+            stop,
+            default_limits,
+        } = self;
         let fds = [
             memfd.as_raw_fd(),
             stdio[0].as_raw_fd(),
@@ -356,11 +442,10 @@ impl Launcher {
             tools.unwrap_or(&memfd).as_raw_fd(),
         ];
         let slot = {
-            let mut zygote = self
+            let mut zygote = launcher
                 .zygote
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let default_limits = request.uses_default_limits();
             match zygote.launch(&fds, default_limits) {
                 Ok(slot) => slot,
                 Err(err) => {
@@ -373,7 +458,7 @@ impl Launcher {
                         return Err(setup("handing the run to the containment zygote")(err));
                     }
                     tracing::warn!(error = %err, "the containment zygote is gone; starting another");
-                    *zygote = Zygote::start(&self.plan)
+                    *zygote = Zygote::start(&launcher.plan)
                         .map_err(setup("starting the containment zygote again"))?;
                     zygote
                         .launch(&fds, default_limits)
@@ -390,7 +475,7 @@ impl Launcher {
             done: None,
             slot,
             reusable: true,
-            zygote: Some(self.zygote.clone()),
+            zygote: Some(launcher.zygote.clone()),
         })
     }
 }

@@ -210,25 +210,40 @@ impl Containment {
     ) -> Result<StartedRun, ContainError> {
         #[cfg(target_os = "linux")]
         if let Some(launcher) = &self.proven().launcher {
-            let started = launcher.start(limits, exec, cwd, with_stdin, tools)?;
-            let wrap = |source: std::io::Error| ContainError::Setup {
-                stage: "the run's pipes",
-                source,
-            };
-            return Ok(StartedRun {
-                handle: RunHandle { inner: started.run },
-                stdin: started
-                    .stdin
-                    .map(tokio::net::unix::pipe::Sender::from_owned_fd)
-                    .transpose()
-                    .map_err(wrap)?,
-                stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stdout)
-                    .map_err(wrap)?,
-                stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stderr)
-                    .map_err(wrap)?,
-            });
+            return started_run(launcher.start(limits, exec, cwd, with_stdin, tools)?);
         }
         let _ = (limits, exec, cwd, with_stdin, tools);
+        Err(ContainError::Unavailable(self.status().detail.clone()))
+    }
+
+    /// Makes a run (without tools) ready as [`Containment::start`] would start it, and starts
+    /// nothing: its request is written and its pipes are made, so that this part of a start can
+    /// be done while something else is waited for (the run's intent receipt reaching the disk).
+    /// [`Containment::start_prepared`] starts it.
+    pub fn prepare_start(
+        &self,
+        limits: &RunLimits,
+        exec: &ExecSpec,
+        cwd: &Path,
+        with_stdin: bool,
+    ) -> Result<PreparedRun, ContainError> {
+        #[cfg(target_os = "linux")]
+        if let Some(launcher) = &self.proven().launcher {
+            return Ok(PreparedRun {
+                inner: launcher.prepare(limits, exec, cwd, with_stdin, false)?,
+            });
+        }
+        let _ = (limits, exec, cwd, with_stdin);
+        Err(ContainError::Unavailable(self.status().detail.clone()))
+    }
+
+    /// Starts a run made ready by [`Containment::prepare_start`].
+    pub fn start_prepared(&self, prepared: PreparedRun) -> Result<StartedRun, ContainError> {
+        #[cfg(target_os = "linux")]
+        if let Some(launcher) = &self.proven().launcher {
+            return started_run(prepared.inner.hand_over(launcher, None)?);
+        }
+        let _ = prepared;
         Err(ContainError::Unavailable(self.status().detail.clone()))
     }
 
@@ -359,6 +374,32 @@ pub struct StartedRun {
     pub stdin: Option<tokio::net::unix::pipe::Sender>,
     pub stdout: tokio::net::unix::pipe::Receiver,
     pub stderr: tokio::net::unix::pipe::Receiver,
+}
+
+/// The daemon's side of a run handed to a slot, its pipes made async.
+#[cfg(target_os = "linux")]
+fn started_run(started: linux::Started) -> Result<StartedRun, ContainError> {
+    let wrap = |source: std::io::Error| ContainError::Setup {
+        stage: "the run's pipes",
+        source,
+    };
+    Ok(StartedRun {
+        handle: RunHandle { inner: started.run },
+        stdin: started
+            .stdin
+            .map(tokio::net::unix::pipe::Sender::from_owned_fd)
+            .transpose()
+            .map_err(wrap)?,
+        stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stdout).map_err(wrap)?,
+        stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stderr).map_err(wrap)?,
+    })
+}
+
+/// A contained run made ready by [`Containment::prepare_start`]; nothing of it runs yet.
+#[derive(Debug)]
+pub struct PreparedRun {
+    #[cfg(target_os = "linux")]
+    inner: linux::Prepared,
 }
 
 /// A contained run in progress.
