@@ -146,9 +146,8 @@ impl ElementReader {
     ) -> Option<(ElementHandle, read_back::ElementView)> {
         #[cfg(target_os = "linux")]
         {
-            let element = self.atspi().element_at(pid, at, deadline).await.ok()??;
-            let view = self.atspi().view(&element, deadline).await.ok()??;
-            Some((ElementHandle(element), view))
+            let (element, view) = self.atspi().element_at(pid, at, deadline).await.ok()??;
+            Some((ElementHandle(element), view?))
         }
         #[cfg(not(target_os = "linux"))]
         {

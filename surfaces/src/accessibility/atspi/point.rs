@@ -46,47 +46,96 @@ impl Atspi {
     }
 
     /// The deepest element of app `pid`'s windows at screen point (`x`, `y`), if the app is on
-    /// the accessibility bus and one of its windows holds the point.
+    /// the accessibility bus and one of its windows holds the point, and how it reads (its
+    /// role, name and states; `None` when that read failed).
     ///
     /// The answer is the one a descent level by level gives (`GetAccessibleAtPoint` on the
-    /// window, then on what it answered, until nothing deeper answers), but asked speculatively:
-    /// every level of the path last hit in that window is asked at once, and the answers show
-    /// how far that path still holds at this point. Where one differs, the descent goes on from
-    /// that answer, a level at a time. Each call costs a round trip to the app; a repeated or
-    /// nearby click pays about one instead of one a level.
+    /// window, then on what it answered, until nothing deeper answers), but asked speculatively.
+    /// What the app's last hit test found is asked again all at once: the app's windows, which
+    /// of them holds the point, every level of the path it took and how its element reads. When
+    /// the answers show that all of it still holds, that was one round trip to the app. Where
+    /// they differ, the test goes on from the first answer that did (the windows asked again,
+    /// the descent a level at a time from where the path parts, the element read), so a guess
+    /// that no longer holds costs the calls that find out, never a wrong answer.
     pub async fn element_at(
         &self,
         pid: u32,
         (x, y): (i32, i32),
         deadline: Instant,
-    ) -> Result<Option<Accessible>, BusError> {
+    ) -> Result<Option<(Accessible, Option<ElementView>)>, BusError> {
         let Some(app) = self.app_of(pid, deadline).await? else {
             return Ok(None);
         };
         let conn = self.conn(deadline).await?;
-        let windows = bus::children(&conn, deadline, &app, ROOT_PATH).await?;
         let point = (x, y, SCREEN);
-        let inside = join_all(windows.iter().map(|(bus, path)| {
-            bus::call::<_, bool>(&conn, deadline, bus, path, COMPONENT, "Contains", &point)
-        }))
-        .await;
-        // The first window that holds the point, in the app's order.
-        let Some((bus, path)) = windows
-            .into_iter()
-            .zip(inside)
-            .find_map(|(window, inside)| inside.unwrap_or(false).then_some(window))
-        else {
+        let contains = |windows: Vec<(String, String)>| {
+            let conn = conn.clone();
+            async move {
+                let inside = join_all(windows.iter().map(|(bus, path)| {
+                    bus::call::<_, bool>(&conn, deadline, bus, path, COMPONENT, "Contains", &point)
+                }))
+                .await;
+                // The first window that holds the point, in the app's order.
+                windows
+                    .into_iter()
+                    .zip(inside)
+                    .find_map(|(window, inside)| inside.unwrap_or(false).then_some(window))
+            }
+        };
+        let guess = self.hit_paths.last_of(&app);
+        let (windows, guessed) = match &guess {
+            Some(guess) => {
+                let levels = guess.levels();
+                let hit = levels.last().cloned();
+                let (windows, window, answers, view) = futures::join!(
+                    bus::children(&conn, deadline, &app, ROOT_PATH),
+                    contains(guess.windows.clone()),
+                    join_all(
+                        levels
+                            .iter()
+                            .map(|level| hit_below(&conn, deadline, level, (x, y)))
+                    ),
+                    async {
+                        match &hit {
+                            Some(hit) => self.view(hit, deadline).await.ok().flatten(),
+                            None => None,
+                        }
+                    },
+                );
+                let windows = windows?;
+                // The guessed answers stand only for the windows they were asked of.
+                let holds = windows == guess.windows;
+                (windows, holds.then_some((window, answers, view)))
+            }
+            None => (bus::children(&conn, deadline, &app, ROOT_PATH).await?, None),
+        };
+        let (window, mut answered) = match guessed {
+            Some((window, answers, view)) => (window, Some((answers, view))),
+            None => (contains(windows.clone()).await, None),
+        };
+        let Some((bus, path)) = window else {
             return Ok(None);
         };
         let window = Accessible { bus, path };
-        let mut levels = vec![window.clone()];
-        levels.extend(self.hit_paths.below(&window));
-        let answers = join_all(
-            levels
-                .iter()
-                .map(|level| hit_below(&conn, deadline, level, (x, y))),
-        )
-        .await;
+        // The guess asked the levels below the window it last hit in; for another window, the
+        // path last taken in that one is asked now.
+        let (mut levels, answers, guessed_view) = match (answered.take(), &guess) {
+            (Some((answers, view)), Some(guess)) if guess.window == window => {
+                (guess.levels(), answers, view)
+            }
+            _ => {
+                let mut levels = vec![window.clone()];
+                levels.extend(self.hit_paths.below(&window));
+                let answers = join_all(
+                    levels
+                        .iter()
+                        .map(|level| hit_below(&conn, deadline, level, (x, y))),
+                )
+                .await;
+                (levels, answers, None)
+            }
+        };
+        let guessed_hit = levels.last().cloned();
         // Walk the answers while they follow the path asked; `next` is where they leave it.
         let mut depth = 0;
         let mut next = None;
@@ -114,9 +163,16 @@ impl Atspi {
                 }
             }
         }
-        let hit = levels.last().cloned();
-        self.hit_paths.remember(window, levels.split_off(1));
-        Ok(hit)
+        let Some(hit) = levels.last().cloned() else {
+            return Ok(None);
+        };
+        let view = match guessed_view {
+            Some(view) if guessed_hit.as_ref() == Some(&hit) => Some(view),
+            _ => self.view(&hit, deadline).await.ok().flatten(),
+        };
+        self.hit_paths
+            .remember(&app, windows, window, levels.split_off(1));
+        Ok(Some((hit, view)))
     }
 
     /// One element's states alone (one call); `None` when it is gone.
@@ -236,28 +292,72 @@ async fn hit_below(
     (deeper.path != NULL_PATH && deeper != *at).then_some(deeper)
 }
 
-/// The path each window's last hit test took below it, for the next one to ask at once. Only
-/// a guess: every level is asked again, so a path that no longer holds costs the calls that
-/// find where it parts, never a wrong answer.
+/// The path each window's last hit test took below it, and each app's windows and the window
+/// its last hit test was in, for the next one to ask at once. Only a guess: every part of it is
+/// asked again, so a guess that no longer holds costs the calls that find where it parts, never
+/// a wrong answer.
 #[derive(Default)]
-pub(super) struct HitPaths(
-    std::sync::Mutex<std::collections::HashMap<Accessible, Vec<Accessible>>>,
-);
+pub(super) struct HitPaths(std::sync::Mutex<Kept>);
 
-/// Windows whose last path is kept; past it, the oldest are forgotten (all at once).
+#[derive(Default)]
+struct Kept {
+    below: std::collections::HashMap<Accessible, Vec<Accessible>>,
+    apps: std::collections::HashMap<String, LastHit>,
+}
+
+/// An app's windows and its last hit test's path, as that test found them.
+#[derive(Clone)]
+pub(super) struct LastHit {
+    windows: Vec<(String, String)>,
+    window: Accessible,
+    below: Vec<Accessible>,
+}
+
+impl LastHit {
+    /// The window, then each level below it.
+    fn levels(&self) -> Vec<Accessible> {
+        std::iter::once(self.window.clone())
+            .chain(self.below.iter().cloned())
+            .collect()
+    }
+}
+
+/// Windows (and apps) whose last path is kept; past it, the oldest are forgotten (all at once).
 const HIT_PATHS_KEPT: usize = 64;
 
 impl HitPaths {
     fn below(&self, window: &Accessible) -> Vec<Accessible> {
-        let paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        paths.get(window).cloned().unwrap_or_default()
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.below.get(window).cloned().unwrap_or_default()
     }
 
-    fn remember(&self, window: Accessible, path: Vec<Accessible>) {
-        let mut paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if paths.len() >= HIT_PATHS_KEPT && !paths.contains_key(&window) {
-            paths.clear();
+    fn last_of(&self, app: &str) -> Option<LastHit> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.apps.get(app).cloned()
+    }
+
+    fn remember(
+        &self,
+        app: &str,
+        windows: Vec<(String, String)>,
+        window: Accessible,
+        below: Vec<Accessible>,
+    ) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.below.len() >= HIT_PATHS_KEPT && !kept.below.contains_key(&window) {
+            kept.below.clear();
         }
-        paths.insert(window, path);
+        if kept.apps.len() >= HIT_PATHS_KEPT && !kept.apps.contains_key(app) {
+            kept.apps.clear();
+        }
+        kept.below.insert(window.clone(), below.clone());
+        kept.apps.insert(
+            app.to_string(),
+            LastHit {
+                windows,
+                window,
+                below,
+            },
+        );
     }
 }
