@@ -332,7 +332,6 @@ pub struct ShellRun {
 #[derive(Debug)]
 struct Ready {
     exec: ExecSpec,
-    cwd: PathBuf,
     run: crate::contain::PreparedRun,
 }
 
@@ -521,18 +520,17 @@ impl PreparedAction for ShellRun {
             self.containment
                 .prepare_start(&self.sandbox, &exec, &cwd, self.stdin.is_some())
         {
-            self.ready = Some(Ready { exec, cwd, run });
+            self.ready = Some(Ready { exec, run });
         }
     }
 
     async fn run(mut self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let started = Instant::now();
-        if let Some(Ready { exec, cwd, run }) = self.ready.take() {
+        if let Some(Ready { exec, run }) = self.ready.take() {
             let stop_reading = CancellationToken::new();
             let ran = self
                 .run_contained(&ctx, Launch::Ready(run), &stop_reading)
                 .await;
-            drop(cwd);
             return self
                 .finish(ran, exec, ToolsGuard(None), started, stop_reading)
                 .await;
