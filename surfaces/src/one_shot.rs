@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use computer_ipc::{Complications, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
@@ -527,13 +527,8 @@ impl PreparedAction for ShellRun {
     async fn run(mut self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let started = Instant::now();
         if let Some(Ready { exec, run }) = self.ready.take() {
-            let stop_reading = CancellationToken::new();
-            let ran = self
-                .run_contained(&ctx, Launch::Ready(run), &stop_reading)
-                .await;
-            return self
-                .finish(ran, exec, ToolsGuard(None), started, stop_reading)
-                .await;
+            let ran = self.run_contained(&ctx, Launch::Ready(run)).await;
+            return self.finish(ran, exec, ToolsGuard(None), started);
         }
         // The run's whole environment: what passes through from the daemon's, then the call's.
         let mut env = self.plain_env();
@@ -574,7 +569,6 @@ impl PreparedAction for ShellRun {
             }
         }
         let (exec, cwd) = self.exec_spec(env)?;
-        let stop_reading = CancellationToken::new();
         let channel = tools.0.as_ref().map(|opened| &opened.channel);
         let ran = if self.containment.starts_runs() {
             let launch = Launch::Start {
@@ -582,12 +576,11 @@ impl PreparedAction for ShellRun {
                 cwd: &cwd,
                 tools: channel,
             };
-            self.run_contained(&ctx, launch, &stop_reading).await
+            self.run_contained(&ctx, launch).await
         } else {
-            self.run_command(&ctx, &exec, &cwd, &stop_reading, channel)
-                .await
+            self.run_command(&ctx, &exec, &cwd, channel).await
         };
-        self.finish(ran, exec, tools, started, stop_reading).await
+        self.finish(ran, exec, tools, started)
     }
 }
 
@@ -602,15 +595,13 @@ enum Launch<'a> {
 }
 
 impl ShellRun {
-    /// The outcome of a run that was started (or could not be): its output read to the end
-    /// (within the drain grace), its fields and its receipt's.
-    async fn finish(
+    /// The outcome of a run that was started (or could not be): its fields and its receipt's.
+    fn finish(
         &self,
         ran: Result<Ran, SurfaceError>,
         mut exec: ExecSpec,
         mut tools: ToolsGuard,
         started: Instant,
-        stop_reading: CancellationToken,
     ) -> Result<Outcome, SurfaceError> {
         zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
         let ran = ran?;
@@ -622,16 +613,6 @@ impl ShellRun {
             stdout,
             stderr,
         } = ran;
-
-        let drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
-        let stopper = stop_reading.clone();
-        let stop_timer = tokio::spawn(async move {
-            tokio::time::sleep_until(drain_until).await;
-            stopper.cancel();
-        });
-        let stdout = join_capture(stdout).await?;
-        let stderr = join_capture(stderr).await?;
-        stop_timer.abort();
 
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut fields = Map::new();
@@ -683,14 +664,22 @@ impl Drop for ToolsGuard {
     }
 }
 
-/// How a run ended, and the readers of its output.
+/// How a run ended, and its output.
 struct Ran {
     exit_code: Option<i32>,
     signal: Option<i32>,
     killed: u32,
     timed_out: bool,
-    stdout: tokio::task::JoinHandle<std::io::Result<CapturedText>>,
-    stderr: tokio::task::JoinHandle<std::io::Result<CapturedText>>,
+    stdout: CapturedText,
+    stderr: CapturedText,
+}
+
+/// How a run ended, before its output is read to the end.
+struct Ended {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    killed: u32,
+    timed_out: bool,
 }
 
 impl ShellRun {
@@ -700,7 +689,6 @@ impl ShellRun {
         &self,
         ctx: &CallContext,
         launch: Launch<'_>,
-        stop_reading: &CancellationToken,
     ) -> Result<Ran, SurfaceError> {
         let started = match launch {
             Launch::Ready(ready) => self.containment.start_prepared(ready),
@@ -714,70 +702,56 @@ impl ShellRun {
         }
         .map_err(|err| err.for_call("the run could not be contained, so it did not start"))?;
         let mut run = started.handle;
-        let stdout = tokio::spawn(read_stream(
-            Some(started.stdout),
-            StreamCapture::new("stdout", self.capture, ctx),
-            stop_reading.clone(),
-        ));
-        let stderr = tokio::spawn(read_stream(
-            Some(started.stderr),
-            StreamCapture::new("stderr", self.capture, ctx),
-            stop_reading.clone(),
-        ));
-        if let (Some(mut pipe), Some(input)) = (started.stdin, self.stdin.clone()) {
-            // A child that never reads its stdin must not stall the run, so the write happens on
-            // its own task and ends when the pipe closes.
-            tokio::spawn(async move {
-                let _ = pipe.write_all(input.as_bytes()).await;
-            });
-        }
-        let ending = tokio::select! {
-            end = run.done() => Ok(end),
-            _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
-            _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+        self.feed_stdin(started.stdin);
+        let ending = async {
+            let ending = tokio::select! {
+                end = run.done() => Ok(end),
+                _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
+                _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+            };
+            let (end, timed_out) = match ending {
+                Ok(end) => (end, false),
+                Err(why) => {
+                    run.stop();
+                    let end = match tokio::time::timeout(STOP_GRACE, run.done()).await {
+                        Ok(end) => end,
+                        Err(_) => Err(ContainError::Lost),
+                    };
+                    (end, matches!(why, Ending::TimedOut))
+                }
+            };
+            let end = match end {
+                Ok(end) => end,
+                Err(err @ ContainError::Setup { .. }) => {
+                    return Err(SurfaceError::Failed {
+                        message: format!(
+                            "the run could not be contained, so it did not start: {err}"
+                        ),
+                    });
+                }
+                Err(err) => {
+                    return Err(SurfaceError::Failed {
+                        message: format!("the run's containment failed: {err}"),
+                    });
+                }
+            };
+            let (exit_code, signal) = match end.status {
+                Some(raw) => {
+                    let status = std::process::ExitStatus::from_raw(raw);
+                    (status.code(), status.signal())
+                }
+                // Stopped at the deadline or cancelled: the program was among the killed.
+                None => (None, Some(libc::SIGKILL)),
+            };
+            Ok(Ended {
+                exit_code,
+                signal,
+                killed: end.killed,
+                timed_out,
+            })
         };
-        let (end, timed_out) = match ending {
-            Ok(end) => (end, false),
-            Err(why) => {
-                run.stop();
-                let end = match tokio::time::timeout(STOP_GRACE, run.done()).await {
-                    Ok(end) => end,
-                    Err(_) => Err(ContainError::Lost),
-                };
-                (end, matches!(why, Ending::TimedOut))
-            }
-        };
-        let end = match end {
-            Ok(end) => end,
-            Err(err @ ContainError::Setup { .. }) => {
-                stop_reading.cancel();
-                return Err(SurfaceError::Failed {
-                    message: format!("the run could not be contained, so it did not start: {err}"),
-                });
-            }
-            Err(err) => {
-                stop_reading.cancel();
-                return Err(SurfaceError::Failed {
-                    message: format!("the run's containment failed: {err}"),
-                });
-            }
-        };
-        let (exit_code, signal) = match end.status {
-            Some(raw) => {
-                let status = std::process::ExitStatus::from_raw(raw);
-                (status.code(), status.signal())
-            }
-            // Stopped at the deadline or cancelled: the program was among the killed.
-            None => (None, Some(libc::SIGKILL)),
-        };
-        Ok(Ran {
-            exit_code,
-            signal,
-            killed: end.killed,
-            timed_out,
-            stdout,
-            stderr,
-        })
+        self.read_until(ending, Some(started.stdout), Some(started.stderr), ctx)
+            .await
     }
 
     /// A run started as a command of its own: uncontained (containment off by config), or
@@ -787,7 +761,6 @@ impl ShellRun {
         ctx: &CallContext,
         exec: &ExecSpec,
         cwd: &Path,
-        stop_reading: &CancellationToken,
         tools: Option<&std::os::fd::OwnedFd>,
     ) -> Result<Ran, SurfaceError> {
         let mut command = tokio::process::Command::new(&exec.program);
@@ -846,87 +819,149 @@ impl ShellRun {
             (child, registration)
         };
         let pgid = child.id().map(|pid| pid as i32);
-        let stdout = tokio::spawn(read_stream(
-            child.stdout.take(),
-            StreamCapture::new("stdout", self.capture, ctx),
-            stop_reading.clone(),
-        ));
-        let stderr = tokio::spawn(read_stream(
-            child.stderr.take(),
-            StreamCapture::new("stderr", self.capture, ctx),
-            stop_reading.clone(),
-        ));
-        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), self.stdin.clone()) {
-            // A child that never reads its stdin must not stall the run, so the write happens on
-            // its own task and ends when the pipe closes.
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        self.feed_stdin(child.stdin.take());
+        let ending = async {
+            let ending = tokio::select! {
+                status = child.wait() => Ok(status),
+                _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
+                _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+            };
+            let timed_out = matches!(ending, Err(Ending::TimedOut));
+            if ending.is_err()
+                && let Some(pgid) = pgid
+            {
+                kill_group(pgid);
+            }
+            let status = match ending {
+                Ok(status) => status,
+                Err(_) => child.wait().await,
+            }
+            .map_err(|err| SurfaceError::io("waiting for the child", err))?;
+            // The run is over either way: whatever it left in its process group
+            // (background jobs, grandchildren) dies with it.
+            if let Some(pgid) = pgid {
+                kill_group(pgid);
+            }
+            Ok(Ended {
+                exit_code: status.code(),
+                signal: status.signal(),
+                killed: 0,
+                timed_out,
+            })
+        };
+        self.read_until(ending, stdout, stderr, ctx).await
+    }
+
+    /// Writes the call's stdin, if it has one, on a task of its own: a child that never reads
+    /// its stdin must not stall the run, and the write ends when the pipe closes.
+    fn feed_stdin<W: AsyncWrite + Unpin + Send + 'static>(&self, pipe: Option<W>) {
+        if let (Some(mut pipe), Some(input)) = (pipe, self.stdin.clone()) {
             tokio::spawn(async move {
                 let _ = pipe.write_all(input.as_bytes()).await;
             });
         }
+    }
 
-        let ending = tokio::select! {
-            status = child.wait() => Ok(status),
-            _ = tokio::time::sleep(self.timeout) => Err(Ending::TimedOut),
-            _ = ctx.cancel.cancelled() => Err(Ending::Cancelled),
+    /// Reads a run's two outputs while `ending` waits for its end, all on this task: the
+    /// run's end and its output's end wake the same task, with no task per stream to hand
+    /// over to. Once the run has ended, what is still coming is read for at most
+    /// `DRAIN_GRACE` (a process that left the run's group may hold a pipe open); a run that
+    /// failed stops the reading at once.
+    async fn read_until(
+        &self,
+        ending: impl Future<Output = Result<Ended, SurfaceError>>,
+        stdout: Option<impl AsyncRead + Unpin>,
+        stderr: Option<impl AsyncRead + Unpin>,
+        ctx: &CallContext,
+    ) -> Result<Ran, SurfaceError> {
+        let stop = CancellationToken::new();
+        let ended = CancellationToken::new();
+        let ending = async {
+            let end = ending.await;
+            match end {
+                Ok(_) => ended.cancel(),
+                Err(_) => stop.cancel(),
+            }
+            end
         };
-        let timed_out = matches!(ending, Err(Ending::TimedOut));
-        if ending.is_err()
-            && let Some(pgid) = pgid
-        {
-            kill_group(pgid);
-        }
-        let status = match ending {
-            Ok(status) => status,
-            Err(_) => child.wait().await,
-        }
-        .map_err(|err| SurfaceError::io("waiting for the child", err))?;
-        // The run is over either way: whatever it left in its process group
-        // (background jobs, grandchildren) dies with it.
-        if let Some(pgid) = pgid {
-            kill_group(pgid);
-        }
-        Ok(Ran {
-            exit_code: status.code(),
-            signal: status.signal(),
-            killed: 0,
+        let reading = async {
+            let both = futures::future::join(
+                read_stream(
+                    stdout,
+                    StreamCapture::new("stdout", self.capture, ctx),
+                    &stop,
+                ),
+                read_stream(
+                    stderr,
+                    StreamCapture::new("stderr", self.capture, ctx),
+                    &stop,
+                ),
+            );
+            tokio::pin!(both);
+            tokio::select! {
+                biased;
+                read = &mut both => read,
+                () = async {
+                    ended.cancelled().await;
+                    tokio::time::sleep(DRAIN_GRACE).await;
+                } => {
+                    stop.cancel();
+                    both.await
+                }
+            }
+        };
+        let (end, (stdout, stderr)) = tokio::join!(ending, reading);
+        let Ended {
+            exit_code,
+            signal,
+            killed,
             timed_out,
-            stdout,
-            stderr,
+        } = end?;
+        let captured = |text: std::io::Result<CapturedText>| {
+            text.map_err(|err| SurfaceError::io("capturing output", err))
+        };
+        Ok(Ran {
+            exit_code,
+            signal,
+            killed,
+            timed_out,
+            stdout: captured(stdout)?,
+            stderr: captured(stderr)?,
         })
     }
 }
 
+/// The first read of a stream: small, since most runs say little; doubled each time a read
+/// fills it, up to `MAX_READ`.
+const FIRST_READ: usize = 4 * 1024;
+const MAX_READ: usize = 64 * 1024;
+
 async fn read_stream<R: AsyncRead + Unpin>(
     pipe: Option<R>,
     mut capture: StreamCapture,
-    stop: CancellationToken,
+    stop: &CancellationToken,
 ) -> std::io::Result<CapturedText> {
     if let Some(mut pipe) = pipe {
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut buf = Vec::with_capacity(FIRST_READ);
         loop {
+            buf.clear();
             let read = tokio::select! {
-                read = pipe.read(&mut buf) => read?,
+                read = pipe.read_buf(&mut buf) => read?,
                 _ = stop.cancelled() => break,
             };
             if read == 0 {
                 break;
             }
-            capture.push(&buf[..read]).await?;
+            capture.push(&buf).await?;
+            if read == buf.capacity() && buf.capacity() < MAX_READ {
+                let doubled = buf.capacity() * 2;
+                buf.clear();
+                buf.reserve(doubled);
+            }
         }
     }
     capture.finish().await
-}
-
-async fn join_capture(
-    handle: tokio::task::JoinHandle<std::io::Result<CapturedText>>,
-) -> Result<CapturedText, SurfaceError> {
-    match handle.await {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(err)) => Err(SurfaceError::io("capturing output", err)),
-        Err(err) => Err(SurfaceError::Failed {
-            message: format!("output reader failed: {err}"),
-        }),
-    }
 }
 
 fn kill_group(pgid: i32) {

@@ -159,6 +159,38 @@ async fn leftovers_of_a_finished_run_die_with_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_escaped_child_holding_the_output_open_does_not_hold_the_reply() {
+    // Uncontained, a child that left the run's process group (setsid) outlives it and keeps
+    // its stdout open: the reply comes once the run has ended and the output was drained for
+    // its grace (1.5 s), with everything written before; not when the child ends (15 s).
+    let daemon = Daemon::start_with_config(
+        "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n[containment]\nmode = \"off\"\n",
+    );
+    let started = Instant::now();
+    let out = run(
+        &daemon,
+        json!({"script": "echo before; setsid -f sleep 15.3301; echo after >&2"}),
+        json!({}),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert_eq!(out["stdout"], "before\n", "{out}");
+    assert_eq!(out["stderr"], "after\n", "{out}");
+    assert!(
+        elapsed >= Duration::from_millis(1500) && elapsed < Duration::from_secs(10),
+        "the reply waited for the drain grace and no longer: {elapsed:?}"
+    );
+    let escaped = processes_started_with("sleep 15.3301");
+    for found in &escaped {
+        let pid: i32 = found.split(':').next().unwrap().parse().unwrap();
+        // SAFETY: a signal to the sleep this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert_eq!(escaped.len(), 1, "uncontained, the escaped child lives on");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_output_flood_is_capped_in_the_reply_and_in_memory() {
     let daemon = Daemon::start_with_config("[shell]\nspill_limit_bytes = 8388608\n");
     let before = daemon.memory_kib("VmRSS");
