@@ -1205,32 +1205,14 @@ fn watch_person() -> XResult<()> {
         }
     }
     let root = conn.setup().roots[screen].root;
-    conn.xinput_xi_select_events(
-        root,
-        &[
-            // Hierarchy changes (devices plugged, masters made) come for all devices only.
-            xinput::EventMask {
-                deviceid: xinput::Device::ALL.into(),
-                mask: vec![xinput::XIEventMask::HIERARCHY],
-            },
-            xinput::EventMask {
-                deviceid: xinput::Device::ALL_MASTER.into(),
-                mask: vec![
-                    xinput::XIEventMask::RAW_MOTION
-                        | xinput::XIEventMask::RAW_BUTTON_PRESS
-                        | xinput::XIEventMask::RAW_KEY_PRESS,
-                ],
-            },
-        ],
-    )?;
-    let mut ours = daemon_xtest_devices(&conn)?;
+    let mut ours = select_raw_input(&conn, root)?;
     tracing::info!(devices = ?ours, "watching for the person's input (XInput2 raw events)");
     loop {
         let source = match conn.wait_for_event()? {
             Event::XinputRawMotion(event) | Event::XinputRawButtonPress(event) => event.sourceid,
             Event::XinputRawKeyPress(event) => event.sourceid,
             Event::XinputHierarchy(_) => {
-                ours = daemon_xtest_devices(&conn)?;
+                ours = select_raw_input(&conn, root)?;
                 continue;
             }
             _ => continue,
@@ -1239,6 +1221,48 @@ fn watch_person() -> XResult<()> {
             super::person::watch().saw_person();
         }
     }
+}
+
+/// Asks for raw motion, button and key presses from every input device but the daemon's own
+/// XTEST devices, and for hierarchy changes (a device plugged in or made), after which it asks
+/// again; returns the daemon's devices. Asked per device, the server sends nothing for the
+/// daemon's own input, so this thread is not woken by every click and key the daemon sends.
+fn select_raw_input(conn: &RustConnection, root: u32) -> XResult<Vec<u16>> {
+    use x11rb::protocol::xinput::{self, ConnectionExt as _};
+    let ours = daemon_xtest_devices(conn)?;
+    let devices = conn.xinput_xi_query_device(xinput::Device::ALL)?.reply()?;
+    let raw = xinput::XIEventMask::RAW_MOTION
+        | xinput::XIEventMask::RAW_BUTTON_PRESS
+        | xinput::XIEventMask::RAW_KEY_PRESS;
+    // Hierarchy changes come for all devices only.
+    let mut masks = vec![xinput::EventMask {
+        deviceid: xinput::Device::ALL.into(),
+        mask: vec![xinput::XIEventMask::HIERARCHY],
+    }];
+    masks.extend(
+        devices
+            .infos
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d.type_,
+                    xinput::DeviceType::SLAVE_POINTER
+                        | xinput::DeviceType::SLAVE_KEYBOARD
+                        | xinput::DeviceType::FLOATING_SLAVE
+                )
+            })
+            .map(|d| xinput::EventMask {
+                deviceid: d.deviceid,
+                // An empty mask clears what an earlier selection asked of the device.
+                mask: if ours.contains(&d.deviceid) {
+                    Vec::new()
+                } else {
+                    vec![raw]
+                },
+            }),
+    );
+    conn.xinput_xi_select_events(root, &masks)?;
+    Ok(ours)
 }
 
 /// The XTEST devices the daemon's input goes through: the XTEST slaves of the master pointer
