@@ -579,6 +579,8 @@ async fn another_agents_snapshot_reads_as_unknown_and_binds_nothing() {
 struct Person {
     conn: x11rb::rust_connection::RustConnection,
     root: u32,
+    /// The XTEST slave of the person's master pointer: where the person's moves come from.
+    pointer_device: u16,
 }
 
 /// A daemon on the desktop that pauses gui input for 3 s after the person's, once it watches.
@@ -636,8 +638,39 @@ impl Person {
         };
         conn.xinput_xi_set_client_pointer(x11rb::NONE, pointer)
             .unwrap();
-        conn.get_input_focus().unwrap().reply().unwrap();
-        Person { conn, root }
+        let pointer_device = conn
+            .xinput_xi_query_device(xinput::Device::ALL)
+            .unwrap()
+            .reply()
+            .unwrap()
+            .infos
+            .into_iter()
+            .find(|d| d.attachment == pointer && d.name == b"Person XTEST pointer")
+            .map(|d| d.deviceid)
+            .expect("the Person master's XTEST pointer");
+        Person {
+            conn,
+            root,
+            pointer_device,
+        }
+    }
+
+    /// Returns once `daemon` watches the person's pointer: the daemon asks for raw input device
+    /// by device, and a device just made is watched once the daemon has heard of it.
+    fn is_watched_by(&self, daemon: &Daemon) {
+        let device = self.pointer_device.to_string();
+        wait_for(
+            "the daemon to watch the person's pointer",
+            Duration::from_secs(10),
+            || {
+                let log = daemon.log_text();
+                let line = log
+                    .lines()
+                    .rfind(|line| line.contains("watching for the person's input"))?;
+                let watched = line.split("watched=[").nth(1)?.split(']').next()?;
+                watched.split(", ").any(|id| id == device).then_some(())
+            },
+        );
     }
 
     /// Moves the person's pointer.
@@ -674,6 +707,7 @@ async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
     // The person moves the mouse; once the daemon has seen it (a harmless move is refused),
     // a click is refused, saying when the agent may go on, and nothing reaches the app.
     let person = Person::at_the_desk();
+    person.is_watched_by(&daemon);
     person.moves_the_mouse(5, 5);
     let mut refused = Value::Null;
     for _ in 0..100 {
@@ -824,7 +858,9 @@ async fn the_persons_input_stops_a_long_type_between_two_keys() {
         .reply()
         .unwrap()
         .atom;
-    let watching = person_cuts_in_at_the_first_key(Person::at_the_desk(), mark);
+    let person = Person::at_the_desk();
+    person.is_watched_by(&daemon);
+    let watching = person_cuts_in_at_the_first_key(person, mark);
     let out = gui(&daemon, "type", json!({"text": text}), json!({})).await;
     assert_refused(&daemon, &out, "interrupted_by_person");
     let message = out["error"]["message"].as_str().unwrap();

@@ -1206,7 +1206,6 @@ fn watch_person() -> XResult<()> {
     }
     let root = conn.setup().roots[screen].root;
     let mut ours = select_raw_input(&conn, root)?;
-    tracing::info!(devices = ?ours, "watching for the person's input (XInput2 raw events)");
     loop {
         let source = match conn.wait_for_event()? {
             Event::XinputRawMotion(event) | Event::XinputRawButtonPress(event) => event.sourceid,
@@ -1226,7 +1225,9 @@ fn watch_person() -> XResult<()> {
 /// Asks for raw motion, button and key presses from every input device but the daemon's own
 /// XTEST devices, and for hierarchy changes (a device plugged in or made), after which it asks
 /// again; returns the daemon's devices. Asked per device, the server sends nothing for the
-/// daemon's own input, so this thread is not woken by every click and key the daemon sends.
+/// daemon's own input, so this thread is not woken by every click and key the daemon sends. A
+/// device that appears is watched once the hierarchy change has come and this has run again: its
+/// first events, within a few milliseconds of its arrival, can pass unseen.
 fn select_raw_input(conn: &RustConnection, root: u32) -> XResult<Vec<u16>> {
     use x11rb::protocol::xinput::{self, ConnectionExt as _};
     let ours = daemon_xtest_devices(conn)?;
@@ -1239,29 +1240,34 @@ fn select_raw_input(conn: &RustConnection, root: u32) -> XResult<Vec<u16>> {
         deviceid: xinput::Device::ALL.into(),
         mask: vec![xinput::XIEventMask::HIERARCHY],
     }];
-    masks.extend(
-        devices
-            .infos
-            .iter()
-            .filter(|d| {
-                matches!(
-                    d.type_,
-                    xinput::DeviceType::SLAVE_POINTER
-                        | xinput::DeviceType::SLAVE_KEYBOARD
-                        | xinput::DeviceType::FLOATING_SLAVE
-                )
-            })
-            .map(|d| xinput::EventMask {
-                deviceid: d.deviceid,
-                // An empty mask clears what an earlier selection asked of the device.
-                mask: if ours.contains(&d.deviceid) {
-                    Vec::new()
-                } else {
-                    vec![raw]
-                },
-            }),
+    let slaves = devices.infos.iter().filter(|d| {
+        matches!(
+            d.type_,
+            xinput::DeviceType::SLAVE_POINTER
+                | xinput::DeviceType::SLAVE_KEYBOARD
+                | xinput::DeviceType::FLOATING_SLAVE
+        )
+    });
+    let mut watched = Vec::new();
+    for device in slaves {
+        let theirs = !ours.contains(&device.deviceid);
+        if theirs {
+            watched.push(device.deviceid);
+        }
+        masks.push(xinput::EventMask {
+            deviceid: device.deviceid,
+            // An empty mask clears what an earlier selection asked of the device.
+            mask: if theirs { vec![raw] } else { Vec::new() },
+        });
+    }
+    // Checked, which also sends it (nothing else here would): a selection the server refused
+    // would leave the person unwatched, silently.
+    conn.xinput_xi_select_events(root, &masks)?.check()?;
+    tracing::info!(
+        ?ours,
+        ?watched,
+        "watching for the person's input (XInput2 raw events)"
     );
-    conn.xinput_xi_select_events(root, &masks)?;
     Ok(ours)
 }
 
