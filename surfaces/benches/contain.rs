@@ -56,8 +56,7 @@ mod linux {
                 let end = handle.done().await.unwrap();
                 let took = started.elapsed();
                 assert_eq!(end.status, Some(0));
-                drop(run.stdout);
-                drop(run.stderr);
+                drop(run.pipes);
 
                 let started = Instant::now();
                 let status = tokio::process::Command::new("/bin/true")

@@ -702,7 +702,8 @@ impl ShellRun {
         }
         .map_err(|err| err.for_call("the run could not be contained, so it did not start"))?;
         let mut run = started.handle;
-        self.feed_stdin(started.stdin);
+        let pipes = started.pipes;
+        self.feed_stdin(pipes.stdin);
         let ending = async {
             let ending = tokio::select! {
                 end = run.done() => Ok(end),
@@ -750,7 +751,7 @@ impl ShellRun {
                 timed_out,
             })
         };
-        self.read_until(ending, Some(started.stdout), Some(started.stderr), ctx)
+        self.read_until(ending, Some(pipes.stdout), Some(pipes.stderr), ctx)
             .await
     }
 

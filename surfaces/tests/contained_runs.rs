@@ -52,7 +52,7 @@ mod linux {
             .start(&RunLimits::default(), &sh(script), Path::new("/"), false)
             .expect("started");
         let mut handle = started.handle;
-        let mut stdout = started.stdout;
+        let mut stdout = started.pipes.stdout;
         let mut out = String::new();
         let (end, _) = tokio::join!(handle.done(), stdout.read_to_string(&mut out));
         let end = end.expect("the run reports its end");

@@ -232,6 +232,12 @@ pub(super) struct Launcher {
 /// A run handed to the zygote, with the daemon's ends of its pipes.
 pub(super) struct Started {
     pub run: Run,
+    pub pipes: Pipes,
+}
+
+/// The daemon's ends of a run's pipes.
+#[derive(Debug)]
+pub(super) struct Pipes {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
@@ -283,12 +289,15 @@ impl Launcher {
         with_stdin: bool,
         tools: Option<&OwnedFd>,
     ) -> Result<Started, ContainError> {
-        self.prepare(limits, exec, cwd, with_stdin, tools.is_some())?
-            .hand_over(self, tools)
+        let prepared = self.prepare(limits, exec, cwd, with_stdin, tools.is_some())?;
+        Ok(Started {
+            run: prepared.handover.hand_over(self, tools)?,
+            pipes: prepared.pipes,
+        })
     }
 
     /// Makes a run ready to start: its request written, its pipes made; nothing is sent and
-    /// nothing runs until [`Prepared::hand_over`]. A run that takes its tools channel is told so
+    /// nothing runs until [`Handover::hand_over`]. A run that takes its tools channel is told so
     /// by its request (`with_tools`) and gets the channel at the hand-over.
     pub(super) fn prepare(
         &self,
@@ -310,11 +319,15 @@ impl Launcher {
             (None, OwnedFd::from(null))
         };
         Ok(Prepared {
-            handing: Handing::of(&request)?,
-            theirs: [stdin_r, stdout_w, stderr_w],
-            stdin,
-            stdout,
-            stderr,
+            handover: Handover {
+                handing: Handing::of(&request)?,
+                theirs: [stdin_r, stdout_w, stderr_w],
+            },
+            pipes: Pipes {
+                stdin,
+                stdout,
+                stderr,
+            },
         })
     }
 
@@ -354,38 +367,30 @@ impl Launcher {
 /// A run made ready by [`Launcher::prepare`], not yet handed to a slot.
 #[derive(Debug)]
 pub(super) struct Prepared {
-    handing: Handing,
-    /// The run's ends of its stdio: stdin, stdout, stderr.
-    theirs: [OwnedFd; 3],
-    stdin: Option<OwnedFd>,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    pub handover: Handover,
+    pub pipes: Pipes,
 }
 
-impl Prepared {
+/// What a slot gets with a prepared run: its request and report pipes, and the run's ends of
+/// its stdio (stdin, stdout, stderr).
+#[derive(Debug)]
+pub(super) struct Handover {
+    handing: Handing,
+    theirs: [OwnedFd; 3],
+}
+
+impl Handover {
     /// Hands the run to a slot of `launcher`'s (with `tools`, when its request said so): from
-    /// here on it runs.
+    /// here on it runs. Its ends of the stdio are closed here once handed: only the run holds
+    /// them then, so reads end when its processes are gone.
     pub(super) fn hand_over(
         self,
         launcher: &Launcher,
         tools: Option<&OwnedFd>,
-    ) -> Result<Started, ContainError> {
-        let Prepared {
-            handing,
-            theirs,
-            stdin,
-            stdout,
-            stderr,
-        } = self;
-        let run = handing.launch(launcher, [&theirs[0], &theirs[1], &theirs[2]], tools)?;
-        // Only the run holds its ends now: reads end when its processes are gone.
-        drop(theirs);
-        Ok(Started {
-            run,
-            stdin,
-            stdout,
-            stderr,
-        })
+    ) -> Result<Run, ContainError> {
+        let [stdin, stdout, stderr] = &self.theirs;
+        self.handing
+            .launch(launcher, [stdin, stdout, stderr], tools)
     }
 }
 

@@ -210,16 +210,20 @@ impl Containment {
     ) -> Result<StartedRun, ContainError> {
         #[cfg(target_os = "linux")]
         if let Some(launcher) = &self.proven().launcher {
-            return started_run(launcher.start(limits, exec, cwd, with_stdin, tools)?);
+            let started = launcher.start(limits, exec, cwd, with_stdin, tools)?;
+            return Ok(StartedRun {
+                handle: RunHandle { inner: started.run },
+                pipes: RunPipes::of(started.pipes)?,
+            });
         }
         let _ = (limits, exec, cwd, with_stdin, tools);
         Err(ContainError::Unavailable(self.status().detail.clone()))
     }
 
     /// Makes a run (without tools) ready as [`Containment::start`] would start it, and starts
-    /// nothing: its request is written and its pipes are made, so that this part of a start can
-    /// be done while something else is waited for (the run's intent receipt reaching the disk).
-    /// [`Containment::start_prepared`] starts it.
+    /// nothing: its request is written and its pipes are made and registered with the runtime,
+    /// so that this part of a start can be done while something else is waited for (the run's
+    /// intent receipt reaching the disk). [`Containment::start_prepared`] starts it.
     pub fn prepare_start(
         &self,
         limits: &RunLimits,
@@ -229,8 +233,10 @@ impl Containment {
     ) -> Result<PreparedRun, ContainError> {
         #[cfg(target_os = "linux")]
         if let Some(launcher) = &self.proven().launcher {
+            let prepared = launcher.prepare(limits, exec, cwd, with_stdin, false)?;
             return Ok(PreparedRun {
-                inner: launcher.prepare(limits, exec, cwd, with_stdin, false)?,
+                handover: prepared.handover,
+                pipes: RunPipes::of(prepared.pipes)?,
             });
         }
         let _ = (limits, exec, cwd, with_stdin);
@@ -241,7 +247,12 @@ impl Containment {
     pub fn start_prepared(&self, prepared: PreparedRun) -> Result<StartedRun, ContainError> {
         #[cfg(target_os = "linux")]
         if let Some(launcher) = &self.proven().launcher {
-            return started_run(prepared.inner.hand_over(launcher, None)?);
+            return Ok(StartedRun {
+                handle: RunHandle {
+                    inner: prepared.handover.hand_over(launcher, None)?,
+                },
+                pipes: prepared.pipes,
+            });
         }
         let _ = prepared;
         Err(ContainError::Unavailable(self.status().detail.clone()))
@@ -371,35 +382,43 @@ impl Proven {
 #[derive(Debug)]
 pub struct StartedRun {
     pub handle: RunHandle,
+    pub pipes: RunPipes,
+}
+
+/// The daemon's ends of a contained run's pipes, registered with the async runtime.
+#[derive(Debug)]
+pub struct RunPipes {
     pub stdin: Option<tokio::net::unix::pipe::Sender>,
     pub stdout: tokio::net::unix::pipe::Receiver,
     pub stderr: tokio::net::unix::pipe::Receiver,
 }
 
-/// The daemon's side of a run handed to a slot, its pipes made async.
 #[cfg(target_os = "linux")]
-fn started_run(started: linux::Started) -> Result<StartedRun, ContainError> {
-    let wrap = |source: std::io::Error| ContainError::Setup {
-        stage: "the run's pipes",
-        source,
-    };
-    Ok(StartedRun {
-        handle: RunHandle { inner: started.run },
-        stdin: started
-            .stdin
-            .map(tokio::net::unix::pipe::Sender::from_owned_fd)
-            .transpose()
-            .map_err(wrap)?,
-        stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stdout).map_err(wrap)?,
-        stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(started.stderr).map_err(wrap)?,
-    })
+impl RunPipes {
+    fn of(pipes: linux::Pipes) -> Result<RunPipes, ContainError> {
+        let wrap = |source: std::io::Error| ContainError::Setup {
+            stage: "the run's pipes",
+            source,
+        };
+        Ok(RunPipes {
+            stdin: pipes
+                .stdin
+                .map(tokio::net::unix::pipe::Sender::from_owned_fd)
+                .transpose()
+                .map_err(wrap)?,
+            stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(pipes.stdout).map_err(wrap)?,
+            stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(pipes.stderr).map_err(wrap)?,
+        })
+    }
 }
 
 /// A contained run made ready by [`Containment::prepare_start`]; nothing of it runs yet.
 #[derive(Debug)]
 pub struct PreparedRun {
     #[cfg(target_os = "linux")]
-    inner: linux::Prepared,
+    handover: linux::Handover,
+    #[cfg(target_os = "linux")]
+    pipes: RunPipes,
 }
 
 /// A contained run in progress.
