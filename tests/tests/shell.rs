@@ -166,11 +166,16 @@ async fn an_escaped_child_holding_the_output_open_does_not_hold_the_reply() {
     let daemon = Daemon::start_with_config(
         "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n[containment]\nmode = \"off\"\n",
     );
+    // The run ends only once the child has its own session (it made the marker after
+    // `setsid`): ended before, the run's group would be killed with the child still in it.
+    let marker = daemon.root.join("escaped");
+    let script = "echo before; setsid -f sh -c 'touch \"$MARKER\"; exec sleep 15.3301'; \
+                  while [ ! -e \"$MARKER\" ]; do sleep 0.01; done; echo after >&2";
     let started = Instant::now();
     let out = run(
         &daemon,
-        json!({"script": "echo before; setsid -f sleep 15.3301; echo after >&2"}),
-        json!({}),
+        json!({"script": script}),
+        json!({"env": {"MARKER": marker}}),
     )
     .await;
     let elapsed = started.elapsed();
