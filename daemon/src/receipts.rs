@@ -1412,6 +1412,13 @@ mod tests {
         }
     }
 
+    /// One act's receipts: its intent, then its result.
+    async fn act(ledger: &Ledger, call_id: &str) {
+        for kind in [RowKind::Intent, RowKind::Result] {
+            ledger.append(vec![row(call_id, kind)]).await.unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn concurrent_appends_chain_and_verify() {
         let dir = tempfile::tempdir().unwrap();
@@ -1421,15 +1428,7 @@ mod tests {
         for i in 0..64 {
             let ledger = ledger.clone();
             tasks.push(tokio::spawn(async move {
-                let id = format!("c{i}");
-                ledger
-                    .append(vec![row(&id, RowKind::Intent)])
-                    .await
-                    .unwrap();
-                ledger
-                    .append(vec![row(&id, RowKind::Result)])
-                    .await
-                    .unwrap();
+                act(&ledger, &format!("c{i}")).await;
             }));
         }
         for task in tasks {
@@ -1462,26 +1461,12 @@ mod tests {
         let path = dir.path().join("receipts.sqlite");
         let wal = dir.path().join("receipts.sqlite-wal");
         let ledger = Ledger::open(&path).await.unwrap();
-        let act = |i: usize| {
-            let ledger = ledger.clone();
-            async move {
-                let id = format!("c{i}");
-                ledger
-                    .append(vec![row(&id, RowKind::Intent)])
-                    .await
-                    .unwrap();
-                ledger
-                    .append(vec![row(&id, RowKind::Result)])
-                    .await
-                    .unwrap();
-            }
-        };
         for i in 0..100 {
-            act(i).await;
+            act(&ledger, &format!("c{i}")).await;
         }
         let after_100 = std::fs::metadata(&wal).unwrap().len();
         for i in 100..300 {
-            act(i).await;
+            act(&ledger, &format!("c{i}")).await;
         }
         let after_300 = std::fs::metadata(&wal).unwrap().len();
         // A WAL frame is a page and its 24-byte header; the checkpoint runs in the commit that
