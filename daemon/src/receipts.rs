@@ -264,11 +264,12 @@ impl Ledger {
 /// Once checkpointed, the WAL is written again from its start, over blocks the file already
 /// has; until then every commit lengthens it, and syncing a file that grew costs the disk a
 /// metadata write on top of the frames (on the development VM, five pages and their sync took
-/// 0.21 ms at the end of a file and 0.14 ms over blocks it had). An act's two commits write about nine pages:
-/// at the default, a daemon's first hundred or so acts after every start paid for a growing WAL;
-/// at this size, about the first fifteen do. A checkpoint copies only the pages the commits
-/// since the last one touched (the right edge of the table and its indexes, a dozen or so).
-const WAL_CHECKPOINT_PAGES: i64 = 128;
+/// 0.21 ms at the end of a file and 0.14 ms over blocks it had). An act's two commits write
+/// about nine pages: at the default, a daemon's first hundred or so acts after every start paid
+/// for a growing WAL; at this size, about the first thirty do. Smaller costs more checkpoints
+/// (each syncs the store too): at 128 a run of shell calls lost what the clicks gained
+/// (BENCHMARKS.md).
+const WAL_CHECKPOINT_PAGES: i64 = 256;
 
 fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
     let sql_err = |source| LedgerError::Sqlite {
