@@ -93,7 +93,7 @@ pub enum Button {
 }
 
 /// One open connection to the screen and the input devices. Every method blocks; the surface
-/// calls them from blocking tasks.
+/// calls them through [`blocking`].
 pub trait Desktop: Send + Sync + 'static {
     /// A raw capture: cheap to compare (for the settle wait), converted to RGB when kept.
     type Frame: Send;
@@ -193,5 +193,80 @@ pub trait Backend: Send + Sync + 'static {
             Ok(_) => Availability::Ready,
             Err(why) => why,
         }
+    }
+}
+
+/// Runs blocking display work (requests to the display server, waits for its replies) for the
+/// calling task, and hands back what it returned or, if it panicked, the panic's message.
+///
+/// On a multi-thread runtime (the daemon's) the work runs on the task's own thread
+/// (`block_in_place`: the worker hands its other tasks to another thread first, off the
+/// call's path), not on the blocking pool: a click then wakes no blocking thread and no worker
+/// when it is done, two of the few thread hand-offs a click costs (BENCHMARKS.md). What that
+/// gives up: the task cannot be dropped while the display holds the work, so a call cancelled
+/// while a stuck display server holds it answers when the server does, not after the cancel
+/// grace (the work itself could not be stopped either way). A current-thread runtime (tests)
+/// cannot lend its only thread, so there the work goes to the blocking pool.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let in_place = Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if !in_place {
+        return tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|err| err.to_string());
+    }
+    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
+        .map_err(|panic| {
+            panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocking;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn on_the_daemons_runtime_display_work_runs_on_the_calling_thread() {
+        let call = tokio::spawn(async {
+            let caller = std::thread::current().id();
+            // The runtime's only worker is the one waiting here: the other task answers only
+            // if the worker handed its tasks to another thread before the work began.
+            let (send, receive) = std::sync::mpsc::channel();
+            tokio::spawn(async move { send.send(7).unwrap() });
+            let (ran_on, answer) =
+                blocking(move || (std::thread::current().id(), receive.recv().unwrap()))
+                    .await
+                    .unwrap();
+            (caller, ran_on, answer)
+        });
+        let (caller, ran_on, answer) = call.await.unwrap();
+        assert_eq!(ran_on, caller);
+        assert_eq!(answer, 7);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_current_thread_runtime_lends_the_work_to_the_blocking_pool() {
+        let caller = std::thread::current().id();
+        let ran_on = blocking(|| std::thread::current().id()).await.unwrap();
+        assert_ne!(ran_on, caller);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_in_display_work_comes_back_as_its_message() {
+        let err = blocking(|| -> u8 { panic!("the display said no") })
+            .await
+            .unwrap_err();
+        assert!(err.contains("the display said no"), "{err}");
+        let err = blocking(|| -> u8 { panic!("{} formatted", "also") })
+            .await
+            .unwrap_err();
+        assert!(err.contains("also formatted"), "{err}");
     }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::desktop::{Desktop, WindowInfo};
+use super::desktop::{Desktop, WindowInfo, blocking};
 use crate::accessibility::read_back::{self, ElementView, Intent};
 use crate::accessibility::{ElementHandle, ElementReader, ElementWatch};
 use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
@@ -87,13 +87,13 @@ pub(super) struct Before {
     watch: Option<ElementWatch>,
 }
 
-/// A blocking read of the display on a worker thread.
+/// A blocking read of the display (see [`blocking`]).
 async fn on_display<D: Desktop, T: Send + 'static>(
     conn: &Arc<D>,
     read: impl FnOnce(&D) -> T + Send + 'static,
 ) -> Option<T> {
     let conn = conn.clone();
-    tokio::task::spawn_blocking(move || read(&conn)).await.ok()
+    blocking(move || read(&conn)).await.ok()
 }
 
 /// The display's part of a read after the act: the windows and, when asked, the pointer.

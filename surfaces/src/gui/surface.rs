@@ -18,7 +18,7 @@ use super::commands::{
     Act, Call, Failure, GuiCommand, Reach, Running, Terminals, cursor, focus, key, monitors,
     pointer, refused_as, screenshot, typing, windows, x_failed,
 };
-use super::desktop::{Backend, Desktop, WindowInfo};
+use super::desktop::{Backend, Desktop, WindowInfo, blocking};
 use super::person;
 use super::read_back::Before;
 use super::seen::{self, GuiSnapshot};
@@ -410,7 +410,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
             store: snapshots,
         };
         // The first read after the act is made on the thread that acted, before it returns.
-        let (result, before, first_read) = tokio::task::spawn_blocking(move || {
+        let (result, before, first_read) = blocking(move || {
             let result = execute(&*worker, act, &ctx, &terminals, &bound);
             let first_read = match (&result, &before) {
                 (Ok(_), Some(before)) => Some(before.display_after(&*worker)),
