@@ -85,11 +85,27 @@ pub fn spawn_tied(
     answer.recv().expect("spawner answers").expect("spawn")
 }
 
+impl Drop for Desktop {
+    /// Ends a private desktop's processes (the shared one lives as long as the test process).
+    fn drop(&mut self) {
+        for process in &mut self._processes {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
 impl Desktop {
     /// The desktop shared by this test binary, started on first use.
     pub fn shared() -> &'static Desktop {
         static DESKTOP: OnceLock<Desktop> = OnceLock::new();
         DESKTOP.get_or_init(Desktop::start)
+    }
+
+    /// A desktop of the test's own, for what would disturb the shared one (a grabbed or stopped
+    /// X server); it ends when dropped.
+    pub fn private() -> Desktop {
+        Desktop::start()
     }
 
     /// The session's own desktop: there is nothing to start, only a place for logs. Surface

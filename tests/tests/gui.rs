@@ -905,3 +905,95 @@ async fn window_rules_decide_on_the_window_typing_reaches() {
     gui(&daemon, "key", json!({"combo": "Return"}), json!({})).await;
     assert_eq!(open.expect("text")["text"], "fine");
 }
+
+/// A display server that holds every request (a client grabbed it: a stuck or hostile X
+/// client can) holds the gui calls made meanwhile and nothing else: the daemon answers other
+/// calls and new connections, and the held clicks finish once the server lets go. Clicks run
+/// their display work on the calling worker (`blocking` in the surface): were that work done on
+/// the runtime's workers without lending them, two held clicks would stop the daemon.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_display_that_holds_its_requests_holds_only_the_gui_calls() {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::ConnectionExt;
+
+    // Its own desktop: the grab would hold every other test's display work.
+    let desktop = Desktop::private();
+    let daemon = Daemon::start_with("", &desktop.env());
+    let click = |x: i32| json!({"surface": "gui", "command": "click", "args": {"x": x, "y": 100}});
+    let first = daemon.client().await;
+    let answer = structured(&first.call_raw(click(100)).await.expect("call"));
+    assert_eq!(answer["ok"], true, "{answer}");
+    let clicks_before = daemon.receipts().len();
+
+    // Connected before the grab: past it, every wait on the daemon is bounded, so that a
+    // daemon the held clicks stopped fails the test instead of hanging it.
+    const HELD: usize = 4;
+    let mut clients = Vec::new();
+    for _ in 0..HELD {
+        clients.push(daemon.client().await);
+    }
+    let other = daemon.client().await;
+
+    let (grabber, _) = desktop.x_connection();
+    grabber.grab_server().expect("grab");
+    grabber
+        .get_input_focus()
+        .expect("sync")
+        .reply()
+        .expect("the grab is in place");
+
+    let mut held = Vec::new();
+    for (i, client) in clients.into_iter().enumerate() {
+        let call = click(200 + i as i32);
+        held.push(tokio::spawn(async move {
+            let answer = client
+                .call_raw(call)
+                .await
+                .map(|result| structured(&result));
+            client.close().await;
+            answer
+        }));
+    }
+    // Every held click has written its intent, so each is at (or past) the display.
+    wait_for("the held clicks' intents", Duration::from_secs(30), || {
+        let intents = daemon.receipts()[clicks_before..]
+            .iter()
+            .filter(|row| row["kind"] == "intent" && row["command"] == "click")
+            .count();
+        (intents == HELD).then_some(())
+    });
+
+    // The daemon still serves: an ordinary call and a new connection are answered while the
+    // clicks are held (the bound is only there to fail instead of hanging).
+    let shell = tokio::time::timeout(
+        Duration::from_secs(30),
+        other.call_raw(json!({"surface": "shell", "command": "run", "args": {"argv": ["true"]}})),
+    )
+    .await
+    .expect("a shell call is answered while the display holds the clicks")
+    .expect("call");
+    assert_eq!(structured(&shell)["ok"], true, "{}", structured(&shell));
+    let tools = tokio::time::timeout(Duration::from_secs(30), other.list_tools())
+        .await
+        .expect("tools/list is answered while the display holds the clicks")
+        .expect("list");
+    assert_eq!(tools.len(), 1);
+    assert!(
+        held.iter().all(|call| !call.is_finished()),
+        "a click finished while the display held every request"
+    );
+
+    // Once the server lets go, the held clicks finish.
+    grabber.ungrab_server().expect("ungrab");
+    grabber.flush().expect("flush");
+    for call in held {
+        let answer = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect("a held click finishes once the display lets go")
+            .expect("task")
+            .expect("call");
+        assert_eq!(answer["ok"], true, "{answer}");
+    }
+    other.close().await;
+    first.close().await;
+}

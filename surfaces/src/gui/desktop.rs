@@ -196,6 +196,12 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// Display work running in place at once, at most (see [`blocking`]).
+const IN_PLACE_AT_ONCE: usize = 1;
+
+/// Display work running in place now.
+static IN_PLACE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Runs blocking display work (requests to the display server, waits for its replies) for the
 /// calling task, and hands back what it returned or, if it panicked, the panic's message.
 ///
@@ -205,35 +211,55 @@ pub trait Backend: Send + Sync + 'static {
 /// when it is done, two of the few thread hand-offs a click costs (BENCHMARKS.md). What that
 /// gives up: the task cannot be dropped while the display holds the work, so a call cancelled
 /// while a stuck display server holds it answers when the server does, not after the cancel
-/// grace (the work itself could not be stopped either way). A current-thread runtime (tests)
-/// cannot lend its only thread, so there the work goes to the blocking pool.
+/// grace (the work itself could not be stopped either way).
+///
+/// Work that comes while another runs in place goes to the blocking pool, like all of it on a
+/// current-thread runtime (tests), which cannot lend its only thread. The worker's hand-off
+/// needs a free thread of the pool: with a display server that holds every call (stopped, or
+/// grabbed by a client) and the pool full of them, each work in place would keep a worker
+/// from the runtime's other calls; one at a time keeps that to one worker at most.
 pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, String> {
+    use std::sync::atomic::Ordering;
     use tokio::runtime::{Handle, RuntimeFlavor};
-    let in_place = Handle::try_current()
+    let multi_thread = Handle::try_current()
         .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+    let in_place = multi_thread
+        && IN_PLACE
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| {
+                (running < IN_PLACE_AT_ONCE).then_some(running + 1)
+            })
+            .is_ok();
     if !in_place {
         return tokio::task::spawn_blocking(work)
             .await
             .map_err(|err| err.to_string());
     }
-    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
-        .map_err(|panic| {
-            panic
-                .downcast_ref::<&str>()
-                .map(|text| text.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".into())
-        })
+    let outcome = tokio::task::block_in_place(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+    });
+    IN_PLACE.fetch_sub(1, Ordering::AcqRel);
+    outcome.map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|text| text.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::blocking;
 
+    /// The tests that look at which thread ran the work, one at a time: work in place is
+    /// counted for the whole process.
+    static IN_PLACE_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn on_the_daemons_runtime_display_work_runs_on_the_calling_thread() {
+        let _one_at_a_time = IN_PLACE_TESTS.lock().await;
         let call = tokio::spawn(async {
             let caller = std::thread::current().id();
             // The runtime's only worker is the one waiting here: the other task answers only
@@ -251,6 +277,47 @@ mod tests {
         assert_eq!(answer, 7);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_that_comes_while_another_runs_in_place_goes_to_the_pool() {
+        let _one_at_a_time = IN_PLACE_TESTS.lock().await;
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, is_running) = tokio::sync::oneshot::channel();
+        let first = tokio::spawn(async move {
+            let caller = std::thread::current().id();
+            let ran_on = blocking(move || {
+                started.send(()).unwrap();
+                held.recv().unwrap();
+                std::thread::current().id()
+            })
+            .await
+            .unwrap();
+            (caller, ran_on)
+        });
+        is_running.await.unwrap();
+        let second = tokio::spawn(async {
+            let caller = std::thread::current().id();
+            (
+                caller,
+                blocking(|| std::thread::current().id()).await.unwrap(),
+            )
+        });
+        let (caller, ran_on) = second.await.unwrap();
+        assert_ne!(ran_on, caller, "a second work at once ran in place");
+        release.send(()).unwrap();
+        let (caller, ran_on) = first.await.unwrap();
+        assert_eq!(ran_on, caller);
+        // The first gave its place back.
+        let third = tokio::spawn(async {
+            let caller = std::thread::current().id();
+            (
+                caller,
+                blocking(|| std::thread::current().id()).await.unwrap(),
+            )
+        });
+        let (caller, ran_on) = third.await.unwrap();
+        assert_eq!(ran_on, caller);
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn a_current_thread_runtime_lends_the_work_to_the_blocking_pool() {
         let caller = std::thread::current().id();
@@ -260,6 +327,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panic_in_display_work_comes_back_as_its_message() {
+        let _one_at_a_time = IN_PLACE_TESTS.lock().await;
         let err = blocking(|| -> u8 { panic!("the display said no") })
             .await
             .unwrap_err();
