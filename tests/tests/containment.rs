@@ -752,14 +752,17 @@ mod terminals {
         // Its own pty, the only one in its own /dev/pts.
         assert_eq!(owner_tty, "/dev/pts/0", "{named}");
         assert!(named.contains("\n0 ptmx"), "{named}");
-        // A pty of its own, inside the session, as `script` makes one.
+        // A pty of its own, inside the session, as `script` makes one. The next line is typed
+        // only once `script` is gone: while it runs, it passes what is typed to its inner
+        // terminal, whose command may have ended already, and the line would be lost.
         session_send(
             &daemon,
             &owner,
             session,
-            "script -qc 'echo inner=$(tty)' /dev/null\n",
+            "script -qc 'echo inner=$(tty)' /dev/null; echo script-ended\n",
         );
-        session_read_until(&daemon, &owner, session, r"inner=/dev/pts/1");
+        let inner = session_read_until(&daemon, &owner, session, r"(?m)^script-ended");
+        assert!(inner.contains("inner=/dev/pts/1"), "{inner}");
         session_send(
             &daemon,
             &owner,
