@@ -366,7 +366,7 @@ impl ShellRun {
                     .unwrap_or_default()
                     .to_string();
                 let program = resolve_program(&argv[0], &path_var).ok_or_else(|| {
-                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into())
+                    spawn_error(&self.program, std::io::ErrorKind::NotFound.into(), None)
                 })?;
                 ExecSpec {
                     program,
@@ -384,7 +384,11 @@ impl ShellRun {
             env: env.into_iter().collect(),
             ..exec
         };
-        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // A HOME that is no directory (a service account's, or one removed) is no place to
+        // start a run: `/`, as when HOME is unset.
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|home| home.is_dir());
         let cwd = match self.cwd.as_ref().or(home.as_ref()) {
             Some(dir) => dir.clone(),
             None => PathBuf::from("/"),
@@ -812,7 +816,7 @@ impl ShellRun {
             let mut own = own_children();
             let child = command
                 .spawn()
-                .map_err(|err| spawn_error(&self.program, err))?;
+                .map_err(|err| spawn_error(&self.program, err, Some(cwd)))?;
             let registration = child.id().map(|pid| {
                 own.insert(pid);
                 OwnChild(pid)
@@ -972,11 +976,22 @@ fn kill_group(pgid: i32) {
     }
 }
 
-fn spawn_error(program: &Program, err: std::io::Error) -> SurfaceError {
+/// Why `program` did not start; `cwd`, when given, is the directory it was to start in (a
+/// spawn reports a missing one as a missing program).
+fn spawn_error(program: &Program, err: std::io::Error, cwd: Option<&Path>) -> SurfaceError {
     let name = match program {
         Program::Argv(argv) => argv[0].clone(),
         Program::Script(_) => "/bin/sh".into(),
     };
+    if let Some(cwd) = cwd.filter(|cwd| err.kind() == std::io::ErrorKind::NotFound && !cwd.is_dir())
+    {
+        return SurfaceError::Failed {
+            message: format!(
+                "could not start `{name}`: its working directory `{}` does not exist (any more)",
+                cwd.display()
+            ),
+        };
+    }
     let message = match err.kind() {
         std::io::ErrorKind::NotFound => format!(
             "command not found: `{name}` (not an existing path, nor on PATH={})",
@@ -1003,4 +1018,34 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_in_a_directory_that_is_gone_names_the_directory_not_the_program() {
+        let program = Program::Argv(vec!["true".into()]);
+        let gone = tempfile::tempdir().unwrap().path().join("gone");
+        let SurfaceError::Failed { message } =
+            spawn_error(&program, std::io::ErrorKind::NotFound.into(), Some(&gone))
+        else {
+            panic!("a failure")
+        };
+        assert!(message.contains("working directory"), "{message}");
+        assert!(message.contains(&gone.display().to_string()), "{message}");
+        // In a directory that is there, a missing program is still a missing program.
+        let SurfaceError::Failed { message } = spawn_error(
+            &program,
+            std::io::ErrorKind::NotFound.into(),
+            Some(Path::new("/")),
+        ) else {
+            panic!("a failure")
+        };
+        assert!(
+            message.starts_with("command not found: `true`"),
+            "{message}"
+        );
+    }
 }

@@ -299,3 +299,17 @@ async fn runs_proceed_in_parallel() {
     assert_eq!(structured(&wrote.unwrap())["ok"], true);
     client.close().await;
 }
+
+/// A daemon whose HOME is no directory (a service account's, or one removed) starts runs in `/`,
+/// as when HOME is unset, contained or not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_home_starts_runs_in_the_root_directory() {
+    let gone = tempfile::tempdir().unwrap();
+    let home = gone.path().join("never-made");
+    for config in ["", "[containment]\nmode = \"off\"\n"] {
+        let daemon = Daemon::start_with(config, &[("HOME", home.display().to_string())]);
+        let out = run(&daemon, json!({"argv": ["pwd"]}), json!({})).await;
+        assert_eq!(out["ok"], true, "{config:?}: {out}");
+        assert_eq!(out["stdout"], "/\n", "{config:?}: {out}");
+    }
+}
