@@ -384,16 +384,7 @@ impl ShellRun {
             env: env.into_iter().collect(),
             ..exec
         };
-        // A HOME that is no directory (a service account's, or one removed) is no place to
-        // start a run: `/`, as when HOME is unset.
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .filter(|home| home.is_dir());
-        let cwd = match self.cwd.as_ref().or(home.as_ref()) {
-            Some(dir) => dir.clone(),
-            None => PathBuf::from("/"),
-        };
-        Ok((exec, cwd))
+        Ok((exec, start_dir(self.cwd.as_deref())))
     }
 
     /// The environment a run gets from the daemon's and the call's own, before any secret or
@@ -974,6 +965,20 @@ fn kill_group(pgid: i32) {
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
     }
+}
+
+/// Where a run or a session starts: the call's `cwd`, else the daemon's HOME, else `/`. A HOME
+/// that is no directory (a service account's, or one removed) is no place to start: `/`, as
+/// when HOME is unset.
+pub(crate) fn start_dir(cwd: Option<&Path>) -> PathBuf {
+    let home = || {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|home| home.is_dir())
+    };
+    cwd.map(Path::to_path_buf)
+        .or_else(home)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// Why `program` did not start; `cwd`, when given, is the directory it was to start in (a

@@ -850,3 +850,21 @@ fn one_agent_cannot_take_every_session_slot() {
         "a freed slot is the hog's again: {again}"
     );
 }
+
+/// A daemon whose HOME is no directory opens sessions in `/`, as its runs start there (contained
+/// or not), instead of failing them.
+#[test]
+fn a_missing_home_opens_sessions_in_the_root_directory() {
+    let gone = tempfile::tempdir().unwrap();
+    let home = gone.path().join("never-made");
+    for config in [CONTAINED, UNCONTAINED] {
+        let daemon = Daemon::start_with(config, &[("HOME", home.display().to_string())]);
+        let session = open(&daemon, Some(BASH), json!({}));
+        send(&daemon, session, "pwd; echo ended-$((6*7))\n");
+        let read = read_until(&daemon, session, r"(?m)^ended-42");
+        assert!(
+            output(&read).lines().any(|line| line.trim_end() == "/"),
+            "{config:?}: {read}"
+        );
+    }
+}

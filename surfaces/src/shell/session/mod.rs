@@ -832,12 +832,7 @@ impl PreparedAction for Open {
             argv: self.argv.iter().map(OsString::from).collect(),
             env: env.into_iter().collect(),
         };
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let cwd = self
-            .cwd
-            .clone()
-            .or(home)
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let cwd = crate::one_shot::start_dir(self.cwd.as_deref());
         let size = PtySize {
             rows: self.rows,
             cols: self.cols,
