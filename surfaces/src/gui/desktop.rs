@@ -236,17 +236,22 @@ pub async fn blocking<T: Send + 'static>(
             .await
             .map_err(|err| err.to_string());
     }
-    let outcome = tokio::task::block_in_place(|| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
-    });
-    IN_PLACE.fetch_sub(1, Ordering::AcqRel);
-    outcome.map_err(|panic| {
-        panic
-            .downcast_ref::<&str>()
-            .map(|text| text.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".into())
-    })
+    /// Gives the place back however the work ends.
+    struct Place;
+    impl Drop for Place {
+        fn drop(&mut self) {
+            IN_PLACE.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    let _place = Place;
+    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
+        .map_err(|panic| {
+            panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into())
+        })
 }
 
 #[cfg(test)]
