@@ -964,7 +964,7 @@ async fn a_display_that_holds_its_requests_holds_only_the_gui_calls() {
     });
 
     // The daemon still serves: an ordinary call and a new connection are answered while the
-    // clicks are held (the bound is only there to fail instead of hanging).
+    // clicks are held (the bounds are only there to fail instead of hanging).
     let shell = tokio::time::timeout(
         Duration::from_secs(30),
         other.call_raw(json!({"surface": "shell", "command": "run", "args": {"argv": ["true"]}})),
@@ -973,11 +973,15 @@ async fn a_display_that_holds_its_requests_holds_only_the_gui_calls() {
     .expect("a shell call is answered while the display holds the clicks")
     .expect("call");
     assert_eq!(structured(&shell)["ok"], true, "{}", structured(&shell));
-    let tools = tokio::time::timeout(Duration::from_secs(30), other.list_tools())
+    let late = tokio::time::timeout(Duration::from_secs(30), daemon.client())
+        .await
+        .expect("a new connection is answered while the display holds the clicks");
+    let tools = tokio::time::timeout(Duration::from_secs(30), late.list_tools())
         .await
         .expect("tools/list is answered while the display holds the clicks")
         .expect("list");
     assert_eq!(tools.len(), 1);
+    late.close().await;
     assert!(
         held.iter().all(|call| !call.is_finished()),
         "a click finished while the display held every request"
