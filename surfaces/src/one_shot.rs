@@ -988,21 +988,17 @@ fn spawn_error(program: &Program, err: std::io::Error, cwd: Option<&Path>) -> Su
         Program::Argv(argv) => argv[0].clone(),
         Program::Script(_) => "/bin/sh".into(),
     };
-    if let Some(cwd) = cwd.filter(|cwd| err.kind() == std::io::ErrorKind::NotFound && !cwd.is_dir())
-    {
-        return SurfaceError::Failed {
-            message: format!(
-                "could not start `{name}`: its working directory `{}` does not exist (any more)",
-                cwd.display()
-            ),
-        };
-    }
-    let message = match err.kind() {
-        std::io::ErrorKind::NotFound => format!(
+    let gone_cwd = cwd.filter(|cwd| !cwd.is_dir());
+    let message = match (err.kind(), gone_cwd) {
+        (std::io::ErrorKind::NotFound, Some(cwd)) => format!(
+            "could not start `{name}`: its working directory `{}` does not exist (any more)",
+            cwd.display()
+        ),
+        (std::io::ErrorKind::NotFound, None) => format!(
             "command not found: `{name}` (not an existing path, nor on PATH={})",
             std::env::var("PATH").unwrap_or_default()
         ),
-        std::io::ErrorKind::PermissionDenied => format!("permission denied running `{name}`"),
+        (std::io::ErrorKind::PermissionDenied, _) => format!("permission denied running `{name}`"),
         _ => format!("could not start `{name}`: {err}"),
     };
     SurfaceError::Failed { message }

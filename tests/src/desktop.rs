@@ -27,7 +27,7 @@ use crate::wait_for;
 pub struct Desktop {
     /// Xvfb, the bus and the window manager; they die with the test process (PR_SET_PDEATHSIG).
     /// None on macOS, whose desktop is the session's own.
-    _processes: Vec<Child>,
+    processes: Vec<Child>,
     /// `:N` on Linux; empty on macOS (no X display).
     pub display: String,
     /// The private session bus on Linux; empty on macOS.
@@ -88,7 +88,7 @@ pub fn spawn_tied(
 impl Drop for Desktop {
     /// Ends a private desktop's processes (the shared one lives as long as the test process).
     fn drop(&mut self) {
-        for process in &mut self._processes {
+        for process in &mut self.processes {
             let _ = process.kill();
             let _ = process.wait();
         }
@@ -115,7 +115,7 @@ impl Desktop {
         let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
         std::fs::create_dir_all(&log_dir).unwrap();
         Desktop {
-            _processes: Vec::new(),
+            processes: Vec::new(),
             display: String::new(),
             dbus_address: String::new(),
             log_dir,
@@ -228,7 +228,7 @@ impl Desktop {
         }
 
         let desktop = Desktop {
-            _processes: vec![xvfb, dbus, openbox],
+            processes: vec![xvfb, dbus, openbox],
             display,
             dbus_address,
             log_dir,
