@@ -1,6 +1,7 @@
-//! The receipts ledger: a hash-chained, append-only SQLite table written by one thread that
-//! commits concurrent appends together (group commit); an intent is on disk before its caller is
-//! answered, a result right after; every row marked with the ledger's key and the chain's head
+//! The receipts ledger: a hash-chained, append-only SQLite table with one writer at a time (the
+//! caller itself when the writer is free, else a writer thread that commits concurrent appends
+//! together: group commit); an intent is on disk before its caller is answered, a result right
+//! after; every row marked with the ledger's key and the chain's head
 //! recorded once its rows are on disk, so that a cut tail, a replaced database or rows written
 //! by someone else show in `verify`.
 //!
@@ -11,7 +12,7 @@
 pub mod seal;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -138,16 +139,25 @@ struct Append {
 
 enum Message {
     Append(Append),
+    /// A caller committed results itself and answered before they reached the disk: sync them
+    /// within [`RESULT_SYNC_WINDOW`], unless an intent's commit does first.
+    SyncSoon,
     /// Checkpoint the WAL, record a closed head and stop.
     Close(tokio::sync::oneshot::Sender<Result<(), String>>),
 }
 
-/// A handle to the writer thread. Cloning is cheap; all clones feed one writer.
+/// A handle to the ledger's writer. Cloning is cheap; all clones share one writer.
 #[derive(Clone)]
 pub struct Ledger {
     messages: mpsc::Sender<Message>,
     path: PathBuf,
+    /// The writer's state, once open; `None` after a close. Whoever holds it commits: the
+    /// writer thread for what was queued, or a caller that finds it free.
+    writer: Shared,
 }
+
+/// The writer's state, shared by the writer thread and the callers.
+type Shared = Arc<Mutex<Option<WriterLoop>>>;
 
 /// A ledger whose writer thread is still opening and checking the store: appends cannot be
 /// made until [`Opening::opened`] says it holds.
@@ -187,20 +197,23 @@ impl Ledger {
         let (messages, incoming) = mpsc::channel::<Message>();
         let (ready, opened) = tokio::sync::oneshot::channel();
         let writer_path = path.to_path_buf();
+        let shared: Shared = Arc::new(Mutex::new(None));
+        let thread_shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("receipts-writer".into())
             .spawn(move || {
                 let opened = open_rw(&writer_path).and_then(|conn| {
                     let writer = take_over(&conn, &writer_path)?;
-                    let mut writer = WriterLoop::new(conn, writer, writer_path, max_batch);
+                    let mut writer = WriterLoop::new(conn, writer, writer_path);
                     let interrupted = writer.close_interrupted()?;
                     writer.release_memory();
                     Ok((writer, interrupted))
                 });
                 match opened {
                     Ok((writer, interrupted)) => {
+                        *lock(&thread_shared) = Some(writer);
                         let _ = ready.send(Ok(interrupted));
-                        writer.run(incoming);
+                        WriterLoop::run(&thread_shared, incoming, max_batch.max(1));
                     }
                     Err(err) => {
                         let _ = ready.send(Err(err));
@@ -210,6 +223,7 @@ impl Ledger {
         let ledger = Ledger {
             messages,
             path: path.to_path_buf(),
+            writer: shared,
         };
         let ready = match spawned {
             Ok(_) => opened,
@@ -232,8 +246,12 @@ impl Ledger {
     /// Appends rows as one unit, returning their seqs once they are committed. A unit holding an
     /// intent is answered only once it is on disk and the head covers it (the action waits for
     /// its intent); a unit of results only is answered once committed, and reaches the disk right
-    /// after (see [`WriterLoop::run`]).
+    /// after (see [`WriterLoop::run`]). Committed on the calling thread if the writer is free
+    /// ([`Ledger::append_in_place`]), else by the writer thread.
     pub async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<i64>, LedgerError> {
+        if let Some(committed) = self.append_in_place(&rows) {
+            return committed;
+        }
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.messages
             .send(Message::Append(Append { rows, reply }))
@@ -243,6 +261,35 @@ impl Ledger {
             Ok(Err(message)) => Err(LedgerError::Write(message)),
             Err(_) => Err(LedgerError::WriterGone),
         }
+    }
+
+    /// Commits `rows` on the calling thread when the writer is free (nobody committing), instead
+    /// of handing them to the writer thread: on a machine where waking a thread is dear, the
+    /// hand-off and the answer were two wake-ups on every call's path. The worker first lends
+    /// its other tasks to another thread (tokio's `block_in_place`), as the writer thread would
+    /// have left them free. `None` when the writer is busy or closed, or the runtime has one
+    /// thread: the writer thread takes the rows then.
+    fn append_in_place(&self, rows: &[NewRow]) -> Option<Result<Vec<i64>, LedgerError>> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        if !Handle::try_current()
+            .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread)
+        {
+            return None;
+        }
+        let mut guard = self.writer.try_lock().ok()?;
+        let writer = guard.as_mut()?;
+        let was_synced = writer.unsynced == 0;
+        let committed = tokio::task::block_in_place(|| writer.commit_units(&[rows]));
+        if was_synced && writer.unsynced > 0 {
+            // The writer thread syncs them within the window, or the next intent does.
+            let _ = self.messages.send(Message::SyncSoon);
+        }
+        drop(guard);
+        Some(
+            committed
+                .map(|mut seqs| seqs.pop().unwrap_or_default())
+                .map_err(LedgerError::Write),
+        )
     }
 
     /// Stops the writer after what is queued: checkpoints the WAL into the database (TRUNCATE)
@@ -270,6 +317,14 @@ impl Ledger {
 /// (each syncs the store too): at 128 a run of shell calls lost what the clicks gained
 /// (BENCHMARKS.md).
 const WAL_CHECKPOINT_PAGES: i64 = 256;
+
+/// The writer's state, even if a thread panicked holding it: every commit is one transaction,
+/// so a panic cannot leave it half-written.
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Option<WriterLoop>> {
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn open_rw(path: &Path) -> Result<Connection, LedgerError> {
     let sql_err = |source| LedgerError::Sqlite {
@@ -544,7 +599,6 @@ struct WriterLoop {
     conn: Connection,
     writer: Writer,
     path: PathBuf,
-    max_batch: usize,
     /// Commits made in [`Durability::AfterReply`] mode and not yet synced.
     unsynced: usize,
     /// The WAL (SQLite's `-wal` file beside the store), opened on first need, to sync it.
@@ -553,11 +607,10 @@ struct WriterLoop {
 }
 
 impl WriterLoop {
-    fn new(conn: Connection, writer: Writer, path: PathBuf, max_batch: usize) -> WriterLoop {
+    fn new(conn: Connection, writer: Writer, path: PathBuf) -> WriterLoop {
         WriterLoop {
             conn,
             writer,
-            max_batch: max_batch.max(1),
             unsynced: 0,
             wal_path: PathBuf::from(format!("{}-wal", path.display())),
             wal: None,
@@ -616,13 +669,14 @@ impl WriterLoop {
         }
     }
 
-    /// Serves appends until closed or every handle is gone. Appends waiting together are
-    /// committed together (group commit). A commit holding an intent is synced before anyone
-    /// is answered: an action runs only once its intent is on disk. A commit of results only is
-    /// answered once committed and synced right after, unless more appends arrive within
-    /// [`RESULT_SYNC_WINDOW`] (their commit, or the sync after it, covers it): one wait for the
-    /// disk per action.
-    fn run(mut self, incoming: mpsc::Receiver<Message>) {
+    /// Serves the appends callers could not commit themselves (the writer was busy), until
+    /// closed or every handle is gone. Appends waiting together are committed together (group
+    /// commit). A commit holding an intent is synced before anyone is answered: an action runs
+    /// only once its intent is on disk. A commit of results only is answered once committed and
+    /// synced right after, unless more appends arrive within [`RESULT_SYNC_WINDOW`] (their
+    /// commit, or the sync after it, covers it): one wait for the disk per action. Results a
+    /// caller committed itself are synced the same way ([`Message::SyncSoon`]).
+    fn run(shared: &Shared, incoming: mpsc::Receiver<Message>, max_batch: usize) {
         let mut closing = None;
         let mut waiting: Option<Message> = None;
         while closing.is_none() {
@@ -634,78 +688,108 @@ impl WriterLoop {
                 },
             };
             let mut batch = Vec::new();
-            match first {
+            let take = |message, batch: &mut Vec<Append>, closing: &mut Option<_>| match message {
                 Message::Append(append) => batch.push(append),
-                Message::Close(reply) => closing = Some(reply),
-            }
-            while closing.is_none() && batch.len() < self.max_batch {
+                Message::SyncSoon => {}
+                Message::Close(reply) => *closing = Some(reply),
+            };
+            take(first, &mut batch, &mut closing);
+            while closing.is_none() && batch.len() < max_batch {
                 match incoming.try_recv() {
-                    Ok(Message::Append(append)) => batch.push(append),
-                    Ok(Message::Close(reply)) => closing = Some(reply),
+                    Ok(message) => take(message, &mut batch, &mut closing),
                     Err(_) => break,
                 }
             }
-            if batch.is_empty() {
-                continue;
-            }
-            let units: Vec<&[NewRow]> = batch.iter().map(|append| append.rows.as_slice()).collect();
-            let durability = if units
-                .iter()
-                .flat_map(|rows| rows.iter())
-                .any(|row| row.kind == RowKind::Intent)
-            {
-                Durability::OnCommit
-            } else {
-                Durability::AfterReply
-            };
-            match self.commit(&units, durability) {
-                Ok(seqs) => {
-                    if durability == Durability::OnCommit {
-                        // On disk, with every earlier commit: the head covers them before anyone
-                        // learns their ids.
-                        self.record_head();
-                    } else {
-                        self.unsynced += 1;
-                    }
-                    for (append, seqs) in batch.into_iter().zip(seqs) {
-                        let _ = append.reply.send(Ok(seqs));
-                    }
-                }
-                Err(err) => {
-                    let message = match &err {
-                        rusqlite::Error::SqliteFailure(code, _)
-                            if code.code == rusqlite::ErrorCode::ConstraintViolation =>
-                        {
-                            format!(
-                                "{err} (seq {} is taken: someone other than the daemon wrote to the ledger)",
-                                self.writer.seq + 1
-                            )
+            let mut guard = lock(shared);
+            let Some(writer) = guard.as_mut() else { break };
+            if !batch.is_empty() {
+                let units: Vec<&[NewRow]> =
+                    batch.iter().map(|append| append.rows.as_slice()).collect();
+                match writer.commit_units(&units) {
+                    Ok(seqs) => {
+                        for (append, seqs) in batch.into_iter().zip(seqs) {
+                            let _ = append.reply.send(Ok(seqs));
                         }
-                        _ => err.to_string(),
-                    };
-                    tracing::error!(path = %self.path.display(), error = %message, "writing receipts failed");
-                    for append in batch {
-                        let _ = append.reply.send(Err(message.clone()));
+                    }
+                    Err(message) => {
+                        for append in batch {
+                            let _ = append.reply.send(Err(message.clone()));
+                        }
                     }
                 }
             }
-            if self.unsynced > 0 && closing.is_none() {
-                if self.unsynced < MAX_UNSYNCED_COMMITS
-                    && let Ok(message) = incoming.recv_timeout(RESULT_SYNC_WINDOW)
-                {
-                    waiting = Some(message);
+            if writer.unsynced > 0 && closing.is_none() {
+                if writer.unsynced < MAX_UNSYNCED_COMMITS {
+                    drop(guard);
+                    match incoming.recv_timeout(RESULT_SYNC_WINDOW) {
+                        Ok(message) => waiting = Some(message),
+                        Err(_) => {
+                            if let Some(writer) = lock(shared).as_mut()
+                                && writer.unsynced > 0
+                            {
+                                writer.sync_wal();
+                            }
+                        }
+                    }
                 } else {
-                    self.sync_wal();
+                    writer.sync_wal();
                 }
             }
         }
+        let Some(writer) = lock(shared).take() else {
+            return;
+        };
         match closing {
             Some(reply) => {
-                let _ = reply.send(self.close());
+                let _ = reply.send(writer.close());
             }
             // Every handle is gone without a close: what was answered still reaches the disk.
-            None if self.unsynced > 0 => self.sync_wal(),
+            None if writer.unsynced > 0 => {
+                let mut writer = writer;
+                writer.sync_wal()
+            }
             None => {}
+        }
+    }
+
+    /// Commits `units` (each appended as one) in one transaction: synced first if it holds an
+    /// intent (and the head recorded), else left for a later sync.
+    fn commit_units(&mut self, units: &[&[NewRow]]) -> Result<Vec<Vec<i64>>, String> {
+        let durability = if units
+            .iter()
+            .flat_map(|rows| rows.iter())
+            .any(|row| row.kind == RowKind::Intent)
+        {
+            Durability::OnCommit
+        } else {
+            Durability::AfterReply
+        };
+        match self.commit(units, durability) {
+            Ok(seqs) => {
+                if durability == Durability::OnCommit {
+                    // On disk, with every earlier commit: the head covers them before anyone
+                    // learns their ids.
+                    self.record_head();
+                } else {
+                    self.unsynced += 1;
+                }
+                Ok(seqs)
+            }
+            Err(err) => {
+                let message = match &err {
+                    rusqlite::Error::SqliteFailure(code, _)
+                        if code.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
+                        format!(
+                            "{err} (seq {} is taken: someone other than the daemon wrote to the ledger)",
+                            self.writer.seq + 1
+                        )
+                    }
+                    _ => err.to_string(),
+                };
+                tracing::error!(path = %self.path.display(), error = %message, "writing receipts failed");
+                Err(message)
+            }
         }
     }
 
@@ -1420,8 +1504,20 @@ mod tests {
         }
     }
 
+    /// On one thread every append goes through the writer thread.
     #[tokio::test]
     async fn concurrent_appends_chain_and_verify() {
+        concurrent_acts_chain_and_verify().await;
+    }
+
+    /// On workers, some callers commit themselves and the rest queue for the writer thread,
+    /// whichever holds the writer: one chain either way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_appends_on_workers_chain_and_verify() {
+        concurrent_acts_chain_and_verify().await;
+    }
+
+    async fn concurrent_acts_chain_and_verify() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
         let ledger = Ledger::open(&path).await.unwrap();
@@ -1451,6 +1547,82 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].kind, "intent");
         assert_eq!(rows[1].body["argv"][0], "true");
+    }
+
+    /// The seq the ledger's head names: the last row known to be on disk.
+    fn head_seq(path: &Path) -> i64 {
+        let key = LedgerKey::load(&seal::key_path(path)).unwrap().unwrap();
+        match seal::read_head(&seal::head_path(path), &key).unwrap() {
+            HeadRead::Found { head, .. } => head.seq,
+            other => panic!("no head: {other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_commits_itself_when_the_writer_is_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        let ledger = Ledger::open(&path).await.unwrap();
+
+        // An intent is on disk, and named by the head, before its caller hears of it.
+        let intent = ledger.append_in_place(&[row("a", RowKind::Intent)]);
+        assert_eq!(intent.expect("the writer was free").unwrap(), vec![1]);
+        assert_eq!(head_seq(&path), 1);
+
+        // A result is answered once committed; with no call after it, the writer thread still
+        // syncs it, and the head then names it.
+        let result = ledger.append_in_place(&[row("a", RowKind::Result)]);
+        assert_eq!(result.expect("the writer was free").unwrap(), vec![2]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while head_seq(&path) < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the result committed in place never reached the disk"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+
+        // A caller that finds the writer busy does not wait for it: its rows go to the thread.
+        let held = lock(&ledger.writer);
+        assert!(
+            ledger
+                .append_in_place(&[row("b", RowKind::Intent)])
+                .is_none()
+        );
+        drop(held);
+        let queued = ledger.append(vec![row("b", RowKind::Intent)]).await;
+        assert_eq!(queued.unwrap(), vec![3]);
+
+        ledger.close().await.unwrap();
+        assert!(
+            ledger
+                .append_in_place(&[row("c", RowKind::Intent)])
+                .is_none()
+        );
+        assert!(
+            ledger
+                .append(vec![row("c", RowKind::Intent)])
+                .await
+                .is_err()
+        );
+        let verdict = verify(&path).unwrap();
+        assert!(verdict.holds(), "{verdict:?}");
+        assert_eq!(verdict.rows, 3);
+    }
+
+    /// On a runtime of one thread, lending the worker is not possible: the writer thread commits.
+    #[tokio::test]
+    async fn on_one_thread_the_writer_thread_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receipts.sqlite");
+        let ledger = Ledger::open(&path).await.unwrap();
+        assert!(
+            ledger
+                .append_in_place(&[row("a", RowKind::Intent)])
+                .is_none()
+        );
+        act(&ledger, "a").await;
+        assert_eq!(head_seq(&path), 1);
     }
 
     /// Acts one after another, as an agent makes them: the WAL is checkpointed every
