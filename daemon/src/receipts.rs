@@ -284,7 +284,6 @@ impl Ledger {
             // The writer thread syncs them within the window, or the next intent does.
             let _ = self.messages.send(Message::SyncSoon);
         }
-        drop(guard);
         Some(
             committed
                 .map(|mut seqs| seqs.pop().unwrap_or_default())
@@ -718,25 +717,27 @@ impl WriterLoop {
                     }
                 }
             }
-            if writer.unsynced > 0 && closing.is_none() {
-                if writer.unsynced < MAX_UNSYNCED_COMMITS {
-                    drop(guard);
-                    match incoming.recv_timeout(RESULT_SYNC_WINDOW) {
-                        Ok(message) => waiting = Some(message),
-                        Err(_) => {
-                            if let Some(writer) = lock(shared).as_mut()
-                                && writer.unsynced > 0
-                            {
-                                writer.sync_wal();
-                            }
-                        }
+            if writer.unsynced == 0 || closing.is_some() {
+                continue;
+            }
+            if writer.unsynced >= MAX_UNSYNCED_COMMITS {
+                writer.sync_wal();
+                continue;
+            }
+            // Callers may commit while this waits: the writer is not held.
+            drop(guard);
+            match incoming.recv_timeout(RESULT_SYNC_WINDOW) {
+                Ok(message) => waiting = Some(message),
+                Err(_) => {
+                    if let Some(writer) = lock(shared).as_mut()
+                        && writer.unsynced > 0
+                    {
+                        writer.sync_wal();
                     }
-                } else {
-                    writer.sync_wal();
                 }
             }
         }
-        let Some(writer) = lock(shared).take() else {
+        let Some(mut writer) = lock(shared).take() else {
             return;
         };
         match closing {
@@ -744,10 +745,7 @@ impl WriterLoop {
                 let _ = reply.send(writer.close());
             }
             // Every handle is gone without a close: what was answered still reaches the disk.
-            None if writer.unsynced > 0 => {
-                let mut writer = writer;
-                writer.sync_wal()
-            }
+            None if writer.unsynced > 0 => writer.sync_wal(),
             None => {}
         }
     }
@@ -1558,6 +1556,11 @@ mod tests {
         }
     }
 
+    /// An intent for `call_id`, appended in place if the writer lets the caller.
+    fn intent_in_place(ledger: &Ledger, call_id: &str) -> Option<Result<Vec<i64>, LedgerError>> {
+        ledger.append_in_place(&[row(call_id, RowKind::Intent)])
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_caller_commits_itself_when_the_writer_is_free() {
         let dir = tempfile::tempdir().unwrap();
@@ -1565,7 +1568,7 @@ mod tests {
         let ledger = Ledger::open(&path).await.unwrap();
 
         // An intent is on disk, and named by the head, before its caller hears of it.
-        let intent = ledger.append_in_place(&[row("a", RowKind::Intent)]);
+        let intent = intent_in_place(&ledger, "a");
         assert_eq!(intent.expect("the writer was free").unwrap(), vec![1]);
         assert_eq!(head_seq(&path), 1);
 
@@ -1584,21 +1587,13 @@ mod tests {
 
         // A caller that finds the writer busy does not wait for it: its rows go to the thread.
         let held = lock(&ledger.writer);
-        assert!(
-            ledger
-                .append_in_place(&[row("b", RowKind::Intent)])
-                .is_none()
-        );
+        assert!(intent_in_place(&ledger, "b").is_none());
         drop(held);
         let queued = ledger.append(vec![row("b", RowKind::Intent)]).await;
         assert_eq!(queued.unwrap(), vec![3]);
 
         ledger.close().await.unwrap();
-        assert!(
-            ledger
-                .append_in_place(&[row("c", RowKind::Intent)])
-                .is_none()
-        );
+        assert!(intent_in_place(&ledger, "c").is_none());
         assert!(
             ledger
                 .append(vec![row("c", RowKind::Intent)])
@@ -1616,11 +1611,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receipts.sqlite");
         let ledger = Ledger::open(&path).await.unwrap();
-        assert!(
-            ledger
-                .append_in_place(&[row("a", RowKind::Intent)])
-                .is_none()
-        );
+        assert!(intent_in_place(&ledger, "a").is_none());
         act(&ledger, "a").await;
         assert_eq!(head_seq(&path), 1);
     }
