@@ -45,6 +45,11 @@ case "$(uname -s)" in
       mutter pipewire wireplumber gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base
       gstreamer1.0-plugins-good xdg-desktop-portal xdg-desktop-portal-gnome
       openssh-server openssh-client rsyslog rsyslog-gnutls openssl
+      # real apps the real-apps suite drives (tests/tests/real_apps.rs): browsers, the office
+      # suite with its GTK3 plugin (the only one that exposes AT-SPI), GTK3 and GTK4 editors, a
+      # GTK4 calculator and a file manager
+      chromium firefox-esr libreoffice-calc libreoffice-writer libreoffice-gtk3
+      gedit gnome-text-editor gnome-calculator thunar
     )
     missing=()
     for package in "${wanted[@]}"; do
