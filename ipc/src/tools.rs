@@ -55,10 +55,10 @@ impl ToolsAsk {
     }
 }
 
-/// One request on a run's channel.
-// Not `deny_unknown_fields`: serde cannot deny them beside a flattened field; `ToolsOp`'s own
-// variants are checked.
+/// One request on a run's channel. Read through [`WireRequest`], which refuses unknown fields
+/// (serde cannot deny them beside the flattened `op`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WireRequest")]
 pub struct ToolsRequest {
     /// The run's capability ([`ENV_TOKEN`]).
     pub token: String,
@@ -75,6 +75,44 @@ pub enum ToolsOp {
     Call { arguments: Map<String, Value> },
     /// The commands this run may call; the reply is `{"callable": [{name, description, args}]}`.
     List,
+}
+
+/// A request line as it is written: every field named, none other taken.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRequest {
+    token: String,
+    op: WireOp,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum WireOp {
+    Call,
+    List,
+}
+
+impl TryFrom<WireRequest> for ToolsRequest {
+    type Error = &'static str;
+
+    fn try_from(wire: WireRequest) -> Result<Self, Self::Error> {
+        let op = match (wire.op, wire.arguments) {
+            (WireOp::Call, Some(arguments)) => ToolsOp::Call { arguments },
+            (WireOp::Call, None) => {
+                return Err(
+                    "op `call` needs `arguments` (an object: surface, command, args, complications)",
+                );
+            }
+            (WireOp::List, None) => ToolsOp::List,
+            (WireOp::List, Some(_)) => return Err("op `list` takes no `arguments`"),
+        };
+        Ok(ToolsRequest {
+            token: wire.token,
+            op,
+        })
+    }
 }
 
 /// A connection to the channel of the run this process is in.
@@ -208,6 +246,32 @@ mod tests {
         let value = serde_json::to_value(&list).unwrap();
         assert_eq!(value, json!({"token": "t", "op": "list"}));
         assert_eq!(serde_json::from_value::<ToolsRequest>(value).unwrap(), list);
+    }
+
+    #[test]
+    fn unknown_fields_and_misplaced_arguments_are_refused_by_name() {
+        let unknown = serde_json::from_value::<ToolsRequest>(
+            json!({"token": "t", "op": "list", "as_agent": "other"}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(unknown.contains("unknown field `as_agent`"), "{unknown}");
+        let nested = serde_json::from_value::<ToolsRequest>(
+            json!({"token": "t", "op": "call", "arguments": {}, "token2": "u"}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(nested.contains("`token2`"), "{nested}");
+        let missing = serde_json::from_value::<ToolsRequest>(json!({"token": "t", "op": "call"}))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("needs `arguments`"), "{missing}");
+        let extra = serde_json::from_value::<ToolsRequest>(
+            json!({"token": "t", "op": "list", "arguments": {}}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(extra.contains("takes no `arguments`"), "{extra}");
     }
 
     #[cfg(target_os = "linux")]
