@@ -525,7 +525,7 @@ async fn a_stopped_app_times_out_while_other_apps_keep_working() {
     assert_eq!(stuck_out["ok"], false, "{stuck_out}");
     let message = stuck_out["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("did not answer") && message.contains(&stuck.pid().to_string()),
+        message.contains("has not answered") && message.contains(&stuck.pid().to_string()),
         "{message}"
     );
     assert!(took < Duration::from_secs(5), "took {took:?}");

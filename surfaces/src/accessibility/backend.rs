@@ -155,6 +155,9 @@ pub struct Node<E, N> {
     pub states: StateSet,
     /// How many children the element says it has (shown as `+N` at the depth limit).
     pub child_count: i64,
+    /// Only some of its children were read (it manages its descendants, or reports more than
+    /// a walk may list): `children` is a page of `child_count`.
+    pub children_partial: bool,
     /// `i32::MIN` for x or y: the element is off screen.
     pub bounds: Option<(i32, i32, i32, i32)>,
     pub actions: Vec<String>,
@@ -180,6 +183,7 @@ impl<E, N: Default> Node<E, N> {
             id: String::new(),
             states: StateSet::empty(),
             child_count: 0,
+            children_partial: false,
             bounds: None,
             actions: Vec::new(),
             value: None,
@@ -273,6 +277,9 @@ pub struct WalkPlan {
     pub need: Option<usize>,
     /// Only nodes of these (folded) roles count toward `need`; `None`: every node.
     pub roles: Option<HashSet<String>>,
+    /// Only the children of showing nodes are walked: what looks for the focused element needs
+    /// no hidden menu, closed tab or paragraph scrolled out of view.
+    pub showing_only: bool,
 }
 
 impl WalkPlan {

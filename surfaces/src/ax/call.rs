@@ -222,6 +222,9 @@ pub struct Shown<'a> {
     pub bounds: Option<(i32, i32, i32, i32)>,
     pub actions: &'a [String],
     pub child_count: i64,
+    /// Only this many of `child_count` children were read (a sheet, a long list that manages
+    /// its descendants): the rest are not walked, so the app is not made to build them all.
+    pub listed: Option<usize>,
 }
 
 /// One outline line (without indentation): `[12] button "Save" (focusable)`.
@@ -260,6 +263,11 @@ pub fn line(node: &Shown, r: u32, include: Include, max_depth: u32) -> String {
     }
     if node.depth >= max_depth && node.child_count > 0 {
         out.push_str(&format!(" +{}", node.child_count));
+    } else if let Some(listed) = node.listed {
+        out.push_str(&format!(
+            " [{listed} of {} children read]",
+            node.child_count
+        ));
     }
     out
 }
@@ -276,6 +284,9 @@ pub fn json_node(node: &Shown, r: u32, include: Include) -> Value {
     v["states"] = json!(states);
     if node.child_count > 0 {
         v["children"] = json!(node.child_count);
+    }
+    if let Some(listed) = node.listed {
+        v["children_read"] = json!(listed);
     }
     if include.bounds
         && let Some((x, y, w, h)) = node.bounds

@@ -96,7 +96,7 @@ fn failure<B: Backend>(ax: &Ax<B>, err: AxError) -> SurfaceError {
         AxError::Gone => {
             return SurfaceError::Tool(ToolError::new(
                 ErrorCode::NoMatch,
-                "the element is gone (its window closed or its app quit); look it up again with `ax find` or `ax tree`",
+                "the element is gone (its window closed, or its app quit or crashed); look it up again with `ax find` or `ax tree`, or `ax apps` to see whether the app is still there",
             ));
         }
         AxError::Other(why) => format!("the accessibility call failed: {why}"),
@@ -106,7 +106,7 @@ fn failure<B: Backend>(ax: &Ax<B>, err: AxError) -> SurfaceError {
 
 pub fn unresponsive<B: Backend>(ax: &Ax<B>, app: &str, after: Duration) -> String {
     format!(
-        "{} did not answer within {} ms: it is busy, frozen or stopped; other apps still work, retry once it responds",
+        "{} has not answered for {} ms: it is busy, frozen or stopped. Until it answers a ping again the daemon sends it nothing else, so a retry adds no load; other apps still work",
         ax.backend.describe_app(app),
         after.as_millis().max(1)
     )
@@ -223,6 +223,7 @@ pub async fn walk_all<B: Backend>(
         attribute_keys: selector.map(Selector::attribute_keys).unwrap_or_default(),
         need: None,
         roles: None,
+        showing_only: false,
     };
     ax.backend.walk(roots, deadline, &plan).await
 }
@@ -293,6 +294,7 @@ pub fn shown<E, N>(node: &crate::accessibility::backend::Node<E, N>) -> call::Sh
         bounds: node.bounds,
         actions: &node.actions,
         child_count: node.child_count,
+        listed: node.children_partial.then_some(node.children.len()),
     }
 }
 

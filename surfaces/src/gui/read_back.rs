@@ -477,28 +477,42 @@ fn text_landed(before: &str, now: &str, typed: Option<&str>, within: &str) -> Ef
             )
         };
     };
-    // Line breaks and tabs may move the focus or end the field instead of landing.
-    let printable: String = typed.chars().filter(|c| !c.is_control()).collect();
     if now == before {
         return EffectReport::new(
             Effect::SuspectedNoop,
             format!("the focused field's text did not change {within}"),
         );
     }
-    if printable.is_empty() || now.ends_with(&printable) || now.contains(&printable) {
+    let (typed_read, now_read) = (as_fields_read(typed), as_fields_read(now));
+    if typed_read.is_empty() || now_read.contains(&typed_read) {
         return EffectReport::new(
             Effect::Confirmed,
-            if now.ends_with(&printable) {
+            if now_read.ends_with(&typed_read) {
                 "the focused field's text ends with the typed text"
             } else {
                 "the focused field's text holds the typed text"
             },
         );
     }
+    // Line breaks and tabs may move the focus or end the field instead of landing: each run of
+    // text between them is looked for, in order.
+    let runs: Vec<&str> = typed_read
+        .split(|c: char| c.is_control())
+        .filter(|run| !run.is_empty())
+        .collect();
+    if runs.len() > 1 && holds_in_order(&now_read, &runs) {
+        return EffectReport::new(
+            Effect::Confirmed,
+            "the focused field's text holds each line of the typed text in order, without the \
+             line breaks or tabs between them",
+        );
+    }
+    let printable: String = typed_read.chars().filter(|c| !c.is_control()).collect();
+    let now_printable: String = now_read.chars().filter(|c| !c.is_control()).collect();
     let landed = (1..printable.chars().count())
         .rev()
         .map(|n| printable.chars().take(n).collect::<String>())
-        .find(|head| now.ends_with(head.as_str()))
+        .find(|head| now_printable.ends_with(head.as_str()))
         .map_or(0, |head| head.chars().count());
     EffectReport::new(
         Effect::Partial,
@@ -511,6 +525,31 @@ fn text_landed(before: &str, now: &str, typed: Option<&str>, within: &str) -> Ef
             "the focused field's text changed but does not hold the typed text".to_string()
         },
     )
+}
+
+/// Text as fields read it back: `\r\n` and `\r` as `\n`, the paragraph separator (U+2029)
+/// as `\n`, and the object replacement character (U+FFFC, an embedded object) left out.
+fn as_fields_read(text: &str) -> String {
+    text.replace("\r\n", "\n")
+        .chars()
+        .filter_map(|c| match c {
+            '\r' | '\u{2029}' => Some('\n'),
+            '\u{fffc}' => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
+/// Whether `text` holds every one of `runs`, each after the one before it.
+fn holds_in_order(text: &str, runs: &[&str]) -> bool {
+    let mut rest = text;
+    for run in runs {
+        match rest.find(run) {
+            Some(at) => rest = &rest[at + run.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// What changed between two window lists, in words; empty when nothing did or either is
@@ -626,6 +665,22 @@ mod tests {
         assert!(part.evidence.contains("first 3 of 5"), "{part:?}");
         let none = text_landed("x", "x", Some("hello"), "within 5 ms");
         assert_eq!(none.effect, Effect::SuspectedNoop);
+        // Several lines land as typed in a text view, and line by line in a field that takes
+        // no line breaks; a CRLF field and a paragraph separator read as line breaks too.
+        let lines = text_landed("", "one\ntwo\n", Some("one\ntwo\n"), "within 5 ms");
+        assert_eq!(lines.effect, Effect::Confirmed, "{lines:?}");
+        let crlf = text_landed("", "one\r\ntwo", Some("one\ntwo"), "within 5 ms");
+        assert_eq!(crlf.effect, Effect::Confirmed, "{crlf:?}");
+        let paragraphs = text_landed("", "one\u{2029}two", Some("one\ntwo"), "within 5 ms");
+        assert_eq!(paragraphs.effect, Effect::Confirmed, "{paragraphs:?}");
+        let flat = text_landed("", "onetwo", Some("one\ntwo"), "within 5 ms");
+        assert_eq!(flat.effect, Effect::Confirmed, "{flat:?}");
+        assert!(flat.evidence.contains("each line"), "{flat:?}");
+        // Out of order, or the second line missing, is not what was typed.
+        let swapped = text_landed("", "two one", Some("one\ntwo"), "within 5 ms");
+        assert_ne!(swapped.effect, Effect::Confirmed, "{swapped:?}");
+        let half = text_landed("", "one", Some("one\ntwo"), "within 5 ms");
+        assert_eq!(half.effect, Effect::Partial, "{half:?}");
         let secret = text_landed("", "s3cret", None, "within 5 ms");
         assert_eq!(secret.effect, Effect::Confirmed);
         assert_eq!(secret.evidence, "the focused field changed");

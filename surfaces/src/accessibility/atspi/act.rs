@@ -55,9 +55,13 @@ pub async fn act(
     let done: bool = match action {
         ActName::Press | ActName::Activate | ActName::Toggle => {
             let wanted: &[&str] = match action {
-                ActName::Press => &["click", "press", "activate", "jump", "open"],
-                ActName::Activate => &["activate", "click", "press", "jump", "open"],
-                _ => &["toggle", "click", "press", "activate"],
+                ActName::Press => &["click", "press", "activate", "jump", "open", "push"],
+                ActName::Activate => &["activate", "click", "press", "jump", "open", "push"],
+                // Web check boxes (Chromium, Firefox) say "check" or "uncheck", whichever
+                // their state makes the press do.
+                _ => &[
+                    "toggle", "click", "press", "check", "uncheck", "activate", "switch",
+                ],
             };
             let index = pick_action(&node.actions, wanted)
                 .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;

@@ -37,7 +37,10 @@ impl BusError {
         match &err {
             zbus::Error::MethodError(name, _, _) => {
                 let name = name.as_str();
+                // NoReply within our limits: the app left the bus (quit or crashed) while
+                // the call was on its way.
                 if name.ends_with("UnknownObject")
+                    || name.ends_with("NoReply")
                     || name.ends_with("ServiceUnknown")
                     || name.ends_with("NameHasNoOwner")
                     || name.ends_with("UnknownMethod")
@@ -50,6 +53,7 @@ impl BusError {
             }
             zbus::Error::FDO(fdo) => match **fdo {
                 zbus::fdo::Error::UnknownObject(_)
+                | zbus::fdo::Error::NoReply(_)
                 | zbus::fdo::Error::ServiceUnknown(_)
                 | zbus::fdo::Error::NameHasNoOwner(_)
                 | zbus::fdo::Error::UnknownMethod(_)
@@ -275,23 +279,111 @@ pub async fn call_message<B>(
 where
     B: serde::Serialize + DynamicType,
 {
+    if let Some(held) = unanswered::hold_back(conn, dest).await {
+        return Err(held);
+    }
     let limit = deadline
         .saturating_duration_since(Instant::now())
         .min(CALL_LIMIT);
     let fut = conn.call_method(Some(dest), path, Some(iface), method, body);
-    match tokio::time::timeout(limit, fut).await {
-        Err(_) => Err(BusError::Timeout {
+    let timed_out = || {
+        unanswered::note(dest);
+        Err(BusError::Timeout {
             bus: dest.to_string(),
             after: limit,
-        }),
+        })
+    };
+    match tokio::time::timeout(limit, fut).await {
+        Err(_) => timed_out(),
         Ok(Err(zbus::Error::InputOutput(err))) if err.kind() == std::io::ErrorKind::TimedOut => {
-            Err(BusError::Timeout {
-                bus: dest.to_string(),
-                after: limit,
-            })
+            timed_out()
         }
         Ok(Err(err)) => Err(BusError::from_zbus(err)),
         Ok(Ok(reply)) => Ok(reply),
+    }
+}
+
+/// Apps that did not answer a call. Until one answers a ping again it is sent nothing else:
+/// a frozen app (Calc building an accessible per cell) must not be handed more work by every
+/// retry, nor a queue of requests that runs when it wakes.
+mod unanswered {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use super::BusError;
+
+    /// How long the ping that tells whether a held-back app answers again may take.
+    const PING_LIMIT: Duration = Duration::from_millis(250);
+    /// How often an app that does not answer is pinged: calls between pings fail at once.
+    const PING_EVERY: Duration = Duration::from_secs(1);
+    /// Apps remembered at most (bus names are never reused; departed apps are forgotten).
+    const REMEMBERED: usize = 256;
+
+    struct Unanswered {
+        since: Instant,
+        pinged: Option<Instant>,
+    }
+
+    fn apps() -> &'static Mutex<HashMap<String, Unanswered>> {
+        static APPS: OnceLock<Mutex<HashMap<String, Unanswered>>> = OnceLock::new();
+        APPS.get_or_init(|| Mutex::new(HashMap::new()))
+    }
+
+    /// Records that the app at `dest` did not answer in time.
+    pub fn note(dest: &str) {
+        let mut apps = apps().lock().unwrap_or_else(|e| e.into_inner());
+        if apps.len() >= REMEMBERED && !apps.contains_key(dest) {
+            apps.clear();
+        }
+        apps.entry(dest.to_string()).or_insert(Unanswered {
+            since: Instant::now(),
+            pinged: None,
+        });
+    }
+
+    /// `Some` (the error to answer instead) when the app at `dest` has not answered since it
+    /// last timed out: pinged at most once a second, and forgotten once it answers.
+    pub async fn hold_back(conn: &zbus::Connection, dest: &str) -> Option<BusError> {
+        let since = {
+            let mut apps = apps().lock().unwrap_or_else(|e| e.into_inner());
+            let entry = apps.get_mut(dest)?;
+            if entry.pinged.is_some_and(|at| at.elapsed() < PING_EVERY) {
+                return Some(held(dest, entry.since));
+            }
+            entry.pinged = Some(Instant::now());
+            entry.since
+        };
+        let ping = conn.call_method(
+            Some(dest),
+            "/",
+            Some("org.freedesktop.DBus.Peer"),
+            "Ping",
+            &(),
+        );
+        match tokio::time::timeout(PING_LIMIT, ping).await {
+            Err(_) => Some(held(dest, since)),
+            Ok(Err(zbus::Error::InputOutput(err)))
+                if err.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                Some(held(dest, since))
+            }
+            // It answered (even with an error): it is awake again.
+            Ok(_) => {
+                apps()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(dest);
+                None
+            }
+        }
+    }
+
+    fn held(dest: &str, since: Instant) -> BusError {
+        BusError::Timeout {
+            bus: dest.to_string(),
+            after: since.elapsed().max(Duration::from_millis(1)),
+        }
     }
 }
 

@@ -12,6 +12,7 @@ use futures::future::join_all;
 use zbus::zvariant::OwnedObjectPath;
 
 use super::bus::{self, Bus, BusError, ROOT_PATH, Support};
+use super::children::Listing;
 use super::roles::state_set;
 use crate::accessibility::roles::StateSet;
 
@@ -237,7 +238,14 @@ async fn complete_child_lists(
     let wanted: Vec<String> = cache
         .nodes
         .iter()
-        .filter(|(_, node)| node.children.is_none() && node.child_count != Some(0))
+        // Never the list of an object whose children may not be asked for whole (a sheet that
+        // reports 2^31-1 cells): the walk reads a page of those.
+        .filter(|(_, node)| {
+            node.children.is_none()
+                && node.child_count.is_some_and(|count| {
+                    count > 0 && super::children::listing(node.states, count) == Listing::Whole
+                })
+        })
         .map(|(path, _)| path.clone())
         .take(PREFETCH)
         .collect();

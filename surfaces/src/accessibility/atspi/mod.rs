@@ -8,6 +8,8 @@
 //! - `bus`: the lazily opened, self-healing a11y bus connection and deadline-bound calls.
 //! - `cache`: an app's own AT-SPI cache (`GetItems`), which seeds walks in one call.
 //! - `walk`: concurrent, page-bounded tree walks and the reads of a node's optional parts.
+//! - `children`: which children of an object are read, and how (never the whole list of one
+//!   that manages its descendants or reports more than a bound).
 //! - `act`: actions, selection, values and the wait for their effect.
 //! - `events`: the change signals of one element, which wake read-backs between polls.
 //! - `point`: the gui surface's read-back: the element at a screen point, one element's
@@ -17,6 +19,7 @@
 mod act;
 mod bus;
 mod cache;
+mod children;
 mod events;
 mod point;
 mod roles;
@@ -43,6 +46,9 @@ use walk::Walker;
 /// Up to this many nodes a page is filled faster by walking than by first completing the app
 /// cache's missing child lists.
 const SMALL_PAGE: usize = 100;
+
+/// The path AT-SPI answers for "no object".
+pub(crate) const NULL_PATH: &str = "/org/a11y/atspi/null";
 
 /// An accessible object: the app's unique bus name and the object's path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -388,25 +394,39 @@ impl Backend for Atspi {
     ) -> Result<Option<(AtspiForest, usize)>, AxError> {
         let conn = self.conn(deadline).await?;
         // AT-SPI has no "focused element" query that every toolkit answers: the window is walked
-        // and the last focused node in document order is the one.
-        let plan = WalkPlan {
-            max_depth: crate::accessibility::backend::UNLIMITED_DEPTH,
-            ..WalkPlan::default()
-        };
-        let forest = self
-            .walked(&conn, std::slice::from_ref(window), deadline, &plan)
-            .await?;
-        if let Some((bus, after)) = forest.unresponsive.iter().next() {
-            return Err(AxError::Timeout {
-                app: bus.clone(),
-                after: *after,
-            });
+        // and the last focused node in document order is the one. Only what shows is walked
+        // (the focus is never in a closed menu or a paragraph out of view), unless the toolkit
+        // marks nothing as showing at all.
+        let mut showing_only = true;
+        loop {
+            let plan = WalkPlan {
+                max_depth: crate::accessibility::backend::UNLIMITED_DEPTH,
+                showing_only,
+                ..WalkPlan::default()
+            };
+            let forest = self
+                .walked(&conn, std::slice::from_ref(window), deadline, &plan)
+                .await?;
+            if let Some((bus, after)) = forest.unresponsive.iter().next() {
+                return Err(AxError::Timeout {
+                    app: bus.clone(),
+                    after: *after,
+                });
+            }
+            let focused = forest
+                .preorder(u32::MAX)
+                .into_iter()
+                .rfind(|&i| forest.nodes[i].states.contains(State::Focused));
+            let marks_showing = forest
+                .nodes
+                .iter()
+                .skip(1)
+                .any(|n| n.states.contains(State::Showing));
+            if focused.is_some() || !showing_only || marks_showing {
+                return Ok(focused.map(|i| (forest, i)));
+            }
+            showing_only = false;
         }
-        let focused = forest
-            .preorder(u32::MAX)
-            .into_iter()
-            .rfind(|&i| forest.nodes[i].states.contains(State::Focused));
-        Ok(focused.map(|i| (forest, i)))
     }
 
     async fn pid(&self, element: &Accessible, deadline: Instant) -> Option<u32> {

@@ -8,6 +8,7 @@ use futures::future::join_all;
 
 use zbus::zvariant::OwnedObjectPath;
 
+use super::NULL_PATH;
 use super::bus::{self, BusError, ROOT_PATH};
 use super::walk::text_of;
 use super::{Accessible, Atspi};
@@ -16,8 +17,6 @@ use crate::accessibility::read_back::ElementView;
 use crate::accessibility::roles::{State, StateSet};
 
 const COMPONENT: &str = "org.a11y.atspi.Component";
-/// The path AT-SPI answers for "no object".
-const NULL_PATH: &str = "/org/a11y/atspi/null";
 /// Screen coordinates (`ATSPI_COORD_TYPE_SCREEN`).
 const SCREEN: u32 = 0;
 /// Deepest hit test: toolkits nest a widget a dozen levels down at most.

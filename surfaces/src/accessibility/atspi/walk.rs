@@ -12,10 +12,11 @@ use zbus::zvariant::OwnedValue;
 
 use super::bus::{self, ACCESSIBLE, Bus, BusError};
 use super::cache::{self, AppCache, CachedNode};
+use super::children::{self, Children};
 use super::roles::{map_role, state_set};
 use super::{Accessible, AtspiForest, AtspiNative};
 use crate::accessibility::backend::{Include, MAX_WALK, WalkPlan};
-use crate::accessibility::roles::StateSet;
+use crate::accessibility::roles::{State, StateSet};
 
 /// How many nodes are fetched concurrently in one round.
 const BATCH: usize = 256;
@@ -174,7 +175,9 @@ impl Walker {
                 if plan.emits(node) && node.depth <= plan.max_depth {
                     counted += 1;
                 }
-                stack.extend(node.children.iter().rev());
+                if !plan.showing_only || node.states.contains(State::Showing) {
+                    stack.extend(node.children.iter().rev());
+                }
             }
             if plan.need.is_some_and(|need| counted >= need) {
                 break;
@@ -188,7 +191,7 @@ impl Walker {
         let depth = nodes[i].depth;
         let mut children = Vec::new();
         if let Some(kids) = &fetched.children {
-            for (bus, path) in kids {
+            for (bus, path) in &kids.list {
                 children.push(nodes.len());
                 nodes.push(crate::accessibility::backend::Node::pending(
                     Accessible {
@@ -200,15 +203,24 @@ impl Walker {
                 ));
             }
         }
+        let top_level = nodes[i]
+            .parent
+            .is_some_and(|p| nodes[p].native.role == AtspiRole::Application);
         let node = &mut nodes[i];
         node.fetched = true;
         node.children = children;
-        node.role = map_role(fetched.atspi_role, fetched.states);
+        node.role = dialog_as_such(
+            map_role(fetched.atspi_role, fetched.states),
+            fetched.atspi_role,
+            fetched.states,
+            top_level,
+        );
         node.name = fetched.name;
         node.description = fetched.description;
         node.id = fetched.id;
         node.states = fetched.states;
         node.child_count = i64::from(fetched.child_count);
+        node.children_partial = fetched.children.as_ref().is_some_and(|kids| kids.partial);
         node.bounds = fetched.bounds;
         node.actions = fetched.actions;
         node.value = fetched.value;
@@ -220,6 +232,24 @@ impl Walker {
     }
 }
 
+/// A dialog whatever role its toolkit gives it: GTK3's file chooser is a modal "file chooser"
+/// pane, GTK4's a generic container, both windows of their own. A top-level window of an app
+/// that is neither a frame nor a window, or a modal pane, is what an agent calls a `dialog`.
+fn dialog_as_such(
+    role: accesskit::Role,
+    native: AtspiRole,
+    states: StateSet,
+    top_level: bool,
+) -> accesskit::Role {
+    use accesskit::Role;
+    let modal = states.contains(State::Modal);
+    match role {
+        Role::Pane | Role::GenericContainer | Role::Unknown if top_level => Role::Dialog,
+        Role::Pane if modal || native == AtspiRole::FileChooser && top_level => Role::Dialog,
+        role => role,
+    }
+}
+
 pub struct Fetched {
     atspi_role: AtspiRole,
     name: String,
@@ -227,7 +257,7 @@ pub struct Fetched {
     id: String,
     states: StateSet,
     child_count: i32,
-    children: Option<Vec<(String, String)>>,
+    children: Option<Children>,
     interfaces: Vec<String>,
     bounds: Option<(i32, i32, i32, i32)>,
     actions: Vec<String>,
@@ -275,31 +305,16 @@ async fn from_cache(
     include: Include,
     node: &CachedNode,
 ) -> Result<Fetched, BusError> {
-    let children = async {
-        match (&node.children, expand) {
-            (_, false) => Ok(None),
-            (Some(paths), true) => Ok(Some(
-                paths
-                    .iter()
-                    .map(|p| (dest.to_string(), p.clone()))
-                    .collect::<Vec<_>>(),
-            )),
-            (None, true) => bus::children(conn, deadline, dest, path).await.map(Some),
-        }
-    };
-    // Shown as "+N" on a node at the depth limit.
+    // The count first where the cache lacks it: it decides how the children may be read.
     let count = async {
-        match (node.child_count, expand) {
-            (Some(n), _) => Ok(n),
-            (None, true) => Ok(0),
-            (None, false) => {
-                bus::property::<i32>(conn, deadline, dest, path, ACCESSIBLE, "ChildCount")
-                    .await
-                    .or_else(|err| match err {
-                        BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
-                        _ => Ok(0),
-                    })
-            }
+        match node.child_count {
+            Some(n) => Ok(n),
+            None => bus::property::<i32>(conn, deadline, dest, path, ACCESSIBLE, "ChildCount")
+                .await
+                .or_else(|err| match err {
+                    BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
+                    _ => Ok(0),
+                }),
         }
     };
     let extra = async {
@@ -312,11 +327,20 @@ async fn from_cache(
             Ok((String::new(), HashMap::new()))
         }
     };
-    let (children, count, extra) = futures::join!(children, count, extra);
-    let children = children?;
-    let child_count = match (&children, node.child_count) {
-        (Some(kids), None) => kids.len() as i32,
-        _ => count?,
+    let (count, extra) = futures::join!(count, extra);
+    let child_count = count?;
+    let children = match (&node.children, expand) {
+        (_, false) => None,
+        (Some(paths), true) => Some(Children {
+            list: paths
+                .iter()
+                .map(|p| (dest.to_string(), p.clone()))
+                .collect(),
+            partial: false,
+        }),
+        (None, true) => {
+            Some(children::read(conn, deadline, dest, path, node.states, child_count).await?)
+        }
     };
     let (id, attributes) = extra?;
     Ok(Fetched {
@@ -370,13 +394,6 @@ async fn fetch_basics(
     let props = bus::properties(conn, deadline, dest, path, ACCESSIBLE);
     let role = bus::call::<_, u32>(conn, deadline, dest, path, ACCESSIBLE, "GetRole", &());
     let state = bus::call::<_, Vec<u32>>(conn, deadline, dest, path, ACCESSIBLE, "GetState", &());
-    let children = async {
-        if expand {
-            bus::children(conn, deadline, dest, path).await.map(Some)
-        } else {
-            Ok(None)
-        }
-    };
     let interfaces = async {
         if needs_interfaces(include) {
             bus::call::<_, Vec<String>>(
@@ -400,20 +417,29 @@ async fn fetch_basics(
             Ok(HashMap::new())
         }
     };
-    let (props, role, state, children, interfaces, attributes) =
-        futures::join!(props, role, state, children, interfaces, attributes);
+    let (props, role, state, interfaces, attributes) =
+        futures::join!(props, role, state, interfaces, attributes);
     let props = props?;
+    let states = state_set(&state?);
+    let child_count = props
+        .get("ChildCount")
+        .and_then(|v| i32::try_from(v).ok())
+        .unwrap_or(0);
+    // The children only once the count and states are known: how they may be read depends on
+    // them (never the whole list of an object that manages its descendants).
+    let children = if expand {
+        Some(children::read(conn, deadline, dest, path, states, child_count).await?)
+    } else {
+        None
+    };
     Ok(Fetched {
         atspi_role: AtspiRole::try_from(role?).unwrap_or(AtspiRole::Unknown),
         name: string_of(&props, "Name"),
         description: string_of(&props, "Description"),
         id: string_of(&props, "AccessibleId"),
-        states: state_set(&state?),
-        child_count: props
-            .get("ChildCount")
-            .and_then(|v| i32::try_from(v).ok())
-            .unwrap_or(0),
-        children: children?,
+        states,
+        child_count,
+        children,
         interfaces: interfaces?,
         attributes: attributes?,
         bounds: None,
@@ -488,7 +514,9 @@ async fn fetch_parts(
     let (bounds, actions, value) = futures::join!(bounds, actions, value);
     fetched.bounds = tolerate(bounds)?.flatten();
     fetched.actions = tolerate(actions)?.unwrap_or_default();
-    fetched.value = tolerate(value)?.flatten();
+    fetched.value = tolerate(value)?
+        .flatten()
+        .and_then(without_embedded_objects);
     Ok(())
 }
 
@@ -501,6 +529,16 @@ fn tolerate<T>(result: Result<T, BusError>) -> Result<Option<T>, BusError> {
     }
 }
 
+/// A text with the object replacement characters (U+FFFC) that stand for embedded children
+/// left out: a web combo box's text is one such character; `None` when nothing else is left.
+fn without_embedded_objects(text: String) -> Option<String> {
+    if !text.contains('\u{fffc}') {
+        return Some(text);
+    }
+    let left: String = text.chars().filter(|&c| c != '\u{fffc}').collect();
+    (!left.trim().is_empty()).then_some(left)
+}
+
 pub fn format_number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
@@ -509,7 +547,13 @@ pub fn format_number(v: f64) -> String {
     }
 }
 
-/// The names of an object's actions (GTK3 says "click", AccessKit "click").
+/// Actions an object may report before the rest are not read (a toolkit's count is untrusted).
+const MAX_ACTIONS: i32 = 32;
+
+/// The names of an object's actions (GTK3 says "click", AccessKit "click", Chromium "press",
+/// "check", "open"). `GetActions` answers empty names in Chromium and `;;` in Firefox, where
+/// `GetName(i)` answers the real ones: those are asked for whenever a name from `GetActions`
+/// is not a word.
 pub async fn action_names(
     conn: &zbus::Connection,
     deadline: Instant,
@@ -526,7 +570,40 @@ pub async fn action_names(
         &(),
     )
     .await?;
-    Ok(actions.into_iter().map(|(name, _, _)| name).collect())
+    let mut names: Vec<String> = actions
+        .into_iter()
+        .take(MAX_ACTIONS as usize)
+        .map(|(name, _, _)| name)
+        .collect();
+    if names.iter().all(|name| is_action_word(name)) {
+        return Ok(names);
+    }
+    let asked = join_all((0..names.len() as i32).map(|i| async move {
+        bus::call::<_, String>(
+            conn,
+            deadline,
+            dest,
+            path,
+            "org.a11y.atspi.Action",
+            "GetName",
+            &(i,),
+        )
+        .await
+    }))
+    .await;
+    for (name, answer) in names.iter_mut().zip(asked) {
+        match answer {
+            Ok(real) if is_action_word(&real) => *name = real,
+            Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => return Err(err),
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
+/// Whether a toolkit's action name is a usable word (not empty, not punctuation).
+fn is_action_word(name: &str) -> bool {
+    name.chars().any(char::is_alphanumeric)
 }
 
 /// The text of a Text object, up to `limit` characters.

@@ -157,6 +157,7 @@ impl Command for Tree {
             // One node past the page tells whether there is more.
             need: Some(page.offset + page.max_nodes + 1),
             roles: roles.map(|r| r.into_iter().collect()),
+            showing_only: false,
         };
         let forest = ax.backend.walk(&roots, deadline, &plan).await?;
         if roots.len() == 1

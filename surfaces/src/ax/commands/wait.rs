@@ -8,10 +8,12 @@ use serde::Deserialize;
 use serde_json::{Map, json};
 
 use super::{Command, Preparing, Running};
-use crate::accessibility::backend::{Backend, Failure, ForestOf, Include};
+use crate::accessibility::backend::{AxError, Backend, Failure, ForestOf, Include};
 use crate::accessibility::roles::{self, all_states};
 use crate::ax::call::{AppArg, in_app, parse_arg};
-use crate::ax::lookup::{Ax, evaluate, node_line, scope_roots, similar_nodes, walk_all, where_is};
+use crate::ax::lookup::{
+    Ax, evaluate, node_line, scope_roots, similar_nodes, unresponsive, walk_all, where_is,
+};
 use crate::ax::selector::Selector;
 use crate::{Outcome, Risk};
 
@@ -152,27 +154,35 @@ impl Command for Wait {
                 .min(deadline);
             let seen = match scope_roots(ax, poll_deadline, &app).await {
                 Ok((roots, _)) => {
-                    let forest =
-                        walk_all(ax, poll_deadline, &roots, include, Some(&selector)).await?;
-                    let hits = evaluate::<B>(&forest, &selector);
-                    let met = match until {
-                        Until::Appears => !hits.is_empty(),
-                        Until::Disappears => hits.is_empty(),
-                        Until::State { query, negated } => hits
-                            .first()
-                            .is_some_and(|&i| query.holds(forest.nodes[i].states) != negated),
-                    };
-                    Seen::Walked { met, forest, hits }
-                }
-                // An app that is not there yet is what `appears` waits for.
-                Err(Failure::Said(why)) | Err(Failure::Coded(ErrorCode::NoMatch, why))
-                    if app.is_some() =>
-                {
-                    Seen::NoApp {
-                        met: matches!(until, Until::Disappears),
-                        why,
+                    match walk_all(ax, poll_deadline, &roots, include, Some(&selector)).await {
+                        // A busy app (opening a dialog, say) is "not yet" until the wait's end.
+                        Err(AxError::Timeout { app: key, after }) => Seen::NoApp {
+                            met: false,
+                            why: unresponsive(ax, &key, after),
+                        },
+                        Err(err) => return Err(err.into()),
+                        Ok(forest) => {
+                            let hits = evaluate::<B>(&forest, &selector);
+                            // An app that did not answer may still hold the element.
+                            let all_answered = forest.unresponsive.is_empty();
+                            let met = match until {
+                                Until::Appears => !hits.is_empty(),
+                                Until::Disappears => hits.is_empty() && all_answered,
+                                Until::State { query, negated } => hits.first().is_some_and(|&i| {
+                                    query.holds(forest.nodes[i].states) != negated
+                                }),
+                            };
+                            Seen::Walked { met, forest, hits }
+                        }
                     }
                 }
+                // An app that is not there yet is what `appears` waits for.
+                Err(Failure::Coded(ErrorCode::NoMatch, why)) if app.is_some() => Seen::NoApp {
+                    met: matches!(until, Until::Disappears),
+                    why,
+                },
+                // The app named is there but busy: not yet, whatever the wait is for.
+                Err(Failure::Said(why)) if app.is_some() => Seen::NoApp { met: false, why },
                 Err(err) => return Err(err),
             };
             let met = match &seen {
