@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - this file: [`Daemon`], [`RawConnection`], [`wait_for`].
+//! - [`apps`]: real applications (browsers, office, GTK4 apps) for the real-apps suite (Linux).
 //! - [`desktop`]: the desktop surface suites drive: a private headless one on Linux (Xvfb,
 //!   openbox, D-Bus, AT-SPI), the session's own on macOS.
 //! - [`keyring`]: a real Secret Service (gnome-keyring) on a private bus, for the keychain suite.
@@ -11,6 +12,8 @@
 //! - [`receivers`]: where the export suites send receipts: a private rsyslogd (TCP or TLS), a
 //!   journald namespace, an OTLP/HTTP collector; and the check that what arrived is the chain.
 
+#[cfg(target_os = "linux")]
+pub mod apps;
 pub mod desktop;
 #[cfg(target_os = "linux")]
 pub mod gnome;
