@@ -17,6 +17,8 @@ case "$(uname -s)" in
     # Debian packages the build and the real-component suites need:
     # build: C toolchain and the headers xcap (screenshots) links against;
     # X: a headless server, a window manager with EWMH, and independent checkers (xdotool, xprop);
+    # Xephyr (a nested server whose input devices are not XTEST ones: the person's hand in the
+    # person-watch and approval-window tests) and xinput (what an agent's run makes masters with);
     # GL and X input libraries the approval window (eframe/glow, winit) loads at run time;
     # accessibility: a session bus, AT-SPI, GTK apps with known widgets, a Python AT-SPI client;
     # secrets: a Secret Service (gnome-keyring) and secret-tool, which the keychain suite and
@@ -35,7 +37,7 @@ case "$(uname -s)" in
     # journal sink's receiver is a systemd-journald namespace instance (systemd, above).
     wanted=(
       gcc pkg-config libclang-dev libwayland-dev libpipewire-0.3-dev libgbm-dev libdbus-1-dev
-      xvfb xauth x11-utils xdotool xterm openbox
+      xvfb xauth x11-utils xdotool xterm openbox xserver-xephyr xinput
       libgl1 libegl1 libgl1-mesa-dri libxkbcommon-x11-0 libxcursor1 libxi6 libxrandr2
       dbus dbus-x11 at-spi2-core gtk-3-examples zenity python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0
       gnome-keyring libsecret-tools keyutils bubblewrap

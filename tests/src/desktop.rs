@@ -34,6 +34,9 @@ pub struct Desktop {
     pub dbus_address: String,
     /// Where the processes' logs go.
     pub log_dir: std::path::PathBuf,
+    /// For a desktop with a person ([`Desktop::private_with_a_person`]): the outer X server
+    /// whose input reaches this desktop through its own (non-XTEST) devices.
+    pub person_display: Option<String>,
 }
 
 type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
@@ -108,6 +111,32 @@ impl Desktop {
         Desktop::start()
     }
 
+    /// A private desktop whose input devices are not XTEST ones, as a person's mouse and
+    /// keyboard are not: its X server is Xephyr, shown full-size at 0,0 on a bare Xvfb of its
+    /// own; input sent to that outer server ([`Desktop::person_command`]) reaches this desktop
+    /// through Xephyr's own devices, as from a hand on the desk. XTEST input sent to this
+    /// desktop (the daemon's, `xdotool` here) comes from its XTEST devices as on any server.
+    #[cfg(target_os = "linux")]
+    pub fn private_with_a_person() -> Desktop {
+        Desktop::start_on(true)
+    }
+
+    /// A command on the outer server of a desktop with a person: `xdotool` there is the
+    /// person's hand (pointer moves at the same coordinates, clicks, keys to the focused
+    /// window).
+    pub fn person_command(&self, program: &str) -> Command {
+        let outer = self
+            .person_display
+            .as_ref()
+            .expect("a desktop made with Desktop::private_with_a_person");
+        let mut command = Command::new(program);
+        command
+            .env("DISPLAY", outer)
+            .env_remove("WAYLAND_DISPLAY")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
+        command
+    }
+
     /// The session's own desktop: there is nothing to start, only a place for logs. Surface
     /// suites on macOS need a logged-in GUI session (GitHub's macOS runners have one).
     #[cfg(target_os = "macos")]
@@ -119,6 +148,7 @@ impl Desktop {
             display: String::new(),
             dbus_address: String::new(),
             log_dir,
+            person_display: None,
         }
     }
 
@@ -132,34 +162,52 @@ impl Desktop {
 
     #[cfg(target_os = "linux")]
     fn start() -> Desktop {
-        let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
-        std::fs::create_dir_all(&log_dir).unwrap();
-        let log =
-            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
+        Desktop::start_on(false)
+    }
 
-        // Xvfb picks a free display and writes its number to the fd we give it.
+    /// Starts an X server (`Xvfb`, or `Xephyr` inside `outer`) on a free display; returns it
+    /// and the display once it answers.
+    #[cfg(target_os = "linux")]
+    fn start_x_server(outer: Option<&str>, log: Stdio) -> (Child, String) {
+        // The server picks a free display and writes its number to the fd we give it.
         let (read_end, write_end) = pipe();
-        let mut xvfb = Command::new("Xvfb");
-        xvfb.args(["-displayfd", &write_end.as_raw_fd().to_string()])
-            .args(["-screen", "0", "1920x1080x24", "-nolisten", "tcp"]);
+        let mut server = match outer {
+            None => {
+                let mut xvfb = Command::new("Xvfb");
+                xvfb.args(["-screen", "0", "1920x1080x24"]);
+                xvfb
+            }
+            Some(outer) => {
+                let mut xephyr = Command::new("Xephyr");
+                // Not grabbing the outer server's input: the test's hand there stays free.
+                xephyr
+                    .args(["-screen", "1920x1080x24", "-no-host-grab"])
+                    .env("DISPLAY", outer);
+                xephyr
+            }
+        };
+        server
+            .args(["-displayfd", &write_end.as_raw_fd().to_string()])
+            .args(["-nolisten", "tcp"]);
         let keep_fd = write_end.as_raw_fd();
         // SAFETY: fcntl on an fd we own, in the child before exec, to let it survive exec.
         unsafe {
-            xvfb.pre_exec(move || {
+            server.pre_exec(move || {
                 let flags = libc::fcntl(keep_fd, libc::F_GETFD);
                 libc::fcntl(keep_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
                 Ok(())
             });
         }
-        xvfb.stdin(Stdio::null())
+        server
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log("xvfb.log"));
-        let xvfb = spawn_tied(xvfb);
+            .stderr(log);
+        let server = spawn_tied(server);
         drop(write_end);
         let mut number = String::new();
         BufReader::new(std::fs::File::from(read_end))
             .read_line(&mut number)
-            .expect("Xvfb writes its display number");
+            .expect("the X server writes its display number");
         let display = format!(":{}", number.trim());
         wait_for("the X server", Duration::from_secs(60), || {
             Command::new("xdpyinfo")
@@ -170,6 +218,32 @@ impl Desktop {
                 .ok()
                 .filter(|s| s.success())
         });
+        (server, display)
+    }
+
+    /// The desktop, on Xvfb or (`with_a_person`) on Xephyr inside a bare Xvfb.
+    #[cfg(target_os = "linux")]
+    fn start_on(with_a_person: bool) -> Desktop {
+        let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
+        std::fs::create_dir_all(&log_dir).unwrap();
+        let log =
+            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
+
+        let mut servers = Vec::new();
+        let mut person_display = None;
+        if with_a_person {
+            let (outer, outer_display) = Desktop::start_x_server(None, log("xvfb-outer.log"));
+            servers.push(outer);
+            person_display = Some(outer_display);
+        }
+        let (xvfb, display) = Desktop::start_x_server(
+            person_display.as_deref(),
+            log(if with_a_person {
+                "xephyr.log"
+            } else {
+                "xvfb.log"
+            }),
+        );
 
         // A private session bus, before any GTK app, so none autolaunches a stray one.
         let mut dbus = Command::new("dbus-daemon");
@@ -227,11 +301,13 @@ impl Desktop {
             openbox = start_openbox();
         }
 
+        servers.extend([xvfb, dbus, openbox]);
         let desktop = Desktop {
-            processes: vec![xvfb, dbus, openbox],
+            processes: servers,
             display,
             dbus_address,
             log_dir,
+            person_display,
         };
         // AccessKit-based apps (egui) register on AT-SPI only once this is set.
         let status = desktop
@@ -365,13 +441,18 @@ impl TestApp {
 
     /// The app with extra arguments (`--more` adds the widgets for the other actions).
     pub fn launch_with(title: &str, extra: &[&str]) -> TestApp {
+        TestApp::launch_on(Desktop::shared(), title, extra)
+    }
+
+    /// The app on `desktop`, with extra arguments.
+    pub fn launch_on(desktop: &Desktop, title: &str, extra: &[&str]) -> TestApp {
         let script =
             std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
         // Through `env` (which execs, keeping the pid): the harness names logs after the program.
         let python = gi_python();
         let mut args = vec![python.as_str(), script.to_str().unwrap(), title];
         args.extend_from_slice(extra);
-        let mut app = Desktop::shared().launch("env", &args);
+        let mut app = desktop.launch("env", &args);
         let out = app.0.stdout.take().expect("stdout piped");
         let lines = std::sync::Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();

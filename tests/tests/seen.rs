@@ -2,9 +2,11 @@
 //! (Xvfb + openbox, GTK apps, AT-SPI): a click bound to a window listing is refused as `stale`
 //! once the window moved or was covered, and reaches nothing; a stale ref after a dialog was
 //! replaced; a click at a point read off a half-size screenshot lands on the widget there;
-//! another agent's snapshot reads as unknown; and the person's own input (a second input
-//! device, made with XInput2 as a physical one looks) pauses gui input while ax goes on, and
-//! stops a long `type` between two keys (the keys the X server took counted from its raw events).
+//! another agent's snapshot reads as unknown; and the person's own input (on a desktop served by
+//! Xephyr inside a bare Xvfb, input sent to the outer server comes from Xephyr's own devices, as
+//! a hand's on physical ones) pauses gui input while ax goes on, and stops a long `type` between
+//! two keys (the keys the X server took counted from its raw events), while input an agent's run
+//! sends through a master device of its own (`xinput create-master`) pauses nothing.
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
@@ -55,7 +57,11 @@ struct Window {
 
 impl Window {
     async fn launch(daemon: &Daemon, title: &str, x: i32, y: i32) -> Window {
-        let mut app = Desktop::shared().launch(
+        Window::launch_on(Desktop::shared(), daemon, title, x, y).await
+    }
+
+    async fn launch_on(desktop: &Desktop, daemon: &Daemon, title: &str, x: i32, y: i32) -> Window {
+        let mut app = desktop.launch(
             "env",
             &[
                 "/usr/bin/python3",
@@ -573,19 +579,30 @@ async fn another_agents_snapshot_reads_as_unknown_and_binds_nothing() {
     mallory.close().await;
 }
 
-/// Input from a second input device, as the person's hand on a physical one looks to XInput2:
-/// a master device "Person" of its own (its XTEST slaves are not the daemon's), made the client
-/// pointer of this connection, so XTEST input sent here comes from it.
+/// The desktop of the person tests: its input devices are not XTEST ones (see
+/// [`Desktop::private_with_a_person`]); one for this binary, the tests take turns on it.
+fn persons_desktop() -> &'static Desktop {
+    static DESKTOP: std::sync::OnceLock<Desktop> = std::sync::OnceLock::new();
+    DESKTOP.get_or_init(Desktop::private_with_a_person)
+}
+
+/// The person's hand: XTEST input on the outer server, which Xephyr passes on to the desktop
+/// through its own pointer and keyboard, as a physical mouse's and keyboard's input comes.
 struct Person {
     conn: x11rb::rust_connection::RustConnection,
     root: u32,
-    /// The XTEST slave of the person's master pointer: where the person's moves come from.
+    /// The desktop's pointer device the hand's moves come from (Xephyr's own).
     pointer_device: u16,
 }
 
-/// A daemon on the desktop that pauses gui input for 3 s after the person's, once it watches.
+/// A daemon on the person's desktop that pauses gui input for 3 s after the person's, once it
+/// watches. Its runs are not contained: an agent's run reaches the X server as any run that
+/// may use the display does, and containment is not what these tests are about.
 fn daemon_watching_the_person() -> Daemon {
-    let daemon = Daemon::start_on_desktop("[gui]\nperson_quiet_ms = 3000\n");
+    let daemon = Daemon::start_with(
+        "[gui]\nperson_quiet_ms = 3000\n[containment]\nmode = \"off\"\n",
+        &persons_desktop().env(),
+    );
     wait_for(
         "the daemon to watch for the person's input",
         Duration::from_secs(10),
@@ -601,53 +618,30 @@ fn daemon_watching_the_person() -> Daemon {
 
 impl Person {
     fn at_the_desk() -> Person {
+        use x11rb::connection::Connection;
         use x11rb::protocol::xinput::{self, ConnectionExt as _};
-        use x11rb::protocol::xproto::ConnectionExt as _;
-        let (conn, root) = Desktop::shared().x_connection();
-        conn.xinput_xi_query_version(2, 2).unwrap().reply().unwrap();
-        let master = |conn: &x11rb::rust_connection::RustConnection| {
-            conn.xinput_xi_query_device(xinput::Device::ALL)
-                .unwrap()
-                .reply()
-                .unwrap()
-                .infos
-                .into_iter()
-                .find(|d| d.name == b"Person pointer")
-                .map(|d| d.deviceid)
-        };
-        let pointer = match master(&conn) {
-            Some(id) => id,
-            None => {
-                let name = b"Person".to_vec();
-                // The change's length in 4-byte units: its 8-byte head and the padded name.
-                let len = (8 + name.len().div_ceil(4) * 4) / 4;
-                conn.xinput_xi_change_hierarchy(&[xinput::HierarchyChange {
-                    len: len as u16,
-                    data: xinput::HierarchyChangeData::AddMaster(
-                        xinput::HierarchyChangeDataAddMaster {
-                            send_core: true,
-                            enable: true,
-                            name,
-                        },
-                    ),
-                }])
-                .unwrap();
-                conn.get_input_focus().unwrap().reply().unwrap();
-                master(&conn).expect("the Person master device")
-            }
-        };
-        conn.xinput_xi_set_client_pointer(x11rb::NONE, pointer)
+        let desktop = persons_desktop();
+        let (inner, _) = desktop.x_connection();
+        inner
+            .xinput_xi_query_version(2, 2)
+            .unwrap()
+            .reply()
             .unwrap();
-        let pointer_device = conn
+        let pointer_device = inner
             .xinput_xi_query_device(xinput::Device::ALL)
             .unwrap()
             .reply()
             .unwrap()
             .infos
             .into_iter()
-            .find(|d| d.attachment == pointer && d.name == b"Person XTEST pointer")
+            .find(|d| {
+                d.type_ == xinput::DeviceType::SLAVE_POINTER && d.name == b"Xephyr virtual mouse"
+            })
             .map(|d| d.deviceid)
-            .expect("the Person master's XTEST pointer");
+            .expect("Xephyr's own pointer device");
+        let outer = desktop.person_display.as_deref().unwrap();
+        let (conn, screen) = x11rb::connect(Some(outer)).expect("connect to the outer X server");
+        let root = conn.setup().roots[screen].root;
         Person {
             conn,
             root,
@@ -655,8 +649,7 @@ impl Person {
         }
     }
 
-    /// Returns once `daemon` watches the person's pointer: the daemon asks for raw input device
-    /// by device, and a device just made is watched once the daemon has heard of it.
+    /// Returns once `daemon` watches the person's pointer.
     fn is_watched_by(&self, daemon: &Daemon) {
         let device = self.pointer_device.to_string();
         wait_for(
@@ -673,7 +666,8 @@ impl Person {
         );
     }
 
-    /// Moves the person's pointer.
+    /// Moves the person's pointer (on the outer server, over Xephyr's window at 0,0: the same
+    /// point on the desktop).
     fn moves_the_mouse(&self, x: i16, y: i16) {
         use x11rb::protocol::xproto::ConnectionExt as _;
         use x11rb::protocol::xtest::ConnectionExt as _;
@@ -696,8 +690,8 @@ impl Person {
 async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let daemon = daemon_watching_the_person();
-    let app = Window::launch(&daemon, "seen-person", 500, 300).await;
-    let ax_app = TestApp::launch("seen-person-ax");
+    let app = Window::launch_on(persons_desktop(), &daemon, "seen-person", 500, 300).await;
+    let ax_app = TestApp::launch_on(persons_desktop(), "seen-person-ax", &[]);
     let listed = entry(&gui(&daemon, "windows", json!({}), json!({})).await, app.id);
     let point = (
         listed["x"].as_i64().unwrap() + 20,
@@ -772,7 +766,7 @@ async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
 
     // Turned off, the person's input pauses nothing.
     drop(daemon);
-    let daemon = Daemon::start_on_desktop("[gui]\nyield_to_person = false\n");
+    let daemon = Daemon::start_with("[gui]\nyield_to_person = false\n", &persons_desktop().env());
     wait_for(
         "the second daemon's gui to answer",
         Duration::from_secs(10),
@@ -800,7 +794,7 @@ fn person_cuts_in_at_the_first_key(person: Person, mark: u32) -> std::thread::Jo
     use x11rb::protocol::Event;
     use x11rb::protocol::xinput::{self, ConnectionExt as _};
     use x11rb::protocol::xproto::{ChangeWindowAttributesAux, ConnectionExt as _, EventMask};
-    let (conn, root) = Desktop::shared().x_connection();
+    let (conn, root) = persons_desktop().x_connection();
     conn.xinput_xi_query_version(2, 2).unwrap().reply().unwrap();
     conn.xinput_xi_select_events(
         root,
@@ -841,7 +835,7 @@ async fn the_persons_input_stops_a_long_type_between_two_keys() {
     use x11rb::wrapper::ConnectionExt as _;
     let _turn = ONE_AT_A_TIME.lock().await;
     let daemon = daemon_watching_the_person();
-    let app = Window::launch(&daemon, "seen-person-type", 500, 300).await;
+    let app = Window::launch_on(persons_desktop(), &daemon, "seen-person-type", 500, 300).await;
     // Keys go to the test's own window, not to whatever had the focus.
     let focused = gui(&daemon, "focus", json!({"window": app.id}), json!({})).await;
     assert_eq!(focused["focused"], true, "{focused}");
@@ -851,7 +845,7 @@ async fn the_persons_input_stops_a_long_type_between_two_keys() {
     let text: String = (0..10_000u32)
         .map(|n| char::from_u32(0x4E00 + n % 2000).unwrap())
         .collect();
-    let (marker, root) = Desktop::shared().x_connection();
+    let (marker, root) = persons_desktop().x_connection();
     let mark = marker
         .intern_atom(false, b"COMPUTER_TEST_TYPE_DONE")
         .unwrap()
@@ -879,4 +873,150 @@ async fn the_persons_input_stops_a_long_type_between_two_keys() {
         presses < 10_000,
         "all {presses} keys were typed: the person's input stopped nothing"
     );
+}
+
+/// What a hostile agent's run does to pause every agent's gui input: makes a master device of
+/// its own (`xinput create-master agent`), makes it the client pointer of its connection and
+/// sends pointer moves and a key through it (XTEST, libXi and libXtst through ctypes), so the
+/// input comes from that master's XTEST slaves and not from the core XTEST devices the daemon
+/// uses. Prints the ids of the slaves it sent through.
+const AGENT_MASTER_INPUT: &str = r#"
+import ctypes, subprocess
+subprocess.run(["xinput", "create-master", "agent"], check=True)
+def device(name):
+    return int(subprocess.run(["xinput", "list", "--id-only", name], capture_output=True, text=True, check=True).stdout)
+master = device("agent pointer")
+x11 = ctypes.CDLL("libX11.so.6")
+xi = ctypes.CDLL("libXi.so.6")
+xtst = ctypes.CDLL("libXtst.so.6")
+x11.XOpenDisplay.restype = ctypes.c_void_p
+dpy = ctypes.c_void_p(x11.XOpenDisplay(None))
+major, minor = ctypes.c_int(2), ctypes.c_int(2)
+assert xi.XIQueryVersion(dpy, ctypes.byref(major), ctypes.byref(minor)) == 0
+xi.XISetClientPointer(dpy, 0, master)
+for step in range(40):
+    xtst.XTestFakeMotionEvent(dpy, -1, 100 + step * 7, 120 + step * 3, 0)
+    x11.XSync(dpy, 0)
+shift = x11.XKeysymToKeycode(dpy, 0xffe1)
+xtst.XTestFakeKeyEvent(dpy, shift, 1, 0)
+xtst.XTestFakeKeyEvent(dpy, shift, 0, 0)
+x11.XSync(dpy, 0)
+print(device("agent XTEST pointer"), device("agent XTEST keyboard"))
+"#;
+
+/// An agent's run that sends input through a master device it made reads as a program, not as
+/// the person: every agent's gui input goes on. The input is seen reaching the X server from the
+/// new master's XTEST slaves (so the attack ran), and the person's own move right after is still
+/// seen and pauses gui input (so the watch was live).
+#[tokio::test(flavor = "multi_thread")]
+async fn input_through_a_master_an_agent_made_does_not_pause_gui_input() {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::Event;
+    use x11rb::protocol::xinput::{self, ConnectionExt as _};
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon_watching_the_person();
+    let app = Window::launch_on(persons_desktop(), &daemon, "seen-agent-master", 500, 300).await;
+    let listed = entry(&gui(&daemon, "windows", json!({}), json!({})).await, app.id);
+    let point = (
+        listed["x"].as_i64().unwrap() + 20,
+        listed["y"].as_i64().unwrap() + 20,
+    );
+    // The test watches raw input from every device, to see where the run's input came from.
+    let (watcher, root) = persons_desktop().x_connection();
+    watcher
+        .xinput_xi_query_version(2, 2)
+        .unwrap()
+        .reply()
+        .unwrap();
+    watcher
+        .xinput_xi_select_events(
+            root,
+            &[xinput::EventMask {
+                deviceid: xinput::Device::ALL.into(),
+                mask: vec![xinput::XIEventMask::RAW_MOTION | xinput::XIEventMask::RAW_KEY_PRESS],
+            }],
+        )
+        .unwrap()
+        .check()
+        .unwrap();
+
+    let out = call(
+        &daemon,
+        "shell",
+        "run",
+        json!({"argv": [computer_tests::desktop::gi_python(), "-c", AGENT_MASTER_INPUT]}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["exit_code"], 0, "{out}");
+    let stdout = out["stdout"].as_str().unwrap_or_default();
+    let slaves: Vec<u16> = stdout
+        .split_whitespace()
+        .filter_map(|id| id.parse().ok())
+        .collect();
+    assert_eq!(slaves.len(), 2, "the run names its XTEST slaves: {out}");
+    let mut from_agent = 0;
+    while let Some(event) = watcher.poll_for_event().unwrap() {
+        let source = match event {
+            Event::XinputRawMotion(e) => e.sourceid,
+            Event::XinputRawKeyPress(e) => e.sourceid,
+            _ => continue,
+        };
+        from_agent += usize::from(slaves.contains(&source));
+    }
+    assert!(
+        from_agent >= 40,
+        "the run's input reached the server through its own master only {from_agent} times"
+    );
+
+    // The daemon has heard of the new devices and judged them not the person's...
+    wait_for(
+        "the daemon to judge the agent's devices",
+        Duration::from_secs(10),
+        || {
+            let log = daemon.log_text();
+            let line = log
+                .lines()
+                .rfind(|line| line.contains("watching for the person's input"))?;
+            let ignored = line.split("ignored=[").nth(1)?.split(']').next()?;
+            slaves
+                .iter()
+                .all(|id| ignored.split(", ").any(|i| i == id.to_string()))
+                .then_some(())
+        },
+    );
+    // ...and gui input goes on: the click lands.
+    let out = gui(
+        &daemon,
+        "click",
+        json!({"x": point.0, "y": point.1}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out["ok"], true, "the agent's input paused gui input: {out}");
+    let first = app.next();
+    assert_eq!(
+        (first["x"].as_i64(), first["y"].as_i64()),
+        (Some(point.0), Some(point.1)),
+        "{first}"
+    );
+
+    // The person's hand is still seen.
+    let person = Person::at_the_desk();
+    person.is_watched_by(&daemon);
+    person.moves_the_mouse(9, 9);
+    let refused = try_wait_for(Duration::from_secs(5), || {
+        let out = block(gui(&daemon, "move", json!({"x": 1, "y": 1}), json!({})));
+        (out["error"]["code"] == "interrupted_by_person").then_some(out)
+    });
+    assert!(refused.is_some(), "the person's move paused nothing");
+
+    // Removes the agent's master, so the desktop is as before for the next test.
+    let status = persons_desktop()
+        .command("xinput")
+        .args(["remove-master", "agent pointer"])
+        .status()
+        .expect("xinput");
+    assert!(status.success(), "xinput remove-master");
 }
