@@ -12,6 +12,10 @@ use super::desktop::{Desktop, WindowInfo, blocking};
 use crate::accessibility::read_back::{self, ElementView, Intent};
 use crate::accessibility::{ElementHandle, ElementReader, ElementWatch};
 use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
+
+/// How long typed text that has not changed the focused field at all is waited for before the
+/// quiet wait may end the read-back: an app busy with its keys shows them late, not never.
+const TEXT_FIRST_CHANGE_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 use crate::{Effect, EffectReport};
 
 /// What an act meant to change, as far as a read-back can tell it.
@@ -81,6 +85,9 @@ pub(super) struct Before {
     on_no_window: bool,
     element: Option<ElementHandle>,
     field: Option<ElementHandle>,
+    /// The process of the focused window when typing began: where a focus that moved on (a
+    /// paragraph split by a line break, the next cell after Enter) is looked for again.
+    focused_pid: Option<u32>,
     /// The change signals of a checkable element under a click, or of the field typed into,
     /// subscribed to before the act: they wake the reads after it as soon as the toolkit
     /// applies the change.
@@ -197,6 +204,7 @@ impl Before {
             on_no_window,
             element,
             field,
+            focused_pid: focused,
             watch: None,
         };
         // Subscribed to where a signal can wake the reads: a checkable element under a click,
@@ -257,12 +265,18 @@ impl Before {
                 break report;
             }
             let intended = matches!(report.effect, Effect::Confirmed);
+            // Typed text that has not shown at all yet may still be on its way: a busy app
+            // (LibreOffice) takes its keys in its own time, so quiet means nothing until then.
+            let text_untouched = matches!(self.aim, Aim::Text(_))
+                && now.text.is_some()
+                && now.text == self.seen.text
+                && started.elapsed() < TEXT_FIRST_CHANGE_WAIT;
             if last.as_ref() != Some(&now) {
                 last_change = Instant::now();
                 last = Some(now);
             }
             if intended
-                || last_change.elapsed() >= READ_BACK_QUIET
+                || (last_change.elapsed() >= READ_BACK_QUIET && !text_untouched)
                 || started.elapsed() + READ_BACK_POLL >= READ_BACK_BOUND
             {
                 break report;
@@ -273,6 +287,13 @@ impl Before {
             }
             pause = (pause * 2).min(READ_BACK_POLL);
         };
+        let report = match (&self.aim, report.effect) {
+            (Aim::Text(typed), effect) if effect != Effect::Confirmed => self
+                .with_moved_focus(reader, deadline, typed.as_deref(), last.as_ref(), started)
+                .await
+                .unwrap_or(report),
+            _ => report,
+        };
         tracing::debug!(
             effect = ?report.effect,
             reads,
@@ -282,6 +303,40 @@ impl Before {
             "gui act read back"
         );
         report
+    }
+
+    /// Typed text judged again where the focus moved on while typing: the field typed into
+    /// and the field that has the focus now, read as one (a line break that split a paragraph
+    /// into two, Enter that moved to the next cell). `None` when the focus did not move or the
+    /// field it moved to cannot be read.
+    async fn with_moved_focus(
+        &self,
+        reader: &ElementReader,
+        deadline: Instant,
+        typed: Option<&str>,
+        last: Option<&Seen>,
+        started: Instant,
+    ) -> Option<EffectReport> {
+        let (Some(before), Some(pid)) = (&self.seen.text, self.focused_pid) else {
+            return None;
+        };
+        let (now_field, now_text) = reader.focused_text(pid, deadline).await?;
+        if self.field.as_ref() == Some(&now_field) {
+            return None;
+        }
+        let typed_into = last.and_then(|seen| seen.text.as_deref()).unwrap_or(before);
+        let joined = format!("{typed_into}\n{now_text}");
+        let within = format!("within {} ms", started.elapsed().as_millis());
+        let report = text_landed(before, &joined, typed, &within);
+        (report.effect == Effect::Confirmed).then(|| {
+            EffectReport::new(
+                Effect::Confirmed,
+                format!(
+                    "{}, read across the field typed into and the one the focus moved on to",
+                    report.evidence
+                ),
+            )
+        })
     }
 
     /// Whether the watched element is one whose intended change it would signal: a checkable,
@@ -494,17 +549,33 @@ fn text_landed(before: &str, now: &str, typed: Option<&str>, within: &str) -> Ef
             },
         );
     }
+    // Apps correct what is typed (LibreOffice capitalises a sentence's first letter).
+    if now_read.to_lowercase().contains(&typed_read.to_lowercase()) {
+        return EffectReport::new(
+            Effect::Confirmed,
+            "the focused field's text holds the typed text, with the letter case the app gave it",
+        );
+    }
     // Line breaks and tabs may move the focus or end the field instead of landing: each run of
     // text between them is looked for, in order.
-    let runs: Vec<&str> = typed_read
+    let typed_lower = typed_read.to_lowercase();
+    let runs: Vec<&str> = typed_lower
         .split(|c: char| c.is_control())
         .filter(|run| !run.is_empty())
         .collect();
-    if runs.len() > 1 && holds_in_order(&now_read, &runs) {
+    if runs.len() > 1 && holds_in_order(&now_read.to_lowercase(), &runs) {
         return EffectReport::new(
             Effect::Confirmed,
             "the focused field's text holds each line of the typed text in order, without the \
              line breaks or tabs between them",
+        );
+    }
+    // A spreadsheet cell shows a formula's result, never the formula typed.
+    if typed_read.trim_start().starts_with('=') {
+        return EffectReport::new(
+            Effect::Unverifiable,
+            "the focused field changed, but it shows a formula's result, not what was typed; \
+             read the cell's value to check it",
         );
     }
     let printable: String = typed_read.chars().filter(|c| !c.is_control()).collect();
@@ -639,6 +710,7 @@ mod tests {
             on_no_window: false,
             element: None,
             field: None,
+            focused_pid: None,
             watch: None,
         };
         // The focus moved and a window closed: keys went somewhere, the text may not have.
