@@ -15,6 +15,8 @@
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
 //! - [`ancestry`]: whether a peer process descends from this daemon (both sockets refuse those).
 //! - [`control`]: the control socket where people (never agents) answer approvals.
+//! - [`descriptors`]: the descriptor limit raised at start, and the budget of connections peers
+//!   may hold, which leaves a reserve for the daemon's own work and the control socket.
 //! - [`export`]: receipts sent on to syslog from a durable cursor behind the ledger.
 //! - [`notify`]: desktop notifications of pending approvals.
 //! - [`ratelimit`]: per-agent sliding-window limits.
@@ -39,6 +41,7 @@ pub mod cancel;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod descriptors;
 pub mod export;
 pub mod gateway;
 pub mod help;

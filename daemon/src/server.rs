@@ -147,7 +147,13 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     // SAFETY: getuid and getpid have no preconditions and cannot fail.
     let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
-    tracing::info!(socket = %socket.path.display(), "serving");
+    let descriptors = crate::descriptors::budget();
+    tracing::info!(
+        socket = %socket.path.display(),
+        descriptor_limit = descriptors.limit,
+        connections_at_most = descriptors.cap(),
+        "serving"
+    );
     let unanswered = Arc::new(Unanswered::default());
     let limits = Limits {
         max_line: config.max_request_bytes,
@@ -205,9 +211,17 @@ pub async fn run(
                 continue;
             }
         };
+        // Every connection a peer holds draws on one budget with the connections of runs'
+        // tools channels, which leaves descriptors for the daemon's own work and the control
+        // socket however many are opened.
+        let Some(descriptor) = descriptors.try_take() else {
+            refuse_short_of_descriptors(stream, descriptors, &logs.over_cap);
+            continue;
+        };
         match slots.clone().try_acquire_owned() {
             Ok(slot) => {
-                tokio::spawn(serve_connection(stream, peer, slot, shared.clone()));
+                let held = (slot, descriptor);
+                tokio::spawn(serve_connection(stream, peer, held, shared.clone()));
             }
             Err(_) => refuse_over_cap(stream, cap, &logs.over_cap),
         }
@@ -411,6 +425,31 @@ fn refuse_over_cap(stream: UnixStream, cap: usize, log: &RateLimitedLog) {
     }
 }
 
+/// Closes a connection the descriptor budget has no room for, telling the client why.
+fn refuse_short_of_descriptors(
+    stream: UnixStream,
+    budget: &crate::descriptors::Budget,
+    log: &RateLimitedLog,
+) {
+    let message = format!(
+        "the daemon holds its most connections ({} of its {} descriptors; the rest are kept for \
+         its own work and the control socket); close one or retry later",
+        budget.cap(),
+        budget.limit
+    );
+    let line = json!({"jsonrpc": "2.0", "id": null,
+                      "error": {"code": CLOSED_BY_LIMIT, "message": message}});
+    let _ = stream.try_write(format!("{line}\n").as_bytes());
+    if let Some(suppressed) = log.allow() {
+        tracing::warn!(
+            cap = budget.cap(),
+            limit = budget.limit,
+            suppressed,
+            "refused a connection: the descriptor budget is spent (logged at most once a minute)"
+        );
+    }
+}
+
 /// Why a peer may not be served as an agent at all, beyond the uid: it descends from this daemon
 /// (a surface started it, directly or not). Its calls would otherwise come back as a fresh agent
 /// outside the scope and receipts of the call that started it. An unreadable ancestry refuses.
@@ -462,7 +501,7 @@ struct Shared {
 async fn serve_connection(
     stream: UnixStream,
     peer: Peer,
-    _slot: OwnedSemaphorePermit,
+    _held: (OwnedSemaphorePermit, crate::descriptors::Permit),
     shared: Arc<Shared>,
 ) {
     let Shared {

@@ -10,14 +10,23 @@
 //! would need a mount per run. A descriptor reaches exactly the processes of the run that kept
 //! it, and nothing in any file system leads to it; the token then binds each request to the
 //! run it was minted for.
+//!
+//! What a run finds on its `PATH` and `PYTHONPATH` is the same for every run, so it is written
+//! once, at start, into `run-tools` in the daemon's own state dir (`prepare_dir`): `computer`,
+//! a link to this binary, and `computer_tools.py`, which asks the channel what the run may call
+//! and defines a function for each. Containment hides the state dir from runs and binds this
+//! one directory back, read-only: no run can change what another imports, and the daemon never
+//! writes where a run could have put a link or a FIFO. Each run's channel holds at most
+//! [`MAX_CONNECTIONS_PER_RUN`] connections, and every connection draws on the daemon's
+//! descriptor budget (`descriptors.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use computer_ipc::tools::{ENV_FD, ENV_RUN, ENV_TOKEN, TOOLS_FD, ToolsOp, ToolsRequest};
 use computer_ipc::{ErrorCode, SurfaceName, ToolError, ToolsAsk};
@@ -27,6 +36,7 @@ use rmcp::model::CallToolResult;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel::CallCancel;
@@ -236,6 +246,10 @@ pub type CallThrough = Arc<
 /// The most one request line may hold.
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
+/// The most connections one run's channel holds at once; one more is refused with a line that
+/// says so. A connection serves any number of calls in turn (the Python module keeps one).
+pub const MAX_CONNECTIONS_PER_RUN: usize = 8;
+
 /// What one run was given: its capability is minted when the run starts (`open`).
 pub struct RunGrant {
     /// The run's receipt id (`via` on every call it makes).
@@ -273,9 +287,15 @@ impl RunTools for RunGrant {
             message: format!("the run's tools could not be set up (a token): {err}"),
         })?;
         let token = format!("ctr_{}", hex::encode(bytes));
+        let bin_dir = RUN_TOOLS_DIR
+            .get()
+            .cloned()
+            .ok_or_else(|| SurfaceError::Failed {
+                message: "the run's tools could not be set up: the daemon did not prepare its \
+                          directory of tools at start"
+                    .into(),
+            })?;
         let (ours, theirs) = seqpacket_pair().map_err(|err| failed("its channel", err))?;
-        let bin_dir = write_bin_dir(&self.via, &self.callable)
-            .map_err(|err| failed("its command and module", err))?;
         // SAFETY: the AsyncFd owns the OwnedFd, which stays open and unchanged until it drops.
         let served = unsafe {
             tokio::io::unix::AsyncFd::register_with_interest(ours, tokio::io::Interest::READABLE)
@@ -297,10 +317,10 @@ impl RunTools for RunGrant {
             secrets: self.secrets.clone(),
             counts: counts.clone(),
             ended: ended.clone(),
+            connections: Arc::new(Semaphore::new(MAX_CONNECTIONS_PER_RUN)),
         };
         tokio::spawn(accept(Arc::new(channel), served));
         let closing = ended.clone();
-        let dir = bin_dir.clone();
         let via = self.via.clone();
         Ok(OpenedTools {
             channel: theirs,
@@ -312,7 +332,6 @@ impl RunTools for RunGrant {
             bin_dir,
             close: Box::new(move || {
                 closing.cancel();
-                let _ = std::fs::remove_dir_all(&dir);
                 let (allowed, refused) = (
                     counts.allowed.load(Ordering::Acquire),
                     counts.refused.load(Ordering::Acquire),
@@ -334,6 +353,8 @@ struct Channel {
     /// Fires when the run ends: the channel and its connections close, calls in flight are
     /// cancelled.
     ended: CancellationToken,
+    /// The run's share of connections ([`MAX_CONNECTIONS_PER_RUN`]).
+    connections: Arc<Semaphore>,
 }
 
 /// Takes the connections the run sends over its channel until the run ends.
@@ -347,9 +368,12 @@ async fn accept(channel: Arc<Channel>, served: tokio::io::unix::AsyncFd<OwnedFd>
             },
         };
         match ready.try_io(|fd| computer_ipc::tools::receive_connection(fd.as_raw_fd())) {
-            Ok(Ok(Some(connection))) => {
-                tokio::spawn(serve(channel.clone(), connection));
-            }
+            Ok(Ok(Some(connection))) => match admit(&channel) {
+                Ok(held) => {
+                    tokio::spawn(serve(channel.clone(), connection, held));
+                }
+                Err(error) => refuse_connection(connection, error),
+            },
             // Every process of the run closed its end.
             Ok(Ok(None)) => return,
             Ok(Err(err)) if err.kind() == std::io::ErrorKind::InvalidData => {}
@@ -359,8 +383,47 @@ async fn accept(channel: Arc<Channel>, served: tokio::io::unix::AsyncFd<OwnedFd>
     }
 }
 
+/// A connection's place: one of the run's own, and one of the daemon's descriptor budget.
+type Held = (OwnedSemaphorePermit, crate::descriptors::Permit);
+
+/// Takes a place for one more connection of the run, or says why there is none.
+fn admit(channel: &Channel) -> Result<Held, ToolError> {
+    let Ok(own) = channel.connections.clone().try_acquire_owned() else {
+        return Err(ToolError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "this run holds its most tools connections ({MAX_CONNECTIONS_PER_RUN}); close \
+                 one (a connection serves any number of calls in turn) and connect again"
+            ),
+        ));
+    };
+    let budget = crate::descriptors::budget();
+    let Some(descriptor) = budget.try_take() else {
+        return Err(ToolError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "the daemon holds its most connections ({} of its {} descriptors); retry later",
+                budget.cap(),
+                budget.limit
+            ),
+        ));
+    };
+    Ok((own, descriptor))
+}
+
+/// Tells a connection there is no room for it, in one line written without waiting, and
+/// closes it: nothing of it is kept.
+fn refuse_connection(connection: OwnedFd, error: ToolError) {
+    use std::io::Write;
+    let stream = std::os::unix::net::UnixStream::from(connection);
+    if stream.set_nonblocking(true).is_ok() {
+        let line = format!("{}\n", json!({"ok": false, "error": error}));
+        let _ = (&stream).write(line.as_bytes());
+    }
+}
+
 /// One connection: a request a line, a reply a line, until the client or the run ends.
-async fn serve(channel: Arc<Channel>, connection: OwnedFd) {
+async fn serve(channel: Arc<Channel>, connection: OwnedFd, _held: Held) {
     let stream = std::os::unix::net::UnixStream::from(connection);
     if stream.set_nonblocking(true).is_err() {
         return;
@@ -405,13 +468,9 @@ impl Channel {
     /// The reply to one request line.
     async fn answer(&self, line: &[u8]) -> Value {
         let refused = |error: ToolError| json!({"ok": false, "error": error});
-        let request: ToolsRequest = match serde_json::from_slice(line) {
+        let request = match decode_request(line) {
             Ok(request) => request,
-            Err(err) => {
-                return refused(ToolError::invalid(format!(
-                    "not a tools request: {err}; send {{\"token\": ..., \"op\": \"call\", \"arguments\": {{...}}}} or {{\"token\": ..., \"op\": \"list\"}}"
-                )));
-            }
+            Err(error) => return refused(error),
         };
         if !same_token(&request.token, &self.token) {
             tracing::warn!("a tools request with a token that is not this run's was refused");
@@ -442,6 +501,16 @@ impl Channel {
             }
         }
     }
+}
+
+/// Reads one request line: a [`ToolsRequest`] with no field beyond those it names, or an
+/// `invalid_call` error saying what was wrong and what to send.
+pub fn decode_request(line: &[u8]) -> Result<ToolsRequest, ToolError> {
+    serde_json::from_slice(line).map_err(|err| {
+        ToolError::invalid(format!(
+            "not a tools request: {err}; send {{\"token\": ..., \"op\": \"call\", \"arguments\": {{...}}}} or {{\"token\": ..., \"op\": \"list\"}}"
+        ))
+    })
 }
 
 /// Whether a call's reply says it was refused before it ran (rather than ran and failed).
@@ -494,27 +563,147 @@ fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok((ours, theirs))
 }
 
-/// The run's directory of tools, first on its `PATH` and `PYTHONPATH`: `computer` (this
-/// daemon's own binary) and `computer_tools.py` (one function per callable command). Private
-/// to the daemon's user; removed when the run ends.
-fn write_bin_dir(via: &str, callable: &[Callable]) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = std::env::temp_dir().join(format!("computer-tools-{via}"));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    std::os::unix::fs::symlink(std::env::current_exe()?, dir.join("computer"))?;
-    std::fs::write(dir.join("computer_tools.py"), python_module(via, callable))?;
+/// The directory of tools every run given tools finds first on its `PATH` and `PYTHONPATH`,
+/// once [`prepare_dir`] has written it.
+static RUN_TOOLS_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Its name inside the daemon's state dir.
+pub const RUN_TOOLS_DIR_NAME: &str = "run-tools";
+
+/// Writes the runs' directory of tools afresh into the daemon's state dir (whatever a daemon
+/// that was killed left there is removed first): `computer`, a link to this binary, and
+/// `computer_tools.py`. Every entry is made relative to a descriptor of the directory this
+/// opened itself, never through a link, never over something already there, and never by an
+/// open that could wait on a FIFO. Directories `/tmp/computer-tools-*` of this user, where
+/// earlier versions wrote each run's tools, are removed too. Returns the directory, which
+/// containment shows to runs read-only.
+pub fn prepare_dir(state_dir: &Path) -> std::io::Result<PathBuf> {
+    let state = open_dir_at(libc::AT_FDCWD, state_dir)?;
+    let dir = state_dir.join(RUN_TOOLS_DIR_NAME);
+    match std::fs::symlink_metadata(&dir) {
+        // std's removal opens every directory it descends into without following links.
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&dir)?,
+        Ok(_) => std::fs::remove_file(&dir)?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    let name = c_path(Path::new(RUN_TOOLS_DIR_NAME))?;
+    // SAFETY: mkdirat of a NUL-terminated name under a descriptor we own.
+    if unsafe { libc::mkdirat(state.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let tools = open_dir_at(state.as_raw_fd(), Path::new(RUN_TOOLS_DIR_NAME))?;
+    let exe = c_path(&std::env::current_exe()?)?;
+    // SAFETY: symlinkat of NUL-terminated strings under a descriptor we own.
+    if unsafe { libc::symlinkat(exe.as_ptr(), tools.as_raw_fd(), c"computer".as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    write_new_file_at(&tools, c"computer_tools.py", python_module().as_bytes())?;
+    remove_earlier_run_dirs();
+    let _ = RUN_TOOLS_DIR.set(dir.clone());
     Ok(dir)
 }
 
-/// The generated Python module: what is importable is what is callable.
-pub fn python_module(via: &str, callable: &[Callable]) -> String {
-    let mut out = format!(
-        r#""""The tools this run may call (run {via}), one function per command.
+fn c_path(path: &Path) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} holds a NUL byte", path.display()),
+        )
+    })
+}
+
+/// Opens the directory `path` (relative to `at`), refusing a link in its last component.
+fn open_dir_at(at: libc::c_int, path: &Path) -> std::io::Result<OwnedFd> {
+    let path = c_path(path)?;
+    // SAFETY: openat of a NUL-terminated path; the descriptor returned is ours.
+    let fd = unsafe {
+        libc::openat(
+            at,
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Creates `name` in `dir` as a new regular file holding `bytes`: `O_EXCL` (nothing there
+/// already, a link or a FIFO included, is opened), `O_NOFOLLOW`, `O_NONBLOCK`.
+fn write_new_file_at(dir: &OwnedFd, name: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    // SAFETY: openat of a NUL-terminated name under a descriptor we own.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY
+                | libc::O_CREAT
+                | libc::O_EXCL
+                | libc::O_NOFOLLOW
+                | libc::O_NONBLOCK
+                | libc::O_CLOEXEC,
+            0o400 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, ours alone.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    file.write_all(bytes)
+}
+
+/// Removes the directories `/tmp/computer-tools-*` of this user that earlier versions made per
+/// run (a killed daemon left them behind). Only directories this user owns are removed, never
+/// through a link.
+fn remove_earlier_run_dirs() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    for entry in entries.flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("computer-tools-")
+        {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() && meta.uid() == uid => {
+                if let Err(err) = std::fs::remove_dir_all(&path) {
+                    tracing::warn!(path = %path.display(), error = %err, "cannot remove an earlier run's tools");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The Python module every run given tools imports: what is importable is what is callable,
+/// as the run's channel lists it when the module is imported.
+pub fn python_module() -> String {
+    format!(
+        r#""""The tools this run may call, one function per command.
 
 Each function takes the command's args as keyword arguments and returns the call's result (a
 dict, as `computer call --json` prints it); a refused or failed call raises ToolError. Every call
 goes through the daemon's policy, rate limit and receipts, like any other call; only what this
-script prints reaches the model.
+script prints reaches the model. The functions are those the run's channel lists on import.
 """
 
 import json as _json
@@ -551,13 +740,23 @@ def _connect():
 
 
 def _request(op, **fields):
+    global _connection
     sock, reader = _connect()
     request = dict(token=_os.environ["{ENV_TOKEN}"], op=op, **fields)
-    sock.sendall(_json.dumps(request).encode() + b"\n")
+    try:
+        sock.sendall(_json.dumps(request).encode() + b"\n")
+    except OSError:
+        pass  # a refused connection was closed; its one line says why
     line = reader.readline()
     if not line:
+        _connection = None
         raise ToolError({{"error": {{"code": "unavailable", "message": "the tools channel closed (the run is over)"}}}})
-    return _json.loads(line)
+    reply = _json.loads(line)
+    if (reply.get("error") or {{}}).get("code") in ("rate_limited", "unavailable"):
+        # Perhaps the connection itself was refused (and closed): the next call connects anew.
+        sock.close()
+        _connection = None
+    return reply
 
 
 def call(surface, command, args=None, complications=None):
@@ -573,61 +772,46 @@ def call(surface, command, args=None, complications=None):
 
 def callable_commands():
     """The commands this run may call, with their args' schemas."""
-    return _request("list")["callable"]
+    reply = _request("list")
+    if "callable" not in reply:
+        raise ToolError(reply)
+    return reply["callable"]
 
+
+def _args_doc(schema):
+    properties = schema.get("properties") or {{}}
+    if not properties:
+        return "        (none)\n"
+    required = schema.get("required") or []
+    lines = []
+    for name, prop in properties.items():
+        kind = prop.get("type")
+        if isinstance(kind, list):
+            kind = repr(kind)
+        elif kind is None:
+            kind = "one of " + _json.dumps(prop["enum"]) if "enum" in prop else "value"
+        needed = ", required" if name in required else ""
+        description = str(prop.get("description", "")).replace("\n", " ")
+        lines.append(f"        {{name}} ({{kind}}{{needed}}): {{description}}\n")
+    return "".join(lines)
+
+
+def _define(command):
+    surface, _, name = command["name"].partition(".")
+
+    def function(**args):
+        return call(surface, name, args)
+
+    function.__name__ = function.__qualname__ = f"{{surface}}_{{name}}"
+    function.__doc__ = f"`{{command['name']}}` ({{command['risk']}} risk).\n\n    Args:\n{{_args_doc(command.get('args') or {{}})}}"
+    globals()[function.__name__] = function
+
+
+if "{ENV_TOKEN}" in _os.environ:
+    for _command in callable_commands():
+        _define(_command)
 "#
-    );
-    for command in callable {
-        let Some((surface, name)) = command.name.split_once('.') else {
-            continue;
-        };
-        out.push_str(&format!(
-            "\ndef {surface}_{name}(**args):\n    \"\"\"`{}` ({} risk).\n\n    Args:\n{}    \"\"\"\n    return call(\"{surface}\", \"{name}\", args)\n\n",
-            command.name,
-            command.risk.name(),
-            args_doc(&command.args),
-        ));
-    }
-    out
-}
-
-/// The args of a command, one line each, from its schema.
-fn args_doc(schema: &Value) -> String {
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(properties) = schema["properties"].as_object() else {
-        return "        (none)\n".into();
-    };
-    if properties.is_empty() {
-        return "        (none)\n".into();
-    }
-    let mut out = String::new();
-    for (name, property) in properties {
-        let kind = property["type"]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| property["type"].as_array().map(|t| format!("{t:?}")))
-            .or_else(|| {
-                property["enum"]
-                    .as_array()
-                    .map(|e| format!("one of {}", Value::Array(e.clone())))
-            })
-            .unwrap_or_else(|| "value".into());
-        let description = property["description"]
-            .as_str()
-            .unwrap_or_default()
-            .replace('\n', " ")
-            .replace("\"\"\"", "'''");
-        let needed = if required.contains(&name.as_str()) {
-            ", required"
-        } else {
-            ""
-        };
-        out.push_str(&format!("        {name} ({kind}{needed}): {description}\n"));
-    }
-    out
+    )
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ mod linux {
         let containment = Containment::new(&ContainmentConfig {
             enabled: true,
             hidden: vec![state.path().to_path_buf()],
+            shown: Vec::new(),
         });
         assert_eq!(containment.status().mechanism, "namespaces");
         let exec = ExecSpec {

@@ -28,6 +28,7 @@ mod linux {
         let containment = Containment::new(&ContainmentConfig {
             enabled: true,
             hidden: vec![state.to_path_buf()],
+            shown: Vec::new(),
         });
         assert_eq!(
             containment.status().mechanism,
@@ -67,6 +68,7 @@ mod linux {
         let containment = Containment::proving(&ContainmentConfig {
             enabled: true,
             hidden: vec![state.path().to_path_buf()],
+            shown: Vec::new(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

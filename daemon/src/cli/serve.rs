@@ -48,6 +48,13 @@ async fn serve() -> anyhow::Result<()> {
     let _state_lock = lock_state_dir(&state_dir, &socket_path)?;
     let socket = crate::server::bind(&socket_path)?;
     let control = crate::control::bind(&paths::control_socket_path())?;
+    // Under the lock, before containment is set up (which shows it to runs, read-only).
+    crate::tools::prepare_dir(&state_dir).with_context(|| {
+        format!(
+            "cannot write the tools for runs into {}",
+            state_dir.join(crate::tools::RUN_TOOLS_DIR_NAME).display()
+        )
+    })?;
     // Opened and checked on its writer thread while the surfaces are built; nothing is
     // accepted before it holds.
     let opening = Ledger::start(&state_dir.join("receipts.sqlite"), MAX_BATCH);
@@ -236,6 +243,7 @@ fn containment_config(config: &Config, config_path: &Path, state_dir: &Path) -> 
     ContainmentConfig {
         enabled: config.containment.mode == ContainmentMode::On,
         hidden,
+        shown: vec![state_dir.join(crate::tools::RUN_TOOLS_DIR_NAME)],
     }
 }
 

@@ -562,6 +562,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             containment: Arc::new(Containment::new(&ContainmentConfig {
                 enabled: false,
                 hidden: Vec::new(),
+                shown: Vec::new(),
             })),
             ..ShellLimits::default()
         };

@@ -103,6 +103,7 @@ const STAGES: &[&str] = &[
     "dropping capabilities",
     "opening the run's own terminal",
     "making the run's own /dev",
+    "showing the daemon's tools read-only",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -129,6 +130,7 @@ const STAGE_KERNEL_READ_ONLY: i32 = 21;
 const STAGE_CAPABILITIES: i32 = 22;
 const STAGE_OPEN_TERMINAL: i32 = 23;
 const STAGE_OWN_DEV: i32 = 24;
+const STAGE_SHOW: i32 = 25;
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -147,7 +149,7 @@ fn c_string(bytes: &[u8]) -> Result<CString, ContainError> {
 }
 
 impl Plan {
-    pub(super) fn new(hidden: &[PathBuf]) -> io::Result<Plan> {
+    pub(super) fn new(hidden: &[PathBuf], shown: &[PathBuf]) -> io::Result<Plan> {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let mut dirs = Vec::new();
@@ -188,8 +190,15 @@ impl Plan {
             .chain(&files)
             .map(|p| p.display().to_string())
             .collect();
+        let shown_list = if shown.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = shown.iter().map(|p| p.display().to_string()).collect();
+            format!("; shown read-only: {}", list.join(", "))
+        };
         let described = format!(
-            "{namespaces}; hidden from runs: {}; a run sees only its own processes and its own \
+            "{namespaces}; hidden from runs: {}{shown_list}; \
+             a run sees only its own processes and its own \
              terminals (a private /dev/pts), holds no capability, cannot gain privileges \
              (no_new_privs), finds /proc/sys and /sys read-only, and everything it started is \
              killed when it ends",
@@ -202,6 +211,7 @@ impl Plan {
             pins: pins.iter().map(c).collect::<io::Result<_>>()?,
             masked_dirs: dirs.iter().map(c).collect::<io::Result<_>>()?,
             masked_files: files.iter().map(c).collect::<io::Result<_>>()?,
+            shown: shown.iter().map(c).collect::<io::Result<_>>()?,
             no_network: false,
             writable: None,
             described,
@@ -1091,17 +1101,25 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 fail_later(slot, STAGE_PIN);
             }
         }
+        // Held from before the masks, which hide their paths; bound back after them.
+        let shown = open_shown(plan, slot);
         for dir in &plan.masked_dirs {
             let options = c"size=4k,mode=0500";
+            let holds_shown = plan.shown.iter().any(|s| lies_inside(s, dir));
+            // A mask that holds a shown directory stays writable until its mount points exist.
+            let read_only = if holds_shown { 0 } else { libc::MS_RDONLY };
             if libc::mount(
                 c"computer-hidden".as_ptr(),
                 dir.as_ptr(),
                 c"tmpfs".as_ptr(),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                read_only | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 options.as_ptr().cast(),
             ) != 0
             {
                 fail_later(slot, STAGE_MASK_DIR);
+            }
+            if holds_shown {
+                make_mount_points(plan, dir, slot);
             }
         }
         if !plan.masked_files.is_empty() {
@@ -1207,6 +1225,9 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
                 }
             }
         }
+        // After the writable paths (whose recursive binds would otherwise clear the flag), and
+        // before /proc is the run's (the held directories are reached through the daemon's).
+        bind_shown(plan, shown, slot);
         if libc::mount(
             c"proc".as_ptr(),
             c"/proc".as_ptr(),
@@ -1534,6 +1555,100 @@ unsafe fn own_dev() -> bool {
             libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
             std::ptr::null(),
         ) == 0
+    }
+}
+
+/// Whether `path` lies strictly inside the directory `dir`.
+fn lies_inside(path: &std::ffi::CStr, dir: &std::ffi::CStr) -> bool {
+    let (path, dir) = (path.to_bytes(), dir.to_bytes());
+    path.len() > dir.len() + 1 && path.starts_with(dir) && path[dir.len()] == b'/'
+}
+
+// The daemon's tools, shown read-only inside its hidden state dir: the masks would hide them,
+// so each shown directory is opened first (`open_shown`), its mount point made inside the
+// mask's tmpfs before that is made read-only (`make_mount_points`), and the directory bound
+// there read-only once every other mount is in place (`bind_shown`). A run then reads the same
+// path as the daemon wrote, and can change nothing in it.
+
+/// Opens every shown directory (not through a symbolic link) before the masks hide it.
+unsafe fn open_shown(plan: &Plan, slot: RawFd) -> Vec<RawFd> {
+    plan.shown
+        .iter()
+        .map(|path| {
+            // SAFETY: open of a NUL-terminated path.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                fail_later(slot, STAGE_SHOW);
+            }
+            fd
+        })
+        .collect()
+}
+
+/// Makes, on the mask of `dir` (a writable tmpfs still), the directories the shown paths
+/// inside it are bound onto, then makes the mask read-only.
+unsafe fn make_mount_points(plan: &Plan, dir: &std::ffi::CStr, slot: RawFd) {
+    for path in plan.shown.iter().filter(|s| lies_inside(s, dir)) {
+        let bytes = path.to_bytes();
+        let inner = bytes[dir.to_bytes().len() + 1..]
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .map(|(i, _)| dir.to_bytes().len() + 1 + i)
+            .chain([bytes.len()]);
+        for end in inner {
+            let Ok(step) = CString::new(&bytes[..end]) else {
+                fail_later(slot, STAGE_SHOW);
+            };
+            // SAFETY: mkdir of a NUL-terminated path.
+            if unsafe { libc::mkdir(step.as_ptr(), 0o500) } != 0 && errno() != libc::EEXIST {
+                fail_later(slot, STAGE_SHOW);
+            }
+        }
+    }
+    let none = std::ptr::null::<libc::c_char>();
+    // SAFETY: a remount of the tmpfs just mounted at `dir`.
+    if unsafe {
+        libc::mount(
+            none,
+            dir.as_ptr(),
+            none,
+            libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        fail_later(slot, STAGE_MASK_DIR);
+    }
+}
+
+/// Binds each shown directory, through the descriptor held since before the masks, onto its
+/// own path, read-only.
+unsafe fn bind_shown(plan: &Plan, held: Vec<RawFd>, slot: RawFd) {
+    for (path, fd) in plan.shown.iter().zip(held) {
+        let Ok(source) = CString::new(format!("/proc/self/fd/{fd}")) else {
+            fail_later(slot, STAGE_SHOW);
+        };
+        // SAFETY: a bind mount of two NUL-terminated paths; the descriptor is ours.
+        unsafe {
+            if libc::mount(
+                source.as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ) != 0
+                || set_read_only(path, true) != 0
+            {
+                fail_later(slot, STAGE_SHOW);
+            }
+            libc::close(fd);
+        }
     }
 }
 

@@ -7,17 +7,16 @@ use std::path::PathBuf;
 /// How every rule hiding one of the daemon's paths starts, so that [`with_limits`] can state
 /// them again after the rules it adds.
 const HIDE_RULE: &str = "(deny file-read* file-write* (subpath ";
+/// How every rule showing a directory inside a hidden one starts (read-only: writing stays
+/// denied by the hiding rule), stated again after the hiding rules.
+const SHOW_RULE: &str = "(allow file-read* (subpath ";
 
 /// The Seatbelt profile for runs: everything a person could do, except the hidden paths and
 /// other processes' signals.
-pub(super) fn profile(hidden: &[PathBuf]) -> String {
+pub(super) fn profile(hidden: &[PathBuf], shown: &[PathBuf]) -> String {
     let mut profile = String::from("(version 1)\n(allow default)\n");
     for path in hidden {
-        let quoted = path
-            .display()
-            .to_string()
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"");
+        let quoted = quote(path);
         profile.push_str(&format!("{HIDE_RULE}\"{quoted}\"))\n"));
         // Connecting to a socket is a network operation to Seatbelt, not a file read: the
         // daemon's sockets are closed by their own rule (one filter per rule, or all must match).
@@ -25,11 +24,23 @@ pub(super) fn profile(hidden: &[PathBuf]) -> String {
             "(deny network-outbound (remote unix-socket (subpath \"{quoted}\")))\n"
         ));
     }
+    // After the hiding rules (the last matching rule wins): read-only, inside a hidden path.
+    for path in shown {
+        profile.push_str(&format!("{SHOW_RULE}\"{}\"))\n", quote(path)));
+    }
     // Signals and process inspection reach only processes in this run's sandbox: never the
     // daemon, never an approver.
     profile.push_str("(deny signal (target others))\n(allow signal (target same-sandbox))\n");
     profile.push_str("(deny process-info* (target others))\n");
     profile
+}
+
+/// `path` as a Seatbelt string's contents.
+fn quote(path: &std::path::Path) -> String {
+    path.display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
 }
 
 /// Rewrites `command` to start under `sandbox-exec` with `profile`.
@@ -90,7 +101,7 @@ pub(super) fn with_limits(profile: &str, limits: &super::RunLimits) -> String {
         // the writable ones, so naming one of them writable does not open it.
         let hide_again: String = profile
             .lines()
-            .filter(|line| line.starts_with(HIDE_RULE))
+            .filter(|line| line.starts_with(HIDE_RULE) || line.starts_with(SHOW_RULE))
             .map(|line| format!("{line}\n"))
             .collect();
         profile.push_str(&hide_again);
@@ -107,7 +118,7 @@ mod tests {
     #[test]
     fn a_writable_path_cannot_reopen_a_hidden_one() {
         let state = PathBuf::from("/Users/me/Library/Application Support/computer");
-        let base = profile(std::slice::from_ref(&state));
+        let base = profile(std::slice::from_ref(&state), &[]);
         let limits = super::super::RunLimits {
             no_network: false,
             writable: Some(vec![state.clone(), PathBuf::from("/tmp/work")]),
@@ -137,7 +148,7 @@ mod tests {
             no_network: false,
             writable: Some(vec![dir.path().to_path_buf()]),
         };
-        let tightened = with_limits(&profile(&[]), &limits);
+        let tightened = with_limits(&profile(&[], &[]), &limits);
         assert!(
             tightened.contains(&format!("(subpath \"{}\")", real.display())),
             "profile:\n{tightened}"

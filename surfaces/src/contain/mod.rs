@@ -44,6 +44,10 @@ pub struct ContainmentConfig {
     pub enabled: bool,
     /// Paths no run may reach: the daemon's state dir, config, socket dirs.
     pub hidden: Vec<PathBuf>,
+    /// Directories inside hidden ones that every run sees read-only, at the same path: the
+    /// daemon's tools for runs (the `computer` command and the `computer_tools` module), written
+    /// only by the daemon. One that does not exist when containment is set up is left hidden.
+    pub shown: Vec<PathBuf>,
 }
 
 /// Tighter limits one run asks for (`complications.sandbox`), on top of the daemon's.
@@ -333,9 +337,10 @@ impl Proven {
             );
         }
         let hidden = existing_forms(&config.hidden);
+        let shown = shown_forms(&config.shown, &hidden);
         #[cfg(target_os = "linux")]
         {
-            match wire::Plan::new(&hidden).and_then(linux::Launcher::new) {
+            match wire::Plan::new(&hidden, &shown).and_then(linux::Launcher::new) {
                 Ok(launcher) => Proven {
                     status: ContainmentStatus {
                         mechanism: "namespaces",
@@ -356,7 +361,7 @@ impl Proven {
         }
         #[cfg(target_os = "macos")]
         {
-            let profile = macos::profile(&hidden);
+            let profile = macos::profile(&hidden, &shown);
             Proven {
                 status: ContainmentStatus {
                     mechanism: "seatbelt",
@@ -369,7 +374,7 @@ impl Proven {
         }
         #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
-            let _ = hidden;
+            let _ = (hidden, shown);
             Proven::without_runs(
                 "unavailable",
                 "no containment mechanism on this platform".into(),
@@ -511,6 +516,24 @@ fn existing_forms(paths: &[PathBuf]) -> Vec<PathBuf> {
         let all = out.clone();
         move |p: &PathBuf| !all.iter().any(|q| q != p && p.starts_with(q))
     });
+    out
+}
+
+/// The shown directories in their canonical spelling, those that exist as directories and lie
+/// inside a hidden one (elsewhere runs see them anyway, with whatever access their modes give).
+fn shown_forms(shown: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in shown {
+        let Ok(canonical) = path.canonicalize() else {
+            continue;
+        };
+        let inside_hidden = hidden
+            .iter()
+            .any(|h| canonical != *h && canonical.starts_with(h));
+        if canonical.is_dir() && inside_hidden && !out.contains(&canonical) {
+            out.push(canonical);
+        }
+    }
     out
 }
 

@@ -50,6 +50,9 @@ pub(super) struct Plan {
     pub(super) masked_dirs: Vec<CString>,
     /// Files (and sockets) covered by a read-only bind of an empty file on a read-only tmpfs.
     pub(super) masked_files: Vec<CString>,
+    /// Directories inside masked ones bound back, read-only, at their own path (the daemon's
+    /// tools for runs).
+    pub(super) shown: Vec<CString>,
     /// This run gets an empty network namespace.
     pub(super) no_network: bool,
     /// When set, every mount is read-only except these paths.
@@ -144,6 +147,7 @@ impl Plan {
         out.list(&self.pins);
         out.list(&self.masked_dirs);
         out.list(&self.masked_files);
+        out.list(&self.shown);
         out.0
     }
 
@@ -156,6 +160,7 @@ impl Plan {
             pins: input.list()?,
             masked_dirs: input.list()?,
             masked_files: input.list()?,
+            shown: input.list()?,
             no_network: false,
             writable: None,
             described: String::new(),
