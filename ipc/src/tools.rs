@@ -170,12 +170,15 @@ impl ToolsClient {
         };
         let mut line = serde_json::to_string(&request).map_err(|err| err.to_string())?;
         line.push('\n');
-        self.writer
-            .write_all(line.as_bytes())
-            .map_err(|err| format!("the tools channel closed: {err}"))?;
+        // A connection the daemon had no room for is closed after one line that says why:
+        // the write may fail, the line is still there to read.
+        let written = self.writer.write_all(line.as_bytes());
         let mut reply = String::new();
         match self.reader.read_line(&mut reply) {
-            Ok(0) => Err("the tools channel closed before it answered".into()),
+            Ok(0) => Err(match written {
+                Err(err) => format!("the tools channel closed: {err}"),
+                Ok(()) => "the tools channel closed before it answered".into(),
+            }),
             Ok(_) => serde_json::from_str(&reply).map_err(|err| {
                 format!("the tools channel answered something else than JSON: {err}")
             }),
