@@ -107,6 +107,9 @@ pub async fn act(
                         "toggle",
                         "press",
                         "click",
+                        // A web <select> (Chromium) has only "open", which closes it again
+                        // when it is open; the state read after says whether it did.
+                        "open",
                     ]
                 };
                 let index = pick_action(&node.actions, wanted)
@@ -301,7 +304,11 @@ async fn select(
             &(index,),
         )
         .await?;
-        return Ok(Some(ok));
+        // Chromium's option lists answer false and leave the choice to the option's own
+        // "select" action, below.
+        if ok {
+            return Ok(Some(true));
+        }
     }
     match pick_action(&node.actions, &["select", "click", "activate", "press"]) {
         Some(i) => Ok(Some(

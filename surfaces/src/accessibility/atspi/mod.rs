@@ -368,8 +368,8 @@ impl Backend for Atspi {
         let at = &node.element;
         let mut contents = Contents::default();
         if node.native.has_interface("Text") {
-            contents.text =
-                Some(walk::text_of(&conn, deadline, &at.bus, &at.path, Some(1 << 20)).await?);
+            let text = walk::text_of(&conn, deadline, &at.bus, &at.path, Some(1 << 20)).await?;
+            contents.text = walk::without_embedded_objects(text);
         }
         if node.native.has_interface("Value") {
             let value = bus::property::<f64>(

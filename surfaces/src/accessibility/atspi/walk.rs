@@ -531,7 +531,7 @@ fn tolerate<T>(result: Result<T, BusError>) -> Result<Option<T>, BusError> {
 
 /// A text with the object replacement characters (U+FFFC) that stand for embedded children
 /// left out: a web combo box's text is one such character; `None` when nothing else is left.
-fn without_embedded_objects(text: String) -> Option<String> {
+pub fn without_embedded_objects(text: String) -> Option<String> {
     if !text.contains('\u{fffc}') {
         return Some(text);
     }
