@@ -15,9 +15,13 @@ use computer_surfaces::{Outcome, SurfaceError};
 use hmac::{Hmac, Mac};
 use rmcp::model::CallToolResult;
 use serde_json::Value;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 use crate::receipts::{Ledger, LedgerError, NewRow};
+
+/// What a receipt shows for the digest of a text that was cut and then had a value masked: the
+/// digest was taken of the bytes in the clear, and the masked whole is not in memory to digest.
+const MASKED_DIGEST: &str = "[withheld: a value in it was masked]";
 
 /// The outcome of a call with every value it resolved masked, in every form: texts (head and
 /// tail), fields, receipt facts, and a failure's message. Before the budget cuts anything, so
@@ -32,15 +36,28 @@ pub fn mask_outcome(
     match outcome {
         Ok(mut outcome) => {
             for text in &mut outcome.texts {
+                // A text masked here (not as it was captured) had its digest taken of the bytes
+                // in the clear: the receipt would hold a digest a short value is found by.
                 if text.is_complete() {
                     // Head and tail are one run of bytes: a value across them is masked whole.
-                    let whole = secrets.mask_bytes(&[text.head.as_slice(), &text.tail].concat());
+                    let clear = [text.head.as_slice(), &text.tail].concat();
+                    let whole = secrets.mask_bytes(&clear);
+                    if whole != clear {
+                        text.sha256 = hex::encode(Sha256::digest(&whole));
+                    }
                     text.head = whole;
                     text.tail = Vec::new();
                     text.total_bytes = text.head.len() as u64;
                 } else {
-                    text.head = secrets.mask_bytes(&text.head);
-                    text.tail = secrets.mask_bytes(&text.tail);
+                    let (head, tail) = (
+                        secrets.mask_bytes(&text.head),
+                        secrets.mask_bytes(&text.tail),
+                    );
+                    if head != text.head || tail != text.tail {
+                        text.sha256 = MASKED_DIGEST.into();
+                    }
+                    text.head = head;
+                    text.tail = tail;
                 }
             }
             let mut fields = Value::Object(std::mem::take(&mut outcome.fields));
@@ -130,17 +147,53 @@ impl SealedLedger {
     }
 
     /// Replaces every secret reference by its keyed digest and masks the values of calls still
-    /// running. A row that named a reference has its request digest keyed too: an unkeyed
-    /// sha256 of a request whose other parts are in the row would let a reference be guessed.
+    /// running and every value revealed to a caller. A row that named a reference has its
+    /// request digest keyed too: an unkeyed sha256 of a request whose other parts are in the row
+    /// would let a reference be guessed. A row that had a value masked has every digest keyed
+    /// (the request's, a stdin's, an output's): each may cover the value, and a short one is
+    /// found by hashing guesses.
     pub fn seal(&self, body: &mut Value) {
-        mask_json_with_live(body);
-        if self.digest_references(body)
+        let masked = mask_json_with_live(body);
+        if self.digest_references(body) | masked
             && let Some(Value::String(digest)) = body.get_mut("args_sha256")
         {
-            *digest = format!(
-                "hmac-sha256:{}",
-                self.mac("computer request digest", digest)
-            );
+            *digest = self.keyed_digest(digest);
+        }
+        if masked {
+            self.key_digests(body);
+        }
+    }
+
+    /// `digest` keyed with the receipts key (unchanged when it is keyed already).
+    fn keyed_digest(&self, digest: &str) -> String {
+        if digest.starts_with("hmac-sha256:") {
+            return digest.to_string();
+        }
+        format!(
+            "hmac-sha256:{}",
+            self.mac("computer request digest", digest)
+        )
+    }
+
+    /// Keys every sha256 digest in `value` (`sha256` and `*_sha256` fields).
+    fn key_digests(&self, value: &mut Value) {
+        match value {
+            Value::Array(items) => items.iter_mut().for_each(|v| self.key_digests(v)),
+            Value::Object(map) => {
+                for (key, item) in map.iter_mut() {
+                    match item {
+                        Value::String(digest)
+                            if (key == "sha256" || key.ends_with("_sha256"))
+                                && digest.len() == 64
+                                && digest.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                        {
+                            *digest = self.keyed_digest(digest);
+                        }
+                        other => self.key_digests(other),
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -281,6 +334,58 @@ mod tests {
             }),
         );
         assert_eq!(failed.unwrap_err().to_string(), "could not set [masked PW]");
+    }
+
+    #[tokio::test]
+    async fn a_revealed_value_is_masked_in_rows_and_outcomes_and_their_digests_are_keyed() {
+        let value = "seal-revealed-e81f2a";
+        let revealing = CallSecrets::default();
+        revealing.reveal(&SecretString::from(value));
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("receipts.sqlite"))
+            .await
+            .unwrap();
+        let sealed = SealedLedger::new(ledger);
+        let clear_digest = hex::encode(Sha256::digest(value.as_bytes()));
+        let mut row = serde_json::json!({
+            "args": {"argv": ["printf", "%s", value]},
+            "args_sha256": "ab".repeat(32),
+            "facts": {"stdin": {"bytes": 20, "sha256": clear_digest, "head": value}},
+        });
+        sealed.seal(&mut row);
+        let text = row.to_string();
+        assert!(!text.contains(value), "{text}");
+        assert!(!text.contains(&clear_digest), "{text}");
+        assert_eq!(row["args"]["argv"][2], "[masked revealed]");
+        assert!(
+            row["args_sha256"]
+                .as_str()
+                .unwrap()
+                .starts_with("hmac-sha256:")
+        );
+        // A row without the value keeps its digests.
+        let mut plain = serde_json::json!({"facts": {"stdin": {"sha256": clear_digest}}});
+        sealed.seal(&mut plain);
+        assert_eq!(plain["facts"]["stdin"]["sha256"], clear_digest);
+
+        // Another call's output is masked and its digest is of what it shows; the revealing
+        // call's own output keeps the value.
+        let output = || Outcome {
+            success: true,
+            texts: vec![computer_surfaces::CapturedText::from_bytes(
+                "stdout",
+                value.as_bytes().to_vec(),
+            )],
+            ..Outcome::default()
+        };
+        let masked = mask_outcome(&CallSecrets::default(), Ok(output())).unwrap();
+        assert_eq!(masked.texts[0].head, b"[masked revealed]");
+        assert_eq!(
+            masked.texts[0].sha256,
+            hex::encode(Sha256::digest(b"[masked revealed]"))
+        );
+        let own = mask_outcome(&revealing, Ok(output())).unwrap();
+        assert_eq!(own.texts[0].head, value.as_bytes());
     }
 
     #[tokio::test]

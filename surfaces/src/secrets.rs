@@ -12,6 +12,7 @@
 //! happens: the masker's automaton holds the encoded forms, and a run's environment passes
 //! through the standard library's and containment's own buffers.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
@@ -135,7 +136,15 @@ pub struct CallSecrets {
 #[derive(Default)]
 struct Resolved {
     values: Vec<(String, SecretString)>,
+    /// The masker of `values` alone.
     masker: Option<Arc<Masker>>,
+    /// This call revealed a value to its caller (`keychain get` with `reveal`): its own reply
+    /// carries it, so its outputs are not masked with revealed values (its receipt rows and
+    /// log lines are, as every row and line is).
+    reveals: bool,
+    /// `values` and the revealed values in one masker, with the [`Revealed::generation`] it was
+    /// built for.
+    with_revealed: Option<(u64, Arc<Masker>)>,
 }
 
 impl Default for CallSecrets {
@@ -240,6 +249,7 @@ impl CallSecrets {
         ));
         live_maskers().push(Arc::downgrade(&masker));
         state.masker = Some(masker);
+        state.with_revealed = None;
     }
 
     /// Takes on every value `other` holds (a terminal session's, lent to a call on it): as
@@ -261,20 +271,51 @@ impl CallSecrets {
             }
             state.values = values;
             state.masker = masker;
+            state.with_revealed = None;
             return;
         }
         drop(state);
         self.register_all(values.iter().map(|(n, v)| (n.as_str(), v)));
     }
 
-    /// Whether nothing was resolved (then nothing needs masking).
-    pub fn is_empty(&self) -> bool {
-        self.lock().values.is_empty()
+    /// Marks this call as one that reveals `value` to its caller, and remembers the value as
+    /// revealed: from now on it is masked in every other call's outputs, in every receipt row
+    /// (this call's too) and in every log line, however it travels (a ref of a later step, the
+    /// args of a bridged call or a job, text the model pastes). This call's own outputs are not
+    /// masked with revealed values: its reply is where the value goes. Blocking for a moment
+    /// (the masker of every revealed value is built again): call it from a blocking thread.
+    pub fn reveal(&self, value: &SecretString) {
+        self.lock().reveals = true;
+        remember_revealed(value);
     }
 
-    /// The masker of every value resolved so far.
+    /// Whether there is nothing to mask: no value resolved, and none revealed that this call's
+    /// outputs are masked with.
+    pub fn is_empty(&self) -> bool {
+        self.masker().is_none()
+    }
+
+    /// The masker of every value resolved so far and, unless this call reveals one itself,
+    /// of every value revealed to a caller.
     pub fn masker(&self) -> Option<Arc<Masker>> {
-        self.lock().masker.clone()
+        let mut state = self.lock();
+        if state.reveals {
+            return state.masker.clone();
+        }
+        let Some((generation, revealed)) = revealed_masker() else {
+            return state.masker.clone();
+        };
+        if state.values.is_empty() {
+            return Some(revealed);
+        }
+        if let Some((built, masker)) = &state.with_revealed
+            && *built == generation
+        {
+            return Some(masker.clone());
+        }
+        let (generation, masker) = masker_with_revealed(&state.values);
+        state.with_revealed = Some((generation, masker.clone()));
+        Some(masker)
     }
 
     /// `text` with every resolved value masked, in every form.
@@ -301,23 +342,32 @@ impl CallSecrets {
     }
 }
 
-fn mask_json_with(masker: &Masker, value: &mut Value) {
+/// Masks every string (and key) of `value` in place; whether anything was masked.
+fn mask_json_with(masker: &Masker, value: &mut Value) -> bool {
     match value {
         Value::String(text) => {
             let masked = masker.mask_str(text);
-            if masked != *text {
+            let changed = masked != *text;
+            if changed {
                 *text = masked;
             }
+            changed
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| mask_json_with(masker, v)),
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, v| mask_json_with(masker, v) | changed),
         Value::Object(map) => {
             let entries = std::mem::take(map);
+            let mut changed = false;
             for (key, mut item) in entries {
-                mask_json_with(masker, &mut item);
-                map.insert(masker.mask_str(&key), item);
+                changed |= mask_json_with(masker, &mut item);
+                let masked = masker.mask_str(&key);
+                changed |= masked != key;
+                map.insert(masked, item);
             }
+            changed
         }
-        _ => {}
+        _ => false,
     }
 }
 
@@ -327,27 +377,33 @@ fn live_maskers() -> MutexGuard<'static, Vec<Weak<Masker>>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Every string of `value` masked with the secrets of every call still running. For receipt
-/// rows: a value one call resolved is masked wherever any row carries it.
-pub fn mask_json_with_live(value: &mut Value) {
-    let maskers: Vec<Arc<Masker>> = {
+/// The maskers of every call still running, and the one of every value revealed to a caller.
+fn live_and_revealed() -> Vec<Arc<Masker>> {
+    let mut maskers: Vec<Arc<Masker>> = {
         let mut live = live_maskers();
         live.retain(|weak| weak.strong_count() > 0);
         live.iter().filter_map(Weak::upgrade).collect()
     };
-    for masker in maskers {
-        mask_json_with(&masker, value);
+    if let Some((_, revealed)) = revealed_masker() {
+        maskers.push(revealed);
     }
+    maskers
 }
 
-/// `line` masked with the secrets of every call still running, or `None` when no call holds
-/// any (the common case: nothing is copied). For the daemon's log writer.
+/// Every string of `value` masked with the secrets of every call still running and every value
+/// revealed to a caller; whether anything was masked. For receipt rows: a value one call
+/// resolved or revealed is masked wherever any row carries it.
+pub fn mask_json_with_live(value: &mut Value) -> bool {
+    live_and_revealed().iter().fold(false, |changed, masker| {
+        mask_json_with(masker, value) | changed
+    })
+}
+
+/// `line` masked with the secrets of every call still running and every value revealed to a
+/// caller, or `None` when there are none (the common case: nothing is copied). For the daemon's
+/// log writer.
 pub fn mask_with_live(line: &[u8]) -> Option<Vec<u8>> {
-    let maskers: Vec<Arc<Masker>> = {
-        let mut live = live_maskers();
-        live.retain(|weak| weak.strong_count() > 0);
-        live.iter().filter_map(Weak::upgrade).collect()
-    };
+    let maskers = live_and_revealed();
     if maskers.is_empty() {
         return None;
     }
@@ -356,6 +412,91 @@ pub fn mask_with_live(line: &[u8]) -> Option<Vec<u8>> {
         text = masker.mask(&text);
     }
     Some(text)
+}
+
+/// What a value revealed to a caller is masked as: `[masked revealed]`.
+pub const REVEALED: &str = "revealed";
+
+/// How many revealed values are remembered: past this, the one revealed longest ago is
+/// forgotten. Each adds a few hundred forms to the masker that every output passes through,
+/// rebuilt at each reveal and, for a call that resolves secrets of its own, once for that call.
+pub const REVEALED_KEPT: usize = 16;
+
+/// The values revealed to callers since the daemon started (the last [`REVEALED_KEPT`]), and
+/// their masker.
+struct Revealed {
+    values: VecDeque<SecretString>,
+    /// Counts changes of `values`, so that a masker built with them can tell it is stale.
+    generation: u64,
+    masker: Option<Arc<Masker>>,
+}
+
+fn revealed() -> MutexGuard<'static, Revealed> {
+    static REVEALED_VALUES: Mutex<Revealed> = Mutex::new(Revealed {
+        values: VecDeque::new(),
+        generation: 0,
+        masker: None,
+    });
+    REVEALED_VALUES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Remembers `value` as revealed to a caller. A value shorter than [`crate::mask::MIN_FORM`]
+/// bytes is not: masking every such run of characters in every later row would garble them all
+/// (`ok`, a digit) and hide nothing.
+fn remember_revealed(value: &SecretString) {
+    let bytes = value.expose_secret().as_bytes();
+    if bytes.len() < crate::mask::MIN_FORM {
+        return;
+    }
+    let mut state = revealed();
+    if state
+        .values
+        .iter()
+        .any(|known| known.expose_secret().as_bytes() == bytes)
+    {
+        return;
+    }
+    state
+        .values
+        .push_back(SecretString::from(value.expose_secret()));
+    while state.values.len() > REVEALED_KEPT {
+        state.values.pop_front();
+    }
+    let masker = Masker::new(
+        state
+            .values
+            .iter()
+            .map(|v| (REVEALED, v.expose_secret().as_bytes())),
+    );
+    state.masker = Some(Arc::new(masker));
+    state.generation += 1;
+}
+
+/// The masker of every revealed value and its generation, or `None` before any reveal.
+fn revealed_masker() -> Option<(u64, Arc<Masker>)> {
+    let state = revealed();
+    state
+        .masker
+        .clone()
+        .map(|masker| (state.generation, masker))
+}
+
+/// A masker of `values` (a call's own, named as they are) and of every revealed value, with the
+/// generation of revealed values it holds.
+fn masker_with_revealed(values: &[(String, SecretString)]) -> (u64, Arc<Masker>) {
+    let state = revealed();
+    let masker = Masker::new(
+        values
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.expose_secret().as_bytes()))
+            .chain(
+                state
+                    .values
+                    .iter()
+                    .map(|v| (REVEALED, v.expose_secret().as_bytes())),
+            ),
+    );
+    (state.generation, Arc::new(masker))
 }
 
 /// Checks a secret's name for a run's environment: a portable variable name, not one the
@@ -517,6 +658,64 @@ mod tests {
             mask_with_live(b"hunter2-value").is_none_or(|m| m == b"hunter2-value"),
             "a finished call's secrets stop being looked for"
         );
+    }
+
+    #[test]
+    fn a_revealed_value_is_masked_everywhere_but_in_the_revealing_calls_outputs() {
+        let value = SecretString::from("revealed-7c1e0b9d44");
+        let revealing = CallSecrets::default();
+        revealing.reveal(&value);
+        // The revealing call's own reply carries the value.
+        assert_eq!(
+            revealing.mask_str("v=revealed-7c1e0b9d44"),
+            "v=revealed-7c1e0b9d44"
+        );
+        // Every other call's outputs mask it, in its forms, whether or not it resolved secrets
+        // of its own.
+        let later = CallSecrets::default();
+        assert!(!later.is_empty());
+        assert_eq!(
+            later.mask_str("echo revealed-7c1e0b9d44"),
+            "echo [masked revealed]"
+        );
+        let encoded = hex::encode("revealed-7c1e0b9d44");
+        assert_eq!(later.mask_str(&encoded), "[masked revealed]");
+        let with_own = CallSecrets::with_resolver(Arc::new(Fixed("own-value-51a2")));
+        with_own
+            .resolve("OWN", &SecretRef::parse("keychain://s/own").unwrap())
+            .unwrap();
+        assert_eq!(
+            with_own.mask_str("own-value-51a2 revealed-7c1e0b9d44"),
+            "[masked OWN] [masked revealed]"
+        );
+        // Receipt rows (the revealing call's too) and log lines mask it.
+        let mut row = serde_json::json!({"args": {"argv": ["echo", "revealed-7c1e0b9d44"]}});
+        assert!(mask_json_with_live(&mut row));
+        assert_eq!(row["args"]["argv"][1], "[masked revealed]");
+        let mut plain = serde_json::json!({"args": {"argv": ["echo", "nothing secret"]}});
+        assert!(!mask_json_with_live(&mut plain));
+        let logged = mask_with_live(b"log revealed-7c1e0b9d44").unwrap();
+        assert_eq!(logged, b"log [masked revealed]");
+        // A value too short to mask alone is not remembered: it would blank every such run of
+        // characters in every row.
+        revealing.reveal(&SecretString::from("ok1"));
+        assert_eq!(later.mask_str("ok1"), "ok1");
+    }
+
+    #[test]
+    fn only_the_last_revealed_values_are_kept() {
+        let values: Vec<String> = (0..REVEALED_KEPT + 1)
+            .map(|n| format!("kept-value-{n:04}-a9f3"))
+            .collect();
+        for value in &values {
+            CallSecrets::default().reveal(&SecretString::from(value.as_str()));
+        }
+        let masked = CallSecrets::default().mask_str(&values.join(" "));
+        assert!(
+            masked.starts_with("kept-value-0000-a9f3 [masked revealed]"),
+            "{masked}"
+        );
+        assert!(!masked[20..].contains("kept-value"), "{masked}");
     }
 
     #[test]

@@ -329,7 +329,23 @@ impl Surface for KeychainSurface {
                     value: SecretString::from(value),
                 }
             }
-            "delete" => Op::Delete(decode_args::<DeleteArgs>(args)?.reference),
+            "delete" => {
+                let reference = decode_args::<DeleteArgs>(args)?.reference;
+                if reference.service.starts_with(DAEMON_SERVICES) {
+                    // Deleting the consent or the restore token would not grant anything, but
+                    // it would undo what the person granted and make the daemon ask again,
+                    // or fail, on the person's behalf: only the person removes them.
+                    return Err(ToolError::new(
+                        ErrorCode::Denied,
+                        format!(
+                            "{reference} is the daemon's own item (services starting with \"{DAEMON_SERVICES}\" hold what only the person grants, such as the consent to the GNOME remote-desktop session and the desktop portal's restore token); a call may not delete it: the person revokes it with `secret-tool clear service {} username {}`",
+                            reference.service, reference.account
+                        ),
+                    )
+                    .at("args.reference"));
+                }
+                Op::Delete(reference)
+            }
             other => {
                 return Err(
                     ToolError::invalid(format!("unknown keychain command `{other}`"))
@@ -445,7 +461,7 @@ impl PreparedAction for KeychainAction {
         }
     }
 
-    async fn run(self: Box<Self>, _ctx: CallContext) -> Result<Outcome, SurfaceError> {
+    async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let store = self.store;
         let reference = self.op.reference().cloned();
         let mut outcome = Outcome {
@@ -478,12 +494,19 @@ impl PreparedAction for KeychainAction {
             }
             Op::Get { reference, reveal } => {
                 let lookup = reference.clone();
+                let secrets = ctx.secrets.clone();
                 let (info, value) = call_with_deadline(&store, STORE_DEADLINE, move |store| {
                     let info = store
                         .info(&lookup)?
                         .ok_or_else(|| StoreError::not_found(&lookup))?;
                     let value = if reveal {
-                        Some(store.get(&lookup)?)
+                        let value = store.get(&lookup)?;
+                        // From here on the value is masked in every other call's outputs and in
+                        // every receipt row and log line, however it travels (a later step's
+                        // ref, a bridged call, a job, text the model pastes); this call's reply
+                        // alone carries it.
+                        secrets.reveal(&value);
+                        Some(value)
                     } else {
                         None
                     };

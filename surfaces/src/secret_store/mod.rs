@@ -23,7 +23,7 @@ pub use reference::{RefError, SecretRef};
 pub use store::{ItemInfo, STORE_DEADLINE, SecretStore, StoreError, call_with_deadline};
 
 /// The services of the daemon's own keychain items (the portal's restore token, the GNOME
-/// consent), which calls may neither set nor reveal.
+/// consent), which calls may neither set, delete nor reveal.
 pub const DAEMON_SERVICES: &str = "computer.";
 
 /// The real store of this OS, shared. It connects lazily: building it never fails, and a
