@@ -77,9 +77,12 @@ impl SecretServiceStore {
             .map_err(|err| from_service(err, None))?;
         let mut items = Vec::with_capacity(found.unlocked.len());
         for item in &found.unlocked {
-            let attributes = item
+            let read = item
                 .get_attributes()
-                .map_err(|err| from_service(err, None))?;
+                .and_then(|attributes| Ok((attributes, item.get_label()?)));
+            let Some((attributes, label)) = unless_vanished(read)? else {
+                continue;
+            };
             let (Some(service), Some(account)) =
                 (attributes.get("service"), attributes.get("username"))
             else {
@@ -89,7 +92,7 @@ impl SecretServiceStore {
             items.push(ItemInfo {
                 service: service.clone(),
                 account: account.clone(),
-                label: item.get_label().map_err(|err| from_service(err, None))?,
+                label,
             });
         }
         items.sort_by(|a, b| (&a.service, &a.account).cmp(&(&b.service, &b.account)));
@@ -221,6 +224,41 @@ impl SecretStore for SecretServiceStore {
     }
 }
 
+/// What was read of an item found by a search, or `None` when the item was deleted between the
+/// search and the read (another program, or another call, deleting while this one lists): it is
+/// no longer there to list, which is not a failure of the listing.
+fn unless_vanished<T>(read: Result<T, secret_service::Error>) -> Result<Option<T>, StoreError> {
+    match read {
+        Ok(read) => Ok(Some(read)),
+        Err(err) if vanished(&err) => Ok(None),
+        Err(err) => Err(from_service(err, None)),
+    }
+}
+
+/// Whether `err` says the object is not there (any more). gnome-keyring answers a deleted
+/// item's path with `UnknownMethod` ("Object does not exist at path …"); other services with
+/// `UnknownObject`.
+fn vanished(err: &secret_service::Error) -> bool {
+    const GONE: [&str; 2] = [
+        "org.freedesktop.DBus.Error.UnknownObject",
+        "org.freedesktop.DBus.Error.UnknownMethod",
+    ];
+    let fdo_gone = |fdo: &zbus::fdo::Error| {
+        matches!(
+            fdo,
+            zbus::fdo::Error::UnknownObject(_) | zbus::fdo::Error::UnknownMethod(_)
+        )
+    };
+    match err {
+        secret_service::Error::ZbusFdo(fdo) => fdo_gone(fdo),
+        secret_service::Error::Zbus(zbus::Error::FDO(fdo)) => fdo_gone(fdo),
+        secret_service::Error::Zbus(zbus::Error::MethodError(name, _, _)) => {
+            GONE.contains(&name.as_str())
+        }
+        _ => false,
+    }
+}
+
 fn locked_error(reason: String) -> StoreError {
     StoreError::Locked {
         reason,
@@ -306,5 +344,45 @@ fn from_service(err: secret_service::Error, reference: Option<&SecretRef>) -> St
         other => StoreError::Other {
             reason: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_deleted_while_listing_is_skipped_and_other_failures_are_not() {
+        let gone = "Object does not exist at path \u{201c}/org/freedesktop/secrets/collection/login/3\u{201d}";
+        for err in [
+            secret_service::Error::ZbusFdo(zbus::fdo::Error::UnknownMethod(gone.into())),
+            secret_service::Error::ZbusFdo(zbus::fdo::Error::UnknownObject(gone.into())),
+            secret_service::Error::Zbus(zbus::Error::FDO(Box::new(
+                zbus::fdo::Error::UnknownMethod(gone.into()),
+            ))),
+        ] {
+            let shown = err.to_string();
+            assert_eq!(
+                unless_vanished::<()>(Err(err)).unwrap(),
+                None,
+                "skipped: {shown}"
+            );
+        }
+        assert_eq!(unless_vanished(Ok(7)).unwrap(), Some(7));
+        // A locked collection, a gone service, a denied access still fail the listing.
+        assert_eq!(
+            unless_vanished::<()>(Err(secret_service::Error::Locked))
+                .unwrap_err()
+                .kind(),
+            "locked"
+        );
+        assert_eq!(
+            unless_vanished::<()>(Err(secret_service::Error::ZbusFdo(
+                zbus::fdo::Error::AccessDenied("no".into())
+            )))
+            .unwrap_err()
+            .kind(),
+            "failed"
+        );
     }
 }
