@@ -472,3 +472,235 @@ fn a_programmatic_call_gets_the_same_error_and_decision_as_a_single_call() {
     assert_eq!(inside[3]["error"]["code"], "denied", "{}", inside[3]);
     assert_eq!(inside[4]["ok"], true, "{}", inside[4]);
 }
+
+/// The directory of tools the daemon wrote, as a run's `PATH` names it.
+fn tools_dir(daemon: &Daemon) -> std::path::PathBuf {
+    daemon.state.canonicalize().unwrap().join("run-tools")
+}
+
+#[test]
+fn no_run_can_change_the_tools_another_run_imports() {
+    let daemon = Daemon::start();
+    let dir = tools_dir(&daemon);
+    let module = std::fs::read(dir.join("computer_tools.py")).expect("the module is written");
+    let python = gi_python();
+    // A hostile run, given tools or not, at the tools every run imports: append to the module,
+    // swap the link, plant a file beside them, remove or move them away.
+    let attack = format!(
+        "d={dir}; echo 'import os; os.system(\"id\")' >> $d/computer_tools.py && echo appended; \
+         ln -sf /bin/true $d/computer && echo relinked; \
+         touch $d/sitecustomize.py && echo planted; \
+         rm -f $d/computer_tools.py && echo removed; \
+         mv $d $d.gone && echo moved; true",
+        dir = dir.display()
+    );
+    // From a file, as a hostile script would: policy refuses a script that names the daemon's
+    // state dir outright.
+    let file = daemon.root.join("attack.sh");
+    std::fs::write(&file, attack).unwrap();
+    for complications in [json!({"tools": true}), json!({})] {
+        let reply = run(
+            &daemon,
+            &format!("sh {} 2>/dev/null", file.display()),
+            complications,
+        );
+        assert_eq!(reply["ok"], true, "{reply}");
+        assert_eq!(stdout(&reply), "", "the attack worked: {reply}");
+    }
+    assert_eq!(
+        std::fs::read(dir.join("computer_tools.py")).unwrap(),
+        module,
+        "the module changed"
+    );
+    assert_eq!(
+        std::fs::read_link(dir.join("computer")).unwrap(),
+        computer_bin().canonicalize().unwrap()
+    );
+    assert!(!dir.join("sitecustomize.py").exists());
+    // The next run finds its tools where the daemon wrote them, not in the shared /tmp, and
+    // an ordinary call through them succeeds.
+    let reply = run(
+        &daemon,
+        &format!(
+            "echo \"$PATH\" | cut -d: -f1; \
+             {python} -c 'import computer_tools as t; print(t.shell_job(op=\"list\")[\"ok\"])'"
+        ),
+        json!({"tools": true}),
+    );
+    assert_eq!(
+        stdout(&reply),
+        format!("{}\nTrue\n", dir.display()),
+        "{reply}"
+    );
+}
+
+#[test]
+fn links_fifos_and_leftovers_where_the_daemon_writes_its_tools_are_swept_at_start() {
+    let mut daemon = Daemon::start();
+    let victim = daemon.root.join("victim.txt");
+    std::fs::write(&victim, "the victim's own\n").unwrap();
+    let elsewhere = daemon.root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    // An old daemon's per-run directory in the shared /tmp, a FIFO inside.
+    let old = std::env::temp_dir().join(format!("computer-tools-leftover-{}", std::process::id()));
+    std::fs::create_dir_all(&old).unwrap();
+    let mkfifo = |path: &std::path::Path| {
+        let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo of a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    };
+    mkfifo(&old.join("computer_tools.py"));
+    let dir = daemon.state.join("run-tools");
+
+    // As a run of a daemon with containment off could, while the daemon is down (killed): the
+    // directory itself a link elsewhere, then its entries a link aimed at the ledger and at a
+    // file of the person's, and a FIFO.
+    for plant in [
+        &(|dir: &std::path::Path, _: &std::path::Path, elsewhere: &std::path::Path| {
+            std::os::unix::fs::symlink(elsewhere, dir).unwrap();
+        }) as &dyn Fn(&std::path::Path, &std::path::Path, &std::path::Path),
+        &|dir, victim, _| {
+            std::fs::create_dir(dir).unwrap();
+            std::os::unix::fs::symlink(victim, dir.join("computer_tools.py")).unwrap();
+            let ledger = dir.parent().unwrap().join("receipts.sqlite");
+            std::os::unix::fs::symlink(ledger, dir.join("computer")).unwrap();
+            mkfifo(&dir.join("leftover"));
+        },
+        &|dir, _, _| {
+            std::fs::create_dir(dir).unwrap();
+            mkfifo(&dir.join("computer_tools.py"));
+            mkfifo(&dir.join("computer"));
+        },
+    ] {
+        daemon.stop_with(libc::SIGKILL);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&dir).unwrap(),
+            Ok(_) => std::fs::remove_file(&dir).unwrap(),
+            Err(_) => {}
+        }
+        plant(&dir, &victim, &elsewhere);
+        // Answering at all means the start held on no FIFO.
+        daemon.restart();
+        let meta = std::fs::symlink_metadata(dir.join("computer_tools.py")).unwrap();
+        assert!(meta.is_file(), "{meta:?}");
+        assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
+        assert!(!dir.join("leftover").exists());
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "the victim's own\n"
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        daemon.assert_chain_holds();
+        assert!(!old.exists(), "an old run's directory was left in /tmp");
+        // An ordinary run with tools works.
+        let reply = run(
+            &daemon,
+            "computer call shell job --json --args '{\"op\": \"list\"}'",
+            json!({"tools": true}),
+        );
+        let listed: Value = serde_json::from_str(stdout(&reply)).expect("json");
+        assert_eq!(listed["ok"], true, "{reply}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_run_holding_hundreds_of_tools_connections_stops_no_one_else() {
+    let daemon = Daemon::start();
+    let holding = daemon.root.join("holding");
+    let release = daemon.root.join("release");
+    let python = gi_python();
+    // Hostile: connections without end, each asked for the list, none closed; a request line
+    // with a field the channel does not know first. Then, released, an ordinary call.
+    let script = format!(
+        r#"{python} -c '
+import json, os, socket, time
+channel = socket.socket(fileno=int(os.environ["COMPUTER_TOOLS_FD"]))
+token = os.environ["COMPUTER_TOOLS_TOKEN"]
+def connect():
+    ours, theirs = socket.socketpair()
+    socket.send_fds(channel, [b"C"], [theirs.fileno()])
+    theirs.close()
+    return ours
+def ask(sock, request):
+    try:
+        sock.sendall(json.dumps(request).encode() + b"\n")
+    except OSError:
+        pass
+    return json.loads(sock.makefile("rb").readline())
+first = connect()
+print(ask(first, dict(token=token, op="list", as_agent="other"))["error"]["message"].split(";")[0])
+first.close()
+held, refused, said = [], 0, ""
+for n in range(300):
+    sock = connect()
+    reply = ask(sock, dict(token=token, op="list"))
+    if "callable" in reply:
+        held.append(sock)
+    else:
+        refused += 1
+        said = reply["error"]["code"] + ": " + reply["error"]["message"]
+        sock.close()
+print("held", len(held), "refused", refused)
+print(said)
+open("{holding}", "w").close()
+while not os.path.exists("{release}"):
+    time.sleep(0.05)
+for sock in held:
+    sock.close()
+import computer_tools as t
+print("after", t.shell_job(op="list")["ok"])
+'"#,
+        holding = holding.display(),
+        release = release.display(),
+    );
+    let running = {
+        let daemon_env = daemon.env();
+        let bin = computer_bin();
+        std::thread::spawn(move || {
+            let mut command = std::process::Command::new(bin);
+            command.envs(daemon_env).args([
+                "call",
+                "shell",
+                "run",
+                "--json",
+                "--args",
+                &json!({"script": script}).to_string(),
+                "--complications",
+                r#"{"tools": true, "timeout_ms": 120000}"#,
+            ]);
+            let out = command.output().unwrap();
+            serde_json::from_slice::<Value>(&out.stdout)
+                .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+        })
+    };
+    computer_tests::wait_for(
+        "the run to hold its connections",
+        Duration::from_secs(60),
+        || holding.exists().then_some(()),
+    );
+    // Meanwhile: another client's ordinary call, tools/list, and the control socket.
+    let other = daemon.call_json("shell", "job", r#"{"op": "list"}"#);
+    assert_eq!(other["ok"], true, "{other}");
+    let client = daemon.client().await;
+    let tools = client.list_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "COMPUTER"));
+    client.close().await;
+    let approvals = daemon.cli(&["approvals", "list", "--json"]);
+    assert!(approvals.status.success(), "{}", approvals.stderr);
+    std::fs::write(&release, "").unwrap();
+    let reply = running.join().unwrap();
+    let out = stdout(&reply);
+    let mut lines = out.lines();
+    let unknown = lines.next().unwrap_or_default();
+    assert!(
+        unknown.contains("unknown field `as_agent`"),
+        "{unknown}: {reply}"
+    );
+    assert_eq!(lines.next(), Some("held 8 refused 292"), "{reply}");
+    let said = lines.next().unwrap_or_default();
+    assert!(
+        said.starts_with("rate_limited: this run holds its most tools connections (8)"),
+        "{said}"
+    );
+    assert_eq!(lines.next(), Some("after True"), "{reply}");
+}
