@@ -163,6 +163,9 @@ impl Default for ApprovalConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ContainmentSection {
     pub mode: ContainmentMode,
+    /// Login files (`~/.bashrc`, `/etc/profile.d`, ... as containment lists them) that runs may
+    /// write after all: each named here is left writable; every other stays read-only in runs.
+    pub login_files_writable: Vec<std::path::PathBuf>,
 }
 
 /// `on` (the default): every run is contained, and refused where containment cannot be set up.

@@ -438,6 +438,11 @@ impl Gateway {
             let grant = self.grant(caller, &call_id, callable, ctx.secrets.clone());
             ctx.tools = Some(Arc::new(grant));
         }
+        // A call a run made (tagged `via` it, by `handle_via`): its connection is the run's
+        // tools channel, whose token fires when the run ends, and so ends what it opened.
+        if early.tags.contains_key("via") {
+            ctx.run_ended = Some(cancel.connection.clone());
+        }
         if call.complications.detach {
             let fields = decided.surface.result_fields(&call.command);
             let asked = call.complications.return_budget.clone();

@@ -741,6 +741,7 @@ impl Stages {
             secrets: Default::default(),
             agent: caller.agent.clone(),
             tools: None,
+            run_ended: None,
         }
     }
 

@@ -31,6 +31,7 @@ mod linux {
             enabled: true,
             hidden: vec![state.path().to_path_buf()],
             shown: Vec::new(),
+            read_only: Vec::new(),
         });
         assert_eq!(containment.status().mechanism, "namespaces");
         let exec = ExecSpec {

@@ -445,6 +445,7 @@ mod tests {
             secrets: Default::default(),
             agent: "default".into(),
             tools: None,
+            run_ended: None,
         }
     }
 

@@ -144,6 +144,9 @@ pub struct CallContext {
     /// Programmatic calls for this call's run, when the daemon gave it tools
     /// (`complications.tools` on `shell run`); `None` otherwise.
     pub tools: Option<Arc<dyn RunTools>>,
+    /// For a call a run made through its tools channel: fires when that run ends. What the call
+    /// starts that would outlive it (a terminal session) ends then too.
+    pub run_ended: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// A run's programmatic calls, as the daemon serves them: the shell surface opens the channel

@@ -29,6 +29,7 @@ mod linux {
             enabled: true,
             hidden: vec![state.to_path_buf()],
             shown: Vec::new(),
+            read_only: Vec::new(),
         });
         assert_eq!(
             containment.status().mechanism,
@@ -69,6 +70,7 @@ mod linux {
             enabled: true,
             hidden: vec![state.path().to_path_buf()],
             shown: Vec::new(),
+            read_only: Vec::new(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

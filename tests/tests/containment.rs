@@ -1112,3 +1112,206 @@ fn writes_to_hidden_paths_fail_loudly() {
     );
     assert_eq!(stdout(&ordinary), "ok", "{ordinary}");
 }
+
+/// Login files a test home holds before its daemon starts, with what they hold.
+const LOGIN_FILES: &[(&str, &str)] = &[
+    (".bashrc", "# the person's bashrc\n"),
+    (".profile", "# the person's profile\n"),
+    (
+        ".ssh/authorized_keys",
+        "ssh-ed25519 AAAAthepersons person@desk\n",
+    ),
+];
+
+/// What an agent plants to run at the person's next login, terminal or desktop session, each a
+/// line of shell run on its own; none may take effect.
+const PLANTED_FOR_LATER: &[&str] = &[
+    "echo '(printf \"a\\n\" | computer approve) &' >> ~/.bashrc",
+    "printf 'computer approve\\n' > ~/.profile",
+    "mkdir -p ~/.config/autostart && printf '[Desktop Entry]\\nExec=computer approve\\n' > ~/.config/autostart/x.desktop",
+    "mkdir -p ~/.config/systemd/user && printf '[Service]\\nExecStart=computer approve\\n' > ~/.config/systemd/user/x.service",
+    "printf '[Desktop Entry]\\nExec=computer approve\\n' > ~/.local/share/applications/x.desktop",
+    "echo 'ssh-ed25519 AAAAtheagents agent@run' >> ~/.ssh/authorized_keys",
+    "mkdir -p ~/.config/environment.d && echo 'PATH=/tmp/agent' > ~/.config/environment.d/x.conf",
+    "rm -f ~/.bashrc && echo planted > ~/.bashrc",
+    "mv ~/.config ~/.config-moved && mkdir -p ~/.config/autostart && echo planted > ~/.config/autostart/x.desktop",
+    "mv ~/.ssh ~/.ssh-moved && mkdir ~/.ssh && echo planted > ~/.ssh/authorized_keys",
+    "echo '* * * * * computer approve' | crontab -",
+    "test -d /var/spool/cron && mkdir -p /var/spool/cron/crontabs && echo '* * * * * computer approve' > /var/spool/cron/crontabs/root",
+    "echo 'computer approve' >> /etc/profile.d/computer-planted.sh",
+    "echo 'computer approve' >> /etc/bash.bashrc",
+];
+
+/// Every file under `dir` with its content, in order: what a run may have changed there.
+fn tree_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path.clone());
+            }
+            let content = std::fs::read(&path).unwrap_or_default();
+            found.push((path.display().to_string(), content));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A home directory of the test's own, holding [`LOGIN_FILES`], and a daemon whose runs have it
+/// as their HOME. (Never the machine's own home: a run that got through would change it.)
+fn daemon_with_home(config: &str) -> (Daemon, tempfile::TempDir) {
+    let home = tempfile::tempdir().unwrap();
+    for (name, text) in LOGIN_FILES {
+        let path = home.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+    }
+    let daemon = Daemon::start_with_env(
+        config,
+        &[("HOME", home.path().display().to_string())],
+        &["DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS"],
+    );
+    (daemon, home)
+}
+
+#[test]
+fn nothing_a_run_plants_runs_at_the_next_login_while_ordinary_writes_succeed() {
+    let (daemon, home) = daemon_with_home(ALLOW_SHELL);
+    // Once containment is proven (the first run waits for it), which makes the login
+    // directories that were missing.
+    assert_eq!(run(&daemon, "true", json!({}))["ok"], true);
+    let before = tree_of(home.path());
+    let system = ["/etc/profile.d", "/etc/bash.bashrc", "/var/spool"];
+    let system_before: Vec<_> = system.iter().map(|p| tree_of(Path::new(p))).collect();
+    let bashrc_before = std::fs::metadata("/etc/bash.bashrc").map(|m| m.len()).ok();
+    let mut script = String::new();
+    for attack in PLANTED_FOR_LATER {
+        script.push_str(&format!(
+            "( {attack} ) 2>/dev/null && echo 'planted: {}'\n",
+            attack.replace('\'', "")
+        ));
+    }
+    script.push_str("echo 'the agent was here' > ~/notes.txt && cat ~/notes.txt\n");
+    let reply = run(&daemon, &script, json!({}));
+    assert_eq!(
+        stdout(&reply),
+        "the agent was here\n",
+        "an attack took effect, or the ordinary write failed: {reply}"
+    );
+    let mut after = tree_of(home.path());
+    let notes = home.path().join("notes.txt").display().to_string();
+    assert!(
+        after.contains(&(notes.clone(), b"the agent was here\n".to_vec())),
+        "the ordinary write did not reach the home: {after:?}"
+    );
+    after.retain(|(path, _)| *path != notes);
+    assert_eq!(after, before, "the home's login files changed");
+    for (path, tree) in system.iter().zip(&system_before) {
+        assert_eq!(&tree_of(Path::new(path)), tree, "{path} changed");
+    }
+    assert_eq!(
+        std::fs::metadata("/etc/bash.bashrc").map(|m| m.len()).ok(),
+        bashrc_before
+    );
+}
+
+#[test]
+fn a_login_file_the_config_names_stays_writable() {
+    let (daemon, home) = daemon_with_home(&format!(
+        "{ALLOW_SHELL}\n[containment]\nlogin_files_writable = [\"~/.bashrc\"]\n"
+    ));
+    let reply = run(
+        &daemon,
+        "echo 'alias ll=\"ls -l\"' >> ~/.bashrc && echo written; echo x >> ~/.profile || echo refused",
+        json!({}),
+    );
+    assert_eq!(stdout(&reply), "written\nrefused\n", "{reply}");
+    assert!(
+        std::fs::read_to_string(home.path().join(".bashrc"))
+            .unwrap()
+            .ends_with("alias ll=\"ls -l\"\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".profile")).unwrap(),
+        "# the person's profile\n"
+    );
+}
+
+#[test]
+fn a_run_has_a_keyring_of_its_own() {
+    let daemon = Daemon::start_with_config(ALLOW_SHELL);
+    let outside = std::process::Command::new("keyctl")
+        .args(["show", "@s"])
+        .output()
+        .expect("keyctl (package keyutils)");
+    let outside_first = String::from_utf8_lossy(&outside.stdout)
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let reply = run(
+        &daemon,
+        "keyctl add user computer-planted-key agents-value @s >/dev/null && echo added; \
+         keyctl show @s | sed -n 2p",
+        json!({}),
+    );
+    let out = stdout(&reply);
+    assert!(out.starts_with("added\n"), "{reply}");
+    // The run's session keyring is not the daemon's (nor the test's, which the daemon shares).
+    let inside_first = out.lines().nth(1).unwrap_or_default();
+    assert_ne!(
+        inside_first.split_whitespace().next(),
+        outside_first.split_whitespace().next(),
+        "{reply}"
+    );
+    let after = std::process::Command::new("keyctl")
+        .args(["show", "@s"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&after.stdout).contains("computer-planted-key"),
+        "the run's key reached the daemon's session keyring"
+    );
+    let search = std::process::Command::new("keyctl")
+        .args(["search", "@s", "user", "computer-planted-key"])
+        .output()
+        .unwrap();
+    assert!(!search.status.success(), "the run's key is found outside");
+}
+
+#[test]
+fn a_session_a_run_opens_ends_with_the_run() {
+    let daemon = Daemon::start_with_config(&format!(
+        "{ALLOW_SHELL}\n[tools]\nallow = [\"shell.open\"]\n"
+    ));
+    let reply = daemon.shell_run_json(
+        &json!({"script": "computer call shell open --json --args '{\"argv\": [\"sleep\", \"3097\"]}'"}),
+        &json!({"tools": ["shell.open"]}),
+    );
+    let opened: Value = serde_json::from_str(stdout(&reply).trim()).unwrap_or_else(|err| {
+        panic!("{err}: {reply}");
+    });
+    let session = opened["session"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{opened}"));
+    wait_for("the run's session to end", Duration::from_secs(20), || {
+        processes_with("sleep 3097").is_empty().then_some(())
+    });
+    let read = daemon.call_json("shell", "read", &json!({"session": session}).to_string());
+    assert!(
+        read.to_string().contains("the run that opened it ended"),
+        "{read}"
+    );
+    // A session opened outside any run stays open after its call.
+    let own = daemon.call_json("shell", "open", r#"{"argv": ["sleep", "3098"]}"#);
+    assert_eq!(own["ok"], true, "{own}");
+    wait_for("the agent's own session", Duration::from_secs(20), || {
+        (!processes_with("sleep 3098").is_empty()).then_some(())
+    });
+    let own_id = own["session"].clone();
+    let closed = daemon.call_json("shell", "close", &json!({"session": own_id}).to_string());
+    assert_eq!(closed["ok"], true, "{closed}");
+}

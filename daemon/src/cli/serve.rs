@@ -240,10 +240,15 @@ fn containment_config(config: &Config, config_path: &Path, state_dir: &Path) -> 
             hidden.push(dir.to_path_buf());
         }
     }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
     ContainmentConfig {
         enabled: config.containment.mode == ContainmentMode::On,
         hidden,
         shown: vec![state_dir.join(crate::tools::RUN_TOOLS_DIR_NAME)],
+        read_only: computer_surfaces::contain::login_files(
+            home.as_deref(),
+            &config.containment.login_files_writable,
+        ),
     }
 }
 

@@ -562,6 +562,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             containment: Arc::new(Containment::new(&ContainmentConfig {
                 enabled: false,
                 hidden: Vec::new(),
+                read_only: Vec::new(),
                 shown: Vec::new(),
             })),
             ..ShellLimits::default()
@@ -589,6 +590,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             secrets: Default::default(),
             agent: "default".into(),
             tools: None,
+            run_ended: None,
         }
     }
 

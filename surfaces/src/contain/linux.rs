@@ -104,6 +104,8 @@ const STAGES: &[&str] = &[
     "opening the run's own terminal",
     "making the run's own /dev",
     "showing the daemon's tools read-only",
+    "making login files read-only",
+    "joining a keyring of the run's own",
 ];
 const STAGE_UNSHARE: i32 = 0;
 const STAGE_SETGROUPS: i32 = 1;
@@ -131,6 +133,8 @@ const STAGE_CAPABILITIES: i32 = 22;
 const STAGE_OPEN_TERMINAL: i32 = 23;
 const STAGE_OWN_DEV: i32 = 24;
 const STAGE_SHOW: i32 = 25;
+const STAGE_LOGIN_FILES: i32 = 26;
+const STAGE_KEYRING: i32 = 27;
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -149,7 +153,11 @@ fn c_string(bytes: &[u8]) -> Result<CString, ContainError> {
 }
 
 impl Plan {
-    pub(super) fn new(hidden: &[PathBuf], shown: &[PathBuf]) -> io::Result<Plan> {
+    pub(super) fn new(
+        hidden: &[PathBuf],
+        shown: &[PathBuf],
+        read_only: &[PathBuf],
+    ) -> io::Result<Plan> {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let mut dirs = Vec::new();
@@ -185,6 +193,19 @@ impl Plan {
         } else {
             "user, mount and PID namespaces per run"
         };
+        // Every directory above a login file, up to (not) `/`: covered or not, a login file
+        // stays where it is named only while no directory above it can be renamed.
+        let mut read_only_pins: Vec<PathBuf> = Vec::new();
+        for path in read_only {
+            for ancestor in path.ancestors().skip(1) {
+                if ancestor != Path::new("/") && !read_only_pins.iter().any(|p| p == ancestor) {
+                    read_only_pins.push(ancestor.to_path_buf());
+                }
+            }
+        }
+        read_only_pins.sort_by_key(|p| p.components().count());
+        let mut read_only = read_only.to_vec();
+        read_only.sort_by_key(|p| p.components().count());
         let hidden_list: Vec<String> = dirs
             .iter()
             .chain(&files)
@@ -200,9 +221,11 @@ impl Plan {
             "{namespaces}; hidden from runs: {}{shown_list}; \
              a run sees only its own processes and its own \
              terminals (a private /dev/pts), holds no capability, cannot gain privileges \
-             (no_new_privs), finds /proc/sys and /sys read-only, and everything it started is \
-             killed when it ends",
-            hidden_list.join(", ")
+             (no_new_privs), finds /proc/sys and /sys read-only, finds the files that run code \
+             at the next login read-only ({} of them, where they exist), has a kernel keyring \
+             of its own, and everything it started is killed when it ends",
+            hidden_list.join(", "),
+            read_only.len()
         );
         Ok(Plan {
             rootless: uid != 0,
@@ -212,6 +235,8 @@ impl Plan {
             masked_dirs: dirs.iter().map(c).collect::<io::Result<_>>()?,
             masked_files: files.iter().map(c).collect::<io::Result<_>>()?,
             shown: shown.iter().map(c).collect::<io::Result<_>>()?,
+            read_only: read_only.iter().map(c).collect::<io::Result<_>>()?,
+            read_only_pins: read_only_pins.iter().map(c).collect::<io::Result<_>>()?,
             no_network: false,
             writable: None,
             described,
@@ -1052,6 +1077,21 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
                 libc::_exit(127);
             }
         }
+        // A session keyring of the run's own, empty: keys the daemon's session holds (root's,
+        // for a root daemon) are not the run's, and keys the run adds are gone with it. Only
+        // where the kernel has no keyrings at all does the run go on without; an ordinary
+        // user's run also where the user's key quota is spent (its keyring is the user's own).
+        if libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        ) < 0
+            && errno() != libc::ENOSYS
+            && libc::getuid() == 0
+        {
+            write_record(report, TAG_ERROR, STAGE_KEYRING, errno(), 0);
+            libc::_exit(127);
+        }
         if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
             write_record(report, TAG_ERROR, STAGE_TERMINAL, errno(), 0);
             libc::_exit(127);
@@ -1254,6 +1294,10 @@ fn run_init(plan: &Plan, slot: RawFd) -> ! {
             {
                 fail_later(slot, STAGE_KERNEL_READ_ONLY);
             }
+        }
+        // After the writable paths too: no writable limit a call asks for reaches them.
+        if !cover_login_files(plan) {
+            fail_later(slot, STAGE_LOGIN_FILES);
         }
         // Nothing more to mount: from here on the init, and every run it serves, holds no
         // capability and can gain none (no setuid bit or file capability counts).
@@ -1652,8 +1696,110 @@ unsafe fn bind_shown(plan: &Plan, held: Vec<RawFd>, slot: RawFd) {
     }
 }
 
+/// `keyctl` operation: join a new anonymous session keyring.
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+
+/// Flags of the mount API calls below (linux/mount.h, linux/fcntl.h).
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// A detached read-only copy of the mount tree at `path` (its target, for a symbolic link).
+/// `Ok(None)` when nothing is there (a dangling link included).
+unsafe fn read_only_clone(path: &std::ffi::CStr) -> Result<Option<OwnedFd>, ()> {
+    // SAFETY: system calls on a path we own and a descriptor they return.
+    unsafe {
+        let tree = libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
+        );
+        if tree < 0 {
+            return match errno() {
+                libc::ENOENT | libc::ENOTDIR => Ok(None),
+                _ => Err(()),
+            };
+        }
+        let tree = OwnedFd::from_raw_fd(tree as RawFd);
+        if set_read_only_at(
+            tree.as_raw_fd(),
+            c"",
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            true,
+        ) != 0
+        {
+            return Err(());
+        }
+        Ok(Some(tree))
+    }
+}
+
+/// Puts the detached tree `tree` at `path`, without following a symbolic link there: the link
+/// itself is covered (it can be neither removed nor pointed elsewhere while covered).
+unsafe fn attach(tree: &OwnedFd, path: &std::ffi::CStr) -> bool {
+    // SAFETY: move_mount on a descriptor we own and a NUL-terminated path.
+    unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        ) == 0
+    }
+}
+
+/// Makes the plan's login files read-only in this mount namespace, where they exist: each is
+/// covered by a read-only copy of itself, and every directory above them is bound onto itself
+/// (renaming a mount point fails, so none can be moved away and replaced). Nothing is made in
+/// the person's files here: a path that does not exist is left alone. Whether it all held.
+unsafe fn cover_login_files(plan: &Plan) -> bool {
+    // SAFETY: mount calls on NUL-terminated paths of the plan.
+    unsafe {
+        let none = std::ptr::null::<libc::c_char>();
+        for dir in &plan.read_only_pins {
+            if libc::mount(
+                dir.as_ptr(),
+                dir.as_ptr(),
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ) != 0
+                && !matches!(errno(), libc::ENOENT | libc::ENOTDIR)
+            {
+                return false;
+            }
+        }
+        for path in &plan.read_only {
+            match read_only_clone(path) {
+                Ok(None) => {}
+                Ok(Some(tree)) => {
+                    if !attach(&tree, path) {
+                        return false;
+                    }
+                }
+                Err(()) => return false,
+            }
+        }
+        true
+    }
+}
+
 /// Sets or clears the read-only flag on the mount at `path` and every mount beneath it.
 unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long {
+    // SAFETY: as set_read_only_at's.
+    unsafe { set_read_only_at(libc::AT_FDCWD, path, 0, read_only) }
+}
+
+/// As [`set_read_only`], for `path` from `dir` with `flags` (`AT_EMPTY_PATH`: `dir` itself).
+unsafe fn set_read_only_at(
+    dir: RawFd,
+    path: &std::ffi::CStr,
+    flags: libc::c_uint,
+    read_only: bool,
+) -> libc::c_long {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -1662,7 +1808,6 @@ unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long 
         userns_fd: u64,
     }
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    const AT_RECURSIVE: libc::c_uint = 0x8000;
     let attr = MountAttr {
         attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
         attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
@@ -1673,9 +1818,9 @@ unsafe fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> libc::c_long 
     unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
+            dir,
             path.as_ptr(),
-            AT_RECURSIVE,
+            AT_RECURSIVE | flags,
             &attr,
             std::mem::size_of::<MountAttr>(),
         )

@@ -18,6 +18,7 @@
 
 #[cfg(target_os = "linux")]
 mod linux;
+mod login;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "linux")]
@@ -27,6 +28,7 @@ mod zygote;
 
 #[cfg(target_os = "linux")]
 pub use linux::serve_if_zygote;
+pub use login::login_files;
 
 /// Serves as the containment zygote when this process was started as one; returns otherwise.
 /// (Only Linux has a zygote.)
@@ -48,6 +50,9 @@ pub struct ContainmentConfig {
     /// daemon's tools for runs (the `computer` command and the `computer_tools` module), written
     /// only by the daemon. One that does not exist when containment is set up is left hidden.
     pub shown: Vec<PathBuf>,
+    /// Paths runs find read-only where they exist: what runs code at the person's next login
+    /// or terminal ([`login_files`]).
+    pub read_only: Vec<PathBuf>,
 }
 
 /// Tighter limits one run asks for (`complications.sandbox`), on top of the daemon's.
@@ -340,7 +345,8 @@ impl Proven {
         let shown = shown_forms(&config.shown, &hidden);
         #[cfg(target_os = "linux")]
         {
-            match wire::Plan::new(&hidden, &shown).and_then(linux::Launcher::new) {
+            match wire::Plan::new(&hidden, &shown, &config.read_only).and_then(linux::Launcher::new)
+            {
                 Ok(launcher) => Proven {
                     status: ContainmentStatus {
                         mechanism: "namespaces",

@@ -53,6 +53,13 @@ pub(super) struct Plan {
     /// Directories inside masked ones bound back, read-only, at their own path (the daemon's
     /// tools for runs).
     pub(super) shown: Vec<CString>,
+    /// Paths covered by a read-only clone of themselves where they exist when a slot is made
+    /// (a symbolic link is covered where it is named, by its target's content): what runs code
+    /// at the person's next login. Outer ones first.
+    pub(super) read_only: Vec<CString>,
+    /// Directories above `read_only` paths bound onto themselves where they exist, so that no
+    /// run can rename one away and put a directory of its own in its place.
+    pub(super) read_only_pins: Vec<CString>,
     /// This run gets an empty network namespace.
     pub(super) no_network: bool,
     /// When set, every mount is read-only except these paths.
@@ -148,6 +155,8 @@ impl Plan {
         out.list(&self.masked_dirs);
         out.list(&self.masked_files);
         out.list(&self.shown);
+        out.list(&self.read_only);
+        out.list(&self.read_only_pins);
         out.0
     }
 
@@ -161,6 +170,8 @@ impl Plan {
             masked_dirs: input.list()?,
             masked_files: input.list()?,
             shown: input.list()?,
+            read_only: input.list()?,
+            read_only_pins: input.list()?,
             no_network: false,
             writable: None,
             described: String::new(),

@@ -880,6 +880,9 @@ impl PreparedAction for Open {
         watch_exit(&session);
         reservation.open(session.clone());
         watch_idle(&self.sessions, &session);
+        if let Some(run_ended) = &ctx.run_ended {
+            watch_run(&self.sessions, &session, run_ended.clone());
+        }
 
         let mut fields = Map::new();
         fields.insert("session".into(), json!(id));
@@ -1021,6 +1024,32 @@ fn watch_idle(sessions: &Arc<Sessions>, session: &Arc<Session>) {
                 tracing::info!(session = session.id, killed, "idle session closed");
             }
             return;
+        }
+    });
+}
+
+/// Closes a session a run opened (through its tools channel) when that run ends: nothing a run
+/// starts outlives it, a session included.
+fn watch_run(sessions: &Arc<Sessions>, session: &Arc<Session>, run_ended: CancellationToken) {
+    let sessions = Arc::downgrade(sessions);
+    let session = session.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = run_ended.cancelled() => {}
+            _ = session.closed.cancelled() => return,
+        }
+        let Some(table) = sessions.upgrade() else {
+            return;
+        };
+        let why = "closed when the run that opened it ended".to_string();
+        if table.forget(session.id, why).is_some() {
+            session.closed.cancel();
+            let killed = session.process.stop().await;
+            tracing::info!(
+                session = session.id,
+                killed,
+                "a run's session closed with the run"
+            );
         }
     });
 }
