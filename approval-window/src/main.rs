@@ -13,6 +13,7 @@
 
 mod board;
 mod link;
+mod presses;
 mod window;
 
 use std::path::PathBuf;

@@ -5,6 +5,8 @@
 //! keyboard. Nothing takes keyboard focus by itself, so Enter answers nothing until the person
 //! has tabbed to a button; widget ids include the request id, so focus never carries over from
 //! one request to the next; a key press answers only on a button that was focused before it.
+//! A button activated by synthetic input (XTEST: `xdotool` from an agent's run) answers nothing
+//! and says so (see `presses.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::board::{Board, Link, Note};
 use crate::link::Click;
+use crate::presses::Presses;
 
 /// The buttons, in tab order, with the answer each sends.
 const BUTTONS: [(&str, Answer); 3] = [
@@ -31,6 +34,8 @@ pub struct ApprovalWindow {
     announced: (u64, u64),
     /// Whether the window asked for attention and was put above others.
     raised: bool,
+    /// Where the last press came from.
+    presses: Presses,
 }
 
 impl ApprovalWindow {
@@ -40,10 +45,26 @@ impl ApprovalWindow {
             clicks,
             announced: (0, 0),
             raised: false,
+            presses: Presses::watch(),
         }
     }
 
-    fn answer(&self, session: u64, id: u64, receipt: String, answer: Answer) {
+    fn answer(&mut self, session: u64, id: u64, receipt: String, answer: Answer) {
+        if self.presses.last_press_was_synthetic() {
+            tracing::warn!(
+                id,
+                "a button was pressed by synthetic input (XTEST); ignored"
+            );
+            self.board.lock().unwrap().notes.insert(
+                id,
+                Note::Failed(
+                    "synthetic input ignored: the press came from a program (XTEST), not from \
+                     a mouse or keyboard; nothing was answered"
+                        .into(),
+                ),
+            );
+            return;
+        }
         let mut board = self.board.lock().unwrap();
         if board.session != session
             || !board
@@ -65,6 +86,8 @@ impl ApprovalWindow {
 
 impl eframe::App for ApprovalWindow {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        // Presses are read every frame, so the time each was read is close to when it came.
+        self.presses.drain();
         // Draw from a copy: the link thread must not wait for a frame to finish.
         let board = self.board.lock().unwrap().clone();
         let newest = board

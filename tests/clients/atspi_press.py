@@ -8,7 +8,8 @@ Usage: atspi_press.py PID --label TEXT [--press NAME] [--focused NAME] [--timeou
 Waits until the app with process id PID shows a label whose accessible name contains TEXT (and,
 with --press, a push button named exactly NAME; with --focused, a push button named NAME that has
 keyboard focus), then invokes the button's first action. Prints one JSON object:
-{"label": <the matching label's name>, "buttons": [names], "focused": [names], "pressed": NAME|null}
+{"label": <the matching label's name>, "buttons": [names], "focused": [names],
+"extents": {name: [x, y, width, height]}, "pressed": NAME|null}
 or {"error": ..., "labels": [...], "buttons": [...]} with exit status 1 after the timeout.
 """
 
@@ -62,6 +63,15 @@ def look(pid):
     return labels, buttons
 
 
+def extents(node):
+    """A button's place on the screen: [x, y, width, height], or None."""
+    try:
+        box = node.get_extents(Atspi.CoordType.SCREEN)
+        return [box.x, box.y, box.width, box.height]
+    except GLib.Error:
+        return None
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("pid", type=int)
@@ -107,6 +117,7 @@ def main():
                         "label": label,
                         "buttons": [name for name, _, _ in buttons],
                         "focused": [name for name, _, focused in buttons if focused],
+                        "extents": {name: extents(node) for name, node, _ in buttons},
                         "pressed": pressed,
                     }
                 )

@@ -6,7 +6,8 @@
 //! a lost daemon is reconnected, the keyboard answers only from a button tabbed to, and a
 //! misleading call is shown exactly and flagged while the window asks for attention on X (the
 //! urgency hint in `WM_HINTS` and `_NET_WM_STATE_ABOVE`, read with x11rb), withdrawn once nothing
-//! waits.
+//! waits. A click sent through XTEST (as `xdotool` in an agent's run sends it) answers nothing; the
+//! person's keys on a desktop whose devices are not XTEST ones (Xephyr inside Xvfb) answer.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -48,7 +49,20 @@ enum Start {
 
 /// Opens the approval window for `daemon` on the shared desktop.
 fn open_window(daemon: &Daemon, start: Start) -> App {
-    let desktop = Desktop::shared();
+    open_window_on(Desktop::shared(), daemon, start)
+}
+
+/// The desktop whose input devices are not XTEST ones: keys and clicks sent to its outer server
+/// are the person's (see [`Desktop::private_with_a_person`]); the tests that use it take turns.
+fn persons_desktop() -> &'static Desktop {
+    static DESKTOP: std::sync::OnceLock<Desktop> = std::sync::OnceLock::new();
+    DESKTOP.get_or_init(Desktop::private_with_a_person)
+}
+
+static PERSONS_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Opens the approval window for `daemon` on `desktop`.
+fn open_window_on(desktop: &Desktop, daemon: &Daemon, start: Start) -> App {
     let mut command = match start {
         Start::Directly => desktop.command(approval_window_bin().to_str().unwrap()),
         Start::ThroughCli => {
@@ -70,7 +84,12 @@ fn open_window(daemon: &Daemon, start: Start) -> App {
 /// Runs the independent AT-SPI client against the window and returns its report; it waits (up
 /// to its own timeout) for what `args` ask for.
 fn atspi(daemon: &Daemon, window: &App, args: &[&str]) -> Value {
-    let out = Desktop::shared()
+    atspi_on(Desktop::shared(), daemon, window, args)
+}
+
+/// [`atspi`] on `desktop`.
+fn atspi_on(desktop: &Desktop, daemon: &Daemon, window: &App, args: &[&str]) -> Value {
+    let out = desktop
         .command(&gi_python())
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/atspi_press.py"))
         .arg(window.pid().to_string())
@@ -87,12 +106,9 @@ fn atspi(daemon: &Daemon, window: &App, args: &[&str]) -> Value {
     report
 }
 
-fn xdotool(args: &[&str]) -> String {
-    let out = Desktop::shared()
-        .command("xdotool")
-        .args(args)
-        .output()
-        .expect("xdotool");
+/// Runs `xdotool` (a command on some display) with `args`; its stdout.
+fn run_xdotool(mut command: Command, args: &[&str]) -> String {
+    let out = command.args(args).output().expect("xdotool");
     assert!(
         out.status.success(),
         "xdotool {args:?}: {}",
@@ -260,9 +276,15 @@ async fn a_lost_daemon_is_shown_and_reconnected() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
-    let _focus = FOCUS.write().await;
-    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
-    let window = open_window(&daemon, Start::Directly);
+    // The person's keyboard: keys on the outer server of a desktop with a person (XTEST keys,
+    // `xdotool key` on the desktop itself, would be synthetic input and answer nothing).
+    let _turn = PERSONS_TURN.lock().await;
+    let desktop = persons_desktop();
+    let daemon = Daemon::start_with(ASK_TOUCH, &desktop.env());
+    let window = open_window_on(desktop, &daemon, Start::Directly);
+    let atspi =
+        |daemon: &Daemon, window: &App, args: &[&str]| atspi_on(desktop, daemon, window, args);
+    let keys = |args: &[&str]| run_xdotool(desktop.person_command("xdotool"), args);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keyboard");
     let call = touch_task(&daemon, &file);
@@ -271,7 +293,7 @@ async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
         atspi(&daemon, &window, &["--label", path]);
         let pid = window.pid().to_string();
         let id = wait_for("the window on X", Duration::from_secs(20), || {
-            let out = Desktop::shared()
+            let out = desktop
                 .command("xdotool")
                 .args(["search", "--pid", &pid])
                 .output()
@@ -281,10 +303,13 @@ async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
                 .next()
                 .map(str::to_string)
         });
-        xdotool(&["windowactivate", "--sync", &id]);
+        run_xdotool(
+            desktop.command("xdotool"),
+            &["windowactivate", "--sync", &id],
+        );
 
         // Enter with nothing focused, then Tab (possibly within one frame): no answer.
-        xdotool(&["key", "--delay", "0", "Return", "Tab"]);
+        keys(&["key", "--delay", "0", "Return", "Tab"]);
         atspi(
             &daemon,
             &window,
@@ -296,15 +321,15 @@ async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
             "Enter answered nothing"
         );
 
-        xdotool(&["key", "Tab"]);
+        keys(&["key", "Tab"]);
         atspi(
             &daemon,
             &window,
             &["--label", path, "--focused", "Allow for this session"],
         );
-        xdotool(&["key", "Tab"]);
+        keys(&["key", "Tab"]);
         atspi(&daemon, &window, &["--label", path, "--focused", "Deny"]);
-        xdotool(&["key", "Return"]);
+        keys(&["key", "Return"]);
     });
     let out = call.await.unwrap();
     assert_eq!(out["error"]["code"], "denied", "{out}");
@@ -532,4 +557,91 @@ async fn the_window_shows_what_will_run_exactly_flags_it_and_asks_for_attention(
             (attention(pid) == (false, false)).then_some(())
         })
     });
+}
+
+/// A click on *Allow once* sent through XTEST, as `xdotool` in an agent's allowed run sends it,
+/// answers nothing: the window says it ignored synthetic input and the request stays pending.
+/// The person's own keys (from the desktop's own keyboard device) answer it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_synthetic_click_on_allow_once_answers_nothing_while_the_persons_keys_do() {
+    let _turn = PERSONS_TURN.lock().await;
+    let desktop = persons_desktop();
+    let daemon = Daemon::start_with(ASK_TOUCH, &desktop.env());
+    let window = open_window_on(desktop, &daemon, Start::Directly);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("clicked");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    let report = tokio::task::block_in_place(|| {
+        atspi_on(
+            desktop,
+            &daemon,
+            &window,
+            &["--label", path, "--timeout", "20"],
+        )
+    });
+    let extents = report["extents"]["Allow once"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the button's place: {report}"))
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect::<Vec<_>>();
+    let (x, y) = (
+        (extents[0] + extents[2] / 2).to_string(),
+        (extents[1] + extents[3] / 2).to_string(),
+    );
+
+    // The agent's click, through the core XTEST pointer of the window's own desktop.
+    run_xdotool(
+        desktop.command("xdotool"),
+        &["mousemove", "--sync", &x, &y, "click", "1"],
+    );
+    tokio::task::block_in_place(|| {
+        atspi_on(
+            desktop,
+            &daemon,
+            &window,
+            &["--label", "synthetic input ignored", "--timeout", "20"],
+        )
+    });
+    assert_eq!(
+        daemon.pending_approvals().len(),
+        1,
+        "the synthetic click answered the request"
+    );
+    assert!(!file.exists());
+
+    // The person answers with the keyboard (the desktop's own keyboard device): Tab to
+    // *Allow once*, then Return.
+    let pid = window.pid().to_string();
+    let id = run_xdotool(desktop.command("xdotool"), &["search", "--pid", &pid]);
+    let id = id.lines().next().expect("the window on X").to_string();
+    run_xdotool(
+        desktop.command("xdotool"),
+        &["windowactivate", "--sync", &id],
+    );
+    run_xdotool(desktop.person_command("xdotool"), &["key", "Tab"]);
+    tokio::task::block_in_place(|| {
+        atspi_on(
+            desktop,
+            &daemon,
+            &window,
+            &["--label", path, "--focused", "Allow once"],
+        )
+    });
+    run_xdotool(desktop.person_command("xdotool"), &["key", "Return"]);
+    let answered = computer_tests::try_wait_for(Duration::from_secs(20), || {
+        daemon.pending_approvals().is_empty().then_some(())
+    });
+    assert!(
+        answered.is_some(),
+        "the person's click answered nothing; the window's log: {}",
+        std::fs::read_to_string(daemon.root.join("window.log")).unwrap_or_default()
+    );
+    let out = call.await.unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert!(file.exists());
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
+    assert_eq!(intent["body"]["approval"]["answer"], "allow_once");
+    assert_eq!(intent["body"]["approval"]["by"]["via"], "window");
 }
