@@ -2,7 +2,10 @@
 //! shared with `secret-tool` both ways; list, exists, get, delete; values stored by the person
 //! through `computer secrets set`; a revealed value asked for by default and kept out of the
 //! receipts and the log; a model-supplied value refused unless the config allows it; a locked
-//! keyring and a missing Secret Service each giving their error, named by `computer doctor`.
+//! keyring and a missing Secret Service each giving their error, named by `computer doctor`; a
+//! revealed value passed on (a later step's ref, a detached job, pasted into a later call) in no
+//! receipt, log line or export sink; the daemon's own items never deleted through the surface;
+//! `list` unshaken by items deleted while it lists.
 #![cfg(target_os = "linux")]
 
 use std::io::Write;
@@ -10,8 +13,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use base64::Engine;
 use computer_tests::keyring::Keyring;
-use computer_tests::{Daemon, wait_for};
+use computer_tests::receivers::Rsyslog;
+use computer_tests::{Daemon, shell_run, structured, wait_for};
 use serde_json::{Value, json};
 
 fn daemon_on(keyring: &Keyring, toml: &str) -> Daemon {
@@ -516,4 +521,241 @@ async fn with_a_secret_service_the_tool_lists_the_keychain() {
     assert!(description.contains("\nkeychain: "), "{description}");
     let commands = computer_tests::listed_commands(&client, "keychain").await;
     assert!(commands.contains(&"get".to_string()), "{commands:?}");
+}
+
+/// One call (a single call or `steps`) through the agent socket; its structured reply.
+async fn call_raw(daemon: &Daemon, arguments: Value) -> Value {
+    let client = daemon.client().await;
+    let result = client.call_raw(arguments).await.expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// `value` as it is, in base64 and in hex: the forms a run prints it in that the masker knows.
+fn forms_of(value: &str) -> [String; 3] {
+    [
+        value.to_string(),
+        base64::engine::general_purpose::STANDARD.encode(value),
+        hex::encode(value),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revealed_value_passed_on_is_in_no_receipt_log_or_export_sink() {
+    let keyring = Keyring::shared();
+    let rsyslog = Rsyslog::start();
+    let daemon = daemon_on(
+        keyring,
+        &format!(
+            "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n\
+             [export]\nsyslog = \"tcp://127.0.0.1:{}\"\n",
+            rsyslog.port
+        ),
+    );
+    let value = "passed-on-3b9e51c7d2";
+    let (stored, _) = keyring.secret_tool(
+        &[
+            "store",
+            "--label",
+            "Passed on",
+            "service",
+            "passed-on.example",
+            "username",
+            "ci",
+        ],
+        value,
+    );
+    assert!(stored, "secret-tool store");
+    let dir = tempfile::tempdir().unwrap();
+    let got = dir.path().join("step-2-got");
+
+    // Step 1 reveals the value; step 2 takes it by ref, writes it to a file and prints it as it
+    // is, in base64 and in hex.
+    let print_forms = "printf %s \"$1\" > \"$2\"; printf '%s ' \"$1\"; \
+                       printf %s \"$1\" | base64 | tr -d '\\n'; printf ' '; \
+                       printf %s \"$1\" | od -An -tx1 | tr -d ' \\n'";
+    let reply = call_raw(
+        &daemon,
+        json!({"steps": [
+            {"surface": "keychain", "command": "get",
+             "args": {"reference": "keychain://passed-on.example/ci", "reveal": true}},
+            {"surface": "shell", "command": "run",
+             "args": {"argv": ["sh", "-c", print_forms, "sh", {"ref": "$1.value"}, got]}},
+        ], "return": {"select": ["$1.value", "$2.stdout"]}}),
+    )
+    .await;
+    assert_eq!(reply["ok"], true, "{reply}");
+    // The reveal's reply carries the value; step 2 ran with it, and its output, which reaches
+    // the same caller, shows every form of it masked, as a run's output shows a secret it used.
+    assert_eq!(reply["$1.value"], value, "{reply}");
+    assert_eq!(std::fs::read_to_string(&got).unwrap(), value);
+    assert_eq!(
+        reply["$2.stdout"], "[masked revealed] [masked revealed] [masked revealed]",
+        "{reply}"
+    );
+    let parent = reply["receipt"].clone();
+
+    // Pasted by the model into a later call, and into a detached job, it is masked as well.
+    let pasted = call_raw(
+        &daemon,
+        shell_run(json!({"argv": ["printf", "%s", value]}), json!({})),
+    )
+    .await;
+    assert_eq!(pasted["stdout"], "[masked revealed]", "{pasted}");
+    let job = daemon.shell_run_json(
+        &json!({"argv": ["printf", "%s", value]}),
+        &json!({"detach": true}),
+    );
+    assert_eq!(job["status"], "running", "{job}");
+    let ended = daemon.call_json(
+        "shell",
+        "job",
+        &json!({"op": "result", "id": job["job"], "wait_ms": 30000}).to_string(),
+    );
+    assert_eq!(ended["status"], "done", "{ended}");
+    assert_eq!(ended["stdout"], "[masked revealed]", "{ended}");
+
+    // Step 2's intent records its args as they ran, the value masked.
+    let step_2 = daemon
+        .receipts()
+        .into_iter()
+        .find(|row| {
+            row["body"]["parent"] == parent && row["body"]["step"] == 2 && row["kind"] == "intent"
+        })
+        .expect("step 2's intent");
+    assert_eq!(
+        step_2["body"]["args"]["args"]["argv"][4], "[masked revealed]",
+        "{step_2}"
+    );
+
+    // In no form anywhere: receipts, the state dir's bytes (database, journal, artifacts), the
+    // log, the rows rsyslog received.
+    let last = daemon.last_seq();
+    rsyslog.wait_through(last);
+    let exported = std::fs::read_to_string(rsyslog.received()).unwrap();
+    assert!(
+        exported.contains("[masked revealed]"),
+        "the export carries the masked rows"
+    );
+    let receipts = serde_json::to_string(&daemon.receipts()).unwrap();
+    let state = bytes_under(&daemon.state);
+    let log = daemon.log_text();
+    for form in forms_of(value) {
+        assert!(!receipts.contains(&form), "{form} in the receipts");
+        assert!(!contains(&state, &form), "{form} in the state dir");
+        assert!(!log.contains(&form), "{form} in the daemon log");
+        assert!(!exported.contains(&form), "{form} exported to rsyslog");
+    }
+    daemon.assert_chain_holds();
+}
+
+#[test]
+fn the_daemons_own_items_are_never_deleted_through_the_surface() {
+    let keyring = Keyring::shared();
+    let daemon = daemon_on(keyring, "");
+    let own = ["service", "computer.gui", "username", "own-item-suite"];
+    let (stored, _) = keyring.secret_tool(
+        &[&["store", "--label", "Consent"][..], &own[..]].concat(),
+        "granted-by-the-person",
+    );
+    assert!(stored, "secret-tool store");
+
+    let refused = call(
+        &daemon,
+        "delete",
+        json!({"reference": "keychain://computer.gui/own-item-suite"}),
+    );
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "denied", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("daemon's own item") && message.contains("secret-tool clear"),
+        "{message}"
+    );
+    // Overwriting it is refused the same way, and the item is as the person left it.
+    let overwrite = call(
+        &daemon,
+        "set",
+        json!({"reference": "keychain://computer.gui/own-item-suite", "value": "forged"}),
+    );
+    assert_eq!(overwrite["error"]["code"], "denied", "{overwrite}");
+    let (found, kept) = keyring.secret_tool(&[&["lookup"][..], &own[..]].concat(), "");
+    assert!(found, "the daemon's item is still there");
+    assert_eq!(kept, "granted-by-the-person");
+
+    // An ordinary item is deleted.
+    let ordinary = ["service", "own-item-suite.example", "username", "me"];
+    let (stored, _) = keyring.secret_tool(
+        &[&["store", "--label", "Ordinary"][..], &ordinary[..]].concat(),
+        "ordinary",
+    );
+    assert!(stored);
+    let deleted = call(
+        &daemon,
+        "delete",
+        json!({"reference": "keychain://own-item-suite.example/me"}),
+    );
+    assert_eq!(deleted["deleted"], true, "{deleted}");
+    let (found, _) = keyring.secret_tool(&[&["lookup"][..], &ordinary[..]].concat(), "");
+    assert!(!found, "the ordinary item is gone");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_goes_on_while_items_are_deleted_under_it() {
+    // Its own keyring: the items of other tests are not deleted under them.
+    let keyring = Keyring::start();
+    let daemon = daemon_on(&keyring, "");
+    let count = 40;
+    for n in 0..count {
+        let account = format!("item-{n}");
+        let (stored, _) = keyring.secret_tool(
+            &[
+                "store",
+                "--label",
+                "Vanishing",
+                "service",
+                "vanishing.example",
+                "username",
+                &account,
+            ],
+            "v",
+        );
+        assert!(stored, "secret-tool store {account}");
+    }
+    // secret-tool deletes them one by one while the daemon lists, twenty lists a call, until
+    // none is left: a list that found an item and then read it gone must not fail.
+    let deleter = {
+        let env = keyring.env();
+        std::thread::spawn(move || {
+            for n in 0..count {
+                let out = std::process::Command::new("secret-tool")
+                    .args(["clear", "service", "vanishing.example", "username"])
+                    .arg(format!("item-{n}"))
+                    .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                    .env_remove("DISPLAY")
+                    .output()
+                    .expect("secret-tool clear");
+                assert!(out.status.success(), "secret-tool clear item-{n}");
+            }
+        })
+    };
+    let lists: Vec<Value> = (0..20)
+        .map(|_| json!({"surface": "keychain", "command": "list", "args": {}}))
+        .collect();
+    let mut rounds = 0;
+    loop {
+        let done = deleter.is_finished();
+        let reply = call_raw(&daemon, json!({"steps": lists})).await;
+        assert_eq!(reply["ok"], true, "a list failed: {reply}");
+        rounds += 1;
+        if done {
+            break;
+        }
+    }
+    deleter.join().unwrap();
+    let after = call(&daemon, "list", json!({}));
+    assert!(
+        !after.to_string().contains("vanishing.example"),
+        "{after} after {rounds} rounds"
+    );
 }
