@@ -345,7 +345,7 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     });
     let (script, mut env) = hidden_from_policy(
         &format!(
-            r#"id -u; ls -A "$S" | wc -l; ps -e -o comm= | grep -c .;
+            r#"id -u; ls -A "$S" | grep -cvx run-tools; ps -e -o comm= | grep -c .;
                cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
                {PRIVILEGES}; ls -A /dev/pts; python3 -c "$ATTACKS" 1 | grep -c refused;
                setsid -f sleep 3041; echo done"#
@@ -365,7 +365,7 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    // nobody's uid; an empty state dir; only the init, the shell, `ps` and `grep`; no secret;
+    // nobody's uid; no state but run-tools; only the init, the shell, `ps` and `grep`; no secret;
     // no capability (not even in its user namespace); a /dev/pts of its own; every kernel
     // attack refused.
     assert_eq!(
@@ -505,7 +505,7 @@ fn without_user_namespaces_runs_are_refused_unless_containment_is_turned_off() {
 fn a_run_started_above_the_state_dir_cannot_reach_it_by_a_relative_path() {
     let daemon = Daemon::start_with_config(ALLOW_SHELL);
     let (script, env) = hidden_from_policy(
-        r#"head -c 15 "$S/receipts.sqlite" 2>/dev/null; ls -A "$S"; cat "$C" 2>/dev/null;
+        r#"head -c 15 "$S/receipts.sqlite" 2>/dev/null; ls -A "$S" | grep -vx run-tools; cat "$C" 2>/dev/null;
            echo note > notes.txt && cat notes.txt"#,
         json!({"S": "state", "C": "config.toml"}),
     );
