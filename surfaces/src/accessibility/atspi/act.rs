@@ -249,6 +249,12 @@ pub async fn act(
                 .await?;
                 read_back = Some(json!(now));
                 (now - number).abs() < 1e-9
+            } else if node.native.has_interface("Text") && node.states.contains(State::Editable) {
+                // Web text fields in Chromium expose no EditableText (Firefox's accepts the call
+                // and changes nothing, which the read-back above reports): typing is the way.
+                return Err(no_way(
+                    "take a value through the accessibility API (its toolkit exposes no editable text); focus it with `ax act` focus, then type with `gui type`",
+                ));
             } else {
                 return Err(no_way(
                     "take a value (it is neither editable text nor a value)",

@@ -81,6 +81,9 @@ pub struct Bus {
     last_failure: Mutex<Option<(Instant, String)>>,
     /// app bus name → (app name, pid), for error messages naming the app.
     apps: Mutex<HashMap<String, (String, Option<u32>)>>,
+    /// app bus name → the path of its root, where it is not [`ROOT_PATH`] (GTK4 roots its
+    /// tree under the app's own object path).
+    roots: Mutex<HashMap<String, String>>,
     /// Apps that recently did not answer, and when: listings give them a short wait only, so one
     /// frozen app does not slow every call that lists apps.
     stuck: Mutex<HashMap<String, Instant>>,
@@ -103,6 +106,7 @@ impl Bus {
             state: tokio::sync::Mutex::new(None),
             last_failure: Mutex::new(None),
             apps: Mutex::new(HashMap::new()),
+            roots: Mutex::new(HashMap::new()),
             stuck: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
         }
@@ -153,6 +157,29 @@ impl Bus {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(bus.to_string(), (name.to_string(), pid));
+    }
+
+    /// Remembers where the app at `bus` roots its tree, as the registry listed it.
+    pub fn remember_root(&self, bus: &str, path: &str) {
+        let mut roots = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        if path == ROOT_PATH {
+            roots.remove(bus);
+            return;
+        }
+        // Bus names are never reused; departed apps are forgotten all at once.
+        if roots.len() > 1024 {
+            roots.clear();
+        }
+        roots.insert(bus.to_string(), path.to_string());
+    }
+
+    /// The path of the root of the app at `bus`: as the registry listed it, else [`ROOT_PATH`].
+    pub fn root_of(&self, bus: &str) -> String {
+        let roots = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        roots
+            .get(bus)
+            .cloned()
+            .unwrap_or_else(|| ROOT_PATH.to_string())
     }
 
     /// Records whether the app at `bus` answered.

@@ -9,23 +9,33 @@
 //! bridge (at-spi2-atk) on the test desktop sends state changes without one; where a bridge
 //! does not, read-backs poll as before.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 
 use super::Accessible;
 
 /// The signals of an object's own changes.
 const OBJECT_EVENTS: &str = "org.a11y.atspi.Event.Object";
-/// Signals queued for a watch before the oldest are dropped: one wakes the wait, the read that
-/// follows sees them all.
-const QUEUED: usize = 8;
 
-/// The change signals of one element, subscribed to before an act.
+/// The change signals of one element, subscribed to before an act. They are drained as they
+/// come by a task of the watch's own: zbus stops reading the connection while any subscriber's
+/// queue is full, so a queue left to fill (GTK4 sends a signal per typed character and more)
+/// would stall every other call on the accessibility bus until the read-back gave up.
 pub struct Watch {
-    signals: zbus::MessageStream,
-    /// Signals taken so far.
+    seen: Arc<Seen>,
+    drain: tokio::task::JoinHandle<()>,
+    /// Signals taken by [`Watch::changed_within`] so far.
     taken: usize,
+}
+
+/// What the draining task tells the watch.
+#[derive(Default)]
+struct Seen {
+    signals: AtomicUsize,
+    wake: tokio::sync::Notify,
 }
 
 impl Watch {
@@ -38,35 +48,52 @@ impl Watch {
             .and_then(|b| b.path(at.path.as_str()))
             .ok()?
             .build();
-        zbus::MessageStream::for_match_rule(rule, conn, Some(QUEUED))
+        let mut signals = zbus::MessageStream::for_match_rule(rule, conn, None)
             .await
-            .ok()
-            .map(|signals| Watch { signals, taken: 0 })
+            .ok()?;
+        let seen = Arc::new(Seen::default());
+        let told = seen.clone();
+        let drain = tokio::spawn(async move {
+            while let Some(Ok(_)) = signals.next().await {
+                told.signals.fetch_add(1, Ordering::Relaxed);
+                told.wake.notify_one();
+            }
+        });
+        Some(Watch {
+            seen,
+            drain,
+            taken: 0,
+        })
     }
 
-    /// Waits up to `pause` for a change signal; whether one came. The signals that came while
+    /// Waits up to `pause` for a change signal; whether one came. Signals that came while
     /// nobody waited wake it at once; a stream that broke waits the whole pause, as a poll would.
     pub async fn changed_within(&mut self, pause: Duration) -> bool {
         let until = tokio::time::Instant::now() + pause;
-        match tokio::time::timeout_at(until, self.signals.next()).await {
-            Ok(Some(Ok(_))) => {
-                self.taken += 1;
-                true
+        loop {
+            let count = self.seen.signals.load(Ordering::Relaxed);
+            if count > self.taken {
+                self.taken = count;
+                return true;
             }
-            Ok(_) => {
-                tokio::time::sleep_until(until).await;
-                false
+            if tokio::time::timeout_at(until, self.seen.wake.notified())
+                .await
+                .is_err()
+            {
+                return false;
             }
-            Err(_) => false,
         }
     }
 
-    /// How many change signals the element sent since the watch began, those still queued
-    /// included: what a log line tells of a read-back.
+    /// How many change signals the element sent since the watch began: what a log line tells
+    /// of a read-back.
     pub fn signals(&mut self) -> usize {
-        while let Some(Some(Ok(_))) = self.signals.next().now_or_never() {
-            self.taken += 1;
-        }
-        self.taken
+        self.seen.signals.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.drain.abort();
     }
 }

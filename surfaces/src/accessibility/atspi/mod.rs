@@ -160,6 +160,7 @@ impl Atspi {
     ) -> Result<Vec<AppInfo<Accessible>>, BusError> {
         let apps = bus::children(conn, deadline, REGISTRY, ROOT_PATH).await?;
         let infos = apps.into_iter().map(|(app_bus, path)| async move {
+            self.bus.remember_root(&app_bus, &path);
             let app_deadline = deadline.min(Instant::now() + self.bus.listing_limit(&app_bus));
             let pid = bus::pid_of(conn, app_deadline, &app_bus);
             let about = async {
@@ -394,39 +395,27 @@ impl Backend for Atspi {
     ) -> Result<Option<(AtspiForest, usize)>, AxError> {
         let conn = self.conn(deadline).await?;
         // AT-SPI has no "focused element" query that every toolkit answers: the window is walked
-        // and the last focused node in document order is the one. Only what shows is walked
-        // (the focus is never in a closed menu or a paragraph out of view), unless the toolkit
-        // marks nothing as showing at all.
-        let mut showing_only = true;
-        loop {
-            let plan = WalkPlan {
-                max_depth: crate::accessibility::backend::UNLIMITED_DEPTH,
-                showing_only,
-                ..WalkPlan::default()
-            };
-            let forest = self
-                .walked(&conn, std::slice::from_ref(window), deadline, &plan)
-                .await?;
-            if let Some((bus, after)) = forest.unresponsive.iter().next() {
-                return Err(AxError::Timeout {
-                    app: bus.clone(),
-                    after: *after,
-                });
-            }
-            let focused = forest
-                .preorder(u32::MAX)
-                .into_iter()
-                .rfind(|&i| forest.nodes[i].states.contains(State::Focused));
-            let marks_showing = forest
-                .nodes
-                .iter()
-                .skip(1)
-                .any(|n| n.states.contains(State::Showing));
-            if focused.is_some() || !showing_only || marks_showing {
-                return Ok(focused.map(|i| (forest, i)));
-            }
-            showing_only = false;
+        // and the last focused node in document order is the one. Only what shows is walked:
+        // the focus is never in a closed menu or a paragraph out of view.
+        let plan = WalkPlan {
+            max_depth: crate::accessibility::backend::UNLIMITED_DEPTH,
+            showing_only: true,
+            ..WalkPlan::default()
+        };
+        let forest = self
+            .walked(&conn, std::slice::from_ref(window), deadline, &plan)
+            .await?;
+        if let Some((bus, after)) = forest.unresponsive.iter().next() {
+            return Err(AxError::Timeout {
+                app: bus.clone(),
+                after: *after,
+            });
         }
+        let focused = forest
+            .preorder(u32::MAX)
+            .into_iter()
+            .rfind(|&i| forest.nodes[i].states.contains(State::Focused));
+        Ok(focused.map(|i| (forest, i)))
     }
 
     async fn pid(&self, element: &Accessible, deadline: Instant) -> Option<u32> {

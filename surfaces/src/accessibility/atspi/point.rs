@@ -9,7 +9,7 @@ use futures::future::join_all;
 use zbus::zvariant::OwnedObjectPath;
 
 use super::NULL_PATH;
-use super::bus::{self, BusError, ROOT_PATH};
+use super::bus::{self, BusError};
 use super::walk::text_of;
 use super::{Accessible, Atspi};
 use crate::accessibility::backend::{Backend, Include, WalkPlan};
@@ -81,13 +81,14 @@ impl Atspi {
                     .find_map(|(window, inside)| inside.unwrap_or(false).then_some(window))
             }
         };
+        let root = self.bus.root_of(&app);
         let guess = self.hit_paths.last_of(&app);
         let (windows, guessed) = match &guess {
             Some(guess) => {
                 let levels = guess.levels();
                 let hit = levels.last().cloned();
                 let (windows, window, answers, view) = futures::join!(
-                    bus::children(&conn, deadline, &app, ROOT_PATH),
+                    bus::children(&conn, deadline, &app, &root),
                     contains(guess.windows.clone()),
                     join_all(
                         levels
@@ -106,7 +107,7 @@ impl Atspi {
                 let holds = windows == guess.windows;
                 (windows, holds.then_some((window, answers, view)))
             }
-            None => (bus::children(&conn, deadline, &app, ROOT_PATH).await?, None),
+            None => (bus::children(&conn, deadline, &app, &root).await?, None),
         };
         let (window, mut answered) = match guessed {
             Some((window, answers, view)) => (window, Some((answers, view))),
@@ -225,7 +226,7 @@ impl Atspi {
             return Ok(None);
         };
         let conn = self.conn(deadline).await?;
-        for (bus, path) in bus::children(&conn, deadline, &app, ROOT_PATH).await? {
+        for (bus, path) in bus::children(&conn, deadline, &app, &self.bus.root_of(&app)).await? {
             let window = Accessible { bus, path };
             let states = bus::states(&conn, deadline, &window.bus, &window.path).await?;
             if !states.contains(State::Active) {
@@ -260,7 +261,11 @@ impl Atspi {
     /// The text of an element read before (its field after the act).
     pub async fn text(&self, at: &Accessible, deadline: Instant) -> Result<String, BusError> {
         let conn = self.conn(deadline).await?;
-        text_of(&conn, deadline, &at.bus, &at.path, Some(TEXT_LIMIT)).await
+        let read = text_of(&conn, deadline, &at.bus, &at.path, Some(TEXT_LIMIT)).await;
+        if let Err(err) = &read {
+            tracing::debug!(path = %at.path, ?err, "focused field's text not read back");
+        }
+        read
     }
 }
 

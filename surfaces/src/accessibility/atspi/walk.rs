@@ -175,7 +175,7 @@ impl Walker {
                 if plan.emits(node) && node.depth <= plan.max_depth {
                     counted += 1;
                 }
-                if !plan.showing_only || node.states.contains(State::Showing) {
+                if !(plan.showing_only && hidden(forest, i)) {
                     stack.extend(node.children.iter().rev());
                 }
             }
@@ -248,6 +248,20 @@ fn dialog_as_such(
         Role::Pane if modal || native == AtspiRole::FileChooser && top_level => Role::Dialog,
         role => role,
     }
+}
+
+/// Whether node `i` is known not to show: it is not showing while its parent, below the walk's
+/// root, is. A toolkit that marks no showing at all (GTK4 marks only its windows) hides nothing
+/// this way; one that does (GTK3, LibreOffice, browsers) hides closed menus and what is
+/// scrolled out of view.
+fn hidden(forest: &AtspiForest, i: usize) -> bool {
+    let node = &forest.nodes[i];
+    let Some(parent) = node.parent.map(|p| &forest.nodes[p]) else {
+        return false;
+    };
+    !node.states.contains(State::Showing)
+        && parent.states.contains(State::Showing)
+        && parent.parent.is_some()
 }
 
 pub struct Fetched {
