@@ -3,9 +3,9 @@
 //! through `computer secrets set`; a revealed value asked for by default and kept out of the
 //! receipts and the log; a model-supplied value refused unless the config allows it; a locked
 //! keyring and a missing Secret Service each giving their error, named by `computer doctor`; a
-//! revealed value passed on (a later step's ref, a detached job, pasted into a later call) in no
-//! receipt, log line or export sink; the daemon's own items never deleted through the surface;
-//! `list` unshaken by items deleted while it lists.
+//! revealed value passed on (a later step's ref, a detached job, a run's programmatic call,
+//! pasted into a later call) in no receipt, log line or export sink; the daemon's own items never
+//! deleted through the surface; `list` unshaken by items deleted while it lists.
 #![cfg(target_os = "linux")]
 
 use std::io::Write;
@@ -614,6 +614,29 @@ async fn a_revealed_value_passed_on_is_in_no_receipt_log_or_export_sink() {
     );
     assert_eq!(ended["status"], "done", "{ended}");
     assert_eq!(ended["stdout"], "[masked revealed]", "{ended}");
+
+    // In a run's programmatic call (over its tools channel, the value in the call's args): the
+    // answer the script gets back, so the run's output, is masked, and the call is receipted.
+    let bridged = call_raw(
+        &daemon,
+        shell_run(
+            json!({"script": format!(
+                "computer call shell job --json --args '{{\"op\": \"status\", \"id\": \"{value}\"}}'; true"
+            )}),
+            json!({"tools": ["shell.job"]}),
+        ),
+    )
+    .await;
+    assert_eq!(bridged["ok"], true, "{bridged}");
+    let answered = bridged["stdout"].as_str().unwrap_or_default();
+    assert!(answered.contains("[masked revealed]"), "{bridged}");
+    assert!(
+        daemon
+            .receipts()
+            .iter()
+            .any(|row| row["body"]["via"] == bridged["receipt"] && row["command"] == "job"),
+        "the bridged call is receipted"
+    );
 
     // Step 2's intent records its args as they ran, the value masked.
     let step_2 = daemon
