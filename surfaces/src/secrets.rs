@@ -423,12 +423,13 @@ pub const REVEALED: &str = "revealed";
 pub const REVEALED_KEPT: usize = 16;
 
 /// The values revealed to callers since the daemon started (the last [`REVEALED_KEPT`]), and
-/// their masker.
+/// their masker. Maskers are built outside the lock: rows and log lines are masked meanwhile.
 struct Revealed {
     values: VecDeque<SecretString>,
-    /// Counts changes of `values`, so that a masker built with them can tell it is stale.
+    /// Counts changes of `values`.
     generation: u64,
-    masker: Option<Arc<Masker>>,
+    /// The masker of `values` as they were at the generation it is given with.
+    masker: Option<(u64, Arc<Masker>)>,
 }
 
 fn revealed() -> MutexGuard<'static, Revealed> {
@@ -440,63 +441,83 @@ fn revealed() -> MutexGuard<'static, Revealed> {
     REVEALED_VALUES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Remembers `value` as revealed to a caller. A value shorter than [`crate::mask::MIN_FORM`]
-/// bytes is not: masking every such run of characters in every later row would garble them all
-/// (`ok`, a digit) and hide nothing.
+/// Copies of the revealed values, and the generation they are of.
+fn revealed_values(state: &Revealed) -> (u64, Vec<SecretString>) {
+    let values = state
+        .values
+        .iter()
+        .map(|v| SecretString::from(v.expose_secret()))
+        .collect();
+    (state.generation, values)
+}
+
+/// Remembers `value` as revealed to a caller; once this returns, every revealed masker holds it.
+/// A value shorter than [`crate::mask::MIN_FORM`] bytes is not remembered: masking every such
+/// run of characters in every later row would garble them all (`ok`, a digit) and hide nothing.
 fn remember_revealed(value: &SecretString) {
     let bytes = value.expose_secret().as_bytes();
     if bytes.len() < crate::mask::MIN_FORM {
         return;
     }
-    let mut state = revealed();
-    if state
-        .values
-        .iter()
-        .any(|known| known.expose_secret().as_bytes() == bytes)
-    {
-        return;
-    }
-    state
-        .values
-        .push_back(SecretString::from(value.expose_secret()));
-    while state.values.len() > REVEALED_KEPT {
-        state.values.pop_front();
-    }
-    let masker = Masker::new(
-        state
+    let (generation, values) = {
+        let mut state = revealed();
+        if state
             .values
             .iter()
+            .any(|known| known.expose_secret().as_bytes() == bytes)
+        {
+            return;
+        }
+        state
+            .values
+            .push_back(SecretString::from(value.expose_secret()));
+        while state.values.len() > REVEALED_KEPT {
+            state.values.pop_front();
+        }
+        state.generation += 1;
+        revealed_values(&state)
+    };
+    let masker = Arc::new(Masker::new(
+        values
+            .iter()
             .map(|v| (REVEALED, v.expose_secret().as_bytes())),
-    );
-    state.masker = Some(Arc::new(masker));
-    state.generation += 1;
+    ));
+    let mut state = revealed();
+    // A reveal that began later and finished first installed a masker that holds this value
+    // too; an earlier one's, finishing later, holds less.
+    if state
+        .masker
+        .as_ref()
+        .is_none_or(|(installed, _)| *installed < generation)
+    {
+        state.masker = Some((generation, masker));
+    }
 }
 
 /// The masker of every revealed value and its generation, or `None` before any reveal.
 fn revealed_masker() -> Option<(u64, Arc<Masker>)> {
-    let state = revealed();
-    state
-        .masker
-        .clone()
-        .map(|masker| (state.generation, masker))
+    revealed().masker.clone()
 }
 
 /// A masker of `values` (a call's own, named as they are) and of every revealed value, with the
-/// generation of revealed values it holds.
+/// generation of revealed values it holds at least.
 fn masker_with_revealed(values: &[(String, SecretString)]) -> (u64, Arc<Masker>) {
-    let state = revealed();
+    let (generation, revealed_now) = {
+        let state = revealed();
+        let installed = state.masker.as_ref().map_or(0, |(g, _)| *g);
+        (installed, revealed_values(&state).1)
+    };
     let masker = Masker::new(
         values
             .iter()
             .map(|(n, v)| (n.as_str(), v.expose_secret().as_bytes()))
             .chain(
-                state
-                    .values
+                revealed_now
                     .iter()
                     .map(|v| (REVEALED, v.expose_secret().as_bytes())),
             ),
     );
-    (state.generation, Arc::new(masker))
+    (generation, Arc::new(masker))
 }
 
 /// Checks a secret's name for a run's environment: a portable variable name, not one the
