@@ -55,7 +55,7 @@ fn first_pending(daemon: &Daemon) -> Value {
 /// An xterm running `sh`, whose PATH finds this daemon's `computer` and whose environment names
 /// its control socket: what a person's own terminal has.
 struct Terminal {
-    _app: App,
+    app: App,
     window: u64,
     /// The middle of its window, in screen pixels.
     center: (i64, i64),
@@ -63,6 +63,11 @@ struct Terminal {
 
 impl Terminal {
     async fn open(daemon: &Daemon, title: &str) -> Terminal {
+        Terminal::open_with(daemon, title, &[]).await
+    }
+
+    /// An xterm given `options` (before its `-e sh`).
+    async fn open_with(daemon: &Daemon, title: &str, options: &[&str]) -> Terminal {
         let desktop = Desktop::shared();
         let bin_dir = computer_bin().parent().unwrap().to_path_buf();
         let path = format!(
@@ -75,15 +80,15 @@ impl Terminal {
             daemon.control_socket().display()
         );
         // `env` execs xterm, so the pid is the terminal's.
-        let app = desktop.launch(
-            "env",
-            &[&path, &control, "xterm", "-title", title, "-e", "sh"],
-        );
+        let mut args = vec![path.as_str(), control.as_str(), "xterm"];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&["-title", title, "-e", "sh"]);
+        let app = desktop.launch("env", &args);
         let pid = app.pid();
         let entry = tokio::task::block_in_place(|| daemon.wait_for_window(pid, title));
         let number = |key: &str| entry[key].as_i64().unwrap();
         let terminal = Terminal {
-            _app: app,
+            app,
             window: entry["id"].as_u64().unwrap(),
             center: (
                 number("x") + number("width") / 2,
@@ -761,4 +766,143 @@ async fn typing_into_other_windows_is_unaffected() {
     });
     let printed: Value = serde_json::from_str(&line.expect("the entry printed its text")).unwrap();
     assert_eq!(printed["text"], text);
+}
+
+/// A terminal is known by what it is, not only by its name: an xterm whose class and instance
+/// are on no list (`-class Weirdterm -name weirdterm`, as elementary's terminal, Warp's or
+/// WaveTerm's are on none) holds a pty master, so the approval command typed into it is denied
+/// as in any terminal, in one call or split from its Return; the same text typed into a GTK
+/// entry beside it is ordinary typing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminal_whose_name_is_on_no_list_is_known_by_its_pty() {
+    let _desktop = ONE_AT_A_TIME.lock().await;
+    let daemon = Daemon::start_on_desktop(GUI_ALLOWED);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("self-approved");
+    let waiting = touch_task(&daemon, &file);
+    let id = tokio::task::block_in_place(|| first_pending(&daemon))["id"].to_string();
+    let title = "terminal-typing-weirdterm";
+    let terminal = Terminal::open_with(
+        &daemon,
+        title,
+        &["-class", "Weirdterm", "-name", "weirdterm"],
+    )
+    .await;
+    let windows = tokio::task::block_in_place(|| daemon.call_json("gui", "windows", "{}"));
+    let listed = windows["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["title"] == title)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed["app"], "Weirdterm", "{windows}");
+
+    let typed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("computer approvals allow {id}\n")}),
+    )
+    .await;
+    assert_denied_by(
+        &daemon,
+        &typed,
+        "builtin:daemon-control",
+        "typed into a terminal on no list",
+    );
+    let text = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("computer approvals allow {id}")}),
+    )
+    .await;
+    assert_eq!(text["ok"], true, "{text}");
+    let enter = gui(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_denied_by(&daemon, &enter, "builtin:daemon-control", "the Return");
+
+    // Beside it, a window that is no terminal takes the same text as typing.
+    let entry_title = "terminal-typing-weirdterm-entry";
+    let mut app =
+        Desktop::shared().launch("env", &["/usr/bin/python3", "-c", ENTRY_APP, entry_title]);
+    let pid = app.pid();
+    let entry = tokio::task::block_in_place(|| daemon.wait_for_window(pid, entry_title));
+
+    // Any X client may write a window's _NET_WM_PID: made to name the entry's process (which
+    // holds no pty), the terminal is still known by the process the server tells.
+    let status = Desktop::shared()
+        .command("xprop")
+        .args([
+            "-id",
+            &terminal.window.to_string(),
+            "-f",
+            "_NET_WM_PID",
+            "32c",
+        ])
+        .args(["-set", "_NET_WM_PID", &pid.to_string()])
+        .status()
+        .expect("xprop");
+    assert!(status.success(), "xprop");
+    let claimed = Desktop::shared()
+        .command("xprop")
+        .args(["-id", &terminal.window.to_string(), "_NET_WM_PID"])
+        .output()
+        .expect("xprop");
+    assert!(
+        String::from_utf8_lossy(&claimed.stdout).contains(&format!("= {pid}")),
+        "the terminal's _NET_WM_PID was not rewritten: {claimed:?}"
+    );
+    let listed = tokio::task::block_in_place(|| daemon.call_json("gui", "windows", "{}"));
+    let pids: Vec<&Value> = listed["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["id"] == terminal.window)
+        .map(|w| &w["pid"])
+        .collect();
+    assert_eq!(pids, [&json!(terminal.app.pid())], "{listed}");
+    terminal.focus(&daemon).await;
+    let typed = gui(
+        &daemon,
+        "type",
+        json!({"text": format!("computer approvals allow {id}\n")}),
+    )
+    .await;
+    assert_denied_by(
+        &daemon,
+        &typed,
+        "builtin:daemon-control",
+        "typed into a terminal that names another process",
+    );
+
+    let focused = gui(&daemon, "focus", json!({"window": entry["id"]})).await;
+    assert_eq!(focused["focused"], true, "{focused}");
+    let line = format!("computer approvals allow {id}");
+    let typed = gui(&daemon, "type", json!({"text": format!("{line}\n")})).await;
+    assert_eq!(typed["ok"], true, "typing into an entry: {typed}");
+    let stdout = app.0.stdout.take().unwrap();
+    let printed = tokio::task::block_in_place(|| {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("text"))
+    });
+    let printed: Value =
+        serde_json::from_str(&printed.expect("the entry printed its text")).unwrap();
+    assert_eq!(printed["text"], line);
+
+    // The request still waits for a person; its call did not run.
+    let pending = daemon.pending_approvals();
+    assert!(
+        pending
+            .iter()
+            .any(|r| r["id"].as_u64() == id.parse::<u64>().ok()),
+        "the request was answered: {pending:?}"
+    );
+    assert!(!file.exists());
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    let out = waiting.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    drop(terminal);
+    daemon.assert_chain_holds();
 }

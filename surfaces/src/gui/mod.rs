@@ -14,7 +14,8 @@
 //!   result fields, validation into an act, and that act's run on the backend's `Desktop`;
 //!   `commands::keys` is how `type` and `key` deliver keys (terminal lines included).
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
-//! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
+//! - [`terminal`]: which windows are terminal emulators, and the command line typed into each;
+//!   `terminal_pty` (Linux): a window whose process tree holds a pty master is one too.
 //! - `seen`: acts bound to a screenshot or window listing (`complications.seen`): the snapshot,
 //!   screenshot pixels mapped to the screen, and the `stale` check right before input.
 //! - `person`: the person takes the wheel: gui input pauses after the person's own input
@@ -63,6 +64,8 @@ mod seen;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod surface;
 pub mod terminal;
+#[cfg(target_os = "linux")]
+mod terminal_pty;
 #[cfg(target_os = "linux")]
 mod wayland;
 #[cfg(target_os = "linux")]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::randr::ConnectionExt as _;
+use x11rb::protocol::res::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
     self, AtomEnum, ClientMessageEvent, ConfigureWindowAux, ConnectionExt as _, EventMask,
     ImageFormat, StackMode, Window,
@@ -498,6 +499,12 @@ impl XConn {
                 c.get_property(false, id, a._NET_WM_PID, AtomEnum::CARDINAL, 0, 1)?,
                 c.get_geometry(id)?,
                 c.translate_coordinates(id, self.root, 0, 0)?,
+                // None where the server has no XRes.
+                c.res_query_client_ids(&[res::ClientIdSpec {
+                    client: id,
+                    mask: res::ClientIdMask::LOCAL_CLIENT_PID,
+                }])
+                .ok(),
             ));
         }
         let mut monitors = Vec::new();
@@ -527,7 +534,7 @@ impl XConn {
             });
         }
         let mut windows = Vec::with_capacity(ids.len());
-        for (id, net_name, name, class, pid, geometry, origin) in pending {
+        for (id, net_name, name, class, pid, geometry, origin, client_pid) in pending {
             // A window may close between the list and its properties: skip it.
             let (Ok(geometry), Ok(origin)) = (geometry.reply(), origin.reply()) else {
                 continue;
@@ -549,10 +556,24 @@ impl XConn {
                     (instance, class)
                 })
                 .unwrap_or_default();
-            let pid = pid
-                .reply()
-                .ok()
-                .and_then(|r| r.value32().and_then(|mut v| v.next()));
+            // The pid the server took from the client's socket (XRes) where it has one:
+            // `_NET_WM_PID` is a property any client may write, on any window, so a terminal
+            // could be made to name a process without a pty (and an approver's window another
+            // process). A client the server cannot tell (over TCP) has only its word.
+            let told = client_pid
+                .and_then(|cookie| cookie.reply().ok())
+                .and_then(|reply| {
+                    reply
+                        .ids
+                        .into_iter()
+                        .find(|id| id.spec.mask.contains(res::ClientIdMask::LOCAL_CLIENT_PID))
+                        .and_then(|id| id.value.first().copied())
+                });
+            let pid = told.or_else(|| {
+                pid.reply()
+                    .ok()
+                    .and_then(|r| r.value32().and_then(|mut v| v.next()))
+            });
             let rect = Rect {
                 x: i32::from(origin.dst_x),
                 y: i32::from(origin.dst_y),

@@ -160,11 +160,37 @@ pub struct Terminals {
 }
 
 impl Terminals {
+    /// A window is a terminal when its name is on `[gui] terminal_apps`, or (Linux) when its
+    /// process or a descendant holds a pty master open (`terminal_pty`): what a terminal
+    /// emulator is, whatever it is called.
+    ///
+    /// The pid is the backend's. On X11 it is the window's `_NET_WM_PID`, a property any client
+    /// can write: a window made to name a terminal's process (or any process with a pty) only
+    /// makes keys to it decided as a terminal's, stricter and harmless; a real terminal made to
+    /// name a process without one (its own class renamed too) would read as ordinary typing,
+    /// which is why the X11 backend takes the pid the server tells (XRes, from the client's
+    /// socket) where there is one, and `_NET_WM_PID` only for a client it cannot tell (a remote
+    /// one). The Wayland backends' pids come from the compositor (the client's socket) or the
+    /// application's bus connection, not from the client's word.
     pub fn is_terminal(&self, window: &WindowInfo) -> bool {
-        self.apps
+        let named = self
+            .apps
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .matches([window.app.as_str(), window.instance.as_str()])
+            .matches([window.app.as_str(), window.instance.as_str()]);
+        named || self.holds_a_pty(window)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn holds_a_pty(&self, window: &WindowInfo) -> bool {
+        window
+            .pid
+            .is_some_and(super::terminal_pty::holds_pty_master)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn holds_a_pty(&self, _window: &WindowInfo) -> bool {
+        false
     }
 }
 
