@@ -596,13 +596,9 @@ struct Person {
 }
 
 /// A daemon on the person's desktop that pauses gui input for 3 s after the person's, once it
-/// watches. Its runs are not contained: an agent's run reaches the X server as any run that
-/// may use the display does, and containment is not what these tests are about.
+/// watches. Its runs are contained as an agent's are (they still reach the X display).
 fn daemon_watching_the_person() -> Daemon {
-    let daemon = Daemon::start_with(
-        "[gui]\nperson_quiet_ms = 3000\n[containment]\nmode = \"off\"\n",
-        &persons_desktop().env(),
-    );
+    let daemon = Daemon::start_with("[gui]\nperson_quiet_ms = 3000\n", &persons_desktop().env());
     wait_for(
         "the daemon to watch for the person's input",
         Duration::from_secs(10),
@@ -950,6 +946,12 @@ async fn input_through_a_master_an_agent_made_does_not_pause_gui_input() {
     .await;
     assert_eq!(out["ok"], true, "{out}");
     assert_eq!(out["exit_code"], 0, "{out}");
+    // The run was contained, as an agent's is.
+    let result = daemon.receipt_row(&out["receipt"], "result");
+    assert_eq!(
+        result["body"]["containment"]["mechanism"], "namespaces",
+        "{result}"
+    );
     let stdout = out["stdout"].as_str().unwrap_or_default();
     let slaves: Vec<u16> = stdout
         .split_whitespace()
