@@ -215,22 +215,31 @@ fn web_form(browser: fn() -> &'static Arc<RealApp>, tag: &'static str, task: &'s
         findings.failures
     );
 
+    // Neither browser takes a web field's text through the accessibility API (Chromium exposes
+    // no editable text, Firefox's accepts the call and changes nothing): the reply must say so,
+    // never claim it, and point to what works.
     let reply = ax(
         &daemon,
         "act",
         json!({"app": browser.pid(), "selector": field, "action": "set_value", "value": "Ada Lovelace"}),
     );
-    if !findings.act_effect("set_value on the text field", &reply, &["confirmed"]) {
-        // What an agent does next: focus the field and type into it.
-        let focused = ax(
-            &daemon,
-            "act",
-            json!({"app": browser.pid(), "selector": field, "action": "focus"}),
-        );
-        findings.act_effect("focus on the text field", &focused, &["confirmed"]);
-        let typed = gui(&daemon, "type", json!({"text": "Ada Lovelace"}));
-        findings.act_effect("typing into the text field", &typed, &["confirmed"]);
-    }
+    let said_so = reply["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("gui type"))
+        || (reply["ok"] == false && reply["effect"] == "suspected_noop");
+    findings.check(
+        said_so && reply["effect"] != "confirmed",
+        format!("set_value on a web field: the reply should refuse or report a no-op: {reply}"),
+    );
+    // What the reply says to do: focus the field and type into it.
+    let focused = ax(
+        &daemon,
+        "act",
+        json!({"app": browser.pid(), "selector": field, "action": "focus"}),
+    );
+    findings.act_effect("focus on the text field", &focused, &["confirmed"]);
+    let typed = gui(&daemon, "type", json!({"text": "Ada Lovelace"}));
+    findings.act_effect("typing into the text field", &typed, &["confirmed"]);
 
     let reply = ax(
         &daemon,

@@ -299,7 +299,13 @@ async fn select(
     )
     .await
     .unwrap_or_default();
-    if interfaces.iter().any(|i| i == "org.a11y.atspi.Selection") && index >= 0 {
+    let has = |short: &str| {
+        interfaces
+            .iter()
+            .any(|i| *i == format!("org.a11y.atspi.{short}"))
+    };
+    let mut refused = false;
+    if has("Selection") && index >= 0 {
         let ok: bool = bus::call(
             conn,
             deadline,
@@ -315,8 +321,92 @@ async fn select(
         if ok {
             return Ok(Some(true));
         }
+        refused = true;
     }
-    match pick_action(&node.actions, &["select", "click", "activate", "press"]) {
+    // A cell of a table (GTK3's tree views: a file manager's list) selects its row through the
+    // table: the one its TableCell names (a cell inside a cell, as Thunar's name column is),
+    // else its parent.
+    if node.native.has_interface("TableCell") {
+        const CELL: &str = "org.a11y.atspi.TableCell";
+        let table = bus::property::<(String, zbus::zvariant::OwnedObjectPath)>(
+            conn, deadline, &at.bus, &at.path, CELL, "Table",
+        );
+        let position =
+            bus::property::<(i32, i32)>(conn, deadline, &at.bus, &at.path, CELL, "Position");
+        match futures::join!(table, position) {
+            (Ok((table_bus, table)), Ok((row, _))) if row >= 0 => {
+                let dest = if table_bus.is_empty() {
+                    &at.bus
+                } else {
+                    &table_bus
+                };
+                let ok = bus::call::<_, bool>(
+                    conn,
+                    deadline,
+                    dest,
+                    table.as_str(),
+                    "org.a11y.atspi.Table",
+                    "AddRowSelection",
+                    &(row,),
+                )
+                .await;
+                match ok {
+                    Ok(true) => return Ok(Some(true)),
+                    Ok(false) => refused = true,
+                    Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => {
+                        return Err(err);
+                    }
+                    Err(_) => {}
+                }
+            }
+            (Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))), _)
+            | (_, Err(err @ (BusError::Timeout { .. } | BusError::Connect(_)))) => {
+                return Err(err);
+            }
+            _ => {}
+        }
+    }
+    if has("Table") && index >= 0 {
+        let table = |method: &'static str, arg: i32| {
+            let path = parent.1.as_str();
+            let dest = parent.0.as_str();
+            async move {
+                bus::call::<_, (i32,)>(
+                    conn,
+                    deadline,
+                    dest,
+                    path,
+                    "org.a11y.atspi.Table",
+                    method,
+                    &(arg,),
+                )
+                .await
+            }
+        };
+        let row = match table("GetRowAtIndex", index).await {
+            Ok((row,)) => row,
+            Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => return Err(err),
+            Err(_) => -1,
+        };
+        if row >= 0 {
+            let ok: bool = bus::call(
+                conn,
+                deadline,
+                &parent.0,
+                parent.1.as_str(),
+                "org.a11y.atspi.Table",
+                "AddRowSelection",
+                &(row,),
+            )
+            .await?;
+            if ok {
+                return Ok(Some(true));
+            }
+            refused = true;
+        }
+    }
+    // Only actions that select: "activate" or "press" on a file manager's row opens the file.
+    match pick_action(&node.actions, &["select", "click"]) {
         Some(i) => Ok(Some(
             bus::call(
                 conn,
@@ -329,6 +419,7 @@ async fn select(
             )
             .await?,
         )),
+        None if refused => Ok(Some(false)),
         None => Ok(None),
     }
 }

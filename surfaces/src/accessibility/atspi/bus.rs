@@ -309,6 +309,16 @@ where
     if let Some(held) = unanswered::hold_back(conn, dest).await {
         return Err(held);
     }
+    // A permit for this app's calls in flight; waiting for it counts against the deadline.
+    let _permit = match tokio::time::timeout_at(deadline.into(), in_flight::permit(dest)).await {
+        Ok(permit) => permit,
+        Err(_) => {
+            return Err(BusError::Timeout {
+                bus: dest.to_string(),
+                after: Duration::ZERO,
+            });
+        }
+    };
     let limit = deadline
         .saturating_duration_since(Instant::now())
         .min(CALL_LIMIT);
@@ -327,6 +337,44 @@ where
         }
         Ok(Err(err)) => Err(BusError::from_zbus(err)),
         Ok(Ok(reply)) => Ok(reply),
+    }
+}
+
+/// How many calls one app is asked at once. A walk asks hundreds of nodes in one round; an app
+/// answers them one by one anyway, and some toolkits break when many requests on objects they
+/// make on demand arrive together (Thunar's list cells), so more in flight gains nothing.
+mod in_flight {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+    /// Calls in flight to one app at most.
+    pub const PER_APP: usize = 16;
+    /// Apps whose permits are kept (bus names are never reused; idle ones are forgotten).
+    const KEPT: usize = 256;
+
+    fn apps() -> &'static Mutex<HashMap<String, Arc<Semaphore>>> {
+        static APPS: OnceLock<Mutex<HashMap<String, Arc<Semaphore>>>> = OnceLock::new();
+        APPS.get_or_init(|| Mutex::new(HashMap::new()))
+    }
+
+    /// A permit to call the app at `dest`, once fewer than [`PER_APP`] calls are in flight.
+    pub async fn permit(dest: &str) -> OwnedSemaphorePermit {
+        let semaphore = {
+            let mut apps = apps().lock().unwrap_or_else(|e| e.into_inner());
+            if apps.len() >= KEPT && !apps.contains_key(dest) {
+                // Forget the apps with nothing in flight.
+                apps.retain(|_, s| s.available_permits() < PER_APP);
+            }
+            apps.entry(dest.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(PER_APP)))
+                .clone()
+        };
+        semaphore
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
     }
 }
 

@@ -531,7 +531,63 @@ async fn fetch_parts(
     fetched.value = tolerate(value)?
         .flatten()
         .and_then(without_embedded_objects);
+    if include.value && fetched.value.is_none() && fetched.atspi_role == AtspiRole::ComboBox {
+        fetched.value = tolerate(chosen_option(conn, deadline, dest, path).await)?.flatten();
+    }
     Ok(())
+}
+
+/// The name of the option a combo box shows as chosen, where its text does not say (a web
+/// `<select>` reads as one embedded-object character): the selected child of the combo box
+/// itself (GTK), else of its first child, the popup list (Chromium, Firefox).
+async fn chosen_option(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+) -> Result<Option<String>, BusError> {
+    const SELECTION: &str = "org.a11y.atspi.Selection";
+    let selected_of = |holder: String| async move {
+        let chosen = bus::call::<_, (String, zbus::zvariant::OwnedObjectPath)>(
+            conn,
+            deadline,
+            dest,
+            &holder,
+            SELECTION,
+            "GetSelectedChild",
+            &(0i32,),
+        )
+        .await;
+        match chosen {
+            Ok((_, chosen)) if chosen.as_str() != super::NULL_PATH => Ok(Some(chosen)),
+            Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => Err(err),
+            _ => Ok(None),
+        }
+    };
+    let mut chosen = selected_of(path.to_string()).await?;
+    if chosen.is_none() {
+        let list = bus::call::<_, (String, zbus::zvariant::OwnedObjectPath)>(
+            conn,
+            deadline,
+            dest,
+            path,
+            ACCESSIBLE,
+            "GetChildAtIndex",
+            &(0i32,),
+        )
+        .await;
+        if let Ok((_, list)) = list
+            && list.as_str() != super::NULL_PATH
+        {
+            chosen = selected_of(list.as_str().to_string()).await?;
+        }
+    }
+    let Some(chosen) = chosen else {
+        return Ok(None);
+    };
+    let name =
+        bus::property::<String>(conn, deadline, dest, chosen.as_str(), ACCESSIBLE, "Name").await?;
+    Ok((!name.is_empty()).then_some(name))
 }
 
 /// Optional parts may fail on odd objects; only a timeout (the app is stuck) is fatal.
