@@ -435,7 +435,11 @@ impl Before {
             }
             Aim::Text(typed) => {
                 if let (Some(before), Some(now)) = (&self.seen.text, &after.text) {
-                    return text_landed(before, now, typed.as_deref(), &within);
+                    let report = text_landed(before, now, typed.as_deref(), &within);
+                    return match typed {
+                        Some(typed) => submitted(typed, report),
+                        None => report,
+                    };
                 }
                 // A window that changed shows that keys arrived somewhere, not that the text
                 // landed: it is told as what was seen, never as confirmation.
@@ -598,6 +602,21 @@ fn text_landed(before: &str, now: &str, typed: Option<&str>, within: &str) -> Ef
     )
 }
 
+/// Typed text that ended with a line break into a field that does not hold it afterwards: the
+/// break may have submitted the field, which the app then rewrote (a browser's address bar
+/// shows the page's address as it formats it), so what it holds says nothing either way.
+fn submitted(typed: &str, report: EffectReport) -> EffectReport {
+    if report.effect == Effect::Partial && typed.trim_end_matches([' ', '\t']).ends_with('\n') {
+        EffectReport::new(
+            Effect::Unverifiable,
+            "the focused field's text changed but does not hold the typed text, which ended \
+             with a line break: the field may have been submitted and rewritten",
+        )
+    } else {
+        report
+    }
+}
+
 /// Text as fields read it back: `\r\n` and `\r` as `\n`, the paragraph separator (U+2029)
 /// as `\n`, and the object replacement character (U+FFFC, an embedded object) left out.
 fn as_fields_read(text: &str) -> String {
@@ -751,6 +770,11 @@ mod tests {
         // Out of order, or the second line missing, is not what was typed.
         let swapped = text_landed("", "two one", Some("one\ntwo"), "within 5 ms");
         assert_ne!(swapped.effect, Effect::Confirmed, "{swapped:?}");
+        // A line break that submitted a field the app then rewrote says nothing either way.
+        let rewritten = text_landed("", "example.org/a", Some("http://example.org/a\n"), "");
+        assert_eq!(rewritten.effect, Effect::Partial, "{rewritten:?}");
+        let told = submitted("http://example.org/a\n", rewritten);
+        assert_eq!(told.effect, Effect::Unverifiable, "{told:?}");
         let half = text_landed("", "one", Some("one\ntwo"), "within 5 ms");
         assert_eq!(half.effect, Effect::Partial, "{half:?}");
         let secret = text_landed("", "s3cret", None, "within 5 ms");

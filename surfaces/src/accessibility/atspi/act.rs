@@ -124,7 +124,7 @@ pub async fn act(
             if !node.native.has_interface("Component") {
                 return Err(no_way("take focus"));
             }
-            bus::call::<_, bool>(
+            let grabbed = bus::call::<_, bool>(
                 conn,
                 deadline,
                 dest,
@@ -133,7 +133,13 @@ pub async fn act(
                 "GrabFocus",
                 &(),
             )
-            .await?
+            .await?;
+            // Firefox moves the focus in its content process and says so a little later: the
+            // read-back that follows judges what the wait saw.
+            if grabbed && !node.states.contains(State::Focused) {
+                settles(conn, deadline, at, |s| s.contains(State::Focused)).await;
+            }
+            grabbed
         }
         ActName::ScrollIntoView => {
             if !node.native.has_interface("Component") {
