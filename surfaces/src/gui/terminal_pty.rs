@@ -3,7 +3,11 @@
 //! So a window whose process, or a descendant of it, holds a pty master open is a terminal
 //! (see `commands::Terminals`), beside the names in `[gui] terminal_apps`: elementary's
 //! terminal, Warp, WaveTerm, Termite and any other emulator on no list are known too. Electron
-//! terminals keep their ptys in a child process, which is why descendants count.
+//! terminals keep their ptys in a child process, which is why descendants count. It errs on the
+//! strict side: a window whose process started a terminal as its child (a file manager's "open
+//! a terminal here", an editor with a built-in terminal) is taken for a terminal too, so its
+//! line ends are decided as a shell's. A pty held by a process that left the tree (a
+//! double-forked server such as tmux's) is not seen; the emulator showing it holds its own.
 //!
 //! The look is bounded (processes and descriptors per window) and its answer kept briefly per
 //! process, so that a run of keystrokes does not walk `/proc` for each. A process whose
