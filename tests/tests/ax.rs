@@ -536,6 +536,40 @@ async fn a_stopped_app_times_out_while_other_apps_keep_working() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_wait_outlasts_an_app_that_is_busy_for_a_while() {
+    let daemon = Daemon::start_on_desktop("");
+    let busy = TestApp::launch("Busy App");
+    wait_tree(&daemon, busy.pid()).await;
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(busy.pid() as i32, libc::SIGSTOP) };
+    let wait = ax(
+        &daemon,
+        "wait",
+        json!({"app": busy.pid(), "selector": "button \"Say Hello\"", "timeout_ms": 20000}),
+    );
+    let stopped_then_resumed = async {
+        // Calls that find the app busy say so, and that it is sent nothing more meanwhile.
+        let first = ax(&daemon, "tree", json!({"app": busy.pid()})).await;
+        let second = ax(&daemon, "tree", json!({"app": busy.pid()})).await;
+        unsafe { libc::kill(busy.pid() as i32, libc::SIGCONT) };
+        (first, second)
+    };
+    let (waited, (first, second)) = tokio::join!(wait, stopped_then_resumed);
+    for out in [&first, &second] {
+        assert_eq!(out["ok"], false, "{out}");
+        let message = out["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("has not answered") && message.contains("nothing else"),
+            "{message}"
+        );
+    }
+    // Busy is "not yet": the wait, begun while the app was stopped, ends met once it answers.
+    assert_eq!(waited["ok"], true, "{waited}");
+    assert_eq!(waited["met"], true, "{waited}");
+    wait_tree(&daemon, busy.pid()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn oversized_trees_are_cut_with_a_cursor_that_continues_exactly() {
     let daemon = Daemon::start_on_desktop("");
     let desktop = Desktop::shared();
