@@ -121,6 +121,15 @@ impl Desktop {
         Desktop::start_on(true)
     }
 
+    /// Elsewhere the desk is the session's own, where no input can be told the person's by
+    /// construction: the suites that need one are Linux's.
+    #[cfg(not(target_os = "linux"))]
+    pub fn private_with_a_person() -> Desktop {
+        panic!(
+            "a desktop with a person's own input devices (Xephyr inside Xvfb) exists on Linux only"
+        )
+    }
+
     /// A command on the outer server of a desktop with a person: `xdotool` there is the
     /// person's hand (pointer moves at the same coordinates, clicks, keys to the focused
     /// window).
