@@ -67,6 +67,10 @@ fn bytes_under(dir: &Path) -> Vec<u8> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
+        // A link is not the state's own bytes: run-tools/computer is the daemon's binary.
+        if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+            continue;
+        }
         if path.is_dir() {
             all.extend(bytes_under(&path));
         } else if let Ok(bytes) = std::fs::read(&path) {
