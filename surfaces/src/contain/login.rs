@@ -83,7 +83,9 @@ pub fn login_files(home: Option<&Path>, writable: &[PathBuf]) -> Vec<PathBuf> {
     let lifted: Vec<PathBuf> = writable.iter().map(|p| expand(p)).collect();
     let is_lifted = |path: &Path| lifted.iter().any(|l| l == path);
     let mut out = Vec::new();
-    if let Some(home) = home.filter(|h| h.is_absolute() && *h != Path::new("/")) {
+    // A home that is no directory is never made: runs then start in `/`, and nothing of a
+    // home that does not exist can run at a login.
+    if let Some(home) = home.filter(|h| h.is_absolute() && *h != Path::new("/") && h.is_dir()) {
         for (relative, is_dir) in HOME_LOGIN_FILES {
             let path = home.join(relative);
             if is_lifted(&path) {
