@@ -192,18 +192,22 @@ mod tests {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .expect("sh");
-        // `sh` opens /dev/ptmx on descriptor 3 and waits; its parent is this test.
+        // `sh` opens /dev/ptmx on descriptor 3, says so, and waits; its parent is this test.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "exec 3<>/dev/ptmx; read line"])
+            .args(["-c", "exec 3<>/dev/ptmx; echo held; read line"])
             .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("sh");
         let pid = child.id();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !holds_one(proc, pid) {
-            assert!(Instant::now() < deadline, "sh never held /dev/ptmx open");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut said = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
+            &mut said,
+        )
+        .expect("sh's line");
+        assert_eq!(said, "held\n");
+        assert!(holds_one(proc, pid), "sh holds /dev/ptmx open");
         assert!(tree_holds_pty_master(proc, pid));
         assert!(!tree_holds_pty_master(proc, bystander.id()));
         assert!(
