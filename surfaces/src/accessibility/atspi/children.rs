@@ -97,20 +97,28 @@ async fn by_index(
     path: &str,
     n: i32,
 ) -> Result<Vec<(String, String)>, BusError> {
-    let answers = join_all((0..n.max(0)).map(|i| async move {
-        bus::call::<_, (String, OwnedObjectPath)>(
-            conn,
-            deadline,
-            dest,
-            path,
-            ACCESSIBLE,
-            "GetChildAtIndex",
-            &(i,),
-        )
-        .await
-    }))
-    .await;
+    let answers = join_all((0..n.max(0)).map(|i| child_at(conn, deadline, dest, path, i))).await;
     collect(answers, dest)
+}
+
+/// Child `i` of an object, as its app answers it (the null object included).
+pub async fn child_at(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    dest: &str,
+    path: &str,
+    i: i32,
+) -> Result<(String, OwnedObjectPath), BusError> {
+    bus::call(
+        conn,
+        deadline,
+        dest,
+        path,
+        ACCESSIBLE,
+        "GetChildAtIndex",
+        &(i,),
+    )
+    .await
 }
 
 /// The object's selected children (its `Selection`), at most [`SELECTED_LIMIT`]; none when it

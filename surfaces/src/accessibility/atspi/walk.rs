@@ -566,16 +566,7 @@ async fn chosen_option(
     };
     let mut chosen = selected_of(path.to_string()).await?;
     if chosen.is_none() {
-        let list = bus::call::<_, (String, zbus::zvariant::OwnedObjectPath)>(
-            conn,
-            deadline,
-            dest,
-            path,
-            ACCESSIBLE,
-            "GetChildAtIndex",
-            &(0i32,),
-        )
-        .await;
+        let list = children::child_at(conn, deadline, dest, path, 0).await;
         if let Ok((_, list)) = list
             && list.as_str() != super::NULL_PATH
         {
