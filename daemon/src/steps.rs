@@ -1316,7 +1316,16 @@ impl RefPath {
             ));
         };
         let mut walked = format!("${step}");
+        let mut opened: Value;
         for part in &self.parts {
+            // A text is addressed by what it holds: JSON text (`format: json`) as that JSON, any
+            // other text as its lines, and an outline line as its ref, role and name.
+            if let Value::String(text) = value
+                && let Some(inner) = addressable_text(text)
+            {
+                opened = inner;
+                value = &opened;
+            }
             let next = match (part, value) {
                 (Part::Field(name), Value::Object(map)) => map.get(name).ok_or_else(|| {
                     let keys: Vec<&str> = map.keys().map(String::as_str).collect();
@@ -1356,6 +1365,61 @@ impl RefPath {
     }
 }
 
+/// What a text result holds, when a ref walks into it: JSON text as that JSON; an ax outline
+/// (lines ending in a line break, each `[ref] role …`) as the list of its lines; one line of an ax outline (`[12] button "OK" …`, what `ax
+/// find` and `ax tree` show) as `{"ref": 12, "role": "button", "name": "OK", "line": …}`, so
+/// `$1.matches[0].ref` names the first match whichever format the step asked for. Any other
+/// text is only a string.
+fn addressable_text(text: &str) -> Option<Value> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with(['[', '{'])
+        && let Ok(parsed @ (Value::Array(_) | Value::Object(_))) =
+            serde_json::from_str::<Value>(text)
+    {
+        return Some(parsed);
+    }
+    if text.contains('\n') {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .collect();
+        return lines
+            .iter()
+            .all(|line| outline_line(line).is_some())
+            .then(|| Value::Array(lines.iter().map(|line| json!(line)).collect()));
+    }
+    outline_line(text)
+}
+
+/// One line of an ax outline, `[ref] role "name"…` (the name in double quotes with `\"`, `\\`
+/// and `\n` escaped, absent when the element has none), read into its parts.
+fn outline_line(line: &str) -> Option<Value> {
+    let rest = line.trim_start_matches(' ').strip_prefix('[')?;
+    let close = rest.find(']')?;
+    let element: u64 = rest[..close].parse().ok()?;
+    let rest = rest[close + 1..].strip_prefix(' ')?;
+    let role_end = rest.find(' ').unwrap_or(rest.len());
+    let role = &rest[..role_end];
+    if role.is_empty() || !role.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let mut name = String::new();
+    if let Some(quoted) = rest[role_end..].strip_prefix(" \"") {
+        let mut chars = quoted.chars();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => match chars.next()? {
+                    'n' => name.push('\n'),
+                    other => name.push(other),
+                },
+                c => name.push(c),
+            }
+        }
+    }
+    Some(json!({"ref": element, "role": role, "name": name, "line": line.trim_start_matches(' ')}))
+}
+
 fn kind_of(value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
@@ -1375,7 +1439,35 @@ mod tests {
         vec![
             Some(json!({"ok": true, "matches": [{"ref": 12, "name": "OK"}], "stdout": "rm\n"})),
             None,
+            Some(json!({"ok": true,
+                "matches": "[12] button \"Say \\\"hi\\\"\" (focused) in window \"Main\"\n[15] checkBox\n",
+                "one": "[7] link \"Next\"\n"})),
+            Some(
+                json!({"ok": true, "matches": "[{\"ref\":40,\"role\":\"button\",\"name\":\"OK\"}]"}),
+            ),
         ]
+    }
+
+    #[test]
+    fn refs_read_into_find_matches_in_either_format() {
+        let read = |text: &str| RefPath::parse(text).unwrap().lookup(&results());
+        assert_eq!(read("$3.matches[0].ref").unwrap(), json!(12));
+        assert_eq!(read("$3.matches[0].name").unwrap(), json!("Say \"hi\""));
+        assert_eq!(read("$3.matches[0].role").unwrap(), json!("button"));
+        assert_eq!(read("$3.matches[1].ref").unwrap(), json!(15));
+        assert_eq!(read("$3.matches[1].name").unwrap(), json!(""));
+        assert_eq!(read("$3.one[0].ref").unwrap(), json!(7));
+        assert_eq!(read("$3.one[0].name").unwrap(), json!("Next"));
+        assert_eq!(read("$3.one[0]").unwrap(), json!("[7] link \"Next\""));
+        assert_eq!(read("$4.matches[0].ref").unwrap(), json!(40));
+        let past = read("$3.matches[2]").unwrap_err();
+        assert!(
+            past.contains("has 2 items, so [2] is past its end"),
+            "{past}"
+        );
+        // A plain line is a string still.
+        let plain = read("$1.stdout.x").unwrap_err();
+        assert!(plain.contains("is a string"), "{plain}");
     }
 
     #[test]

@@ -123,6 +123,39 @@ async fn ten_steps_over_shell_and_ax_with_refs_are_one_round_and_each_is_receipt
     daemon.assert_chain_holds();
 }
 
+/// `ax find`'s matches are addressable by a later step: `$1.matches[0].ref` names the first
+/// match whether the find asked for the outline (the default) or `format: json`, and the act it
+/// feeds presses that very button.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_acts_on_the_ref_of_a_match_an_earlier_find_returned() {
+    let daemon = Daemon::start_on_desktop("");
+    let app = TestApp::launch("Find Ref Test");
+    let pid = app.pid();
+    wait_for_window(&daemon, pid).await;
+
+    for (presses, format) in [(1, None), (2, Some("json"))] {
+        let mut find_args = json!({"app": pid, "selector": "button \"Say Hello\""});
+        if let Some(format) = format {
+            find_args["format"] = json!(format);
+        }
+        let out = call(
+            &daemon,
+            json!({"steps": [
+                {"surface": "ax", "command": "find", "args": find_args},
+                {"surface": "ax", "command": "act",
+                 "args": {"app": pid, "ref": {"ref": "$1.matches[0].ref"}, "action": "press"}},
+            ],
+            "return": {"select": ["$1.matches[0].name", "$1.matches[0].ref", "$2.ok"]}}),
+        )
+        .await;
+        assert_eq!(out["ok"], true, "format {format:?}: {out}");
+        assert_eq!(out["$1.matches[0].name"], "Say Hello", "{out}");
+        assert!(out["$1.matches[0].ref"].is_u64(), "{out}");
+        assert_eq!(out["$2.ok"], true, "{out}");
+        app.wait_line(&format!("clicked {presses}"));
+    }
+}
+
 /// Waits (through the daemon's own bounded `ax wait`) until the test app's window is on the
 /// accessibility bus.
 async fn wait_for_window(daemon: &Daemon, pid: u32) {
