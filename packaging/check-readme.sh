@@ -4,7 +4,8 @@
 # answered through `computer call` (the shell surface's `help`, which the defaults allow). One change: `cargo install` builds in the dev profile into the
 # suite's target dir (`--debug`), so that CI reuses the suite's build instead of spending a
 # quarter of an hour on a release one; what can fail for a newcomer (a missing system package,
-# the lock file, the paths) fails the same way.
+# the lock file, the paths) fails the same way. With CHECK_README_INSTALL_ROOT set, the programs
+# are installed there and kept (`.ci/run` runs README's test command next, with them on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export CARGO_INSTALL_ROOT="$work/install" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+export CARGO_INSTALL_ROOT="${CHECK_README_INSTALL_ROOT:-$work/install}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 log "running: ${install_line//cargo install/cargo install --debug}"
 bash -c "${install_line//cargo install/cargo install --debug}"
 for program in computer computer-approval-window; do

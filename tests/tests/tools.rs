@@ -44,7 +44,7 @@ fn a_run_without_tools_cannot_call_the_daemon_at_all() {
         &format!(
             "{bin} call shell job --json --args '{{\"op\": \"list\"}}'; echo rc=$?; \
              echo token=${{COMPUTER_TOOLS_TOKEN:-none}}; test -e /proc/$$/fd/3 && echo fd3-open; \
-             command -v computer || echo no-computer",
+             echo \"computer-on-path=$(command -v computer || echo none)\"",
             bin = computer_bin().display()
         ),
         json!({}),
@@ -60,7 +60,17 @@ fn a_run_without_tools_cannot_call_the_daemon_at_all() {
         !out.contains("fd3-open"),
         "a run without tools inherited a descriptor: {reply}"
     );
-    assert!(out.contains("no-computer"), "{reply}");
+    // No `computer` of the daemon's is on the run's PATH. One the person installed (in
+    // ~/.cargo/bin, say) may be: it is only a client, with nothing to reach the daemon by.
+    let on_path = out
+        .lines()
+        .find_map(|line| line.strip_prefix("computer-on-path="))
+        .unwrap_or_else(|| panic!("the run did not say what is on its PATH: {reply}"));
+    let tools_dir = daemon.state.join("run-tools");
+    assert!(
+        on_path == "none" || !std::path::Path::new(on_path).starts_with(&tools_dir),
+        "a run without tools finds the daemon's run tools on its PATH ({on_path}): {reply}"
+    );
     assert!(calls_via(&daemon, &reply["receipt"]).is_empty());
 }
 
