@@ -3,14 +3,13 @@
 //! signal or trace the daemon or an approver, and leaves nothing behind when it ends.
 //!
 //! # Layout
-//! - `linux.rs`: a user (unless the daemon is root), mount and PID namespace per run; the
+//! - `linux/`: a user (unless the daemon is root), mount and PID namespace per run; the
 //!   daemon's paths are masked, `/proc` shows only the run, `/dev/pts` only its own terminals,
 //!   kernel settings are read-only, and runs hold no capability (a root daemon's included).
-//!   It also holds the zygote's side: the loop of the small process, started from the daemon's
-//!   binary, that forks each run's supervisor and keeps the next run's sandbox prepared.
-//! - `zygote.rs`: the daemon's handle on that zygote and on the prepared slots it sends.
-//! - `wire.rs`: what the daemon, the zygote and a slot's init send each other over their
-//!   sockets; both of the above build on it, and `linux.rs` on `zygote.rs`, never the reverse.
+//!   Its `daemon/` side hands runs to prepared slots; its `zygote/` side is the small process,
+//!   started from the daemon's binary, that forks each run's supervisor and keeps the next
+//!   run's sandbox prepared; `wire.rs` is what the two send each other.
+//! - `login.rs`: the files that run code at the person's next login, which runs find read-only.
 //! - `macos.rs`: a Seatbelt profile (`sandbox-exec`) denying the same paths and signals.
 //!
 //! Every run's receipt names the containment it ran under ([`Containment::status`]). Where
@@ -21,10 +20,6 @@ mod linux;
 mod login;
 #[cfg(target_os = "macos")]
 mod macos;
-#[cfg(target_os = "linux")]
-mod wire;
-#[cfg(target_os = "linux")]
-mod zygote;
 
 #[cfg(target_os = "linux")]
 pub use linux::serve_if_zygote;
@@ -345,7 +340,8 @@ impl Proven {
         let shown = shown_forms(&config.shown, &hidden);
         #[cfg(target_os = "linux")]
         {
-            match wire::Plan::new(&hidden, &shown, &config.read_only).and_then(linux::Launcher::new)
+            match linux::Plan::new(&hidden, &shown, &config.read_only)
+                .and_then(linux::Launcher::new)
             {
                 Ok(launcher) => Proven {
                     status: ContainmentStatus {

@@ -2,8 +2,8 @@
 //! SOCK_SEQPACKET sockets: what each message is (one byte of data), the descriptors a run
 //! travels with and their order, the encoding of a run's [`Request`] and of the [`Plan`] the
 //! zygote is started with, and the helpers that send and receive them. It depends on neither
-//! side: `zygote.rs` (the daemon's handle on the zygote) and `linux.rs` (the zygote's loop, the
-//! slots and runs) both build on it.
+//! side: `daemon/` (the launcher and its handle on the zygote) and `zygote/` (the zygote's loop,
+//! the slots and runs) both build on it.
 
 use std::ffi::CString;
 use std::io;
@@ -39,7 +39,7 @@ pub(super) const FD_TOOLS: usize = 6;
 
 /// Everything a run's setup needs, prepared once by the daemon and handed to the zygote.
 #[derive(Debug, Clone)]
-pub(super) struct Plan {
+pub(in crate::contain) struct Plan {
     pub(super) rootless: bool,
     pub(super) uid_map: CString,
     pub(super) gid_map: CString,

@@ -20,15 +20,15 @@
 //! process stuck in uninterruptible sleep on a hung mount) is set aside, not handed a run that
 //! would wait on it.
 //!
-//! The zygote's own loop (`serve_if_zygote`) lives in `linux.rs`, beside the slot code it runs;
-//! what crosses the sockets is in `wire.rs`. This module uses only `wire.rs`, and `linux.rs`
-//! uses this one, so the daemon's side and the zygote's side depend on each other one way only.
+//! The zygote's own loop (`serve_if_zygote`) lives in `zygote/`, beside the slot code it runs;
+//! what crosses the sockets is in `wire.rs`. This module uses only `wire.rs` of the zygote's
+//! protocol, and the zygote's side nothing of the daemon's.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 
-use super::wire::{
+use super::super::wire::{
     MESSAGE_READY, MESSAGE_SLOT, MESSAGE_WANT_SLOT, Plan, RUN_FDS, ZYGOTE_NAME, memfd_with,
     recv_message, send_fds, send_message, seqpacket_pair,
 };
@@ -274,7 +274,7 @@ impl Drop for Zygote {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contain::wire::MESSAGE_RUN;
+    use crate::contain::linux::wire::MESSAGE_RUN;
 
     /// A run's descriptors for the slot tests (what they are does not matter: they travel).
     fn run_fds() -> (Vec<OwnedFd>, [RawFd; RUN_FDS]) {
