@@ -2,6 +2,8 @@
 //!
 //! # Layout
 //! - [`server`]: socket binding (private dir, single daemon, 0600), peer uid check, shutdown.
+//! - `unlisted` (Linux): the daemon's listening sockets bound under a name that says nothing,
+//!   then renamed to their paths, so `/proc/net/unix` lists no path of the daemon's.
 //! - [`transport`]: newline-delimited JSON-RPC with a request size cap.
 //! - [`mcp`]: the MCP handler of a connection, and the tasks extension's adapter.
 //! - [`stages`]: the stages of one call, each written once: admit → decide → approve → write
@@ -59,3 +61,5 @@ pub mod stages;
 pub mod steps;
 pub mod tools;
 pub mod transport;
+#[cfg(target_os = "linux")]
+pub mod unlisted;

@@ -110,6 +110,10 @@ pub fn bind(path: &Path) -> anyhow::Result<BoundSocket> {
 /// changed it. Where it does not (macOS refuses `fchmod` on a socket), the mode is set right after
 /// `bind`; until then only the owner of the private directory can reach the file.
 pub fn listen_private(path: &Path) -> anyhow::Result<Listener> {
+    #[cfg(target_os = "linux")]
+    if let Some(listener) = listen_unlisted(path)? {
+        return Ok(listener);
+    }
     let name = path
         .to_fs_name::<GenericFilePath>()
         .with_context(|| format!("{} is not a usable socket path", path.display()))?;
@@ -128,6 +132,25 @@ pub fn listen_private(path: &Path) -> anyhow::Result<Listener> {
         }
         created => created.with_context(cannot_listen),
     }
+}
+
+/// Listens on `path` through a socket bound under a name that says nothing of where it is, so
+/// `/proc/net/unix` lists no path of the daemon's (see `unlisted`); `None` where that cannot be
+/// done here, which is logged, and the caller binds the path itself.
+#[cfg(target_os = "linux")]
+fn listen_unlisted(path: &Path) -> anyhow::Result<Option<Listener>> {
+    let Some(socket) = crate::unlisted::listen(path)
+        .with_context(|| format!("cannot listen on {}", path.display()))?
+    else {
+        tracing::warn!(
+            socket = %path.display(),
+            "no /proc/self/fd here: the socket is bound by its path, which /proc/net/unix then shows"
+        );
+        return Ok(None);
+    };
+    let listener = interprocess::os::unix::uds_local_socket::tokio::Listener::try_from(socket)
+        .with_context(|| format!("cannot serve {}", path.display()))?;
+    Ok(Some(listener.into()))
 }
 
 /// The lock file beside a socket; it holds the serving daemon's pid.

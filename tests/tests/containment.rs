@@ -76,7 +76,7 @@ fn a_run_cannot_reach_the_config_receipts_or_sockets_while_ordinary_work_succeed
     // Read the config, the ledger and the agent store; rewrite the config; delete receipts.
     let attack = run(
         &daemon,
-        r#"cat "$CFG"; ls -A "$STATE"; ls -A "$SOCK_DIR";
+        r#"cat "$CFG"; ls -A "$STATE"; ls -A "$SOCK_DIR"; cat /proc/net/unix;
            printf '[defaults]\nact = "allow"\n' > "$CFG" 2>/dev/null;
            rm "$STATE/receipts.sqlite" 2>/dev/null && echo DELETED;
            mv "$STATE" "$STATE.moved" 2>/dev/null && echo MOVED-STATE;
@@ -100,6 +100,11 @@ fn a_run_cannot_reach_the_config_receipts_or_sockets_while_ordinary_work_succeed
     ] {
         assert!(!seen.contains(leak), "the run reached `{leak}`: {seen}");
     }
+    let socket_dir = daemon.socket.parent().unwrap().to_str().unwrap();
+    assert!(
+        !seen.contains(socket_dir),
+        "the run saw {socket_dir}: {seen}"
+    );
     assert_eq!(sha256_of(&daemon.config), config_before, "config changed");
     assert!(daemon.state.join("receipts.sqlite").exists());
     daemon.assert_chain_holds();
@@ -345,7 +350,8 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     });
     let (script, mut env) = hidden_from_policy(
         &format!(
-            r#"id -u; ls -A "$S" | grep -cvx run-tools; ps -e -o comm= | grep -c .;
+            r#"id -u; ls -A "$S" | grep -cvx run-tools; grep -c computer.sock /proc/net/unix;
+               ps -e -o comm= | grep -c .;
                cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
                {PRIVILEGES}; ls -A /dev/pts; python3 -c "$ATTACKS" 1 | grep -c refused;
                setsid -f sleep 3041; echo done"#
@@ -365,12 +371,13 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    // nobody's uid; no state but run-tools; only the init, the shell, `ps` and `grep`; no secret;
+    // nobody's uid; no state but run-tools; no daemon socket in the socket list; only the init,
+    // the shell, `ps` and `grep`; no secret;
     // no capability (not even in its user namespace); a /dev/pts of its own; every kernel
     // attack refused.
     assert_eq!(
         stdout(&reply),
-        format!("65534\n0\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"),
+        format!("65534\n0\n0\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"),
         "{reply}"
     );
     assert!(
