@@ -83,6 +83,25 @@ pub struct WindowInfo {
     pub monitor: Option<usize>,
 }
 
+/// What a backend can do here, as commands need it: a backend says which it has
+/// ([`Backend::has`]), a gui command which it needs (`Command::NEEDS`), so that no backend
+/// names a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    /// Capturing the screen (screenshots, evidence).
+    Capture,
+    /// Listing the windows, and telling which one has the keyboard focus.
+    Windows,
+    /// Raising and focusing a window.
+    RaiseWindow,
+    /// Reading where the pointer is.
+    ReadPointer,
+    /// Sending pointer input (moves, clicks, drags, scrolls).
+    Pointer,
+    /// Sending keys.
+    Keyboard,
+}
+
 /// Mouse buttons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -172,15 +191,15 @@ pub trait Backend: Send + Sync + 'static {
     fn conn(&self) -> Result<Arc<Self::Conn>, Availability>;
     /// Drops a connection that failed, so the next use makes a new one.
     fn forget(&self, broken: &Arc<Self::Conn>);
-    /// Whether `command` works with this backend here (what the compositor offers); the tool
-    /// lists only those that do.
-    fn offers(&self, _command: &str) -> bool {
+    /// Whether this backend has `capability` here (what the compositor offers); the tool
+    /// lists only the commands whose needs it meets.
+    fn has(&self, _capability: Capability) -> bool {
         true
     }
-    /// A question a person must answer before `command` may run here, whatever the rules say
-    /// (the GNOME backend's consent to start its remote-desktop session); None when nothing
-    /// needs asking.
-    fn consent_needed(&self, _command: &str) -> DisplayResult<Option<String>> {
+    /// A question a person must answer before a command that needs `needs` may run here,
+    /// whatever the rules say (the GNOME backend's consent to start its remote-desktop
+    /// session); None when nothing needs asking.
+    fn consent_needed(&self, _needs: &[Capability]) -> DisplayResult<Option<String>> {
         Ok(None)
     }
     /// Keeps the answer to that question: called when a call that asked it runs, which only a

@@ -25,7 +25,7 @@ use futures::StreamExt;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 use super::desktop::{
-    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
 };
 use super::gnome_consent::{self, Consent};
 use super::gnome_frames::{Frame, FrameStream};
@@ -43,17 +43,17 @@ const SCREEN_CAST_SESSION: &str = "org.gnome.Mutter.ScreenCast.Session";
 const SCREEN_CAST_STREAM: &str = "org.gnome.Mutter.ScreenCast.Stream";
 const DISPLAY_CONFIG: &str = "org.gnome.Mutter.DisplayConfig";
 const DISPLAY_CONFIG_PATH: &str = "/org/gnome/Mutter/DisplayConfig";
-/// The commands that need the remote-desktop session (the screen or input), and with it the
-/// person's consent; `windows` (AT-SPI) and `monitors` (DisplayConfig) do not.
-const SESSION_COMMANDS: &[&str] = &[
-    "screenshot",
-    "move",
-    "click",
-    "drag",
-    "scroll",
-    "type",
-    "key",
-];
+/// Whether a command that needs `needs` needs the remote-desktop session (the screen or
+/// input), and with it the person's consent; windows (AT-SPI) and monitors (DisplayConfig) do
+/// not.
+fn needs_session(needs: &[Capability]) -> bool {
+    needs.iter().any(|need| {
+        matches!(
+            need,
+            Capability::Capture | Capability::Pointer | Capability::Keyboard
+        )
+    })
+}
 
 /// How long one D-Bus call (or the wait for the stream's node) may take before the call fails.
 const REPLY_BOUND: Duration = Duration::from_secs(3);
@@ -724,12 +724,15 @@ impl desktop::Backend for Backend {
     fn forget(&self, broken: &Arc<GnomeConn>) {
         Backend::forget(self, broken)
     }
-    fn offers(&self, command: &str) -> bool {
+    fn has(&self, capability: Capability) -> bool {
         // No window can be raised, and the pointer's position cannot be read.
-        !matches!(command, "focus" | "cursor")
+        !matches!(
+            capability,
+            Capability::RaiseWindow | Capability::ReadPointer
+        )
     }
-    fn consent_needed(&self, command: &str) -> DisplayResult<Option<String>> {
-        if !SESSION_COMMANDS.contains(&command) {
+    fn consent_needed(&self, needs: &[Capability]) -> DisplayResult<Option<String>> {
+        if !needs_session(needs) {
             return Ok(None);
         }
         let running = self

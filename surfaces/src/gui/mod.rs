@@ -386,7 +386,7 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
 #[cfg(target_os = "linux")]
 fn evidence_over<B: desktop::Backend>(backend: &Arc<B>) -> Option<Arc<dyn EvidenceCapture>> {
     let ready = desktop::Backend::availability(&**backend) == crate::Availability::Ready
-        && backend.offers("screenshot");
+        && backend.has(desktop::Capability::Capture);
     ready.then(|| Arc::new(surface::Evidence::new(backend.clone())) as Arc<dyn EvidenceCapture>)
 }
 

@@ -24,7 +24,7 @@ use secrecy::{ExposeSecret, SecretString};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 use super::desktop::{
-    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
 };
 use super::gnome_frames::{Frame, FrameStream};
 use super::keys::Combo;
@@ -996,9 +996,12 @@ impl desktop::Backend for Backend {
         }
     }
 
-    fn offers(&self, command: &str) -> bool {
+    fn has(&self, capability: Capability) -> bool {
         // No window can be raised, and the pointer's position cannot be read.
-        !matches!(command, "focus" | "cursor")
+        !matches!(
+            capability,
+            Capability::RaiseWindow | Capability::ReadPointer
+        )
     }
 }
 

@@ -1,5 +1,5 @@
-//! The gui surface on any backend (X11, wlroots Wayland, macOS): the table of its commands
-//! (each lives in `commands/`), the run every act goes through (the person at the desk, an
+//! The gui surface on any backend (X11, wlroots Wayland, GNOME, the portal, macOS): the
+//! commands a backend's capabilities offer (each lives in `commands/`), the run every act goes through (the person at the desk, an
 //! approver's windows, the snapshot it was aimed at, terminals under the pointer, the read-back
 //! of its effect), and the evidence capturer.
 
@@ -15,8 +15,7 @@ use sha2::{Digest, Sha256};
 use super::commands::keys::mark_typed_into;
 use super::commands::screenshot::{encode, write_artifact};
 use super::commands::{
-    Act, Call, Failure, GuiCommand, Reach, Running, Terminals, cursor, focus, key, monitors,
-    pointer, refused_as, screenshot, typing, windows, x_failed,
+    self, Act, Call, Entry, Failure, Reach, Running, TABLE, Terminals, refused_as, x_failed,
 };
 use super::desktop::{Backend, Desktop, WindowInfo, blocking};
 use super::person;
@@ -30,36 +29,6 @@ use crate::{
     EvidenceShot, Outcome, PreparedAction, ProtectedProcesses, Risk, SETTLE_BOUND, SETTLE_POLL,
     SETTLE_QUIET, Surface, SurfaceError, TargetFacts, receipt_value,
 };
-
-/// The gui commands, in the order the tool lists them: the one place the surface names them.
-fn gui_commands<D: Desktop>() -> [GuiCommand<D>; 11] {
-    use pointer::{DRAG_POINTS, POINT};
-    [
-        GuiCommand::new(screenshot::SPEC, screenshot::FIELDS, screenshot::validate),
-        GuiCommand::new(windows::SPEC, windows::FIELDS, windows::validate),
-        GuiCommand::new(monitors::SPEC, monitors::FIELDS, monitors::validate),
-        GuiCommand::new(cursor::SPEC, cursor::FIELDS, cursor::validate),
-        GuiCommand::new(pointer::MOVE, pointer::MOVE_FIELDS, pointer::validate_move)
-            .with_points(POINT),
-        GuiCommand::new(
-            pointer::CLICK,
-            pointer::CLICK_FIELDS,
-            pointer::validate_click,
-        )
-        .with_points(POINT),
-        GuiCommand::new(pointer::DRAG, pointer::DRAG_FIELDS, pointer::validate_drag)
-            .with_points(DRAG_POINTS),
-        GuiCommand::new(
-            pointer::SCROLL,
-            pointer::SCROLL_FIELDS,
-            pointer::validate_scroll,
-        )
-        .with_points(POINT),
-        GuiCommand::new(typing::SPEC, typing::FIELDS, typing::validate),
-        GuiCommand::new(key::SPEC, key::FIELDS, key::validate),
-        GuiCommand::new(focus::SPEC, focus::FIELDS, focus::validate),
-    ]
-}
 
 pub struct GuiSurface<B: Backend> {
     backend: Arc<B>,
@@ -121,12 +90,17 @@ fn unavailable(why: Availability) -> ToolError {
     }
 }
 
-/// The gui commands `offers` keeps out of `all`, as one list per distinct choice for the life
-/// of the process (the tool's command lists are `'static`; a process sees one or two choices).
-fn offered_commands(all: &[CommandSpec], offers: impl Fn(&str) -> bool) -> &'static [CommandSpec] {
+/// The gui commands whose needs `offered` says a backend meets, as one list per distinct
+/// choice for the life of the process (the tool's command lists are `'static`; a process sees
+/// one or two choices).
+fn offered_commands(offered: impl Fn(&Entry) -> bool) -> &'static [CommandSpec] {
     static CHOSEN: std::sync::Mutex<Vec<&'static [CommandSpec]>> =
         std::sync::Mutex::new(Vec::new());
-    let wanted: Vec<CommandSpec> = all.iter().filter(|c| offers(c.name)).copied().collect();
+    let wanted: Vec<CommandSpec> = TABLE
+        .iter()
+        .filter(|entry| offered(entry))
+        .map(|entry| entry.spec)
+        .collect();
     let mut chosen = CHOSEN.lock().unwrap_or_else(|e| e.into_inner());
     let same = |list: &&&'static [CommandSpec]| {
         list.len() == wanted.len() && list.iter().zip(&wanted).all(|(a, b)| a.name == b.name)
@@ -193,8 +167,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
-        let all = gui_commands::<B::Conn>().map(|c| c.spec);
-        offered_commands(&all, |command| self.backend.offers(command))
+        offered_commands(|entry| self.offers(entry))
     }
 
     fn probe(&self) -> Availability {
@@ -202,10 +175,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
     }
 
     fn result_fields(&self, command: &str) -> &'static [&'static str] {
-        gui_commands::<B::Conn>()
-            .iter()
-            .find(|c| c.spec.name == command)
-            .map_or(&[], |c| c.fields)
+        commands::entry(command).map_or(&[], |entry| entry.fields)
     }
 
     fn prepare(
@@ -223,8 +193,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
                 None,
             )?));
         };
-        let commands = gui_commands::<B::Conn>();
-        let listed = commands.iter().find(|c| c.spec.name == command);
+        let listed = commands::entry(command);
         // Observations are aimed at nothing: only acts are bound to what one saw.
         if listed.is_some_and(|c| c.spec.risk == Risk::Observe) {
             return Err(crate::snapshot::not_an_act("gui", command));
@@ -244,6 +213,11 @@ impl<B: Backend> Surface for GuiSurface<B> {
 }
 
 impl<B: Backend> GuiSurface<B> {
+    /// Whether the backend has what `entry`'s command needs.
+    fn offers(&self, entry: &Entry) -> bool {
+        entry.offered(|capability| self.backend.has(capability))
+    }
+
     /// Validates a call into its run: `args` as the action reads them (screenshot pixels
     /// already mapped to the screen when bound to a screenshot), `given` as the call gave them
     /// (for receipts and policy).
@@ -256,9 +230,8 @@ impl<B: Backend> GuiSurface<B> {
         seen: Option<Seen<GuiSnapshot>>,
     ) -> Result<GuiRun<B>, ToolError> {
         let conn = self.backend.conn().map_err(unavailable)?;
-        let commands = gui_commands::<B::Conn>();
-        let listed = commands.iter().find(|c| c.spec.name == command);
-        if listed.is_some() && !self.backend.offers(command) {
+        let listed = commands::entry(command);
+        if listed.is_some_and(|entry| !self.offers(entry)) {
             return Err(ToolError::new(
                 ErrorCode::Unavailable,
                 format!(
@@ -270,23 +243,28 @@ impl<B: Backend> GuiSurface<B> {
             .at("command")
             .valid(self.commands().iter().map(|c| c.name)));
         }
-        let Some(listed) = listed else {
-            return Err(
-                ToolError::invalid(format!("unknown gui command `{command}`"))
-                    .at("command")
-                    .valid(commands.iter().map(|c| c.spec.name)),
-            );
+        let unknown = || {
+            ToolError::invalid(format!("unknown gui command `{command}`"))
+                .at("command")
+                .valid(TABLE.iter().map(|c| c.spec.name))
         };
-        let act = (listed.validate)(&Call {
+        let Some(listed) = listed else {
+            return Err(unknown());
+        };
+        let call = Call {
             conn: &*conn,
             args,
             complications,
             terminals: &self.terminals,
-        })?;
+        };
+        let act = commands::prepare(command, &call).ok_or_else(unknown)??;
         let risk = act.risk(listed.spec.risk);
         let window = args.get("window").and_then(Value::as_u64);
         let target = act.target(&*conn, window).map_err(x_failed)?;
-        let consent = self.backend.consent_needed(command).map_err(x_failed)?;
+        let consent = self
+            .backend
+            .consent_needed(listed.needs)
+            .map_err(x_failed)?;
         Ok(GuiRun {
             backend: self.backend.clone(),
             conn,

@@ -46,7 +46,7 @@ use self::virtual_keyboard::{
     zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1,
 };
 use super::desktop::{
-    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
 };
 use super::keys::{Combo, char_keysym};
 use super::wayland_keymap::{self as keymap, Layout};
@@ -107,17 +107,15 @@ impl Protocols {
         self.screencopy || self.foreign_toplevel || self.virtual_pointer || self.virtual_keyboard
     }
 
-    /// Whether `command` works with these protocols.
-    pub fn offers(&self, command: &str) -> bool {
-        match command {
-            "screenshot" => self.screencopy,
-            "windows" | "focus" => self.foreign_toplevel,
+    /// Whether these protocols give `capability`.
+    pub fn has(&self, capability: Capability) -> bool {
+        match capability {
+            Capability::Capture => self.screencopy,
+            Capability::Windows | Capability::RaiseWindow => self.foreign_toplevel,
             // No Wayland protocol tells a client where the pointer is.
-            "cursor" => false,
-            "move" | "click" | "drag" | "scroll" => self.virtual_pointer,
-            // Keys go to the focused window, which must be known before they are sent.
-            "type" | "key" => self.virtual_keyboard && self.foreign_toplevel,
-            _ => true,
+            Capability::ReadPointer => false,
+            Capability::Pointer => self.virtual_pointer,
+            Capability::Keyboard => self.virtual_keyboard,
         }
     }
 
@@ -1588,8 +1586,8 @@ impl desktop::Backend for Backend {
     fn forget(&self, broken: &Arc<WlConn>) {
         Backend::forget(self, broken)
     }
-    fn offers(&self, command: &str) -> bool {
-        self.protocols().is_none_or(|p| p.offers(command))
+    fn has(&self, capability: Capability) -> bool {
+        self.protocols().is_none_or(|p| p.has(capability))
     }
 }
 
@@ -1651,7 +1649,7 @@ mod tests {
     }
 
     #[test]
-    fn commands_follow_the_offered_protocols() {
+    fn capabilities_follow_the_offered_protocols() {
         let all = Protocols {
             screencopy: true,
             foreign_toplevel: true,
@@ -1659,18 +1657,26 @@ mod tests {
             virtual_keyboard: true,
             ..Protocols::default()
         };
-        assert!(all.offers("screenshot") && all.offers("type") && all.offers("click"));
-        assert!(!all.offers("cursor"), "no protocol reads the pointer");
+        for capability in [
+            Capability::Capture,
+            Capability::Windows,
+            Capability::RaiseWindow,
+            Capability::Pointer,
+            Capability::Keyboard,
+        ] {
+            assert!(all.has(capability), "{capability:?}");
+        }
+        assert!(
+            !all.has(Capability::ReadPointer),
+            "no protocol reads the pointer"
+        );
         let no_toplevels = Protocols {
             foreign_toplevel: false,
             ..all.clone()
         };
-        assert!(
-            !no_toplevels.offers("type"),
-            "keys need their window confirmed"
-        );
-        assert!(!no_toplevels.offers("windows"));
-        assert!(no_toplevels.offers("click"));
+        assert!(!no_toplevels.has(Capability::Windows));
+        assert!(!no_toplevels.has(Capability::RaiseWindow));
+        assert!(no_toplevels.has(Capability::Pointer) && no_toplevels.has(Capability::Keyboard));
         assert!(!Protocols::default().is_wlroots());
     }
 }

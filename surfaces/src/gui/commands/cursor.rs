@@ -3,22 +3,25 @@
 use computer_ipc::ToolError;
 use serde_json::json;
 
-use super::{Act, Call, Failure, Reach, Running, done};
+use super::{Act, Call, Capability, Command, Failure, Reach, Running, done};
 use crate::gui::desktop::{Desktop, DisplayResult};
-use crate::{CommandSpec, NoArgs, Outcome, Risk, TargetFacts, decode_args};
+use crate::{NoArgs, Outcome, Risk, TargetFacts};
 
-pub const SPEC: CommandSpec = CommandSpec::of::<NoArgs>("cursor", Risk::Observe);
+pub struct Cursor;
 
-pub const FIELDS: &[&str] = &["x", "y"];
+impl Command for Cursor {
+    const NAME: &'static str = "cursor";
+    const RISK: Risk = Risk::Observe;
+    const FIELDS: &'static [&'static str] = &["x", "y"];
+    const NEEDS: &'static [Capability] = &[Capability::ReadPointer];
+    type Args = NoArgs;
 
-struct ReadCursor;
-
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
-    let _: NoArgs = decode_args(call.args)?;
-    Ok(Box::new(ReadCursor))
+    fn prepare<D: Desktop>(_args: NoArgs, _call: &Call<'_, D>) -> Result<Cursor, ToolError> {
+        Ok(Cursor)
+    }
 }
 
-impl<D: Desktop> Act<D> for ReadCursor {
+impl<D: Desktop> Act<D> for Cursor {
     fn describe(&self) -> String {
         "read the pointer position".into()
     }

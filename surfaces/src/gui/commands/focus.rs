@@ -4,34 +4,40 @@ use computer_ipc::ToolError;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Act, Call, Failure, Reach, Running, fields, target_window, unknown_window, x_failed};
+use super::{
+    Act, Call, Capability, Command, Failure, Reach, Running, fields, target_window, unknown_window,
+    x_failed,
+};
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::read_back::Aim;
-use crate::{CommandSpec, Outcome, Risk, TargetFacts, decode_args};
-
-pub const SPEC: CommandSpec = CommandSpec::of::<FocusArgs>("focus", Risk::Act);
-
-pub const FIELDS: &[&str] = &["window", "focused", "effect", "effect_evidence"];
+use crate::{Outcome, Risk, TargetFacts};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FocusArgs {
+pub struct FocusArgs {
     /// id
     window: u32,
 }
 
 #[derive(Debug)]
-struct Focus {
+pub struct Focus {
     window: u32,
 }
 
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
-    let a: FocusArgs = decode_args(call.args)?;
-    let ids = call.conn.window_ids().map_err(x_failed)?;
-    if !ids.contains(&a.window) {
-        return Err(unknown_window(a.window, ids, "args.window"));
+impl Command for Focus {
+    const NAME: &'static str = "focus";
+    const RISK: Risk = Risk::Act;
+    const FIELDS: &'static [&'static str] = &["window", "focused", "effect", "effect_evidence"];
+    const NEEDS: &'static [Capability] = &[Capability::RaiseWindow];
+    type Args = FocusArgs;
+
+    fn prepare<D: Desktop>(a: FocusArgs, call: &Call<'_, D>) -> Result<Focus, ToolError> {
+        let ids = call.conn.window_ids().map_err(x_failed)?;
+        if !ids.contains(&a.window) {
+            return Err(unknown_window(a.window, ids, "args.window"));
+        }
+        Ok(Focus { window: a.window })
     }
-    Ok(Box::new(Focus { window: a.window }))
 }
 
 impl<D: Desktop> Act<D> for Focus {

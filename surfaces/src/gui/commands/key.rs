@@ -6,44 +6,48 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::keys::{self as delivery, KeyPlan, Keys, receiving_window, send_keys};
-use super::{Act, Call, Failure, Reach, Running, done, target_window};
+use super::{Act, Call, Capability, Command, Failure, Reach, Running, done, target_window};
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::keys::{self, Combo};
 use crate::gui::read_back::Aim;
-use crate::{CommandSpec, Outcome, Risk, TargetFacts, TerminalInput, decode_args};
-
-pub const SPEC: CommandSpec = CommandSpec::of::<KeyArgs>("key", Risk::Act);
-
-pub const FIELDS: &[&str] = &["combo", "window?", "effect", "effect_evidence"];
+use crate::{Outcome, Risk, TargetFacts, TerminalInput};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct KeyArgs {
+pub struct KeyArgs {
     /// e.g. Return|ctrl+shift+t|alt+F4
     combo: String,
 }
 
 #[derive(Debug)]
-struct Key {
+pub struct Key {
     /// The combo as the caller wrote it.
     combo: String,
     parsed: Combo,
     keys: KeyPlan,
 }
 
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
-    let a: KeyArgs = decode_args(call.args)?;
-    let parsed = keys::parse_combo(&a.combo).map_err(|err| {
-        ToolError::invalid(err.message)
-            .at("args.combo")
-            .valid(err.valid)
-    })?;
-    let keys = delivery::plan(call.conn, call.terminals, Keys::Combo(&parsed, &a.combo))?;
-    Ok(Box::new(Key {
-        combo: a.combo,
-        parsed,
-        keys,
-    }))
+impl Command for Key {
+    const NAME: &'static str = "key";
+    const RISK: Risk = Risk::Act;
+    const FIELDS: &'static [&'static str] = &["combo", "window?", "effect", "effect_evidence"];
+    // Keys go to the focused window, which must be known before they are sent.
+    const NEEDS: &'static [Capability] = &[Capability::Keyboard, Capability::Windows];
+    type Args = KeyArgs;
+
+    fn prepare<D: Desktop>(a: KeyArgs, call: &Call<'_, D>) -> Result<Key, ToolError> {
+        let parsed = keys::parse_combo(&a.combo).map_err(|err| {
+            ToolError::invalid(err.message)
+                .at("args.combo")
+                .valid(err.valid)
+        })?;
+        let keys = delivery::plan(call.conn, call.terminals, Keys::Combo(&parsed, &a.combo))?;
+        Ok(Key {
+            combo: a.combo,
+            parsed,
+            keys,
+        })
+    }
 }
 
 impl<D: Desktop> Act<D> for Key {

@@ -1,23 +1,32 @@
-//! The gui commands, one file each (the four pointer commands share one): the contract every
-//! command's prepared act keeps with the surface ([`Act`]), the call it is validated from
-//! ([`Call`]), and what the commands share. `surface::gui_commands` is the table that lists them.
+//! The gui commands, one type per command and one file each: its args, the fields its result
+//! may carry, the capabilities it needs of a backend, the check of its args into the act that
+//! will run ([`Command::prepare`]) and that act's run on the [`Desktop`] ([`Act`]). The list in
+//! `gui_commands!` below is the only place the commands are listed, and each names itself once
+//! (`Command::NAME`): the list makes the [`TABLE`] the surface offers and dispatches calls by
+//! name from ([`prepare`]).
 //!
-//! A command's file holds its [`CommandSpec`] (name, args type, risk), its result fields, its
-//! args, their validation into an act, and that act's run on the [`Desktop`].
+//! A backend never names a command: it says which [`Capability`] it has, and the surface offers
+//! the commands whose needs it meets.
 
-pub mod cursor;
-pub mod focus;
-pub mod key;
+mod click;
+mod cursor;
+mod drag;
+mod focus;
+mod key;
 pub mod keys;
-pub mod monitors;
-pub mod pointer;
+mod monitors;
+mod move_pointer;
+mod pointer;
 pub mod screenshot;
-pub mod typing;
-pub mod windows;
+mod scroll;
+mod typing;
+mod windows;
 
 use computer_ipc::{Complications, ToolError};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+pub use super::desktop::Capability;
 use super::desktop::{Desktop, DisplayError, DisplayResult, Rect, WindowInfo};
 use super::read_back::Aim;
 use super::seen::GuiSnapshot;
@@ -26,43 +35,114 @@ use crate::secrets::SecretUse;
 use crate::snapshot::Snapshots;
 use crate::{
     CallContext, CommandSpec, Outcome, Risk, SurfaceError, TargetFacts, TargetKind, TerminalInput,
+    decode_args,
 };
+
+use click::Click;
+use cursor::Cursor;
+use drag::Drag;
+use focus::Focus;
+use key::Key;
+use monitors::Monitors;
+use move_pointer::Move;
+use screenshot::Screenshot;
+use scroll::Scroll;
+use typing::Type;
+use windows::Windows;
 
 // The args types' doc comments are the tool description's text (`schema.rs`): keep them terse.
 
-/// One gui command: what the tool lists, what its result may carry, and how its args become an
-/// act on the backend's desktop `D`.
-pub struct GuiCommand<D: Desktop> {
-    pub spec: CommandSpec,
-    /// The fields its result may carry (`Surface::result_fields`).
-    pub fields: &'static [&'static str],
-    pub validate: ValidateFn<D>,
+/// One gui command, implemented by the command checked and ready to run (its [`Act`]).
+pub trait Command: Sized {
+    /// How a call names it (`"command": "click"`).
+    const NAME: &'static str;
+    const RISK: Risk;
+    /// Field names its result may carry; `?`: only when it applies (see
+    /// `Surface::result_fields`).
+    const FIELDS: &'static [&'static str];
+    /// What the backend must have for it to be offered.
+    const NEEDS: &'static [Capability];
     /// Its coordinate args as (x, y) pairs: bound to a screenshot (`complications.seen`), they
     /// are that image's pixels, mapped to the screen before validation.
+    const POINTS: &'static [(&'static str, &'static str)] = &[];
+    /// Its args, decoded with [`decode_args`]; their JSON Schema is its part of the tool's help.
+    type Args: DeserializeOwned + schemars::JsonSchema;
+
+    /// Checks the args as given, before they are decoded (for an error that says what a
+    /// secret looks like where decoding would only say it does not fit).
+    fn check_given(_args: &Map<String, Value>) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    /// Checks the args against the desktop as it is, into the command ready to run.
+    fn prepare<D: Desktop>(args: Self::Args, call: &Call<'_, D>) -> Result<Self, ToolError>;
+}
+
+/// A command as the table holds it: what the tool lists, what its result may carry, what it
+/// needs of a backend and which of its args are points.
+pub struct Entry {
+    pub spec: CommandSpec,
+    pub fields: &'static [&'static str],
+    pub needs: &'static [Capability],
     pub points: &'static [(&'static str, &'static str)],
 }
 
-/// Checks a call's args against the desktop as it is, into the act that will run.
-pub type ValidateFn<D> = fn(&Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError>;
-
-impl<D: Desktop> GuiCommand<D> {
-    pub const fn new(
-        spec: CommandSpec,
-        fields: &'static [&'static str],
-        validate: ValidateFn<D>,
-    ) -> Self {
-        GuiCommand {
-            spec,
-            fields,
-            validate,
-            points: &[],
+impl Entry {
+    const fn of<C: Command>() -> Entry {
+        Entry {
+            spec: CommandSpec::of::<C::Args>(C::NAME, C::RISK),
+            fields: C::FIELDS,
+            needs: C::NEEDS,
+            points: C::POINTS,
         }
     }
 
-    /// The command with these coordinate args (see [`GuiCommand::points`]).
-    pub const fn with_points(self, points: &'static [(&'static str, &'static str)]) -> Self {
-        GuiCommand { points, ..self }
+    /// Whether a backend that has what `has` says can run it.
+    pub fn offered(&self, has: impl Fn(Capability) -> bool) -> bool {
+        self.needs.iter().all(|need| has(*need))
     }
+}
+
+fn decode_and_prepare<D, C>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError>
+where
+    D: Desktop,
+    C: Command + Act<D> + 'static,
+{
+    C::check_given(call.args)?;
+    let args: C::Args = decode_args(call.args)?;
+    Ok(Box::new(C::prepare(args, call)?))
+}
+
+/// Lists the gui commands once, in the order the tool offers them, and makes of the list the
+/// command [`TABLE`] and the dispatch of a call to its command's type ([`prepare`]).
+macro_rules! gui_commands {
+    ($($command:ident),* $(,)?) => {
+        /// Every gui command, by name, in the order the tool lists them.
+        pub const TABLE: &[Entry] = &[$(Entry::of::<$command>()),*];
+
+        /// Checks a call to `command` into the act that will run; None for a name no command
+        /// has.
+        pub fn prepare<D: Desktop>(
+            command: &str,
+            call: &Call<'_, D>,
+        ) -> Option<Result<Box<dyn Act<D>>, ToolError>> {
+            $(
+                if command == $command::NAME {
+                    return Some(decode_and_prepare::<D, $command>(call));
+                }
+            )*
+            None
+        }
+    };
+}
+
+gui_commands![
+    Screenshot, Windows, Monitors, Cursor, Move, Click, Drag, Scroll, Type, Key, Focus,
+];
+
+/// The entry of the command a call names, if there is one.
+pub fn entry(command: &str) -> Option<&'static Entry> {
+    TABLE.iter().find(|entry| entry.spec.name == command)
 }
 
 /// A call as a command's validation sees it.
@@ -275,4 +355,38 @@ pub fn target_window<D: Desktop>(
         window_id: Some(w.id.to_string()),
         resolved: true,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_command_is_listed_once_by_its_own_name() {
+        let names: Vec<&str> = TABLE.iter().map(|entry| entry.spec.name).collect();
+        for (i, name) in names.iter().enumerate() {
+            assert!(!names[i + 1..].contains(name), "{name} is listed twice");
+            assert_eq!(entry(name).map(|e| e.spec.name), Some(*name));
+        }
+        assert!(entry("teleport").is_none());
+    }
+
+    #[test]
+    fn keys_are_offered_only_where_their_window_can_be_confirmed() {
+        // Keys go to the focused window, which must be known before they are sent.
+        let keyboard_only = |c: Capability| c == Capability::Keyboard;
+        for name in ["type", "key"] {
+            let keys = entry(name).unwrap();
+            assert!(!keys.offered(keyboard_only), "{name}");
+            assert!(keys.offered(|c| matches!(c, Capability::Keyboard | Capability::Windows)));
+        }
+        // Pointer input needs no window list.
+        assert!(
+            entry("click")
+                .unwrap()
+                .offered(|c| c == Capability::Pointer)
+        );
+        // Every backend can list its monitors.
+        assert!(entry("monitors").unwrap().offered(|_| false));
+    }
 }

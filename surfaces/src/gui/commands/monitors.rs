@@ -3,22 +3,26 @@
 use computer_ipc::ToolError;
 use serde_json::{Value, json};
 
-use super::{Act, Call, Failure, Reach, Running, done};
+use super::{Act, Call, Capability, Command, Failure, Reach, Running, done};
 use crate::gui::desktop::{Desktop, DisplayResult};
-use crate::{CommandSpec, NoArgs, Outcome, Risk, TargetFacts, decode_args};
+use crate::{NoArgs, Outcome, Risk, TargetFacts};
 
-pub const SPEC: CommandSpec = CommandSpec::of::<NoArgs>("monitors", Risk::Observe);
+pub struct Monitors;
 
-pub const FIELDS: &[&str] = &["monitors"];
+impl Command for Monitors {
+    const NAME: &'static str = "monitors";
+    const RISK: Risk = Risk::Observe;
+    const FIELDS: &'static [&'static str] = &["monitors"];
+    // Every backend tells its monitors.
+    const NEEDS: &'static [Capability] = &[];
+    type Args = NoArgs;
 
-struct ListMonitors;
-
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
-    let _: NoArgs = decode_args(call.args)?;
-    Ok(Box::new(ListMonitors))
+    fn prepare<D: Desktop>(_args: NoArgs, _call: &Call<'_, D>) -> Result<Monitors, ToolError> {
+        Ok(Monitors)
+    }
 }
 
-impl<D: Desktop> Act<D> for ListMonitors {
+impl<D: Desktop> Act<D> for Monitors {
     fn describe(&self) -> String {
         "list monitors".into()
     }

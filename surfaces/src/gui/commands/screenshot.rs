@@ -10,27 +10,20 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{Act, Call, Failure, Reach, Running, fields, target_window, unknown_window, x_failed};
+use super::{
+    Act, Call, Capability, Command, Failure, Reach, Running, fields, target_window, unknown_window,
+    x_failed,
+};
 use crate::gui::desktop::{Desktop, DisplayResult, Rect, Rgb};
 use crate::gui::seen::{self, GuiSnapshot};
-use crate::{
-    Artifact, CallContext, CommandSpec, InlineImage, Outcome, Risk, SurfaceError, TargetFacts,
-    decode_args,
-};
-
-pub const SPEC: CommandSpec = CommandSpec::of::<ScreenshotArgs>("screenshot", Risk::Observe);
-
-pub const FIELDS: &[&str] = &[
-    "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
-    "snapshot",
-];
+use crate::{Artifact, CallContext, InlineImage, Outcome, Risk, SurfaceError, TargetFacts};
 
 /// The default long side of a screenshot: big enough to read, small enough for a model.
 const DEFAULT_MAX_DIM: u32 = 1280;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Region {
+pub struct Region {
     x: i32,
     y: i32,
     width: u32,
@@ -39,7 +32,7 @@ struct Region {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-enum Format {
+pub enum Format {
     Png,
     Jpeg,
 }
@@ -47,7 +40,7 @@ enum Format {
 /// one of monitor|window|region; image px*scale+origin = screen px
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ScreenshotArgs {
+pub struct ScreenshotArgs {
     #[serde(default)]
     monitor: Option<usize>,
     /// id
@@ -66,7 +59,7 @@ struct ScreenshotArgs {
 
 /// A screenshot, checked: the screen area it shows and how it is encoded.
 #[derive(Debug)]
-struct Screenshot {
+pub struct Screenshot {
     area: Rect,
     max_dim: u32,
     jpeg_quality: Option<u8>,
@@ -74,9 +67,24 @@ struct Screenshot {
     inline: bool,
 }
 
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
+impl Command for Screenshot {
+    const NAME: &'static str = "screenshot";
+    const RISK: Risk = Risk::Observe;
+    const FIELDS: &'static [&'static str] = &[
+        "path", "sha256", "bytes", "format", "width", "height", "scale", "origin_x", "origin_y",
+        "snapshot",
+    ];
+    const NEEDS: &'static [Capability] = &[Capability::Capture];
+    type Args = ScreenshotArgs;
+
+    fn prepare<D: Desktop>(a: ScreenshotArgs, call: &Call<'_, D>) -> Result<Screenshot, ToolError> {
+        checked(a, call)
+    }
+}
+
+/// The shot the args ask for, checked against the screen as it is.
+fn checked<D: Desktop>(a: ScreenshotArgs, call: &Call<'_, D>) -> Result<Screenshot, ToolError> {
     let conn = call.conn;
-    let a: ScreenshotArgs = decode_args(call.args)?;
     let chosen = [a.monitor.is_some(), a.window.is_some(), a.region.is_some()];
     if chosen.iter().filter(|c| **c).count() > 1 {
         return Err(ToolError::invalid(
@@ -149,12 +157,12 @@ pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolE
         .as_ref()
         .and_then(|r| r.image)
         .unwrap_or(false);
-    Ok(Box::new(Screenshot {
+    Ok(Screenshot {
         area,
         max_dim,
         jpeg_quality,
         inline,
-    }))
+    })
 }
 
 impl<D: Desktop> Act<D> for Screenshot {

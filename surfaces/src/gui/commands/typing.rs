@@ -6,32 +6,27 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::keys::{self, KeyPlan, Keys, receiving_window, send_keys};
-use super::{Act, Call, Failure, Reach, Running, done, target_window};
+use super::{Act, Call, Capability, Command, Failure, Reach, Running, done, target_window};
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::read_back::Aim;
 use crate::secret_store::SecretRef;
 use crate::secrets::{SecretDestination, SecretUse};
-use crate::{CommandSpec, Outcome, Risk, TargetFacts, TerminalInput, decode_args};
-
-pub const SPEC: CommandSpec = CommandSpec::of::<TypeArgs>("type", Risk::Act);
-
-// `window?`: the window the keys reached, when it can be told; `secret`: a secret was typed
-// (neither its value nor its length is told).
-pub const FIELDS: &[&str] = &["chars?", "secret?", "window?", "effect", "effect_evidence"];
+use crate::{Outcome, Risk, TargetFacts, TerminalInput};
+use serde_json::{Map, Value};
 
 /// Most characters per `type`: longer text belongs in a file or the clipboard.
 const MAX_TYPE_CHARS: usize = 10_000;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TypeArgs {
+pub struct TypeArgs {
     /// any unicode, or {secret:"keychain://svc/acct"} to type a stored secret unseen
     text: TypeText,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
-enum TypeText {
+pub enum TypeText {
     Text(String),
     Secret { secret: String },
 }
@@ -44,31 +39,46 @@ enum Typed {
 }
 
 #[derive(Debug)]
-struct Type {
+pub struct Type {
     text: Typed,
     keys: KeyPlan,
 }
 
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
-    let text = checked_text(call)?;
-    let keys = match &text {
-        Typed::Text(text) => keys::plan(
-            call.conn,
-            call.terminals,
-            Keys::Text(&text.replace("\r\n", "\n")),
-        ),
-        Typed::Secret(_) => keys::plan(call.conn, call.terminals, Keys::Secret),
-    }?;
-    Ok(Box::new(Type { text, keys }))
+impl Command for Type {
+    const NAME: &'static str = "type";
+    const RISK: Risk = Risk::Act;
+    // `window?`: the window the keys reached, when it can be told; `secret`: a secret was
+    // typed (neither its value nor its length is told).
+    const FIELDS: &'static [&'static str] =
+        &["chars?", "secret?", "window?", "effect", "effect_evidence"];
+    // Keys go to the focused window, which must be known before they are sent.
+    const NEEDS: &'static [Capability] = &[Capability::Keyboard, Capability::Windows];
+    type Args = TypeArgs;
+
+    fn check_given(args: &Map<String, Value>) -> Result<(), ToolError> {
+        // Checked first for an error that says what a secret looks like.
+        match args.get("text") {
+            Some(value) => crate::secrets::secret_in_place(value, "args.text").map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    fn prepare<D: Desktop>(a: TypeArgs, call: &Call<'_, D>) -> Result<Type, ToolError> {
+        let text = checked_text(a, call)?;
+        let keys = match &text {
+            Typed::Text(text) => keys::plan(
+                call.conn,
+                call.terminals,
+                Keys::Text(&text.replace("\r\n", "\n")),
+            ),
+            Typed::Secret(_) => keys::plan(call.conn, call.terminals, Keys::Secret),
+        }?;
+        Ok(Type { text, keys })
+    }
 }
 
 /// The text the args give, checked that keys can type it.
-fn checked_text<D: Desktop>(call: &Call<'_, D>) -> Result<Typed, ToolError> {
-    // Checked first for an error that says what a secret looks like.
-    if let Some(value) = call.args.get("text") {
-        crate::secrets::secret_in_place(value, "args.text")?;
-    }
-    let a: TypeArgs = decode_args(call.args)?;
+fn checked_text<D: Desktop>(a: TypeArgs, call: &Call<'_, D>) -> Result<Typed, ToolError> {
     let text = match a.text {
         TypeText::Text(text) => text,
         TypeText::Secret { secret } => {

@@ -3,25 +3,28 @@
 use computer_ipc::ToolError;
 use serde_json::{Value, json};
 
-use super::{Act, Call, Failure, Reach, Running, done};
+use super::{Act, Call, Capability, Command, Failure, Reach, Running, done};
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::seen::GuiSnapshot;
-use crate::{CommandSpec, NoArgs, Outcome, Risk, TargetFacts, decode_args};
+use crate::{NoArgs, Outcome, Risk, TargetFacts};
 
-pub const SPEC: CommandSpec = CommandSpec::of::<NoArgs>("windows", Risk::Observe);
+pub struct Windows;
 
-// A list's length is its count: no separate field repeats it. `snapshot`: the id an act names
-// in `complications.seen`.
-pub const FIELDS: &[&str] = &["windows", "snapshot"];
+impl Command for Windows {
+    const NAME: &'static str = "windows";
+    const RISK: Risk = Risk::Observe;
+    // A list's length is its count: no separate field repeats it. `snapshot`: the id an act
+    // names in `complications.seen`.
+    const FIELDS: &'static [&'static str] = &["windows", "snapshot"];
+    const NEEDS: &'static [Capability] = &[Capability::Windows];
+    type Args = NoArgs;
 
-struct ListWindows;
-
-pub fn validate<D: Desktop>(call: &Call<'_, D>) -> Result<Box<dyn Act<D>>, ToolError> {
-    let _: NoArgs = decode_args(call.args)?;
-    Ok(Box::new(ListWindows))
+    fn prepare<D: Desktop>(_args: NoArgs, _call: &Call<'_, D>) -> Result<Windows, ToolError> {
+        Ok(Windows)
+    }
 }
 
-impl<D: Desktop> Act<D> for ListWindows {
+impl<D: Desktop> Act<D> for Windows {
     fn describe(&self) -> String {
         "list windows".into()
     }
