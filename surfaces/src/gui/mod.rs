@@ -8,57 +8,38 @@
 //!
 //! # Layout
 //! - `desktop`: the platform-neutral contract (`Desktop`, `Backend`) and its types.
-//! - `surface`: the table of gui commands, the checks every act goes through, and evidence,
+//! - `surface`: the commands a backend offers, the checks every act goes through, and evidence,
 //!   over any backend.
-//! - `commands`: one file per command (`pointer` holds the four pointer commands): its args,
-//!   result fields, validation into an act, and that act's run on the backend's `Desktop`;
-//!   `commands::keys` is how `type` and `key` deliver keys (terminal lines included).
+//! - `commands`: one file per command: its args, result fields, the capabilities it needs,
+//!   validation into an act, and that act's run on the backend's `Desktop`; `commands::keys`
+//!   is how `type` and `key` deliver keys (terminal lines included), `commands::pointer` what
+//!   the pointer commands share.
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
 //! - [`terminal`]: which windows are terminal emulators, and the command line typed into each;
 //!   `terminal_pty` (Linux): a window whose process tree holds a pty master is one too.
 //! - `seen`: acts bound to a screenshot or window listing (`complications.seen`): the snapshot,
 //!   screenshot pixels mapped to the screen, and the `stale` check right before input.
+//! - `read_back`: what an act achieved, read back after it (`effect`).
 //! - `person`: the person takes the wheel: gui input pauses after the person's own input
-//!   (told apart on X11 by `x11`'s XInput2 raw-event watch).
-//! - `x11` (Linux), `macos` and `macos_keys` (macOS): the backends.
-//! - `wayland` (Linux), with `wayland_keymap` (the virtual keyboard's keymaps) and
-//!   `wayland_sway` (window rectangles and pids from sway's IPC): the wlroots backend.
-//! - `gnome` (Linux), with `gnome_frames` (the screen-cast stream read over PipeWire) and
-//!   `gnome_consent` (the person's consent, kept in the keychain): the GNOME (Mutter) backend.
-//! - `portal` (Linux), with `portal_token` (the portal's restore token, kept in the keychain):
-//!   the xdg-desktop-portal backend.
-//! - `remote_desktop` (Linux): what the GNOME and portal backends share (input gestures over a
-//!   remote-desktop session, AT-SPI windows, their D-Bus runtime).
+//!   (told apart on X11 by the X11 backend's XInput2 raw-event watch).
+//! - `backends`: a folder per backend: `x11`, `wayland` (wlroots), `gnome` (Mutter), `portal`
+//!   (xdg-desktop-portal), `macos`, and `remote_desktop` (what GNOME and the portal share).
 
 use std::sync::Arc;
 
 use crate::{EvidenceCapture, Surface};
 
 #[cfg(any(target_os = "linux", target_os = "macos"))]
+mod backends;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 mod commands;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod desktop;
-#[cfg(target_os = "linux")]
-mod gnome;
-#[cfg(target_os = "linux")]
-mod gnome_consent;
-#[cfg(target_os = "linux")]
-mod gnome_frames;
 pub mod keys;
-#[cfg(target_os = "macos")]
-pub(crate) mod macos;
-#[cfg(any(target_os = "macos", test))]
-mod macos_keys;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod person;
-#[cfg(target_os = "linux")]
-mod portal;
-#[cfg(target_os = "linux")]
-mod portal_token;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod read_back;
-#[cfg(target_os = "linux")]
-mod remote_desktop;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod seen;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
@@ -66,14 +47,11 @@ mod surface;
 pub mod terminal;
 #[cfg(target_os = "linux")]
 mod terminal_pty;
+
+#[cfg(target_os = "macos")]
+use backends::macos;
 #[cfg(target_os = "linux")]
-mod wayland;
-#[cfg(target_os = "linux")]
-mod wayland_keymap;
-#[cfg(target_os = "linux")]
-mod wayland_sway;
-#[cfg(target_os = "linux")]
-mod x11;
+use backends::{gnome, portal, wayland, x11};
 
 /// The backend this process drives, chosen once (the surface and the evidence capturer share
 /// its connection), with why it was chosen.

@@ -5,14 +5,17 @@
 //! AT-SPI; and both run their D-Bus calls on one small runtime of their own, so the blocking
 //! `Desktop` methods can be called from any thread (the surface calls some from async tasks).
 
+pub(super) mod frames;
+pub(super) mod kept;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::desktop::{Button, DisplayError, DisplayResult, Rect, WindowInfo};
-use super::keys::{Combo, char_keysym};
 use crate::accessibility::WindowReader;
+use crate::gui::desktop::{Button, DisplayError, DisplayResult, Rect, WindowInfo};
+use crate::gui::keys::{Combo, char_keysym};
 
 /// Linux input codes of the mouse buttons (BTN_LEFT, BTN_RIGHT, BTN_MIDDLE).
 const BTN_LEFT: i32 = 0x110;

@@ -219,8 +219,8 @@ pub fn typed(c: char) -> Typed {
 
 #[cfg(test)]
 mod tests {
-    use super::super::keys::parse_combo;
     use super::*;
+    use crate::gui::keys::parse_combo;
 
     #[test]
     fn combos_map_to_mac_key_codes_and_flags() {

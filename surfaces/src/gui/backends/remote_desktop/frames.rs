@@ -18,7 +18,7 @@ use pipewire::spa::pod::{self, Pod};
 use pipewire::spa::utils::{Direction, Fraction, Rectangle, SpaTypes};
 use pipewire::stream::{StreamFlags, StreamRc};
 
-use super::desktop::Rect;
+use crate::gui::desktop::Rect;
 
 /// A frame as PipeWire delivered it: 4 bytes a pixel, rows `stride` bytes apart.
 pub struct RawFrame {

@@ -6,12 +6,14 @@
 //! restore token, where the portal's RemoteDesktop is version 2 or later), SelectSources (one
 //! monitor), Start, which shows the portal's own dialog to the person unless the token restores
 //! the grant; then OpenPipeWireRemote gives the PipeWire connection the frames come over
-//! (`gnome_frames`), and input goes through the Notify* calls. Every request answers through an
+//! (`remote_desktop::frames`), and input goes through the Notify* calls. Every request answers through an
 //! `org.freedesktop.portal.Request::Response` signal, subscribed to before the call.
 //!
 //! The portal lists no windows and tells no pointer position: windows, their apps, pids and
 //! which one is active come from AT-SPI (`remote_desktop::AtspiWindows`); keys are refused
 //! while AT-SPI names no single active window; no window can be raised.
+
+mod token;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,14 +25,14 @@ use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-use super::desktop::{
-    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
-};
-use super::gnome_frames::{Frame, FrameStream};
-use super::keys::Combo;
-use super::portal_token::{self, RestoreToken};
+use super::remote_desktop::frames::{Frame, FrameStream};
 use super::remote_desktop::{self, AtspiWindows, InputSink};
 use crate::Availability;
+use crate::gui::desktop::{
+    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+};
+use crate::gui::keys::Combo;
+use token::RestoreToken;
 
 /// The portal's bus name and object.
 pub const PORTAL: &str = "org.freedesktop.portal.Desktop";
@@ -253,7 +255,7 @@ impl Portal {
                 return Err(failed(format!(
                     "{interface}.{method} got no answer within {bound:?} (the person did not \
                      answer the desktop's dialog, or the portal hung); nothing was granted. {}",
-                    portal_token::how_to_grant()
+                    token::how_to_grant()
                 )));
             }
         };
@@ -276,12 +278,12 @@ fn not_granted(step: &str, answer: Answer) -> DisplayError {
         Answer::Refused => failed(format!(
             "the person refused to share the screen and allow remote control in the desktop's \
              dialog ({step} answered 1: cancelled); nothing was captured or sent. {}",
-            portal_token::how_to_grant()
+            token::how_to_grant()
         )),
         Answer::Ended(code) => failed(format!(
             "the portal ended the request ({step} answered {code}: the dialog was closed, or a \
              kept grant was revoked or is no longer valid); nothing was captured or sent. {}",
-            portal_token::how_to_grant()
+            token::how_to_grant()
         )),
     }
 }
@@ -540,8 +542,8 @@ impl Session {
             "the person shared the screen but did not allow remote {kind} input in the \
              desktop's dialog; nothing was sent. To allow it, end this grant (restart the \
              daemon, or delete keychain://{}/{}) and tick remote interaction when asked again",
-            super::gnome_consent::SERVICE,
-            portal_token::ACCOUNT
+            super::remote_desktop::kept::SERVICE,
+            token::ACCOUNT
         )))
     }
 
@@ -1007,7 +1009,7 @@ impl desktop::Backend for Backend {
 
 #[cfg(test)]
 mod tests {
-    use super::super::portal_token::tests::Memory;
+    use super::token::tests::Memory;
     use super::*;
 
     #[test]

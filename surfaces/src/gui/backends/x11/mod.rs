@@ -17,9 +17,9 @@ use x11rb::protocol::xproto::{
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
-use super::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
-use super::keys::{Combo, char_keysym};
 use crate::Availability;
+use crate::gui::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
+use crate::gui::keys::{Combo, char_keysym};
 
 x11rb::atom_manager! {
     Atoms: AtomsCookie {
@@ -38,7 +38,7 @@ x11rb::atom_manager! {
 }
 
 /// A failure talking to the X server, in words for the caller.
-pub use super::desktop::DisplayError as XError;
+pub use crate::gui::desktop::DisplayError as XError;
 
 macro_rules! from_x_error {
     ($($t:ty),*) => {$(
@@ -698,7 +698,7 @@ impl XConn {
             self.motion(x, y)?;
             // Each step is its own event batch: a round trip keeps the motions distinct.
             self.sync()?;
-            if super::person::watch().paused() {
+            if crate::gui::person::watch().paused() {
                 // The person took the pointer: let go where it is and send nothing more.
                 self.button(button_number(button), false)?;
                 self.sync()?;
@@ -841,7 +841,7 @@ impl XConn {
                 self.keymap()?
             };
             for &sym in &keysyms[start..end] {
-                if super::person::watch().paused() {
+                if crate::gui::person::watch().paused() {
                     // The person is typing or moving the mouse: stop between two keys.
                     self.sync()?;
                     return Err(person_took_over());
@@ -1174,7 +1174,7 @@ fn person_took_over() -> XError {
 }
 
 /// Starts (once per process) the thread that tells the person's input from the daemon's and
-/// the agents': it reports to [`super::person::watch`] every XInput2 raw motion, button or key
+/// the agents': it reports to [`crate::gui::person::watch`] every XInput2 raw motion, button or key
 /// press whose source device is one of the person's (see [`PersonDevices`]).
 fn watch_person_once() {
     static STARTED: std::sync::Once = std::sync::Once::new();
@@ -1251,7 +1251,7 @@ fn watch_person() -> XResult<()> {
         // Only the person's devices are selected; the check keeps a late event of a device
         // dropped meanwhile out.
         if devices.is_persons(source) {
-            super::person::watch().saw_person();
+            crate::gui::person::watch().saw_person();
         }
     }
 }
@@ -1492,7 +1492,7 @@ impl Backend {
         }
         match XConn::connect() {
             Ok(conn) => {
-                if super::person::watch().enabled() {
+                if crate::gui::person::watch().enabled() {
                     watch_person_once();
                 }
                 let conn = Arc::new(conn);

@@ -10,6 +10,9 @@
 //! seen (this connection binds the seat's keyboard too, and waits for its keymap). Outputs
 //! plugged in or out later are followed through the registry's events.
 
+mod keymap;
+mod sway;
+
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
@@ -45,13 +48,12 @@ use self::virtual_keyboard::{
     zwp_virtual_keyboard_manager_v1::ZwpVirtualKeyboardManagerV1,
     zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1,
 };
-use super::desktop::{
+use crate::Availability;
+use crate::gui::desktop::{
     self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
 };
-use super::keys::{Combo, char_keysym};
-use super::wayland_keymap::{self as keymap, Layout};
-use super::wayland_sway;
-use crate::Availability;
+use crate::gui::keys::{Combo, char_keysym};
+use keymap::Layout;
 
 /// The virtual-keyboard protocol, generated from its XML (no crate in the tree carries it).
 #[allow(
@@ -292,7 +294,7 @@ pub struct WlConn {
     shm: WlShm,
     screencopy: Option<ZwlrScreencopyManagerV1>,
     protocols: Protocols,
-    sway: Option<wayland_sway::SwayIpc>,
+    sway: Option<sway::SwayIpc>,
     started: Instant,
 }
 
@@ -407,7 +409,7 @@ impl WlConn {
             shm,
             screencopy,
             protocols,
-            sway: wayland_sway::socket().map(wayland_sway::SwayIpc::new),
+            sway: sway::socket().map(sway::SwayIpc::new),
             started: Instant::now(),
         };
         Ok(conn)
@@ -682,7 +684,7 @@ impl WlConn {
         let views = self
             .sway
             .as_ref()
-            .map(wayland_sway::SwayIpc::views)
+            .map(sway::SwayIpc::views)
             .transpose()
             .unwrap_or_else(|err| {
                 tracing::debug!(%err, "sway's window rectangles are unavailable");
@@ -1022,10 +1024,9 @@ fn desktop_named() -> String {
 fn matching_view<'v>(
     toplevel: &Toplevel,
     toplevels: &[&Toplevel],
-    views: &'v [wayland_sway::SwayView],
-) -> Option<&'v wayland_sway::SwayView> {
-    let same =
-        |v: &&wayland_sway::SwayView| v.app_id == toplevel.app_id && v.title == toplevel.title;
+    views: &'v [sway::SwayView],
+) -> Option<&'v sway::SwayView> {
+    let same = |v: &&sway::SwayView| v.app_id == toplevel.app_id && v.title == toplevel.title;
     let twins = toplevels
         .iter()
         .filter(|t| t.app_id == toplevel.app_id && t.title == toplevel.title)

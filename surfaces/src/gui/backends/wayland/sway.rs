@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::desktop::Rect;
+use crate::gui::desktop::Rect;
 
 /// A view (a window) as sway's tree shows it.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,14 +11,12 @@ use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
 
+use super::super::remote_desktop::kept::{SERVICE, off_runtime};
 use crate::secret_store::{SecretRef, SecretStore, StoreError};
 
 /// Where the grant is kept: `keychain://computer.gui/gnome-remote-desktop`, among the daemon's
 /// own items, which the keychain surface lets no call set.
-pub const SERVICE: &str = "computer.gui";
 pub const ACCOUNT: &str = "gnome-remote-desktop";
-/// How long a store call may take before the grant counts as missing (deny when in doubt).
-const STORE_BOUND: Duration = Duration::from_secs(10);
 /// While a session runs, the grant is looked up again at most this often: a revoked grant
 /// ends the session at the next call after that.
 pub const RECHECK_AFTER: Duration = Duration::from_secs(5);
@@ -96,29 +94,6 @@ impl Consent {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), true));
         Ok(())
     }
-}
-
-/// Runs a store call on a thread of its own: the Secret Service store blocks on a runtime of
-/// its own, which cannot start inside another (the surface calls this from async tasks too).
-pub(super) fn off_runtime<T: Send + 'static>(
-    store: Arc<dyn SecretStore>,
-    op: impl FnOnce(&dyn SecretStore) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name("gnome-consent".into())
-        .spawn(move || {
-            let _ = sender.send(op(store.as_ref()));
-        })
-        .map_err(|err| StoreError::Other {
-            reason: format!("no thread for the keychain call: {err}"),
-        })?;
-    receiver
-        .recv_timeout(STORE_BOUND)
-        .unwrap_or(Err(StoreError::Unresponsive {
-            seconds: STORE_BOUND.as_secs(),
-            fix: "unlock the keychain or restart its service, then try again".into(),
-        }))
 }
 
 fn random_hex() -> Result<String, String> {

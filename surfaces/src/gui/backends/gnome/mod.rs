@@ -1,7 +1,7 @@
 //! The gui surface on GNOME's compositor (Mutter) through its own D-Bus API: one
 //! `org.gnome.Mutter.RemoteDesktop` session, kept for the backend's life, with a
 //! `org.gnome.Mutter.ScreenCast` stream of the primary monitor joined to it. Screenshots are
-//! the latest frame of that stream, read over PipeWire (`gnome_frames`); the pointer moves
+//! the latest frame of that stream, read over PipeWire (`remote_desktop::frames`); the pointer moves
 //! through `NotifyPointerMotionAbsolute` on the stream and clicks through
 //! `NotifyPointerButton`; keys go through `NotifyKeyboardKeysym`. Mutter lists no windows to
 //! clients (`org.gnome.Shell.Introspect` is gnome-shell's), so windows, their apps, pids and
@@ -15,6 +15,8 @@
 //! methods can be called from any thread (the surface calls some from async tasks); the
 //! gestures built from Mutter's input events and the AT-SPI windows live there too.
 
+mod consent;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,14 +26,14 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-use super::desktop::{
-    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
-};
-use super::gnome_consent::{self, Consent};
-use super::gnome_frames::{Frame, FrameStream};
-use super::keys::Combo;
+use super::remote_desktop::frames::{Frame, FrameStream};
 use super::remote_desktop::{self, AtspiWindows, InputSink};
 use crate::Availability;
+use crate::gui::desktop::{
+    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+};
+use crate::gui::keys::Combo;
+use consent::Consent;
 
 /// Mutter's remote-desktop service: its presence on the session bus picks this backend.
 pub const REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
@@ -355,10 +357,10 @@ impl GnomeConn {
         // Never without the person's consent, whichever call (or evidence shot) gets here first.
         if !self
             .consent
-            .granted(gnome_consent::RECHECK_AFTER)
+            .granted(consent::RECHECK_AFTER)
             .map_err(failed)?
         {
-            return Err(failed(gnome_consent::question()));
+            return Err(failed(consent::question()));
         }
         let bus = self.bus.clone();
         let session = Arc::new(block_on(
@@ -741,7 +743,7 @@ impl desktop::Backend for Backend {
             .as_ref()
             .and_then(|c| c.running().map(|_| c.clone()));
         let fresh = if running.is_some() {
-            gnome_consent::RECHECK_AFTER
+            consent::RECHECK_AFTER
         } else {
             Duration::ZERO
         };
@@ -752,7 +754,7 @@ impl desktop::Backend for Backend {
         if let Some(conn) = running {
             conn.end_session();
         }
-        Ok(Some(gnome_consent::question()))
+        Ok(Some(consent::question()))
     }
     fn grant_consent(&self) -> DisplayResult<()> {
         self.consent.grant().map_err(failed)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use secrecy::SecretString;
 
-use super::gnome_consent::{SERVICE, off_runtime};
+use super::super::remote_desktop::kept::{SERVICE, off_runtime};
 use crate::secret_store::{SecretRef, SecretStore, StoreError};
 
 pub const ACCOUNT: &str = "portal-restore-token";

@@ -19,14 +19,14 @@ use core_graphics::event_source::{CGEventSource, CGEventSourceStateID};
 use core_graphics::geometry::CGPoint;
 use image::RgbaImage;
 
-use super::desktop::{
-    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
-};
-use super::keys::Combo;
-use super::macos_keys::{self, Typed};
+use super::keys::{self, Typed};
 use crate::Availability;
 use crate::accessibility::macos::element::{self, Element};
 use crate::accessibility::macos::window_list::{self, ListedRect, ListedWindow};
+use crate::gui::desktop::{
+    self, Button, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
+};
+use crate::gui::keys::Combo;
 
 /// Pause between the steps of a drag and between typed characters: CGEventPost is
 /// asynchronous, and apps coalesce or reorder events that arrive in one burst.
@@ -440,7 +440,7 @@ impl desktop::Desktop for MacDesktop {
         need_accessibility()?;
         let _input = self.lock_input();
         for c in text.chars() {
-            match macos_keys::typed(c) {
+            match keys::typed(c) {
                 Typed::Key(code) => {
                     key_event(code, true, 0, None)?;
                     key_event(code, false, 0, None)?;
@@ -459,12 +459,12 @@ impl desktop::Desktop for MacDesktop {
 
     fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
         need_accessibility()?;
-        let key = macos_keys::combo_key(combo.key)
+        let key = keys::combo_key(combo.key)
             .ok_or_else(|| DisplayError("this key does not exist on a Mac keyboard".into()))?;
         let modifiers: Vec<(u16, u64)> = combo
             .modifiers
             .iter()
-            .filter_map(|m| macos_keys::modifier(*m))
+            .filter_map(|m| keys::modifier(*m))
             .collect();
         let _input = self.lock_input();
         let mut flags = 0u64;
@@ -474,7 +474,7 @@ impl desktop::Desktop for MacDesktop {
         }
         let mut key_flags = flags;
         if key.shift {
-            key_flags |= macos_keys::FLAG_SHIFT;
+            key_flags |= keys::FLAG_SHIFT;
         }
         key_event(key.code, true, key_flags, key.text)?;
         key_event(key.code, false, key_flags, key.text)?;
