@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::commands::keys::mark_typed_into;
 use super::commands::screenshot::{encode, write_artifact};
 use super::commands::{
-    self, Act, Call, Entry, Failure, Reach, Running, TABLE, Terminals, refused_as, x_failed,
+    self, Act, Call, Entry, Failure, Reach, Running, TABLE, Terminals, refused_as, display_failed,
 };
 use super::desktop::{Backend, Desktop, WindowInfo, blocking};
 use super::person;
@@ -260,11 +260,11 @@ impl<B: Backend> GuiSurface<B> {
         let act = commands::prepare(command, &call).ok_or_else(unknown)??;
         let risk = act.risk(listed.spec.risk);
         let window = args.get("window").and_then(Value::as_u64);
-        let target = act.target(&*conn, window).map_err(x_failed)?;
+        let target = act.target(&*conn, window).map_err(display_failed)?;
         let consent = self
             .backend
             .consent_needed(listed.needs)
-            .map_err(x_failed)?;
+            .map_err(display_failed)?;
         Ok(GuiRun {
             backend: self.backend.clone(),
             conn,
@@ -412,7 +412,7 @@ impl<B: Backend> PreparedAction for GuiRun<B> {
                 }
                 Ok(outcome)
             }
-            Err(Failure::X(err)) => {
+            Err(Failure::Display(err)) => {
                 // The connection may be broken: the next call reconnects.
                 backend.forget(&conn);
                 Err(SurfaceError::Failed { message: err.0 })
@@ -508,7 +508,7 @@ fn execute<D: Desktop>(
     };
     let outcome = match act.perform(conn, &running) {
         // Input the person's own cut short: theirs, not a broken display.
-        Err(Failure::X(_)) if input && person::watch().paused() => {
+        Err(Failure::Display(_)) if input && person::watch().paused() => {
             Err(refused_as(person::watch().refusal()))
         }
         other => other,
@@ -646,7 +646,7 @@ impl<B: Backend> EvidenceCapture for Evidence<B> {
                 })?;
         match shot {
             Ok(shot) => Ok(shot),
-            Err(Failure::X(err)) => {
+            Err(Failure::Display(err)) => {
                 self.backend.forget(&conn);
                 Err(SurfaceError::Failed { message: err.0 })
             }

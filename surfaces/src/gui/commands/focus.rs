@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{
     Act, Call, Capability, Command, Failure, Reach, Running, fields, target_window, unknown_window,
-    x_failed,
+    display_failed,
 };
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::read_back::Aim;
@@ -32,7 +32,7 @@ impl Command for Focus {
     type Args = FocusArgs;
 
     fn prepare<D: Desktop>(a: FocusArgs, call: &Call<'_, D>) -> Result<Focus, ToolError> {
-        let ids = call.conn.window_ids().map_err(x_failed)?;
+        let ids = call.conn.window_ids().map_err(display_failed)?;
         if !ids.contains(&a.window) {
             return Err(unknown_window(a.window, ids, "args.window"));
         }

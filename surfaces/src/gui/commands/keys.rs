@@ -5,7 +5,7 @@
 use computer_ipc::ToolError;
 use serde_json::{Value, json};
 
-use super::{Failure, Terminals, x_failed};
+use super::{Failure, Terminals, display_failed};
 use crate::command_line::{self, Effect, Line};
 use crate::gui::desktop::{Desktop, DisplayError, WindowInfo};
 use crate::gui::keys::Combo;
@@ -147,7 +147,7 @@ pub fn plan<D: Desktop>(
     terminals: &Terminals,
     keys: Keys<'_>,
 ) -> Result<KeyPlan, ToolError> {
-    plan_keys(conn, terminals, keys).map_err(x_failed)
+    plan_keys(conn, terminals, keys).map_err(display_failed)
 }
 
 fn plan_keys<D: Desktop>(

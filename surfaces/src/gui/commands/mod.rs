@@ -159,7 +159,7 @@ pub struct Call<'a, D> {
 impl<D: Desktop> Call<'_, D> {
     /// The screen, read when a check needs it (not every command does).
     pub fn screen(&self) -> Result<Rect, ToolError> {
-        self.conn.screen().map_err(x_failed)
+        self.conn.screen().map_err(display_failed)
     }
 }
 
@@ -274,15 +274,16 @@ impl Terminals {
     }
 }
 
-/// Why a run failed: the display (the connection may be broken), or the surface's own refusal.
+/// Why a run failed: the display, whatever the backend (its connection may be broken), or the
+/// surface's own refusal.
 pub enum Failure {
-    X(DisplayError),
+    Display(DisplayError),
     Surface(SurfaceError),
 }
 
 impl From<DisplayError> for Failure {
     fn from(err: DisplayError) -> Self {
-        Failure::X(err)
+        Failure::Display(err)
     }
 }
 
@@ -296,7 +297,8 @@ pub fn refused_as(error: ToolError) -> Failure {
     Failure::Surface(SurfaceError::Tool(error))
 }
 
-pub fn x_failed(err: DisplayError) -> ToolError {
+/// A display's failure as the call's error.
+pub fn display_failed(err: DisplayError) -> ToolError {
     ToolError::new(computer_ipc::ErrorCode::ActionFailed, err.0)
 }
 

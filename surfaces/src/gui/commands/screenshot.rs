@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Act, Call, Capability, Command, Failure, Reach, Running, fields, target_window, unknown_window,
-    x_failed,
+    display_failed,
 };
 use crate::gui::desktop::{Desktop, DisplayResult, Rect, Rgb};
 use crate::gui::seen::{self, GuiSnapshot};
@@ -95,7 +95,7 @@ fn checked<D: Desktop>(a: ScreenshotArgs, call: &Call<'_, D>) -> Result<Screensh
     }
     let screen = call.screen()?;
     let area = if let Some(index) = a.monitor {
-        let monitors = conn.monitors().map_err(x_failed)?;
+        let monitors = conn.monitors().map_err(display_failed)?;
         monitors.get(index).map(|m| m.rect).ok_or_else(|| {
             ToolError::invalid(format!(
                 "no monitor {index}: this screen has {}",
@@ -105,7 +105,7 @@ fn checked<D: Desktop>(a: ScreenshotArgs, call: &Call<'_, D>) -> Result<Screensh
             .valid((0..monitors.len()).map(|i| i.to_string()))
         })?
     } else if let Some(id) = a.window {
-        let windows = conn.windows().map_err(x_failed)?;
+        let windows = conn.windows().map_err(display_failed)?;
         let window = windows
             .iter()
             .find(|w| w.id == id)
