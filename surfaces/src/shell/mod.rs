@@ -14,8 +14,7 @@ use serde_json::{Map, Value};
 use std::sync::RwLock;
 
 use crate::capture::CaptureLimits;
-use crate::contain::RunLimits;
-use crate::one_shot::{self, RUN_FIELDS, RunArgs, checked_cwd_and_env, passed_env, run_limits};
+use crate::one_shot::{self, RUN_FIELDS, RunArgs, passed_env};
 use crate::{Availability, CommandSpec, PreparedAction, Risk, SectionError, Surface};
 use session::{SessionSettings, Sessions};
 
@@ -23,16 +22,18 @@ use session::{SessionSettings, Sessions};
 /// by the shell surface, whose config sets them.
 pub use crate::one_shot::ShellLimits;
 
-const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::of::<RunArgs>("run", Risk::Act),
-    session::OPEN,
-    session::SEND,
-    session::READ,
-    session::SCREEN,
-    session::RESIZE,
-    session::CLOSE,
-    session::LIST,
-];
+const RUN: CommandSpec = CommandSpec::of::<RunArgs>("run", Risk::Act);
+
+/// `run`, then the terminal session commands.
+static COMMANDS: [CommandSpec; 1 + session::COMMANDS.len()] = {
+    let mut specs = [RUN; 1 + session::COMMANDS.len()];
+    let mut i = 0;
+    while i < session::COMMANDS.len() {
+        specs[i + 1] = session::COMMANDS[i];
+        i += 1;
+    }
+    specs
+};
 
 pub struct ShellSurface {
     /// Replaced by the `[shell]` config section (`configure`).
@@ -156,7 +157,7 @@ impl Surface for ShellSurface {
     }
 
     fn commands(&self) -> &'static [CommandSpec] {
-        COMMANDS
+        &COMMANDS
     }
 
     fn complications(&self) -> &'static [&'static str] {
@@ -237,21 +238,12 @@ impl ShellSurface {
             )
             .at("complications.tools"));
         }
-        let (cwd, sandbox) = if command == "open" {
-            (
-                checked_cwd_and_env(complications)?,
-                run_limits(complications)?,
-            )
-        } else {
-            (None, RunLimits::default())
-        };
         let start = session::StartLimits {
             containment: limits.containment.clone(),
             base_env: passed_env(),
             max_wait: limits.max_timeout,
         };
-        self.sessions
-            .prepare(command, args, complications, start, cwd, sandbox)
+        self.sessions.prepare(command, args, complications, start)
     }
 }
 
