@@ -370,7 +370,7 @@ impl Approvals {
         tracing::info!(id, agent = %request.agent, action = %request.action, "waiting for approval");
         let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
         progress(format!(
-            "waiting for approval (request {id}, {} s left): run `computer approve` to answer",
+            "waiting for approval (request {id}, {} s left): answer with `computer approve`, or `computer approvals allow {id}` / `computer approvals deny {id}`",
             left().as_secs()
         ));
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use computer_ipc::control::ControlEvent;
+use computer_ipc::control::{ControlEvent, DaemonFacts};
 pub use computer_ipc::control::{ControlReply, ControlRequest};
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use serde::Serialize;
@@ -42,8 +42,8 @@ pub fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
 }
 
 impl ControlSocket {
-    /// Serves approvers until the process ends.
-    pub async fn run(self, approvals: Arc<Approvals>) {
+    /// Serves approvers until the process ends; `facts` says what the daemon is (in `list`).
+    pub async fn run(self, approvals: Arc<Approvals>, facts: Facts) {
         // SAFETY: getuid/getpid have no preconditions and cannot fail.
         let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
         tracing::info!(socket = %self.path.display(), "control socket serving approvers");
@@ -54,7 +54,13 @@ impl ControlSocket {
             match self.listener.accept().await {
                 Ok(stream) => {
                     accepting.succeeded();
-                    tokio::spawn(serve(stream, approvals.clone(), our_uid, our_pid));
+                    tokio::spawn(serve(
+                        stream,
+                        approvals.clone(),
+                        facts.clone(),
+                        our_uid,
+                        our_pid,
+                    ));
                 }
                 Err(err) => tokio::time::sleep(accepting.failed(&err)).await,
             }
@@ -103,7 +109,16 @@ fn refusal(stream: &Stream, our_uid: u32, our_pid: i32) -> Result<(u32, i32), St
     Ok((uid, pid))
 }
 
-async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid: i32) {
+/// What the daemon says of itself, asked afresh for each reply (its config file may come or go).
+pub type Facts = Arc<dyn Fn() -> DaemonFacts + Send + Sync>;
+
+async fn serve(
+    stream: Stream,
+    approvals: Arc<Approvals>,
+    facts: Facts,
+    our_uid: u32,
+    our_pid: i32,
+) {
     let (uid, pid) = match refusal(&stream, our_uid, our_pid) {
         Ok(peer) => peer,
         Err(reason) => {
@@ -156,7 +171,10 @@ async fn serve(stream: Stream, approvals: Arc<Approvals>, our_uid: u32, our_pid:
             Err(err) => ControlReply::refused(format!(
                 "not a control request: {err} (valid: {{\"op\":\"list\"}}, {{\"op\":\"watch\"}}, {{\"op\":\"decide\",\"id\":N,\"answer\":\"allow_once|allow_session|deny\",\"via\":\"...\"}})"
             )),
-            Ok(ControlRequest::List) => ControlReply::pending(approvals.list()),
+            Ok(ControlRequest::List) => ControlReply {
+                daemon: Some(facts()),
+                ..ControlReply::pending(approvals.list())
+            },
             Ok(ControlRequest::Decide {
                 id,
                 answer,

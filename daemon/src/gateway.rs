@@ -29,6 +29,9 @@ pub struct Gateway {
     agents_path: PathBuf,
     tool: Tool,
     step_limits: RwLock<StepLimits>,
+    /// The config file this daemon read (or would have: it may not exist), which it tells its
+    /// clients so that they can say which one is in use.
+    config_path: RwLock<Option<PathBuf>>,
     /// Detached calls and the `job` command (`jobs.rs`).
     jobs: Jobs,
     /// Itself, for the runs it gives tools: their calls come back here while it lives.
@@ -59,6 +62,7 @@ impl Gateway {
             agents_path,
             tool,
             step_limits: RwLock::new(Default::default()),
+            config_path: RwLock::new(None),
             jobs,
             me: me.clone(),
         })
@@ -163,6 +167,22 @@ impl Gateway {
         *self.step_limits.write().unwrap() = limits;
     }
 
+    pub fn set_config_path(&self, path: PathBuf) {
+        *self.config_path.write().unwrap() = Some(path);
+    }
+
+    /// What the daemon tells a client of itself: the config file it read (and whether it was
+    /// there, or the embedded defaults were used), its pid and version.
+    pub fn daemon_facts(&self) -> computer_ipc::control::DaemonFacts {
+        let config = self.config_path.read().unwrap().clone();
+        computer_ipc::control::DaemonFacts {
+            config_exists: config.as_ref().is_some_and(|path| path.exists()),
+            config,
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
     fn step_limits(&self) -> StepLimits {
         *self.step_limits.read().unwrap()
     }
@@ -245,13 +265,13 @@ impl Gateway {
                 };
                 return refuse(early, refusal).await;
             }
-            Decision::Ask { rule } => {
+            Decision::Ask { .. } => {
                 let request = approval_request(
                     &call_id,
                     caller,
                     &early,
                     &decided,
-                    rule,
+                    &decided.decision.asked_because(),
                     call.complications.cwd.clone(),
                 );
                 let intent = Stages::intent_body(caller, &early, &decided, &Value::Null);
@@ -433,7 +453,7 @@ impl Gateway {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };
-        let mut ctx = stages.context(&call_id, caller, cancelled);
+        let mut ctx = stages.context(&call_id, caller, cancelled, &decided.decision);
         if let Some(callable) = decided.callable.clone() {
             let grant = self.grant(caller, &call_id, callable, ctx.secrets.clone());
             ctx.tools = Some(Arc::new(grant));

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use computer_ipc::ErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    DetailedTask, GetTaskParams, GetTaskResult, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Task, TaskPayload, TaskStatus, Tool,
+    DetailedTask, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Task,
+    TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -45,19 +46,45 @@ impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
         // The tasks extension: a detached call from a client that declares it is answered as a
         // task (`jobs.rs`), followed with `tasks/get` and `tasks/cancel`.
-        InitializeResult::new(
+        // Resources: none, but listed as an empty list, which hosts that ask for them on every
+        // connection (Codex) take quietly where "method not found" is logged as an error.
+        let mut info = InitializeResult::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tasks()
+                .enable_resources()
                 .build(),
-        )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
-        .with_server_info(Implementation::new("computer", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "One tool, COMPUTER: act on this desktop through structured surfaces. \
+        );
+        // Which config this daemon read, for clients to name (`computer doctor`, the relay).
+        if let Ok(facts) = serde_json::to_value(self.gateway.daemon_facts()) {
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.0
+                .insert(computer_ipc::control::DAEMON_META_KEY.into(), facts);
+            info.meta = Some(meta);
+        }
+        info.with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_server_info(Implementation::new("computer", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "One tool, COMPUTER: act on this desktop through structured surfaces. \
              Every call leaves a receipt; its id comes back in the result's \
              `structuredContent.receipt` and `_meta.receipt`.",
-        )
+            )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(Vec::new()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(Vec::new()))
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {

@@ -4,8 +4,16 @@ use std::path::{Path, PathBuf};
 
 use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, Implementation, Tool};
-use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
+    Implementation, ProgressNotificationParam, ProgressToken, ServerResult, Tool,
+};
+use rmcp::service::{
+    NotificationContext, PeerRequestOptions, RoleClient, RunningService, ServiceExt,
+};
 use serde_json::Value;
 
 use crate::{ComputerCall, TOOL_NAME};
@@ -28,7 +36,56 @@ pub enum ClientError {
 
 /// A connected client. Calls may be issued concurrently from clones of the inner peer.
 pub struct Client {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Listener>,
+}
+
+/// What is told, in words, about a call while it runs (its wait for a person, for one).
+type Progress = Box<dyn Fn(String) + Send + Sync>;
+
+/// The client's side of the connection: its info, and whom to tell of a call's progress
+/// notifications (by the call's progress token).
+struct Listener {
+    info: ClientConfig,
+    listening: Arc<Mutex<Listening>>,
+}
+
+/// Who hears which call's progress, and what came for a call before anyone listened (the token
+/// is known only once the request is sent; a few are kept for the listener that comes next).
+#[derive(Default)]
+struct Listening {
+    by_token: HashMap<ProgressToken, Progress>,
+    unclaimed: std::collections::VecDeque<(ProgressToken, String)>,
+}
+
+/// The most progress messages kept for a call nobody listens to (yet).
+const UNCLAIMED_PROGRESS: usize = 16;
+
+impl rmcp::ClientHandler for Listener {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(message) = params.message else {
+            return;
+        };
+        let mut listening = self.listening.lock().unwrap_or_else(|p| p.into_inner());
+        match listening.by_token.get(&params.progress_token) {
+            Some(tell) => tell(message),
+            None => {
+                if listening.unclaimed.len() == UNCLAIMED_PROGRESS {
+                    listening.unclaimed.pop_front();
+                }
+                listening
+                    .unclaimed
+                    .push_back((params.progress_token, message));
+            }
+        }
+    }
 }
 
 impl Client {
@@ -55,7 +112,11 @@ impl Client {
             Default::default(),
             Implementation::new("computer-client", env!("CARGO_PKG_VERSION")),
         );
-        let service = info
+        let listener = Listener {
+            info,
+            listening: Arc::default(),
+        };
+        let service = listener
             .serve(stream)
             .await
             .map_err(|err| ClientError::Handshake(err.to_string()))?;
@@ -65,6 +126,14 @@ impl Client {
     /// Connects to the socket named by the environment (see [`crate::paths::socket_path`]).
     pub async fn connect_default() -> Result<Client, ClientError> {
         Client::connect(&crate::paths::socket_path()).await
+    }
+
+    /// What the daemon said of itself when it answered the handshake (which config file it
+    /// read, its pid); `None` from a daemon that does not say.
+    pub fn daemon_facts(&self) -> Option<crate::control::DaemonFacts> {
+        let info = self.service.peer_info()?;
+        let facts = info.meta.as_ref()?.0.get(crate::control::DAEMON_META_KEY)?;
+        serde_json::from_value(facts.clone()).ok()
     }
 
     /// The tools the daemon lists for this caller: exactly one, `COMPUTER`.
@@ -84,20 +153,71 @@ impl Client {
     /// tests of the daemon's validation). A non-object is sent as an empty object with the value
     /// under `_`, so the daemon's own validation answers it.
     pub async fn call_raw(&self, arguments: Value) -> Result<CallToolResult, ClientError> {
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            other => serde_json::Map::from_iter([("_".to_string(), other)]),
-        };
         self.service
-            .call_tool(CallToolRequestParams::new(TOOL_NAME).with_arguments(arguments))
+            .call_tool(params(arguments))
             .await
             .map_err(|err| ClientError::Request(err.to_string()))
+    }
+
+    /// [`Client::call_raw`], telling `progress` what the daemon says of the call while it runs
+    /// (that it waits for a person, with the request's id and how to answer it).
+    pub async fn call_raw_with_progress(
+        &self,
+        arguments: Value,
+        progress: impl Fn(String) + Send + Sync + 'static,
+    ) -> Result<CallToolResult, ClientError> {
+        let failed = |err: rmcp::ServiceError| ClientError::Request(err.to_string());
+        // rmcp gives every request a progress token of its own: the one to listen for is known
+        // once the request is sent.
+        let sent = self
+            .service
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params(arguments))),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .map_err(failed)?;
+        let token = sent.progress_token.clone();
+        let listening = self.service.service().listening.clone();
+        {
+            let mut listening = listening.lock().unwrap_or_else(|p| p.into_inner());
+            let (early, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut listening.unclaimed)
+                .into_iter()
+                .partition(|(of, _)| *of == token);
+            listening.unclaimed = kept.into();
+            for (_, message) in early {
+                progress(message);
+            }
+            listening.by_token.insert(token.clone(), Box::new(progress));
+        }
+        let result = sent.await_response().await;
+        listening
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_token
+            .remove(&token);
+        match result.map_err(failed)? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            other => Err(ClientError::Request(format!(
+                "the daemon answered a call with something else: {other:?}"
+            ))),
+        }
     }
 
     /// Closes the connection politely.
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }
+}
+
+/// A `COMPUTER` call's params. A non-object is sent as an empty object with the value under
+/// `_`, so the daemon's own validation answers it.
+fn params(arguments: Value) -> CallToolRequestParams {
+    let arguments = match arguments {
+        Value::Object(map) => map,
+        other => serde_json::Map::from_iter([("_".to_string(), other)]),
+    };
+    CallToolRequestParams::new(TOOL_NAME).with_arguments(arguments)
 }
 
 /// The first line a client sends to present an agent token (before any MCP message).

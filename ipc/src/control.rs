@@ -194,12 +194,54 @@ pub enum ControlRequest {
     },
 }
 
+/// What the running daemon says of itself (in its `list` reply, and in the `_meta` of its MCP
+/// `initialize` result under [`DAEMON_META_KEY`]): which config file it read, so that every
+/// client names the file actually in use, whatever its own environment would resolve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonFacts {
+    /// The config path the daemon resolved at start (`None` from a daemon that does not say).
+    pub config: Option<std::path::PathBuf>,
+    /// Whether that file exists now; when it did not at start, the embedded defaults apply.
+    pub config_exists: bool,
+    pub pid: u32,
+    pub version: String,
+}
+
+impl DaemonFacts {
+    /// "the running daemon (pid N) read its config from PATH", or that it runs on its embedded
+    /// defaults because nothing is there.
+    pub fn config_sentence(&self) -> String {
+        match &self.config {
+            Some(path) if self.config_exists => format!(
+                "the running daemon (pid {}) read its config from {}",
+                self.pid,
+                path.display()
+            ),
+            Some(path) => format!(
+                "the running daemon (pid {}) runs on its embedded defaults: no config file at {}",
+                self.pid,
+                path.display()
+            ),
+            None => format!(
+                "the running daemon (pid {}) does not say which config it read",
+                self.pid
+            ),
+        }
+    }
+}
+
+/// The key of [`DaemonFacts`] in the `_meta` of the daemon's `initialize` result.
+pub const DAEMON_META_KEY: &str = "computer/daemon";
+
 /// The daemon's reply to `list` and `decide`, and its refusal of a peer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlReply {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Vec<PendingRequest>>,
+    /// The daemon's facts (with `list`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonFacts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -209,6 +251,7 @@ impl ControlReply {
         ControlReply {
             ok: true,
             pending: None,
+            daemon: None,
             error: None,
         }
     }
@@ -224,6 +267,7 @@ impl ControlReply {
         ControlReply {
             ok: false,
             pending: None,
+            daemon: None,
             error: Some(error.into()),
         }
     }

@@ -138,10 +138,40 @@ pub fn config_path() -> PathBuf {
     home_dir().join(".config/computer/config.toml")
 }
 
+/// `$HOME`, else the home the user database gives this user (a host that starts the relay with
+/// no `HOME` still finds the person's config and state), else `/`.
 fn home_dir() -> PathBuf {
     non_empty_env("HOME")
         .map(PathBuf::from)
+        .or_else(passwd_home)
         .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// This user's home directory in the user database (`getpwuid_r`).
+fn passwd_home() -> Option<PathBuf> {
+    use std::ffi::CStr;
+    use std::os::unix::ffi::OsStrExt;
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: every pointer is to memory we own, sized as passed; on success `found` points at
+    // `entry`, whose strings point into `buf`, both alive while they are read below.
+    let status = unsafe {
+        libc::getpwuid_r(
+            uid(),
+            &mut entry,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if status != 0 || found.is_null() || entry.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: `pw_dir` is a NUL-terminated string inside `buf` (checked non-null above).
+    let dir = unsafe { CStr::from_ptr(entry.pw_dir) };
+    let dir = std::ffi::OsStr::from_bytes(dir.to_bytes());
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
 fn non_empty_env(name: &str) -> Option<String> {

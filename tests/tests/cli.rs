@@ -294,3 +294,91 @@ fn service_install_writes_a_unit_systemd_accepts_and_is_idempotent() {
     let (ok, out, _) = home.computer(&["service", "uninstall"]);
     assert!(ok && out.contains("nothing to remove"), "idempotent: {out}");
 }
+
+/// A `computer call` started with its stderr read line by line: the lines come through `lines`.
+fn call_reading_stderr(
+    daemon: &Daemon,
+    args: &[&str],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = daemon
+        .command()
+        .arg("call")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run computer call");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    (child, lines)
+}
+
+/// The first line of `lines` that contains `want`, and every line read before it.
+fn line_with(lines: &std::sync::mpsc::Receiver<String>, want: &str) -> (String, Vec<String>) {
+    let mut seen = Vec::new();
+    loop {
+        match lines.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(line) if line.contains(want) => return (line, seen),
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line with {want:?} on stderr; it said: {seen:#?}"),
+        }
+    }
+}
+
+#[test]
+fn a_call_waiting_for_the_person_says_so_with_how_to_answer_and_how_it_ended() {
+    let daemon = Daemon::start_with_config("[defaults]\nact = \"ask\"\n");
+    // Allowed: the notice names the request, `computer approve` and the line that allows it.
+    let (mut child, lines) = call_reading_stderr(&daemon, &["shell", "run", "--", "echo", "hi"]);
+    let (notice, _) = line_with(&lines, "waiting for approval");
+    let id = notice
+        .split("(request ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no request id in {notice:?}"));
+    assert!(
+        notice.contains("`computer approve`")
+            && notice.contains(&format!("`computer approvals allow {id}`")),
+        "{notice}"
+    );
+    let pending = daemon.pending_approvals();
+    assert_eq!(pending[0]["id"].to_string(), id, "{pending:?}");
+    assert!(daemon.cli(&["approvals", "allow", id]).status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+
+    // Denied, with --json: stdout is the reply alone, stderr says the request was denied.
+    let (mut child, lines) =
+        call_reading_stderr(&daemon, &["shell", "run", "--json", "--", "echo", "hi"]);
+    line_with(&lines, "waiting for approval");
+    let id = daemon.pending_approvals()[0]["id"].to_string();
+    assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
+    line_with(&lines, "the request was denied");
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let reply: Value = serde_json::from_slice(&out.stdout).expect("the reply as JSON");
+    assert_eq!(reply["error"]["code"], "denied", "{reply}");
+
+    // Nobody answers: it says it timed out.
+    let daemon =
+        Daemon::start_with_config("[defaults]\nact = \"ask\"\n[approval]\ntimeout = \"1s\"\n");
+    let (mut child, lines) = call_reading_stderr(&daemon, &["shell", "run", "--", "true"]);
+    line_with(&lines, "waiting for approval");
+    line_with(&lines, "the request timed out");
+    assert!(!child.wait().unwrap().success());
+
+    // A call that asks nobody says nothing of approvals.
+    let quiet = daemon.cli(&["call", "shell", "help"]);
+    assert!(quiet.status.success(), "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("approval"), "{}", quiet.stderr);
+}

@@ -958,3 +958,85 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     let after = daemon.call_json("shell", "run", r#"{"argv":["echo","first"]}"#);
     assert_eq!(after["stdout"], "first\n", "{after}");
 }
+
+#[test]
+fn the_relay_and_doctor_name_the_config_the_running_daemon_read_and_resources_list_empty() {
+    let session = Session::new();
+    let host = session.stripped_env();
+    let mut relay = session
+        .computer(&host)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stop = StopDaemon(None);
+    let mut to_relay = relay.stdin.take().unwrap();
+    let mut from_relay = BufReader::new(relay.stdout.take().unwrap());
+    let mut exchange = |message: Value| -> Value {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        to_relay.write_all(&line).unwrap();
+        let mut reply = String::new();
+        from_relay.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap_or_else(|err| panic!("{reply:?}: {err}"))
+    };
+    let init = exchange(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "stripped-host", "version": "0"}}}),
+    );
+    stop.0 = session.daemon_pid();
+    // The host passed no XDG_CONFIG_HOME: the daemon read the file under HOME, and says so.
+    let config = session.home.join(".config/computer/config.toml");
+    let facts = &init["result"]["_meta"]["computer/daemon"];
+    assert_eq!(facts["config"], json!(config), "{init}");
+    assert_eq!(facts["config_exists"], true, "{init}");
+    assert_eq!(facts["pid"], json!(stop.0.unwrap()), "{init}");
+    // Resources: none, listed as such (hosts that ask on every connection log no error).
+    assert!(
+        init["result"]["capabilities"]["resources"].is_object(),
+        "{init}"
+    );
+    let resources = exchange(json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}));
+    assert_eq!(resources["result"]["resources"], json!([]), "{resources}");
+    let templates =
+        exchange(json!({"jsonrpc": "2.0", "id": 2, "method": "resources/templates/list"}));
+    assert_eq!(
+        templates["result"]["resourceTemplates"],
+        json!([]),
+        "{templates}"
+    );
+    drop(exchange);
+    drop(to_relay);
+    let out = relay.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("read its config from {}", config.display())),
+        "{said}"
+    );
+
+    // A terminal whose XDG_CONFIG_HOME names another file: doctor names both, and which one the
+    // running daemon read.
+    let mut terminal = host.clone();
+    let elsewhere = session.home.join("elsewhere");
+    terminal.push(("XDG_CONFIG_HOME", elsewhere.clone()));
+    let doctor = session.computer(&terminal).arg("doctor").output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains(&format!("read its config from {}", config.display()))
+            && doctor.contains(&format!(
+                "not {} as this terminal's environment names it",
+                elsewhere.join("computer/config.toml").display()
+            )),
+        "{doctor}"
+    );
+    let doctor = session
+        .computer(&terminal)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let doctor: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(doctor["config"]["daemon_read"], json!(config), "{doctor}");
+}

@@ -169,6 +169,12 @@ pub async fn approve() -> u8 {
     let mut queue: Vec<HeldRequest> = Vec::new();
     // The request whose prompt is on the screen, so it is printed once, not after every event.
     let mut prompted: Option<u64> = None;
+    // Which config decides what is asked here: the one the running daemon read.
+    if let Ok(reply) = answers.request(&ControlRequest::List).await
+        && let Some(facts) = reply.daemon
+    {
+        println!("{}", facts.config_sentence());
+    }
     println!(
         "waiting for requests (answer a = allow once, s = allow for this session, d = deny; Ctrl-D quits)"
     );

@@ -84,6 +84,7 @@ async fn relay(stream: Stream, host: HostWatch) -> u8 {
     };
     let mut stdout = tokio::io::stdout();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut handshake = Handshake::default();
     tokio::pin!(leaving);
     // Ends with whether the host left (stdin ended, parent died); otherwise the daemon closed
     // the connection or nobody reads stdout any more.
@@ -98,6 +99,7 @@ async fn relay(stream: Stream, host: HostWatch) -> u8 {
             Ok(0) | Err(_) => break false,
             Ok(n) => n,
         };
+        handshake.look(&buf[..n]);
         if stdout.write_all(&buf[..n]).await.is_err() || stdout.flush().await.is_err() {
             break false;
         }
@@ -112,6 +114,52 @@ async fn relay(stream: Stream, host: HostWatch) -> u8 {
         .await;
     }
     exit::OK
+}
+
+/// Looks at the first lines the daemon sends (its answer to `initialize` among them) for what it
+/// says of itself, and says on stderr (the host's log) which config file the daemon read.
+#[derive(Default)]
+struct Handshake {
+    line: Vec<u8>,
+    lines_seen: usize,
+    done: bool,
+}
+
+impl Handshake {
+    /// The most lines, and bytes of one line, looked at before giving up.
+    const LINES: usize = 4;
+    const LINE_BYTES: usize = 256 * 1024;
+
+    fn look(&mut self, mut bytes: &[u8]) {
+        while !self.done && !bytes.is_empty() {
+            let end = bytes.iter().position(|b| *b == b'\n');
+            let take = end.map_or(bytes.len(), |i| i + 1);
+            if self.line.len() + take > Self::LINE_BYTES {
+                self.done = true;
+                return;
+            }
+            self.line.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if end.is_none() {
+                return;
+            }
+            let line = std::mem::take(&mut self.line);
+            self.lines_seen += 1;
+            self.done = self.lines_seen >= Self::LINES;
+            let Ok(message) = serde_json::from_slice::<serde_json::Value>(&line) else {
+                continue;
+            };
+            let facts = &message["result"]["_meta"][computer_ipc::control::DAEMON_META_KEY];
+            if let Ok(facts) =
+                serde_json::from_value::<computer_ipc::control::DaemonFacts>(facts.clone())
+            {
+                eprintln!("computer mcp: {}", facts.config_sentence());
+                self.done = true;
+            } else if message["result"].get("serverInfo").is_some() {
+                self.done = true;
+            }
+        }
+    }
 }
 
 /// Writes to stdout what the socket holds right now, without waiting for more.
@@ -320,6 +368,14 @@ const SESSION_VARS: &[&str] = &[
     "XDG_CURRENT_DESKTOP",
 ];
 
+/// Where the config and the state are: the host's when it names any, else the session's.
+const CONFIG_VARS: &[&str] = &[
+    "COMPUTER_CONFIG",
+    "COMPUTER_STATE_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+];
+
 /// Whether the daemon may take `name` from the host: locations, identity, locale, session, and
 /// the daemon's own settings. Never `COMPUTER_TOKEN`: that is the agent's credential, not the
 /// daemon's.
@@ -353,8 +409,13 @@ async fn daemon_environment() -> DaemonEnvironment {
     if let Some(dir) = &runtime_dir {
         let published = systemd_user_environment(dir).await;
         let mut taken = Vec::new();
+        // Where the session keeps the config and state, when the host passed none of it: the
+        // daemon then reads the config the person's session names, not a default beside it.
+        let host_named_them = CONFIG_VARS.iter().any(|name| env.get(name).is_some());
         for (name, value) in published {
-            if SESSION_VARS.contains(&name.as_str()) {
+            let wanted = SESSION_VARS.contains(&name.as_str())
+                || (!host_named_them && CONFIG_VARS.contains(&name.as_str()));
+            if wanted {
                 env.set(&name, value.into());
                 taken.push(name);
             }

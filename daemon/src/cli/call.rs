@@ -71,7 +71,16 @@ pub async fn run(call: CallArgs) -> u8 {
             return exit::UNAVAILABLE;
         }
     };
-    let result = client.call_raw(request).await;
+    // A call that waits for a person says so on stderr (the request's id and how to answer),
+    // and again how the wait ended when it was not allowed.
+    let waited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let told = waited.clone();
+    let result = client
+        .call_raw_with_progress(request, move |message| {
+            told.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("computer: {message}");
+        })
+        .await;
     client.close().await;
     let result = match result {
         Ok(result) => result,
@@ -81,7 +90,27 @@ pub async fn run(call: CallArgs) -> u8 {
         }
     };
     let structured = result.structured_content.unwrap_or(Value::Null);
+    if waited.load(std::sync::atomic::Ordering::Relaxed)
+        && let Some(ending) = how_the_wait_ended(&structured)
+    {
+        eprintln!("computer: {ending}");
+    }
     print_result(&call, &structured)
+}
+
+/// What to say of a call that waited for a person and was not allowed: denied, or nobody
+/// answered in time (the daemon's own words).
+fn how_the_wait_ended(structured: &Value) -> Option<String> {
+    let error = structured.get("error")?;
+    if error["code"] != json!("denied") {
+        return None;
+    }
+    let message = error["message"].as_str().unwrap_or("not approved");
+    Some(if message.contains("nobody answered") {
+        format!("the request timed out ({message})")
+    } else {
+        format!("the request was denied ({message})")
+    })
 }
 
 /// Prints a call's result (as JSON with `--json`) and says how it went in the exit status.

@@ -46,18 +46,31 @@ pub async fn run(json_output: bool) -> u8 {
     let socket = paths::socket_path();
     let daemon_pid = daemon_pid(&socket);
     // Asked as the person (no agent token): an agent's narrower scope is not what this reports.
-    let (daemon, offered) = match Client::connect_as(&socket, None).await {
+    let (daemon, offered, facts) = match Client::connect_as(&socket, None).await {
         Ok(client) => {
             let offered = client
                 .list_tools()
                 .await
                 .ok()
                 .map(|tools| offered_surfaces(&tools));
+            let facts = client.daemon_facts();
             client.close().await;
-            ("answering".to_string(), offered)
+            ("answering".to_string(), offered, facts)
         }
-        Err(err) => (format!("not answering: {err}"), None),
+        Err(err) => (format!("not answering: {err}"), None, None),
     };
+    // The config in use is the one the running daemon read, which a daemon started by a host
+    // with another environment than this terminal's may have found elsewhere.
+    let daemon_config = facts.as_ref().map(|facts| {
+        let mut sentence = facts.config_sentence();
+        if facts.config.as_ref().is_some_and(|read| *read != config_path) {
+            sentence.push_str(&format!(
+                ", not {} as this terminal's environment names it (the daemon was started with                  another XDG_CONFIG_HOME or COMPUTER_CONFIG: restart it from here, or set                  COMPUTER_CONFIG in the host's server entry)",
+                config_path.display()
+            ));
+        }
+        sentence
+    });
     // A daemon that runs decides what agents get: its environment (display, session bus), not
     // this shell's, is what counts.
     let surfaces: Vec<(SurfaceName, Availability)> = match &offered {
@@ -91,7 +104,10 @@ pub async fn run(json_output: bool) -> u8 {
             "daemon_pid": daemon_pid,
             "note": no_display_hint(&registry, &surfaces),
             "state_dir": paths::state_dir(),
-            "config": {"path": config_path, "status": config_status},
+            "config": {"path": config_path, "status": config_status,
+                       "daemon_read": facts.as_ref().and_then(|f| f.config.clone()),
+                       "daemon_read_exists": facts.as_ref().map(|f| f.config_exists),
+                       "daemon_says": daemon_config},
             "containment": containment,
             "keychain": keychain,
             "export": export,
@@ -102,6 +118,9 @@ pub async fn run(json_output: bool) -> u8 {
         println!("socket   {} ({daemon})", socket.display());
         println!("state    {}", paths::state_dir().display());
         println!("config   {} ({config_status})", config_path.display());
+        if let Some(sentence) = &daemon_config {
+            println!("         {sentence}");
+        }
         println!(
             "runs     contained by {}: {}",
             containment.mechanism, containment.detail

@@ -112,7 +112,9 @@ async fn serve() -> anyhow::Result<()> {
         .set_tools(config.tools.clone())
         .map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
     gateway.jobs().set_limits(config.jobs.limits());
-    tokio::spawn(control.run(approvals));
+    gateway.set_config_path(config_path.clone());
+    let facts = gateway.clone();
+    tokio::spawn(control.run(approvals, Arc::new(move || facts.daemon_facts())));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
     match crate::reaper::become_subreaper() {
         Ok(()) => {
