@@ -347,12 +347,17 @@ impl Config {
     /// the daemon's protected paths. `policy explain` builds it the same way. (Here rather than
     /// in `policy.rs`, so that policy never imports the config that imports it.)
     pub fn rule_policy(&self, protected: &[std::path::PathBuf]) -> RulePolicy {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         RulePolicy {
             defaults: self.defaults.clone(),
             rules: self.rules.clone(),
             protected: protected.to_vec(),
             loader_env: self.policy.loader_env.clone(),
-            home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+            login_files: computer_surfaces::contain::login_paths(
+                home.as_deref(),
+                &self.containment.login_files_writable,
+            ),
+            home,
         }
     }
 

@@ -87,15 +87,51 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "lowercase")]
 pub enum Decision {
-    Allow { rule: String },
-    Deny { rule: String, reason: String },
-    Ask { rule: String },
+    Allow {
+        rule: String,
+    },
+    Deny {
+        rule: String,
+        reason: String,
+    },
+    Ask {
+        rule: String,
+        /// Why a person must look, where the rule alone does not say (a login file named).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Login files the call names: the person's yes leaves them writable in its run.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        login_files: Vec<PathBuf>,
+    },
 }
 
 impl Decision {
+    /// An ask by `rule`, for no other reason than the rule.
+    pub fn ask(rule: impl Into<String>) -> Decision {
+        Decision::Ask {
+            rule: rule.into(),
+            reason: None,
+            login_files: Vec::new(),
+        }
+    }
+
     pub fn rule(&self) -> &str {
         match self {
-            Decision::Allow { rule } | Decision::Deny { rule, .. } | Decision::Ask { rule } => rule,
+            Decision::Allow { rule } | Decision::Deny { rule, .. } | Decision::Ask { rule, .. } => {
+                rule
+            }
+        }
+    }
+
+    /// The rule, and the reason where there is one: what an approver is shown as why it asks.
+    pub fn asked_because(&self) -> String {
+        match self {
+            Decision::Ask {
+                rule,
+                reason: Some(reason),
+                ..
+            } => format!("{rule}: {reason}"),
+            decision => decision.rule().to_string(),
         }
     }
 }
@@ -532,11 +568,29 @@ pub struct RulePolicy {
     pub loader_env: Vec<Glob>,
     /// The home directory runs start in without a cwd, and that `~` and `$HOME` stand for.
     pub home: Option<PathBuf>,
+    /// What runs code at the person's next login or terminal and is read-only in runs
+    /// (`computer_surfaces::contain::login_paths`): a call that names one is asked, whatever
+    /// the rules say, and the person's yes leaves the named ones writable in its run.
+    pub login_files: Vec<PathBuf>,
 }
 
 impl RulePolicy {
     /// The protected path a shell action names, if any.
     fn protected_named(&self, input: &PolicyInput<'_>) -> Option<&Path> {
+        self.named_among(input, &self.protected, Unknown::MayName)
+            .into_iter()
+            .next()
+    }
+
+    /// Of `paths`, those a shell action names (as written, with `~`, `..`, variables the call
+    /// sets, globs, or through a symlink), in their order; a word holding a variable whose value
+    /// policy cannot know names them or not as `unknown` says.
+    fn named_among<'a>(
+        &self,
+        input: &PolicyInput<'_>,
+        paths: &'a [PathBuf],
+        unknown: Unknown,
+    ) -> Vec<&'a Path> {
         let facts = input.facts;
         let base = facts
             .cwd
@@ -564,7 +618,8 @@ impl RulePolicy {
         let mut seen = std::collections::HashSet::new();
         candidates.retain(|word| seen.insert(word.clone()));
         let mut spellings: Option<Vec<PathSpelling>> = None;
-        for path in &self.protected {
+        let mut named = Vec::new();
+        for path in paths {
             let path_text = path.to_string_lossy();
             if path_text.is_empty() {
                 continue;
@@ -585,11 +640,52 @@ impl RulePolicy {
                     .map(|word| self.spelling(word, facts, &base))
                     .collect()
             });
-            if raw_hit || spellings.iter().any(|spelling| spelling.names(&protected)) {
-                return Some(path);
+            let names = |spelling: &&PathSpelling| {
+                (unknown == Unknown::MayName || !spelling.holds_unknown())
+                    && spelling.names(&protected)
+            };
+            if raw_hit || spellings.iter().any(|spelling| names(&spelling)) {
+                named.push(path.as_path());
             }
         }
-        None
+        named
+    }
+
+    /// `decided` asked where it would have allowed, with the reason, when the call names login
+    /// files: writing one plants code that runs outside every run, at the person's next login.
+    fn asking_for_login_files(&self, input: &PolicyInput<'_>, decided: Decision) -> Decision {
+        if !input.facts.runs_programs() || matches!(decided, Decision::Deny { .. }) {
+            return decided;
+        }
+        // A word with a value policy cannot know (`$p/cmdline`) would name every login file of
+        // the home: those are left to containment, which keeps them read-only.
+        let named = self.named_among(input, &self.login_files, Unknown::NamesNothing);
+        if named.is_empty() {
+            return decided;
+        }
+        let shown: Vec<String> = named.iter().map(|p| self.tilde(p)).collect();
+        let reason = format!(
+            "it names {}, which runs code at the person's next login or terminal; runs find it \
+             read-only, and a yes leaves it writable for this run only",
+            shown.join(", ")
+        );
+        let rule = match decided {
+            Decision::Ask { rule, .. } => rule,
+            _ => "builtin:login-file".into(),
+        };
+        Decision::Ask {
+            rule,
+            reason: Some(reason),
+            login_files: named.into_iter().map(Path::to_path_buf).collect(),
+        }
+    }
+
+    /// `path` with the home directory written `~`, as a person reads it.
+    fn tilde(&self, path: &Path) -> String {
+        match self.home.as_deref().map(|home| path.strip_prefix(home)) {
+            Some(Ok(rest)) => format!("~/{}", rest.display()),
+            _ => path.display().to_string(),
+        }
     }
 
     /// `word` read as a path from `base`: spelled with `..`, `//`, `~`, `$HOME`, a variable the
@@ -636,6 +732,14 @@ impl RulePolicy {
     }
 }
 
+/// What a word holding a variable policy cannot know the value of names: anything (the
+/// daemon's own paths, denied in doubt), or nothing (login files, which containment holds).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unknown {
+    MayName,
+    NamesNothing,
+}
+
 /// A word of a call read as a path, as [`RulePolicy::spelling`] reads it.
 struct PathSpelling {
     components: Vec<String>,
@@ -644,6 +748,11 @@ struct PathSpelling {
 }
 
 impl PathSpelling {
+    /// Whether a component holds a variable's value that policy cannot know.
+    fn holds_unknown(&self) -> bool {
+        self.components.iter().any(|c| c.contains(UNKNOWN_VALUE))
+    }
+
     /// Whether it is `protected` or inside it, as written or through a symlink.
     fn names(&self, protected: &[String]) -> bool {
         inside(&self.components, protected)
@@ -833,9 +942,9 @@ impl RulePolicy {
             shell
         };
         Some(match decision {
-            Decision::Allow { .. } if terminal.run.opaque.is_some() => Decision::Ask {
-                rule: "builtin:opaque-terminal-line".into(),
-            },
+            Decision::Allow { .. } if terminal.run.opaque.is_some() => {
+                Decision::ask("builtin:opaque-terminal-line")
+            }
             decided => decided,
         })
     }
@@ -849,12 +958,12 @@ static DAEMON_CONTROL_TEXT: std::sync::LazyLock<Regex> = std::sync::LazyLock::ne
 
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
-        let decided = self.decide_by_rules(input);
+        let decided = self.asking_for_login_files(input, self.decide_by_rules(input));
         match decided {
             // A question only a person answers (a backend's consent): no rule allows it.
-            Decision::Allow { .. } if input.facts.consent.is_some() => Decision::Ask {
-                rule: "builtin:consent".into(),
-            },
+            Decision::Allow { .. } if input.facts.consent.is_some() => {
+                Decision::ask("builtin:consent")
+            }
             decided => decided,
         }
     }
@@ -915,7 +1024,7 @@ impl RulePolicy {
         let (verdict, rule) = verdict.unwrap_or_else(|| self.default_of(input));
         match verdict {
             Verdict::Allow => Decision::Allow { rule },
-            Verdict::Ask => Decision::Ask { rule },
+            Verdict::Ask => Decision::ask(rule),
             Verdict::Deny => Decision::Deny {
                 reason: format!("denied by {rule}"),
                 rule,
@@ -1150,7 +1259,7 @@ mod tests {
         let terminal_rm = "[[rules]]\nterminal = true\nargv0 = [\"rm\"]\ndecision = \"deny\"\n";
         let not_terminal_ls =
             "[[rules]]\nterminal = false\nargv0 = [\"ls\"]\ndecision = \"deny\"\n";
-        let ask = |rule: &str| Decision::Ask { rule: rule.into() };
+        let ask = |rule: &str| Decision::ask(rule);
         let allow = |rule: &str| Decision::Allow { rule: rule.into() };
         let cases: &[(String, &str, SurfaceName, Decision)] = &[
             // An allowing default asks for a typed line, not for a session's.
@@ -1243,7 +1352,7 @@ mod tests {
         ] {
             let decision = decide(&p, json!({ "script": script }));
             assert!(
-                matches!(&decision, Decision::Ask { rule } if rule.starts_with("rules[0]")),
+                matches!(&decision, Decision::Ask { rule, .. } if rule.starts_with("rules[0]")),
                 "{script}: {decision:?}"
             );
         }
@@ -1266,9 +1375,7 @@ mod tests {
         let p = policy("");
         assert_eq!(
             decide(&p, json!({"argv": ["ls"]})),
-            Decision::Ask {
-                rule: "defaults.act".into()
-            }
+            Decision::ask("defaults.act")
         );
         let p = policy("[defaults]\nact = \"allow\"\n");
         assert_eq!(decide(&p, json!({"argv": ["ls"]})).rule(), "defaults.act");
@@ -1297,9 +1404,7 @@ mod tests {
         assert!(is_deny(&decide(&p, json!({"script": "rm -rf ~"}))));
         assert_eq!(
             decide(&p, json!({"argv": ["git", "push", "origin"]})),
-            Decision::Ask {
-                rule: "rules[2]".into()
-            }
+            Decision::ask("rules[2]")
         );
     }
 
@@ -1472,6 +1577,61 @@ mod tests {
     }
 
     #[test]
+    fn a_call_that_names_a_login_file_is_asked_with_the_reason_whatever_allows_it() {
+        let mut p = policy(
+            "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n\
+             [[rules]]\nsurface = \"shell\"\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
+        );
+        p.login_files = [
+            "/home/me/.bashrc",
+            "/home/me/.config/autostart",
+            "/etc/profile.d",
+        ]
+        .map(PathBuf::from)
+        .to_vec();
+        for (script, named) in [
+            ("echo 'alias ll=ls' >> ~/.bashrc", "/home/me/.bashrc"),
+            (
+                "cp x.desktop $HOME/.config/autostart/",
+                "/home/me/.config/autostart",
+            ),
+            (
+                "tee /etc//profile.d/../profile.d/x.sh < x",
+                "/etc/profile.d",
+            ),
+        ] {
+            match decide(&p, json!({ "script": script })) {
+                Decision::Ask {
+                    rule,
+                    reason: Some(reason),
+                    login_files,
+                } => {
+                    assert_eq!(rule, "builtin:login-file", "{script}");
+                    assert!(reason.contains("next login"), "{reason}");
+                    assert_eq!(login_files, vec![PathBuf::from(named)], "{script}");
+                }
+                other => panic!("{script}: {other:?}"),
+            }
+        }
+        let asked = decide(&p, json!({"script": "echo x >> ~/.bashrc"}));
+        assert!(asked.asked_because().contains("~/.bashrc"), "{asked:?}");
+        // A deny still wins; a word policy cannot read names no login file; the rest is allowed.
+        assert!(is_deny(&decide(
+            &p,
+            json!({"argv": ["rm", "/home/me/.bashrc"]})
+        )));
+        for script in ["ls ~/src", "cat $p/cmdline", "echo x > ~/.bashrc.bak"] {
+            assert!(
+                matches!(
+                    decide(&p, json!({ "script": script })),
+                    Decision::Allow { .. }
+                ),
+                "{script}"
+            );
+        }
+    }
+
+    #[test]
     fn protected_paths_are_denied_however_spelled() {
         let p = policy("[[rules]]\ndecision = \"allow\"\n");
         for script in [
@@ -1560,12 +1720,7 @@ mod tests {
         let allowing = policy(
             "[defaults]\nobserve = \"allow\"\n[[rules]]\nsurface = \"gui\"\ndecision = \"allow\"\n",
         );
-        assert_eq!(
-            allowing.decide(&input),
-            Decision::Ask {
-                rule: "builtin:consent".into()
-            }
-        );
+        assert_eq!(allowing.decide(&input), Decision::ask("builtin:consent"));
         let denying = policy("[[rules]]\nsurface = \"gui\"\ndecision = \"deny\"\n");
         assert!(matches!(denying.decide(&input), Decision::Deny { .. }));
         let without = ActionFacts::default();

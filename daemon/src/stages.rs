@@ -724,12 +724,14 @@ impl Stages {
         })
     }
 
-    /// The context an action runs in.
+    /// The context an action runs in, once `decision` let it run (allowed, or asked and
+    /// approved: the login files an approved ask named are then writable in its run).
     pub(crate) fn context(
         &self,
         call_id: &str,
         caller: &Caller,
         cancelled: &CancellationToken,
+        decision: &Decision,
     ) -> CallContext {
         CallContext {
             call_id: call_id.to_string(),
@@ -742,6 +744,10 @@ impl Stages {
             agent: caller.agent.clone(),
             tools: None,
             run_ended: None,
+            login_files_writable: match decision {
+                Decision::Ask { login_files, .. } => login_files.clone(),
+                _ => Vec::new(),
+            },
         }
     }
 

@@ -696,10 +696,17 @@ impl Steps<'_> {
                     .await;
                 Err(error)
             }
-            Decision::Ask { rule } => {
+            Decision::Ask { .. } => {
                 let early = self.step_early(index, &resolved, &step_raw, Some(&step.stated));
-                let mut request =
-                    stages::approval_request(parent_id, caller, &early, &step, &rule, None);
+                let asked_because = step.decision.asked_because();
+                let mut request = stages::approval_request(
+                    parent_id,
+                    caller,
+                    &early,
+                    &step,
+                    &asked_because,
+                    None,
+                );
                 request.action = format!(
                     "step {index} of a multi-step call, with values from earlier steps: {}",
                     request.action
@@ -759,9 +766,10 @@ fn approval_request(
             ),
             (_, Some(step)) => {
                 let decision = match &step.decision {
-                    Decision::Ask { rule } => {
-                        if !rules.contains(rule) {
-                            rules.push(rule.clone());
+                    Decision::Ask { .. } => {
+                        let rule = step.decision.asked_because();
+                        if !rules.contains(&rule) {
+                            rules.push(rule);
                         }
                         risk = higher(risk, step.action.risk());
                         "ask".to_string()
@@ -858,7 +866,7 @@ impl Steps<'_> {
             Ok(open) => open,
             Err(error) => return StepEnd::failed(prefixed(index, call, error)),
         };
-        let ctx = stages.context(step_id, caller, cancelled);
+        let ctx = stages.context(step_id, caller, cancelled, &step.decision);
         let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let Shaped { reply, mut body } = stages
             .execute(step_id, step.action, ctx, &step.budget, evidence, cancelled)

@@ -446,6 +446,7 @@ mod tests {
             agent: "default".into(),
             tools: None,
             run_ended: None,
+            login_files_writable: Vec::new(),
         }
     }
 

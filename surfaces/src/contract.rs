@@ -147,6 +147,9 @@ pub struct CallContext {
     /// For a call a run made through its tools channel: fires when that run ends. What the call
     /// starts that would outlive it (a terminal session) ends then too.
     pub run_ended: Option<tokio_util::sync::CancellationToken>,
+    /// Login files the call names that the person said yes to: its run finds them writable,
+    /// where every other run finds them read-only. Only the daemon sets it, after an approval.
+    pub login_files_writable: Vec<std::path::PathBuf>,
 }
 
 /// A run's programmatic calls, as the daemon serves them: the shell surface opens the channel

@@ -432,6 +432,7 @@ pub(crate) fn run_limits(complications: &Complications) -> Result<RunLimits, Too
     Ok(RunLimits {
         no_network: sandbox.network == Some(false),
         writable,
+        login_files_writable: Vec::new(),
     })
 }
 
@@ -521,6 +522,12 @@ impl PreparedAction for ShellRun {
 
     async fn run(mut self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let started = Instant::now();
+        if !ctx.login_files_writable.is_empty() {
+            // The person said yes to the login files this call names: its run finds them
+            // writable, so a run made ready before that answer is not the one to use.
+            self.ready = None;
+            self.sandbox.login_files_writable = ctx.login_files_writable.clone();
+        }
         if let Some(Ready { exec, run }) = self.ready.take() {
             let ran = self.run_contained(&ctx, Launch::Ready(run)).await;
             return self.finish(ran, exec, ToolsGuard(None), started);
@@ -629,7 +636,11 @@ impl ShellRun {
         if !self.sandbox.is_default() {
             receipt.insert(
                 "sandbox".into(),
-                json!({"network": !self.sandbox.no_network, "writable": self.sandbox.writable}),
+                json!({
+                    "network": !self.sandbox.no_network,
+                    "writable": self.sandbox.writable,
+                    "login_files_writable": self.sandbox.login_files_writable,
+                }),
             );
         }
         let artifacts = [&stdout, &stderr]

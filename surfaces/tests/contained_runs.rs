@@ -144,6 +144,7 @@ mod linux {
         let strict = RunLimits {
             no_network: true,
             writable: Some(vec![work.path().to_path_buf()]),
+            ..Default::default()
         };
         let (mut run, master) = containment
             .start_terminal(

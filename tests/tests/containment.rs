@@ -1194,15 +1194,21 @@ fn nothing_a_run_plants_runs_at_the_next_login_while_ordinary_writes_succeed() {
     let system = ["/etc/profile.d", "/etc/bash.bashrc", "/var/spool"];
     let system_before: Vec<_> = system.iter().map(|p| tree_of(Path::new(p))).collect();
     let bashrc_before = std::fs::metadata("/etc/bash.bashrc").map(|m| m.len()).ok();
+    // Each path is hidden from policy (which would ask the person about a call that names a
+    // login file): here containment alone must hold.
     let mut script = String::new();
     for attack in PLANTED_FOR_LATER {
+        let hidden = (attack.replace("~/", "$H/"))
+            .replace("/etc/", "$E/")
+            .replace("/var/spool/", "$V/");
         script.push_str(&format!(
-            "( {attack} ) 2>/dev/null && echo 'planted: {}'\n",
-            attack.replace('\'', "")
+            "( {hidden} ) 2>/dev/null && echo 'planted: {}'\n",
+            hidden.replace('\'', "")
         ));
     }
     script.push_str("echo 'the agent was here' > ~/notes.txt && cat ~/notes.txt\n");
-    let reply = run(&daemon, &script, json!({}));
+    let env = json!({"H": home.path(), "E": "/etc", "V": "/var/spool"});
+    let reply = run(&daemon, &script, env);
     assert_eq!(
         stdout(&reply),
         "the agent was here\n",
@@ -1232,8 +1238,8 @@ fn a_login_file_the_config_names_stays_writable() {
     ));
     let reply = run(
         &daemon,
-        "echo 'alias ll=\"ls -l\"' >> ~/.bashrc && echo written; echo x >> ~/.profile || echo refused",
-        json!({}),
+        "echo 'alias ll=\"ls -l\"' >> ~/.bashrc && echo written; echo x >> \"$H/.profile\" || echo refused",
+        json!({"H": home.path()}),
     );
     assert_eq!(stdout(&reply), "written\nrefused\n", "{reply}");
     assert!(
@@ -1245,6 +1251,65 @@ fn a_login_file_the_config_names_stays_writable() {
         std::fs::read_to_string(home.path().join(".profile")).unwrap(),
         "# the person's profile\n"
     );
+}
+
+#[test]
+fn a_call_that_names_a_login_file_is_asked_and_a_yes_opens_it_for_that_run_alone() {
+    let (daemon, home) = daemon_with_home(ALLOW_SHELL);
+    let bashrc = home.path().join(".bashrc");
+    let before = std::fs::read_to_string(&bashrc).unwrap();
+    // An ordinary call beside it is not asked: the rule allows it.
+    let ordinary = daemon.shell_run_json(
+        &json!({"script": "echo fine > ~/notes.txt && cat ~/notes.txt"}),
+        &json!({}),
+    );
+    assert_eq!(stdout(&ordinary), "fine\n", "{ordinary}");
+    // Named plainly, the login file is asked of the person, with the reason, though a rule
+    // allows every shell run.
+    let asking = {
+        let socket_daemon = &daemon;
+        std::thread::scope(|scope| {
+            let call = scope.spawn(|| {
+                socket_daemon.shell_run_json(
+                    &json!({"script": "echo 'alias ll=\"ls -l\"' >> ~/.bashrc && echo written"}),
+                    &json!({}),
+                )
+            });
+            let pending = wait_for("the login file's request", Duration::from_secs(20), || {
+                (daemon.pending_approvals().into_iter()).find(|r| {
+                    r["rule"]
+                        .as_str()
+                        .is_some_and(|rule| rule.contains("login-file"))
+                })
+            });
+            let rule = pending["rule"].as_str().unwrap();
+            assert!(
+                rule.contains("~/.bashrc") && rule.contains("next login"),
+                "the reason is shown: {pending}"
+            );
+            let yes = daemon.cli(&["approvals", "allow", &pending["id"].to_string()]);
+            assert!(yes.status.success(), "{}{}", yes.stdout, yes.stderr);
+            call.join().unwrap()
+        })
+    };
+    assert_eq!(stdout(&asking), "written\n", "{asking}");
+    let after = std::fs::read_to_string(&bashrc).unwrap();
+    assert_eq!(after, format!("{before}alias ll=\"ls -l\"\n"));
+    let result = daemon.receipt_row(&asking["receipt"], "result");
+    assert_eq!(
+        result["body"]["sandbox"]["login_files_writable"][0],
+        bashrc.display().to_string(),
+        "{result}"
+    );
+    // The yes was for that run: the next, with the path hidden from policy, finds it
+    // read-only again.
+    let later = run(
+        &daemon,
+        "echo planted >> \"$H/.bashrc\" 2>/dev/null && echo planted || echo refused",
+        json!({"H": home.path()}),
+    );
+    assert_eq!(stdout(&later), "refused\n", "{later}");
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), after);
 }
 
 #[test]

@@ -591,6 +591,7 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
             agent: "default".into(),
             tools: None,
             run_ended: None,
+            login_files_writable: Vec::new(),
         }
     }
 

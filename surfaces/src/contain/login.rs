@@ -64,16 +64,43 @@ const SYSTEM_LOGIN_FILES: &[&str] = &[
 ];
 
 /// What runs find read-only: the login files of `home` and of the machine, except those the
-/// person's config names in `writable` (as given there; `~/` stands for `home`).
-///
-/// A listed directory of `home` that does not exist yet is made here, empty (0700): a name can
-/// be covered by a mount only where it exists, and nothing stops a file being created in a
-/// directory that is missing except making its parent read-only (`~/.config`: every other
-/// program's settings with it) or covering the parent with an empty one (hiding them). An
-/// empty autostart, systemd or applications directory means the same to every reader as a
-/// missing one. Files are never made: an empty `~/.bash_profile` would stop bash reading
-/// `~/.profile`. So a login file that does not exist yet can still be created by a run.
+/// person's config names in `writable` (as given there; `~/` stands for `home`). Nothing is made
+/// on disk: see [`login_files`] for the list runs are given.
+pub fn login_paths(home: Option<&Path>, writable: &[PathBuf]) -> Vec<PathBuf> {
+    listed(home, writable)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// [`login_paths`], with every listed directory of `home` that does not exist yet made, empty
+/// (0700): a name can be covered by a mount only where it exists, and nothing stops a file
+/// being created in a directory that is missing except making its parent read-only
+/// (`~/.config`: every other program's settings with it) or covering the parent with an empty
+/// one (hiding them). An empty autostart, systemd or applications directory means the same to
+/// every reader as a missing one. Files are never made: an empty `~/.bash_profile` would stop
+/// bash reading `~/.profile`. So a login file that does not exist yet can still be created by a
+/// run.
 pub fn login_files(home: Option<&Path>, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let listed = listed(home, writable);
+    for (path, is_dir) in &listed {
+        if *is_dir && std::fs::symlink_metadata(path).is_err() {
+            use std::os::unix::fs::DirBuilderExt;
+            if let Err(err) = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+            {
+                tracing::warn!(path = %path.display(), error = %err,
+                    "cannot make an empty login directory to cover in runs; runs may create it");
+            }
+        }
+    }
+    listed.into_iter().map(|(path, _)| path).collect()
+}
+
+/// The login files, each with whether it is a home directory that may need making.
+fn listed(home: Option<&Path>, writable: &[PathBuf]) -> Vec<(PathBuf, bool)> {
     let expand = |path: &Path| -> PathBuf {
         match (path.strip_prefix("~"), home) {
             (Ok(rest), Some(home)) => home.join(rest),
@@ -88,28 +115,17 @@ pub fn login_files(home: Option<&Path>, writable: &[PathBuf]) -> Vec<PathBuf> {
     if let Some(home) = home.filter(|h| h.is_absolute() && *h != Path::new("/") && h.is_dir()) {
         for (relative, is_dir) in HOME_LOGIN_FILES {
             let path = home.join(relative);
-            if is_lifted(&path) {
-                continue;
+            if !is_lifted(&path) {
+                out.push((path, *is_dir));
             }
-            if *is_dir && std::fs::symlink_metadata(&path).is_err() {
-                use std::os::unix::fs::DirBuilderExt;
-                if let Err(err) = std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&path)
-                {
-                    tracing::warn!(path = %path.display(), error = %err,
-                        "cannot make an empty login directory to cover in runs; runs may create it");
-                }
-            }
-            out.push(path);
         }
     }
     out.extend(
         SYSTEM_LOGIN_FILES
             .iter()
             .map(PathBuf::from)
-            .filter(|path| !is_lifted(path)),
+            .filter(|path| !is_lifted(path))
+            .map(|path| (path, false)),
     );
     out
 }
@@ -126,6 +142,16 @@ mod tests {
         assert!(all.contains(&PathBuf::from("/var/spool/cron")));
         assert!(home.path().join(".config/autostart").is_dir());
         assert!(!home.path().join(".bash_profile").exists());
+        let other = tempfile::tempdir().unwrap();
+        assert_eq!(
+            login_paths(Some(other.path()), &[]).len(),
+            all.len(),
+            "the same list"
+        );
+        assert!(
+            !other.path().join(".config").exists(),
+            "login_paths makes nothing"
+        );
         let lifted = login_files(
             Some(home.path()),
             &[PathBuf::from("~/.bashrc"), PathBuf::from("/var/spool/cron")],

@@ -122,6 +122,7 @@ mod tests {
         let limits = super::super::RunLimits {
             no_network: false,
             writable: Some(vec![state.clone(), PathBuf::from("/tmp/work")]),
+            ..Default::default()
         };
         let tightened = with_limits(&base, &limits);
         let hide = format!("{HIDE_RULE}\"{}\"))", state.display());
@@ -147,6 +148,7 @@ mod tests {
         let limits = super::super::RunLimits {
             no_network: false,
             writable: Some(vec![dir.path().to_path_buf()]),
+            ..Default::default()
         };
         let tightened = with_limits(&profile(&[], &[]), &limits);
         assert!(

@@ -23,7 +23,7 @@ mod macos;
 
 #[cfg(target_os = "linux")]
 pub use linux::serve_if_zygote;
-pub use login::login_files;
+pub use login::{login_files, login_paths};
 
 /// Serves as the containment zygote when this process was started as one; returns otherwise.
 /// (Only Linux has a zygote.)
@@ -57,11 +57,14 @@ pub struct RunLimits {
     pub no_network: bool,
     /// Everything read-only except these existing absolute paths.
     pub writable: Option<Vec<PathBuf>>,
+    /// Login files (of [`login_files`]) left writable in this run: the person said yes to a
+    /// call that names them. Never from the call's own args.
+    pub login_files_writable: Vec<PathBuf>,
 }
 
 impl RunLimits {
     pub fn is_default(&self) -> bool {
-        !self.no_network && self.writable.is_none()
+        !self.no_network && self.writable.is_none() && self.login_files_writable.is_empty()
     }
 }
 

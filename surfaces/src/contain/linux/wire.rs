@@ -72,6 +72,8 @@ pub(in crate::contain) struct Plan {
 pub(super) struct Request {
     pub no_network: bool,
     pub writable: Option<Vec<CString>>,
+    /// Login files the plan makes read-only that this run finds writable (the person's yes).
+    pub login_files_writable: Vec<CString>,
     /// When set (rows, columns), the run's init makes a pty of that size in the run's own
     /// devpts, sends its master side back over the socket that travels as the run's stdin, and
     /// the program leads a session of its own with the terminal side as its controlling
@@ -88,7 +90,7 @@ pub(super) struct Request {
 
 impl Request {
     pub fn uses_default_limits(&self) -> bool {
-        !self.no_network && self.writable.is_none()
+        !self.no_network && self.writable.is_none() && self.login_files_writable.is_empty()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -96,6 +98,7 @@ impl Request {
         out.flag(self.no_network);
         out.flag(self.writable.is_some());
         out.list(self.writable.as_deref().unwrap_or_default());
+        out.list(&self.login_files_writable);
         out.flag(self.terminal.is_some());
         let (rows, cols) = self.terminal.unwrap_or_default();
         out.number(u32::from(rows));
@@ -113,6 +116,7 @@ impl Request {
         let no_network = input.flag()?;
         let has_writable = input.flag()?;
         let writable = input.list()?;
+        let login_files_writable = input.list()?;
         let has_terminal = input.flag()?;
         let rows = u16::try_from(input.number()?).ok()?;
         let cols = u16::try_from(input.number()?).ok()?;
@@ -120,6 +124,7 @@ impl Request {
         let request = Request {
             no_network,
             writable: has_writable.then_some(writable),
+            login_files_writable,
             terminal: has_terminal.then_some((rows, cols)),
             tools,
             program: input.c_string()?,
@@ -318,6 +323,7 @@ mod tests {
         let request = Request {
             no_network: true,
             writable: Some(vec![c("/tmp/a"), c("/home/p/work")]),
+            login_files_writable: vec![c("/home/p/.bashrc")],
             terminal: Some((30, 100)),
             tools: true,
             program: c("/bin/sh"),
@@ -329,6 +335,7 @@ mod tests {
         let back = Request::decode(&bytes).expect("decodes");
         assert_eq!(back.encode(), bytes);
         assert_eq!(back.writable, request.writable);
+        assert_eq!(back.login_files_writable, request.login_files_writable);
         assert_eq!(back.argv, request.argv);
         assert_eq!(back.env, request.env);
         assert_eq!(back.terminal, Some((30, 100)));
@@ -360,6 +367,7 @@ mod tests {
         let mut with_nul = Writer::default();
         with_nul.flag(false);
         with_nul.flag(false);
+        with_nul.0.extend_from_slice(&0u32.to_le_bytes());
         with_nul.0.extend_from_slice(&0u32.to_le_bytes());
         with_nul.flag(false);
         with_nul.number(0);

@@ -344,6 +344,9 @@ fn request_for(
             ),
             None => None,
         },
+        login_files_writable: (limits.login_files_writable.iter())
+            .map(|p| c_string(p.as_os_str().as_bytes()))
+            .collect::<Result<_, _>>()?,
         terminal,
         tools: false,
         program: c_string(exec.program.as_os_str().as_bytes())?,

@@ -44,6 +44,10 @@ impl Plan {
         Plan {
             no_network: request.no_network,
             writable: request.writable.clone(),
+            read_only: (self.read_only.iter())
+                .filter(|path| !request.login_files_writable.contains(path))
+                .cloned()
+                .collect(),
             ..self.clone()
         }
     }
