@@ -3,8 +3,12 @@
 //! on an approved `reveal`. The store itself, which every surface uses, is
 //! [`crate::secret_store`].
 //!
-//! - `surface`: the commands, their facts and risks, and the probe.
+//! # Layout
+//! - `surface.rs`: the surface, its `[keychain]` section, and the probe.
+//! - `commands/`: the commands, one file each (args, result fields, facts, run), listed once in
+//!   its `TABLE`.
 
+mod commands;
 mod surface;
 
 pub use surface::KeychainSurface;
