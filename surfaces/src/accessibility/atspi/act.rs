@@ -24,11 +24,51 @@ pub async fn act(
     value: Option<Value>,
     described: &str,
 ) -> Result<Acted, Failure> {
-    let at = &node.element;
-    let (dest, path) = (&at.bus, &at.path);
-    let no_way = |what: &str| {
+    let acting = Acting {
+        conn,
+        deadline,
+        node,
+        described,
+    };
+    match action {
+        ActName::Press | ActName::Activate | ActName::Toggle => acting.named_action(action).await,
+        ActName::Expand | ActName::Collapse => acting.expand(action).await,
+        ActName::Focus => acting.focus().await,
+        ActName::ScrollIntoView => acting.scroll_into_view().await,
+        ActName::Select => acting.select().await,
+        ActName::SetValue => acting.set_value(value.unwrap_or(Value::Null)).await,
+    }
+}
+
+/// An act under way: the element, as read just before, and what each step calls it with.
+struct Acting<'a> {
+    conn: &'a zbus::Connection,
+    deadline: Instant,
+    node: &'a AtspiNode,
+    /// The element's outline line, as errors name it.
+    described: &'a str,
+}
+
+/// What an act did: whether it took, and how when that is worth telling.
+fn acted(done: bool, via: Option<&'static str>) -> Acted {
+    Acted {
+        done,
+        via,
+        value: None,
+    }
+}
+
+impl Acting<'_> {
+    fn at(&self) -> &Accessible {
+        &self.node.element
+    }
+
+    /// The error for an act the element offers no way to do: its actions and interfaces.
+    fn no_way(&self, what: &str) -> Failure {
+        let node = self.node;
         said(format!(
-            "{described} cannot {what}: its actions are [{}] and its interfaces [{}]",
+            "{} cannot {what}: its actions are [{}] and its interfaces [{}]",
+            self.described,
             node.actions.join(", "),
             node.native
                 .interfaces
@@ -37,242 +77,274 @@ pub async fn act(
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
-    };
-    let do_action = |index: i32| async move {
+    }
+
+    /// Does the toolkit's action at `index` (`Action.DoAction`).
+    async fn do_action(&self, index: i32) -> Result<bool, BusError> {
+        let at = self.at();
         bus::call::<_, bool>(
-            conn,
-            deadline,
-            dest,
-            path,
+            self.conn,
+            self.deadline,
+            &at.bus,
+            &at.path,
             "org.a11y.atspi.Action",
             "DoAction",
             &(index,),
         )
         .await
-    };
-    let mut via = None;
-    let mut read_back = None;
-    let done: bool = match action {
-        ActName::Press | ActName::Activate | ActName::Toggle => {
-            let wanted: &[&str] = match action {
-                ActName::Press => &["click", "press", "activate", "jump", "open", "push"],
-                ActName::Activate => &["activate", "click", "press", "jump", "open", "push"],
-                // Web check boxes (Chromium, Firefox) say "check" or "uncheck", whichever
-                // their state makes the press do.
-                _ => &[
-                    "toggle", "click", "press", "check", "uncheck", "activate", "switch",
-                ],
+    }
+
+    /// Does the first of the `wanted` actions the element has; `verb` names the act in the
+    /// error when it has none.
+    async fn do_first_of(&self, wanted: &[&str], verb: ActName) -> Result<bool, Failure> {
+        let index = pick_action(&self.node.actions, wanted)
+            .ok_or_else(|| self.no_way(&format!("{verb:?}").to_lowercase()))?;
+        Ok(self.do_action(index).await?)
+    }
+
+    /// `Component.GrabFocus`.
+    async fn grab_focus(&self) -> Result<bool, BusError> {
+        let at = self.at();
+        bus::call::<_, bool>(
+            self.conn,
+            self.deadline,
+            &at.bus,
+            &at.path,
+            "org.a11y.atspi.Component",
+            "GrabFocus",
+            &(),
+        )
+        .await
+    }
+
+    /// Waits (briefly) until the element's states meet `wanted`.
+    async fn settles(&self, wanted: impl Fn(StateSet) -> bool) -> bool {
+        settles(self.conn, self.deadline, self.at(), wanted).await
+    }
+
+    /// `press`, `activate` and `toggle`: the toolkit's own action of that name, or its nearest.
+    async fn named_action(&self, action: ActName) -> Result<Acted, Failure> {
+        let wanted: &[&str] = match action {
+            ActName::Press => &["click", "press", "activate", "jump", "open", "push"],
+            ActName::Activate => &["activate", "click", "press", "jump", "open", "push"],
+            // Web check boxes (Chromium, Firefox) say "check" or "uncheck", whichever their
+            // state makes the press do.
+            _ => &[
+                "toggle", "click", "press", "check", "uncheck", "activate", "switch",
+            ],
+        };
+        Ok(acted(self.do_first_of(wanted, action).await?, None))
+    }
+
+    /// `expand` and `collapse`, checked against the element's `expanded` state after.
+    async fn expand(&self, action: ActName) -> Result<Acted, Failure> {
+        let node = self.node;
+        let want = action == ActName::Expand;
+        let expandable = node.states.contains(State::Expandable);
+        let specific = pick_action(&node.actions, &["expand", "collapse", "expand or contract"]);
+        // GTK3 combo boxes open their list on "press" without saying they expand.
+        let combo = matches!(
+            node.role,
+            accesskit::Role::ComboBox | accesskit::Role::EditableComboBox
+        );
+        if !expandable && specific.is_none() && !combo {
+            return Err(self.no_way(&format!(
+                "{} (it is not expandable)",
+                format!("{action:?}").to_lowercase()
+            )));
+        }
+        if node.states.contains(State::Expanded) == want {
+            return Ok(acted(true, Some("already")));
+        }
+        // The specific actions first; expanders (GTK's GtkExpander) only "activate".
+        let wanted: &[&str] = if want {
+            &[
+                "expand",
+                "expand or contract",
+                "open",
+                "activate",
+                "toggle",
+                "press",
+                "click",
+            ]
+        } else {
+            &[
+                "collapse",
+                "expand or contract",
+                "close",
+                "activate",
+                "toggle",
+                "press",
+                "click",
+                // A web <select> (Chromium) has only "open", which closes it again when it is
+                // open; the state read after says whether it did.
+                "open",
+            ]
+        };
+        let done = self.do_first_of(wanted, action).await?
+            && (!expandable || self.settles(|s| s.contains(State::Expanded) == want).await);
+        Ok(acted(done, None))
+    }
+
+    /// `focus`, through `Component`.
+    async fn focus(&self) -> Result<Acted, Failure> {
+        if !self.node.native.has_interface("Component") {
+            return Err(self.no_way("take focus"));
+        }
+        let grabbed = self.grab_focus().await?;
+        // Firefox moves the focus in its content process and says so a little later: the
+        // read-back that follows judges what the wait saw.
+        if grabbed && !self.node.states.contains(State::Focused) {
+            self.settles(|s| s.contains(State::Focused)).await;
+        }
+        Ok(acted(grabbed, None))
+    }
+
+    /// `scroll_into_view`: `Component.ScrollTo`, else focus where the toolkit scrolls to the
+    /// focus.
+    async fn scroll_into_view(&self) -> Result<Acted, Failure> {
+        let node = self.node;
+        if !node.native.has_interface("Component") {
+            return Err(self.no_way("scroll into view"));
+        }
+        let at = self.at();
+        // ATSPI_SCROLL_ANYWHERE. GTK3 does not implement ScrollTo (it answers false); its
+        // scrolled windows follow the focus, so a focusable element is focused instead.
+        let scrolled = bus::call::<_, bool>(
+            self.conn,
+            self.deadline,
+            &at.bus,
+            &at.path,
+            "org.a11y.atspi.Component",
+            "ScrollTo",
+            &(6u32,),
+        )
+        .await
+        .or_else(|err| match err {
+            BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
+            _ => Ok(false),
+        })?;
+        if scrolled {
+            Ok(acted(true, Some("scroll_to")))
+        } else if node.states.contains(State::Focusable) {
+            let done =
+                self.grab_focus().await? && self.settles(|s| s.contains(State::Showing)).await;
+            Ok(acted(done, Some("focus")))
+        } else {
+            Err(said(format!(
+                "{} cannot be scrolled into view: the app does not implement ScrollTo and the element cannot take focus; scroll its container instead (gui scroll)",
+                self.described
+            )))
+        }
+    }
+
+    /// `select`, through the parent's `Selection`, else the element's own action.
+    async fn select(&self) -> Result<Acted, Failure> {
+        let node = self.node;
+        if node.states.contains(State::Selected) {
+            return Ok(acted(true, Some("already")));
+        }
+        let done = select(self.conn, self.deadline, self.at(), node)
+            .await?
+            .ok_or_else(|| self.no_way("be selected"))?
+            && (!node.states.contains(State::Selectable)
+                || self.settles(|s| s.contains(State::Selected)).await);
+        Ok(acted(done, None))
+    }
+
+    /// `set_value`: as text through `EditableText`, or as a number through `Value`; read back
+    /// after.
+    async fn set_value(&self, value: Value) -> Result<Acted, Failure> {
+        let native = &self.node.native;
+        let number = match &value {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        // A spin button is both text and value: a number set as text would only show, not
+        // change the value until the field loses focus.
+        let as_value = native.has_interface("Value")
+            && (number.is_some() || !native.has_interface("EditableText"));
+        if !as_value && native.has_interface("EditableText") {
+            let text = match &value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
             };
-            let index = pick_action(&node.actions, wanted)
-                .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
-            do_action(index).await?
-        }
-        ActName::Expand | ActName::Collapse => {
-            let want = action == ActName::Expand;
-            let expandable = node.states.contains(State::Expandable);
-            let specific =
-                pick_action(&node.actions, &["expand", "collapse", "expand or contract"]);
-            // GTK3 combo boxes open their list on "press" without saying they expand.
-            let combo = matches!(
-                node.role,
-                accesskit::Role::ComboBox | accesskit::Role::EditableComboBox
-            );
-            if !expandable && specific.is_none() && !combo {
-                return Err(no_way(&format!(
-                    "{} (it is not expandable)",
-                    format!("{action:?}").to_lowercase()
-                )));
-            }
-            if node.states.contains(State::Expanded) == want {
-                via = Some("already");
-                true
-            } else {
-                // The specific actions first; expanders (GTK's GtkExpander) only "activate".
-                let wanted: &[&str] = if want {
-                    &[
-                        "expand",
-                        "expand or contract",
-                        "open",
-                        "activate",
-                        "toggle",
-                        "press",
-                        "click",
-                    ]
-                } else {
-                    &[
-                        "collapse",
-                        "expand or contract",
-                        "close",
-                        "activate",
-                        "toggle",
-                        "press",
-                        "click",
-                        // A web <select> (Chromium) has only "open", which closes it again
-                        // when it is open; the state read after says whether it did.
-                        "open",
-                    ]
-                };
-                let index = pick_action(&node.actions, wanted)
-                    .ok_or_else(|| no_way(&format!("{action:?}").to_lowercase()))?;
-                do_action(index).await?
-                    && (!expandable
-                        || settles(conn, deadline, at, |s| s.contains(State::Expanded) == want)
-                            .await)
-            }
-        }
-        ActName::Focus => {
-            if !node.native.has_interface("Component") {
-                return Err(no_way("take focus"));
-            }
-            let grabbed = bus::call::<_, bool>(
-                conn,
-                deadline,
-                dest,
-                path,
-                "org.a11y.atspi.Component",
-                "GrabFocus",
-                &(),
-            )
-            .await?;
-            // Firefox moves the focus in its content process and says so a little later: the
-            // read-back that follows judges what the wait saw.
-            if grabbed && !node.states.contains(State::Focused) {
-                settles(conn, deadline, at, |s| s.contains(State::Focused)).await;
-            }
-            grabbed
-        }
-        ActName::ScrollIntoView => {
-            if !node.native.has_interface("Component") {
-                return Err(no_way("scroll into view"));
-            }
-            // ATSPI_SCROLL_ANYWHERE. GTK3 does not implement ScrollTo (it answers false); its
-            // scrolled windows follow the focus, so a focusable element is focused instead.
-            let scrolled = bus::call::<_, bool>(
-                conn,
-                deadline,
-                dest,
-                path,
-                "org.a11y.atspi.Component",
-                "ScrollTo",
-                &(6u32,),
-            )
-            .await
-            .or_else(|err| match err {
-                BusError::Timeout { .. } | BusError::Connect(_) => Err(err),
-                _ => Ok(false),
+            self.set_text(text).await
+        } else if as_value {
+            let number = number.ok_or_else(|| {
+                said(format!(
+                    "{} takes a number; `value` {value} is not one",
+                    self.described
+                ))
             })?;
-            if scrolled {
-                via = Some("scroll_to");
-                true
-            } else if node.states.contains(State::Focusable) {
-                via = Some("focus");
-                bus::call::<_, bool>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Component",
-                    "GrabFocus",
-                    &(),
-                )
-                .await?
-                    && settles(conn, deadline, at, |s| s.contains(State::Showing)).await
-            } else {
-                return Err(said(format!(
-                    "{described} cannot be scrolled into view: the app does not implement ScrollTo and the element cannot take focus; scroll its container instead (gui scroll)"
-                )));
-            }
+            self.set_number(number).await
+        } else if native.has_interface("Text") && self.node.states.contains(State::Editable) {
+            // Web text fields in Chromium expose no EditableText (Firefox's accepts the call
+            // and changes nothing, which the read-back reports): typing is the way.
+            Err(self.no_way(
+                "take a value through the accessibility API (its toolkit exposes no editable text); focus it with `ax act` focus, then type with `gui type`",
+            ))
+        } else {
+            Err(self.no_way("take a value (it is neither editable text nor a value)"))
         }
-        ActName::Select => {
-            if node.states.contains(State::Selected) {
-                via = Some("already");
-                true
-            } else {
-                select(conn, deadline, at, node)
-                    .await?
-                    .ok_or_else(|| no_way("be selected"))?
-                    && (!node.states.contains(State::Selectable)
-                        || settles(conn, deadline, at, |s| s.contains(State::Selected)).await)
-            }
-        }
-        ActName::SetValue => {
-            let value = value.unwrap_or(Value::Null);
-            let number = match &value {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => s.trim().parse::<f64>().ok(),
-                _ => None,
-            };
-            // A spin button is both text and value: a number set as text would only show,
-            // not change the value until the field loses focus.
-            let as_value = node.native.has_interface("Value")
-                && (number.is_some() || !node.native.has_interface("EditableText"));
-            if !as_value && node.native.has_interface("EditableText") {
-                let text = match &value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let ok = bus::call::<_, bool>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.EditableText",
-                    "SetTextContents",
-                    &(text.as_str(),),
-                )
-                .await?;
-                let now = text_of(conn, deadline, dest, path, Some(4096)).await?;
-                read_back = Some(json!(now));
-                ok && now == text
-            } else if as_value {
-                let number = number.ok_or_else(|| {
-                    said(format!(
-                        "{described} takes a number; `value` {value} is not one"
-                    ))
-                })?;
-                let _: () = bus::call(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.freedesktop.DBus.Properties",
-                    "Set",
-                    &(
-                        "org.a11y.atspi.Value",
-                        "CurrentValue",
-                        zbus::zvariant::Value::from(number),
-                    ),
-                )
-                .await?;
-                let now: f64 = bus::property(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Value",
-                    "CurrentValue",
-                )
-                .await?;
-                read_back = Some(json!(now));
-                (now - number).abs() < 1e-9
-            } else if node.native.has_interface("Text") && node.states.contains(State::Editable) {
-                // Web text fields in Chromium expose no EditableText (Firefox's accepts the call
-                // and changes nothing, which the read-back above reports): typing is the way.
-                return Err(no_way(
-                    "take a value through the accessibility API (its toolkit exposes no editable text); focus it with `ax act` focus, then type with `gui type`",
-                ));
-            } else {
-                return Err(no_way(
-                    "take a value (it is neither editable text nor a value)",
-                ));
-            }
-        }
-    };
-    Ok(Acted {
-        done,
-        via,
-        value: read_back,
-    })
+    }
+
+    /// Sets the element's text (`EditableText.SetTextContents`) and reads it back.
+    async fn set_text(&self, text: String) -> Result<Acted, Failure> {
+        let at = self.at();
+        let (dest, path) = (&at.bus, &at.path);
+        let ok = bus::call::<_, bool>(
+            self.conn,
+            self.deadline,
+            dest,
+            path,
+            "org.a11y.atspi.EditableText",
+            "SetTextContents",
+            &(text.as_str(),),
+        )
+        .await?;
+        let now = text_of(self.conn, self.deadline, dest, path, Some(4096)).await?;
+        Ok(Acted {
+            done: ok && now == text,
+            via: None,
+            value: Some(json!(now)),
+        })
+    }
+
+    /// Sets the element's `Value.CurrentValue` and reads it back.
+    async fn set_number(&self, number: f64) -> Result<Acted, Failure> {
+        let at = self.at();
+        let (dest, path) = (&at.bus, &at.path);
+        let _: () = bus::call(
+            self.conn,
+            self.deadline,
+            dest,
+            path,
+            "org.freedesktop.DBus.Properties",
+            "Set",
+            &(
+                "org.a11y.atspi.Value",
+                "CurrentValue",
+                zbus::zvariant::Value::from(number),
+            ),
+        )
+        .await?;
+        let now: f64 = bus::property(
+            self.conn,
+            self.deadline,
+            dest,
+            path,
+            "org.a11y.atspi.Value",
+            "CurrentValue",
+        )
+        .await?;
+        Ok(Acted {
+            done: (now - number).abs() < 1e-9,
+            via: None,
+            value: Some(json!(now)),
+        })
+    }
 }
 
 /// Selects a node through its parent's Selection interface, else its own select/click action.
