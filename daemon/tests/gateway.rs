@@ -132,9 +132,7 @@ impl Policy for FakePolicy {
             ("unsent", _) => Decision::Allow {
                 rule: "test".into(),
             },
-            (_, Risk::Act) => Decision::Ask {
-                rule: "test".into(),
-            },
+            (_, Risk::Act) => Decision::ask("test"),
             _ => Decision::Allow {
                 rule: "test".into(),
             },
