@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for $1 seconds (default 12) from its committed corpus, new inputs kept in
 # a scratch directory; fails on the first target that finds a crash. Installs cargo-fuzz when the
-# machine lacks it (the nightly toolchain comes with the machine). Usage: fuzz/short-run.sh [s]
+# machine lacks it (the nightly toolchain comes with the machine). Usage: fuzz/short-run.sh [s];
+# fuzz/short-run.sh --install-only installs cargo-fuzz and runs nothing.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-12}"
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
+[ "$seconds" = "--install-only" ] && exit 0
 # An unoptimised build (no debug info) costs a third of an optimised one's CPU time (FUZZING.md),
 # which matters more for a short run than the executions per second it gives up.
 export CARGO_PROFILE_DEV_DEBUG=0

@@ -2,7 +2,8 @@
 # Builds the book in docs/ with mdBook (into target/book). mdBook is not packaged by Debian, so it
 # comes from crates.io: `cargo install` of a pinned release, without its default features (the
 # local server and file watcher, which a build does not use), into a cache under target/ that
-# later runs reuse (about 2.5 min on 2 cores the first time, nothing after).
+# later runs reuse (about 2.5 min on 2 cores the first time, nothing after). With --install-only
+# it installs mdBook and builds nothing (.ci/run does that early, while packages install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +18,6 @@ if [ ! -x "$mdbook" ]; then
     --version "=$version" --root "$root"
   rm -rf "$root/build"
 fi
+[ "${1:-}" = "--install-only" ] && exit 0
 "$mdbook" build docs --dest-dir "$target_dir/book"
 echo "build-book: the book is in $target_dir/book (open index.html)" >&2

@@ -19,6 +19,8 @@ if ! cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
   log "installing cargo-deb $CARGO_DEB_VERSION"
   cargo install --locked --quiet "cargo-deb@$CARGO_DEB_VERSION"
 fi
+# --install-only: cargo-deb and nothing else (.ci/run installs it early, while packages install).
+[ "${1:-}" = "--install-only" ] && exit 0
 dpkg-query -W -f='${Status}' computer 2>/dev/null | grep -q "installed" \
   && fail "a package named computer is already installed here; remove it first"
 
