@@ -351,12 +351,14 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     let (script, mut env) = hidden_from_policy(
         &format!(
             r#"id -u; ls -A "$S" | grep -cvx run-tools; grep -c computer.sock /proc/net/unix;
+               touch "$S/run-tools/planted" 2>/dev/null || echo tools-refused;
+               touch "$H/.config/autostart/x.desktop" 2>/dev/null || echo login-refused;
                ps -e -o comm= | grep -c .;
                cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
                {PRIVILEGES}; ls -A /dev/pts; python3 -c "$ATTACKS" 1 | grep -c refused;
                setsid -f sleep 3041; echo done"#
         ),
-        json!({"S": root.join("state")}),
+        json!({"S": root.join("state"), "H": root}),
     );
     env["ATTACKS"] = json!(KERNEL_ATTACKS);
     let cli = computer_tests::shell_run_cli(&json!({ "script": script }), &json!({ "env": env }));
@@ -371,13 +373,13 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    // nobody's uid; no state but run-tools; no daemon socket in the socket list; only the init,
-    // the shell, `ps` and `grep`; no secret;
+    // nobody's uid; no state but run-tools; no daemon socket in the socket list; the run's tools
+    // and the home's autostart read-only; only the init, the shell, `ps` and `grep`; no secret;
     // no capability (not even in its user namespace); a /dev/pts of its own; every kernel
     // attack refused.
     assert_eq!(
         stdout(&reply),
-        format!("65534\n0\n0\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"),
+        format!("65534\n0\n0\ntools-refused\nlogin-refused\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"),
         "{reply}"
     );
     assert!(
@@ -385,6 +387,10 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
         "{reply}"
     );
     assert!(processes_with("sleep 3041").is_empty());
+    // The autostart directory was there to write into (the daemon makes it at start), and
+    // stayed empty.
+    let autostart = root.join(".config/autostart");
+    assert_eq!(std::fs::read_dir(&autostart).map(|d| d.count()).ok(), Some(0));
 }
 
 #[test]
