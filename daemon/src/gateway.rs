@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
 
-use computer_ipc::{ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
+use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::Registry;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
@@ -130,6 +130,12 @@ impl Gateway {
 
     /// The tool as this caller sees it: only the surfaces in its scope are listed.
     pub fn tool_for(&self, caller: &Caller) -> Tool {
+        if caller.observe_only {
+            return crate::schema::observe_only_tool(
+                &self.stages.registry,
+                caller.surfaces.as_deref(),
+            );
+        }
         match &caller.surfaces {
             None => self.tool.clone(),
             Some(scope) => crate::schema::tool(&self.stages.registry, Some(scope)),
@@ -244,6 +250,10 @@ impl Gateway {
             Err(error) => return refuse(early, error.into()).await,
         };
         if crate::jobs::is_job_call(&call) {
+            // Cancelling a job stops a run: not an observation.
+            if caller.observe_only && call.args.get("op") == Some(&json!("cancel")) {
+                return refuse(early, observe_only_refusal(&call).into()).await;
+            }
             return self
                 .jobs
                 .command(stages, &call_id, caller, early, &call, &cancelled, progress)
@@ -508,4 +518,17 @@ impl Gateway {
         }
         open.finish(body, reply).await
     }
+}
+
+/// The refusal of anything but an observation on an observe-only connection: refused, not
+/// asked, and the way to act named.
+pub fn observe_only_refusal(call: &ComputerCall) -> ToolError {
+    ToolError::new(
+        ErrorCode::Denied,
+        format!(
+            "refused: this connection is observe-only (`computer mcp --observe-only`), and {}.{} \
+             acts; use the host's full `computer` server to act",
+            call.surface, call.command
+        ),
+    )
 }

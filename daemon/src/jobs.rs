@@ -959,6 +959,7 @@ mod tests {
             pid: None,
             agent: "a".into(),
             surfaces: None,
+            observe_only: false,
         };
         let error = jobs.check_detach(&call, &caller).unwrap_err();
         assert_eq!(error.path.as_deref(), Some("complications.detach"));

@@ -20,6 +20,10 @@ pub struct Caller {
     /// The surfaces this caller may use; `None` means every surface.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub surfaces: Option<Vec<SurfaceName>>,
+    /// Set for the whole connection by its first line (`computer mcp --observe-only`): it may
+    /// observe and nothing else; whatever acts is refused, never asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub observe_only: bool,
 }
 
 impl Caller {
@@ -1170,6 +1174,7 @@ mod tests {
             pid: None,
             agent: "default".into(),
             surfaces: None,
+            observe_only: false,
         };
         let call = ComputerCall {
             surface: SurfaceName::Shell,
@@ -1214,6 +1219,7 @@ mod tests {
             pid: None,
             agent: "default".into(),
             surfaces: None,
+            observe_only: false,
         };
         let run = ShellSurface::new(ShellLimits::default())
             .prepare(
@@ -1681,6 +1687,7 @@ mod tests {
             pid: None,
             agent: "default".into(),
             surfaces: None,
+            observe_only: false,
         };
         let call = ComputerCall {
             surface: SurfaceName::Ax,
@@ -1705,6 +1712,7 @@ mod tests {
             pid: None,
             agent: "default".into(),
             surfaces: None,
+            observe_only: false,
         };
         let call = ComputerCall {
             surface: SurfaceName::Gui,

@@ -21,9 +21,39 @@ pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
     definition(registry, &listed, &unavailable_here(registry, scope))
 }
 
+/// The tool an observe-only connection gets (`computer mcp --observe-only`): the same
+/// `COMPUTER` tool, its description listing only the commands that observe, annotated
+/// read-only (hosts that gate on annotations run it without asking). The daemon refuses
+/// whatever acts on such a connection; this only says so.
+pub fn observe_only_tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
+    let listed: Vec<&Arc<dyn Surface>> = registry
+        .ready()
+        .filter(|s| scope.is_none_or(|scope| scope.contains(&s.name())))
+        .collect();
+    let mut tool = definition_of(registry, &listed, &unavailable_here(registry, scope), true);
+    tool.annotations = Some(
+        ToolAnnotations::with_title("Computer (observe only)")
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(true),
+    );
+    tool
+}
+
 /// The tool listing `listed`, its description ending with `unavailable` (what cannot work here).
 fn definition(registry: &Registry, listed: &[&Arc<dyn Surface>], unavailable: &str) -> Tool {
-    let mut text = description(registry, listed);
+    definition_of(registry, listed, unavailable, false)
+}
+
+/// [`definition`], listing only the commands that observe when `observe_only`.
+fn definition_of(
+    registry: &Registry,
+    listed: &[&Arc<dyn Surface>],
+    unavailable: &str,
+    observe_only: bool,
+) -> Tool {
+    let mut text = description(registry, listed, observe_only);
     text.push_str(unavailable);
     let mut tool = Tool::new(TOOL_NAME, text, input_schema(listed));
     tool.title = Some("Computer".into());
@@ -38,13 +68,14 @@ fn definition(registry: &Registry, listed: &[&Arc<dyn Surface>], unavailable: &s
     tool
 }
 
-fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
+fn description(registry: &Registry, listed: &[&Arc<dyn Surface>], observe_only: bool) -> String {
     let mut lines = String::new();
     let mut any_secret = false;
     for surface in listed {
         let mut seen = Vec::new();
         let commands: Vec<String> = commands_of(surface.as_ref())
             .iter()
+            .filter(|spec| !observe_only || spec.risk == Risk::Observe)
             .map(|spec| {
                 let risk = match spec.risk {
                     Risk::Observe => "",
@@ -82,6 +113,13 @@ fn description(registry: &Registry, listed: &[&Arc<dyn Surface>]) -> String {
         ". Or {steps:[calls]}: several calls in one round, each receipted; \"$1.field\" in args \
          is step 1's result field.",
     );
+    if observe_only {
+        text.insert_str(
+            0,
+            "OBSERVE ONLY: this connection reads the computer and never acts; a call that acts \
+             is refused. ",
+        );
+    }
     text
 }
 
@@ -624,7 +662,7 @@ mod tests {
     fn the_description_names_every_command_with_the_args_it_needs() {
         let registry = Registry::for_this_platform(&Default::default());
         let all = all_surfaces(&registry);
-        let text = description(&registry, &all);
+        let text = description(&registry, &all, false);
         for surface in &all {
             let line = text
                 .lines()

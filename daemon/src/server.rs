@@ -560,9 +560,13 @@ async fn serve_connection(
         let _ = writer.await;
         return;
     }
-    let (token, auth_id) = match transport.first_line().await {
-        Ok(FirstLine::Authenticate { token, id }) => (Some(token), id),
-        Ok(FirstLine::Other) => (None, None),
+    let (token, auth_id, observe_only) = match transport.first_line().await {
+        Ok(FirstLine::Authenticate {
+            token,
+            observe_only,
+            id,
+        }) => (token, id, observe_only),
+        Ok(FirstLine::Other) => (None, None, false),
         Err(()) => {
             drop(transport);
             let _ = writer.await;
@@ -588,8 +592,9 @@ async fn serve_connection(
         pid: peer.pid,
         agent,
         surfaces,
+        observe_only,
     };
-    tracing::debug!(pid = ?caller.pid, agent = %caller.agent, "client connected");
+    tracing::debug!(pid = ?caller.pid, agent = %caller.agent, observe_only, "client connected");
     let handler = Connection {
         gateway,
         caller,

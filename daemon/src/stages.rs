@@ -225,6 +225,12 @@ impl Deciding<'_> {
             surface.prepare(&call.command, &call.args, &call.complications)?
         };
         action.check_caller(&caller.agent)?;
+        // An observe-only connection observes and nothing else: what acts is refused here,
+        // before policy, so nobody is asked (this holds for each step of a multi-step call and
+        // for a detached one, which are judged here too).
+        if caller.observe_only && action.risk() != computer_surfaces::Risk::Observe {
+            return Err(crate::gateway::observe_only_refusal(call));
+        }
         let described = action.describe();
         let facts = action.facts();
         // The args as the surface redacts them (the digest covers the request whole).

@@ -830,6 +830,7 @@ mod tests {
             pid: None,
             agent: agent.into(),
             surfaces,
+            observe_only: false,
         }
     }
 

@@ -161,8 +161,13 @@ enum LineRead {
 
 /// What the first line of a connection was.
 pub enum FirstLine {
-    /// `computer/authenticate`: the token, and the id to answer when it was sent as a request.
-    Authenticate { token: String, id: Option<Value> },
+    /// `computer/authenticate`: the token (none: the `default` agent), whether the connection
+    /// asks to be observe-only, and the id to answer when it was sent as a request.
+    Authenticate {
+        token: Option<String>,
+        observe_only: bool,
+        id: Option<Value>,
+    },
     /// Anything else; it stays for [`Transport::receive`].
     Other,
 }
@@ -301,16 +306,21 @@ impl LineTransport {
         match parsed {
             Some(message) if message["method"] == AUTHENTICATE_METHOD => {
                 let id = message.get("id").filter(|id| !id.is_null()).cloned();
-                // Two tokens in one message must not let either through.
+                // Two tokens in one message must not let either through (nor two flags).
+                let params = &message["params"];
                 let token = match duplicate_key(text) {
-                    Some(_) => String::new(),
-                    None => message["params"]["token"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string(),
+                    Some(_) => Some(String::new()),
+                    None if params.get("token").is_none() => None,
+                    None => Some(params["token"].as_str().unwrap_or("").to_string()),
                 };
+                // Only a plain `true` narrows; the flag can only ever narrow, never widen.
+                let observe_only = params[computer_ipc::OBSERVE_ONLY_PARAM] == json!(true);
                 self.line.clear();
-                Ok(FirstLine::Authenticate { token, id })
+                Ok(FirstLine::Authenticate {
+                    token,
+                    observe_only,
+                    id,
+                })
             }
             _ => {
                 self.early = Some(LineRead::Line);

@@ -222,10 +222,23 @@ fn params(arguments: Value) -> CallToolRequestParams {
 
 /// The first line a client sends to present an agent token (before any MCP message).
 pub fn authenticate_line(token: &str) -> Vec<u8> {
+    hello_line(Some(token), false)
+}
+
+/// The first line of a connection (before any MCP message): the agent's token, if any, and
+/// whether the connection is to be observe-only.
+pub fn hello_line(token: Option<&str>, observe_only: bool) -> Vec<u8> {
+    let mut params = serde_json::Map::new();
+    if let Some(token) = token {
+        params.insert("token".into(), token.into());
+    }
+    if observe_only {
+        params.insert(crate::OBSERVE_ONLY_PARAM.into(), true.into());
+    }
     let message = serde_json::json!({
         "jsonrpc": "2.0",
         "method": crate::AUTHENTICATE_METHOD,
-        "params": {"token": token},
+        "params": params,
     });
     let mut line = serde_json::to_vec(&message).unwrap_or_default();
     line.push(b'\n');

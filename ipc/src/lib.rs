@@ -40,6 +40,10 @@ pub const TOOL_NAME: &str = "COMPUTER";
 /// `{"jsonrpc":"2.0","method":"computer/authenticate","params":{"token":"ct_..."}}`.
 pub const AUTHENTICATE_METHOD: &str = "computer/authenticate";
 
+/// The param of [`AUTHENTICATE_METHOD`] that makes a connection observe-only (`true`): the
+/// daemon then refuses whatever acts on it, for the connection's whole life.
+pub const OBSERVE_ONLY_PARAM: &str = "observe_only";
+
 /// Version of the call shape and reply fields, reported in the MCP server info.
 ///
 /// Bumped when a field changes meaning; additions do not bump it.

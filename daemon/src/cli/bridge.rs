@@ -31,7 +31,7 @@ const PARENT_POLL: Duration = Duration::from_millis(20);
 /// How long the systemd user manager gets to tell the session's environment.
 const SESSION_ENV_WAIT: Duration = Duration::from_secs(2);
 
-pub async fn run(no_spawn: bool) -> u8 {
+pub async fn run(no_spawn: bool, observe_only: bool) -> u8 {
     // Watch the host from the start: one that dies while a daemon starts must not leave us behind.
     let host = HostWatch::start();
     let socket = paths::socket_path();
@@ -52,19 +52,21 @@ pub async fn run(no_spawn: bool) -> u8 {
     // Everything owed to the host is written and flushed when this returns; the runtime is shut
     // down in the background (stdin's blocking read cannot be interrupted), and the socket closes
     // with the process, which tells the daemon to cancel what the host left running.
-    relay(stream, host).await
+    relay(stream, host, observe_only).await
 }
 
-async fn relay(stream: Stream, host: HostWatch) -> u8 {
+async fn relay(stream: Stream, host: HostWatch, observe_only: bool) -> u8 {
     let Stream::UdSocket(ref inner) = stream;
     let socket_fd = std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(inner));
     let (mut from_daemon, mut to_daemon) = tokio::io::split(stream);
-    // The MCP client's config hands the bridge its agent token; the daemon reads it first.
-    if let Some(token) = std::env::var("COMPUTER_TOKEN")
+    // The MCP client's config hands the bridge its agent token, and the host's entry may ask
+    // for an observe-only connection: the daemon reads both on the first line, before anything
+    // of the host's, so nothing the host sends can change them.
+    let token = std::env::var("COMPUTER_TOKEN")
         .ok()
-        .filter(|t| !t.is_empty())
-    {
-        let line = computer_ipc::client::authenticate_line(&token);
+        .filter(|t| !t.is_empty());
+    if token.is_some() || observe_only {
+        let line = computer_ipc::client::hello_line(token.as_deref(), observe_only);
         if let Err(err) = to_daemon.write_all(&line).await {
             eprintln!("error: cannot reach the daemon: {err}");
             return exit::UNAVAILABLE;

@@ -62,6 +62,11 @@ enum Command {
         /// Fail instead of starting a daemon when none is running.
         #[arg(long)]
         no_spawn: bool,
+        /// Serve the tool read-only: only the commands that observe are offered, annotated
+        /// readOnlyHint, and the daemon refuses anything that acts on this connection (for
+        /// hosts that run read-only tools without asking: Codex's writes mode, plan modes).
+        #[arg(long)]
+        observe_only: bool,
     },
     /// Say which surfaces work here, and for those that do not, why and how to fix it.
     Doctor {
@@ -256,7 +261,10 @@ pub fn main() -> ExitCode {
                 None => tools(&format),
             },
             Command::Receipts(command) => receipts::run(command),
-            Command::Mcp { no_spawn } => bridge::run(no_spawn).await,
+            Command::Mcp {
+                no_spawn,
+                observe_only,
+            } => bridge::run(no_spawn, observe_only).await,
             Command::Doctor { json } => doctor::run(json).await,
             Command::Agents(command) => agents::run(command),
             Command::Secrets(command) => secrets::run(command).await,
@@ -435,6 +443,7 @@ fn explained_caller(agent: Option<&str>) -> Result<crate::policy::Caller, String
         pid: None,
         agent: agent.to_string(),
         surfaces,
+        observe_only: false,
     };
     let Some(name) = agent.filter(|name| *name != "default") else {
         return Ok(caller("default", None));
