@@ -353,6 +353,7 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
             r#"id -u; ls -A "$S" | grep -cvx run-tools; grep -c computer.sock /proc/net/unix;
                touch "$S/run-tools/planted" 2>/dev/null || echo tools-refused;
                touch "$H/.config/autostart/x.desktop" 2>/dev/null || echo login-refused;
+               keyctl add user own-key v @s >/dev/null && echo keyring-own;
                ps -e -o comm= | grep -c .;
                cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -c hunter2;
                {PRIVILEGES}; ls -A /dev/pts; python3 -c "$ATTACKS" 1 | grep -c refused;
@@ -374,12 +375,14 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
         )
     });
     // nobody's uid; no state but run-tools; no daemon socket in the socket list; the run's tools
-    // and the home's autostart read-only; only the init, the shell, `ps` and `grep`; no secret;
+    // and the home's autostart read-only; a session keyring of its own; only the init, the shell, `ps` and `grep`; no secret;
     // no capability (not even in its user namespace); a /dev/pts of its own; every kernel
     // attack refused.
     assert_eq!(
         stdout(&reply),
-        format!("65534\n0\n0\ntools-refused\nlogin-refused\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"),
+        format!(
+            "65534\n0\n0\ntools-refused\nlogin-refused\nkeyring-own\n4\n0\n{NO_PRIVILEGES}ptmx\n10\ndone\n"
+        ),
         "{reply}"
     );
     assert!(
@@ -390,7 +393,10 @@ fn a_daemon_of_an_ordinary_user_contains_its_runs_in_a_user_namespace() {
     // The autostart directory was there to write into (the daemon makes it at start), and
     // stayed empty.
     let autostart = root.join(".config/autostart");
-    assert_eq!(std::fs::read_dir(&autostart).map(|d| d.count()).ok(), Some(0));
+    assert_eq!(
+        std::fs::read_dir(&autostart).map(|d| d.count()).ok(),
+        Some(0)
+    );
 }
 
 #[test]
@@ -1319,45 +1325,38 @@ fn a_call_that_names_a_login_file_is_asked_and_a_yes_opens_it_for_that_run_alone
 }
 
 #[test]
-fn a_run_has_a_keyring_of_its_own() {
+fn a_root_daemons_run_has_no_keyring_calls_and_cannot_reach_roots_keys() {
     let daemon = Daemon::start_with_config(ALLOW_SHELL);
-    let outside = std::process::Command::new("keyctl")
-        .args(["show", "@s"])
-        .output()
-        .expect("keyctl (package keyutils)");
-    let outside_first = String::from_utf8_lossy(&outside.stdout)
-        .lines()
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
+    // A key of root's own, in root's user keyring, which every root process's `@u` names.
+    let keyctl = |args: &[&str]| {
+        let out = std::process::Command::new("keyctl")
+            .args(args)
+            .output()
+            .expect("keyctl (package keyutils)");
+        assert!(out.status.success(), "keyctl {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let serial = keyctl(&["add", "user", "computer-root-secret", "roots-value", "@u"]);
     let reply = run(
         &daemon,
-        "keyctl add user computer-planted-key agents-value @s >/dev/null && echo added; \
-         keyctl show @s | sed -n 2p",
-        json!({}),
+        r#"keyctl print "$KEY" 2>/dev/null && echo READ;
+           keyctl add user computer-planted-key agents-value @u 2>/dev/null && echo PLANTED;
+           keyctl link "$KEY" @s 2>/dev/null && echo LINKED;
+           keyctl show @u >/dev/null 2>&1 && echo SHOWN;
+           keyctl add user own-key v @s 2>&1 | grep -c 'not permitted';
+           echo ordinary work"#,
+        json!({ "KEY": serial }),
     );
-    let out = stdout(&reply);
-    assert!(out.starts_with("added\n"), "{reply}");
-    // The run's session keyring is not the daemon's (nor the test's, which the daemon shares).
-    let inside_first = out.lines().nth(1).unwrap_or_default();
-    assert_ne!(
-        inside_first.split_whitespace().next(),
-        outside_first.split_whitespace().next(),
-        "{reply}"
-    );
-    let after = std::process::Command::new("keyctl")
-        .args(["show", "@s"])
+    keyctl(&["unlink", &serial, "@u"]);
+    assert_eq!(stdout(&reply), "1\nordinary work\n", "{reply}");
+    let search = std::process::Command::new("keyctl")
+        .args(["search", "@u", "user", "computer-planted-key"])
         .output()
         .unwrap();
     assert!(
-        !String::from_utf8_lossy(&after.stdout).contains("computer-planted-key"),
-        "the run's key reached the daemon's session keyring"
+        !search.status.success(),
+        "the run's key reached root's keyring"
     );
-    let search = std::process::Command::new("keyctl")
-        .args(["search", "@s", "user", "computer-planted-key"])
-        .output()
-        .unwrap();
-    assert!(!search.status.success(), "the run's key is found outside");
 }
 
 #[test]

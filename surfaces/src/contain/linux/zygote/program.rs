@@ -78,6 +78,12 @@ pub(super) extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
             report_setup_error(report, Stage::Keyring, errno());
             libc::_exit(127);
         }
+        // A root run shares root's user keyring (`@u`, and its serial in /proc/keys), which no
+        // session keyring of its own hides: it gets no keyring calls at all.
+        if libc::getuid() == 0 && !close_keyrings() {
+            report_setup_error(report, Stage::Keyring, errno());
+            libc::_exit(127);
+        }
         if launch.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
             report_setup_error(report, Stage::Terminal, errno());
             libc::_exit(127);
@@ -89,6 +95,55 @@ pub(super) extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
         );
         report_setup_error(report, Stage::Exec, errno());
         libc::_exit(127);
+    }
+}
+
+/// The audit architecture of this build's system calls, as seccomp reports it.
+#[cfg(target_arch = "x86_64")]
+const NATIVE_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_ARCH: u32 = 0xC000_00B7;
+/// x32 system calls share x86_64's architecture, their numbers offset by this bit.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// Installs a seccomp filter on this process (and what it executes) under which `keyctl`,
+/// `add_key` and `request_key` fail with `EPERM`, as does every system call of another
+/// architecture or ABI (i386's `int 0x80`, x32), through which they could be reached
+/// otherwise. Needs `no_new_privs`, which the init set. Whether it held.
+///
+/// # Safety
+/// In the program's vfork child: builds the filter on the stack, allocates nothing.
+unsafe fn close_keyrings() -> bool {
+    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const IS: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const AT_LEAST: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let deny = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    // seccomp_data: the call's number at offset 0, its architecture at offset 4.
+    let filter = [
+        op(LOAD, 0, 0, 4),
+        op(IS, 1, 0, NATIVE_ARCH),
+        op(RETURN, 0, 0, deny),
+        op(LOAD, 0, 0, 0),
+        op(AT_LEAST, 3, 0, X32_SYSCALL_BIT),
+        op(IS, 2, 0, libc::SYS_keyctl as u32),
+        op(IS, 1, 0, libc::SYS_add_key as u32),
+        op(IS, 0, 1, libc::SYS_request_key as u32),
+        op(RETURN, 0, 0, deny),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl reads the program, which lives until it returns.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &raw const program,
+        ) == 0
     }
 }
 
