@@ -12,11 +12,14 @@
 //! - `remote_desktop` (Linux): what the GNOME and portal backends share: input gestures over a
 //!   remote-desktop session, AT-SPI windows, their D-Bus runtime, `frames` (the screen-cast
 //!   stream read over PipeWire) and `kept` (their items in the keychain).
+//! - `kept_conn` (Linux): the process-wide connection every Linux backend keeps and remakes.
 //! - [`macos`]: xcap captures and CoreGraphics events (the backend on macOS only), with
 //!   `keys` (characters and key names as virtual key codes).
 
 #[cfg(target_os = "linux")]
 pub mod gnome;
+#[cfg(target_os = "linux")]
+mod kept_conn;
 #[cfg(any(target_os = "macos", test))]
 pub mod macos;
 #[cfg(target_os = "linux")]

@@ -20,13 +20,15 @@ mod consent;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
+use super::kept_conn::KeptConn;
 use super::remote_desktop::frames::{Frame, FrameStream};
+use super::remote_desktop::session::{OpenSession, SessionInput, SessionSlot};
 use super::remote_desktop::{self, AtspiWindows, InputSink};
 use crate::Availability;
 use crate::gui::desktop::{
@@ -114,7 +116,7 @@ async fn proxy(
 /// The remote-desktop session and its screen-cast stream: made on the first call that needs
 /// the screen or input, kept for the connection's life (a virtual keyboard and pointer that
 /// last), stopped when dropped.
-struct Session {
+pub struct Session {
     remote_desktop: zbus::Proxy<'static>,
     /// The stream's object path: pointer positions are given relative to it.
     stream_path: OwnedObjectPath,
@@ -293,6 +295,12 @@ impl Session {
     }
 }
 
+impl OpenSession for Session {
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         // Mutter also ends the session when this connection closes; Stop says so at once.
@@ -309,7 +317,7 @@ pub struct GnomeConn {
     bus: zbus::Connection,
     consent: Arc<Consent>,
     windows: AtspiWindows,
-    session: Mutex<Option<Arc<Session>>>,
+    session: SessionSlot<Session>,
 }
 
 impl GnomeConn {
@@ -337,23 +345,12 @@ impl GnomeConn {
             bus,
             consent,
             windows: AtspiWindows::new(),
-            session: Mutex::new(None),
+            session: SessionSlot::new(),
         })
     }
 
-    fn lock_session(&self) -> MutexGuard<'_, Option<Arc<Session>>> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The remote-desktop session, started on first use (and again after Mutter closed it).
-    fn session(&self) -> DisplayResult<Arc<Session>> {
-        let mut slot = self.lock_session();
-        if let Some(session) = slot.as_ref()
-            && !session.closed.load(Ordering::SeqCst)
-        {
-            return Ok(session.clone());
-        }
-        *slot = None;
+    fn start_session(&self) -> DisplayResult<Arc<Session>> {
         // Never without the person's consent, whichever call (or evidence shot) gets here first.
         if !self
             .consent
@@ -372,28 +369,13 @@ impl GnomeConn {
             .frames
             .wait_first(FIRST_FRAME_BOUND)
             .map_err(failed)?;
-        *slot = Some(session.clone());
         Ok(session)
-    }
-
-    /// Runs input calls on the session, in order, as one task.
-    fn input<F, Fut>(&self, what: &str, work: F) -> DisplayResult<()>
-    where
-        F: FnOnce(Arc<Session>) -> Fut,
-        Fut: Future<Output = DisplayResult<()>> + Send + 'static,
-    {
-        let session = self.session()?;
-        block_on(REPLY_BOUND * 4, what, work(session))
     }
 
     /// Whether Mutter still answers on this connection and the session (if any) is open.
     fn healthy(&self) -> bool {
-        let closed = self
-            .lock_session()
-            .as_ref()
-            .is_some_and(|s| s.closed.load(Ordering::SeqCst));
         let bus = self.bus.clone();
-        !closed
+        !self.session.closed()
             && block_on(REPLY_BOUND, "asking the session bus", async move {
                 name_has_owner(&bus, REMOTE_DESKTOP).await
             })
@@ -402,15 +384,12 @@ impl GnomeConn {
 
     /// The running session, if one is (it is not started here).
     fn running(&self) -> Option<Arc<Session>> {
-        self.lock_session()
-            .as_ref()
-            .filter(|s| !s.closed.load(Ordering::SeqCst))
-            .cloned()
+        self.session.running()
     }
 
     /// Ends the session (a revoked consent): the next call that needs it asks again.
     fn end_session(&self) {
-        self.lock_session().take();
+        self.session.end();
     }
 
     /// The monitors as Mutter's DisplayConfig tells them, without a remote-desktop session.
@@ -455,42 +434,20 @@ impl GnomeConn {
         self.windows.windows("gnome")
     }
 
-    pub fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        self.input("a click", move |s| async move {
-            remote_desktop::click(&*s, at, button, count).await
-        })
-    }
-
-    pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
-        self.input("a drag", move |s| async move {
-            remote_desktop::drag(&*s, from, to, button).await
-        })
-    }
-
-    pub fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
-        self.input("a scroll", move |s| async move {
-            remote_desktop::scroll(&*s, at, dx, dy).await
-        })
-    }
-
-    pub fn type_text(&self, text: &str) -> DisplayResult<()> {
-        let events = text_events(text)?;
-        self.input("typing", move |s| async move {
-            remote_desktop::keys(&*s, &events).await
-        })
-    }
-
-    pub fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        let events = remote_desktop::combo_events(combo);
-        self.input("a key combination", move |s| async move {
-            remote_desktop::keys(&*s, &events).await
-        })
-    }
 }
 
-/// The key events of `text`, or why it cannot be typed on GNOME.
-fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
-    remote_desktop::text_events(text, "GNOME", "Mutter's NotifyKeyboardKeysym")
+impl SessionInput for GnomeConn {
+    type Session = Session;
+    const BACKEND: &'static str = "gnome";
+    const INPUT_BOUND: Duration = REPLY_BOUND.saturating_mul(4);
+
+    fn session(&self) -> DisplayResult<Arc<Session>> {
+        self.session.open_or_start(|| self.start_session())
+    }
+
+    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
+        remote_desktop::text_events(text, "GNOME", "Mutter's NotifyKeyboardKeysym")
+    }
 }
 
 /// `org.gnome.Mutter.DisplayConfig.GetCurrentState`: serial, physical monitors (connector
@@ -564,72 +521,30 @@ fn logical_monitors(state: &CurrentState) -> Vec<MonitorInfo> {
         .collect()
 }
 
-/// The process-wide connection: made on first use, remade after it breaks, not retried more
-/// than once a second while Mutter is unreachable.
+/// The process-wide connection to Mutter (see [`KeptConn`]).
 pub struct Backend {
-    state: Mutex<BackendState>,
+    conn: KeptConn<GnomeConn>,
     consent: Arc<Consent>,
 }
-
-struct BackendState {
-    conn: Option<Arc<GnomeConn>>,
-    last_error: Option<(Instant, Availability)>,
-}
-
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl Backend {
     pub fn new() -> Backend {
         Backend {
-            state: Mutex::new(BackendState {
-                conn: None,
-                last_error: None,
-            }),
+            conn: KeptConn::new(),
             consent: Arc::new(Consent::new(crate::secret_store::system_store())),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BackendState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub fn conn(&self) -> Result<Arc<GnomeConn>, Availability> {
-        let mut state = self.lock();
-        if let Some(conn) = &state.conn {
-            return Ok(conn.clone());
-        }
-        if let Some((at, why)) = &state.last_error
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(why.clone());
-        }
-        match GnomeConn::connect(self.consent.clone()) {
-            Ok(conn) => {
-                let conn = Arc::new(conn);
-                state.conn = Some(conn.clone());
-                state.last_error = None;
-                Ok(conn)
-            }
-            Err(why) => {
-                state.last_error = Some((Instant::now(), why.clone()));
-                Err(why)
-            }
-        }
+        self.conn
+            .get(|| GnomeConn::connect(self.consent.clone()), |_| {})
     }
 
     /// Drops a connection after a failed call only if it is broken: the session (and with it
     /// the devices clients have bound) is kept across calls that failed for their own reasons.
     pub fn forget(&self, broken: &Arc<GnomeConn>) {
-        if broken.healthy() {
-            return;
-        }
-        let mut state = self.lock();
-        if state
-            .conn
-            .as_ref()
-            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
-        {
-            state.conn = None;
+        if !broken.healthy() {
+            self.conn.forget(broken)
         }
     }
 }
@@ -688,27 +603,25 @@ impl desktop::Desktop for GnomeConn {
         ))
     }
     fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
-        self.input("a pointer move", move |s| async move {
-            s.motion(x, y, true).await
-        })
+        SessionInput::move_to(self, x, y)
     }
     fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        GnomeConn::click(self, at, button, count)
+        SessionInput::click(self, at, button, count)
     }
     fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
-        GnomeConn::drag(self, from, to, button)
+        SessionInput::drag(self, from, to, button)
     }
     fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
-        GnomeConn::scroll(self, at, dx, dy)
+        SessionInput::scroll(self, at, dx, dy)
     }
     fn untypable(&self, text: &str) -> Option<String> {
-        text_events(text).err().map(|err| err.0)
+        <Self as SessionInput>::untypable(text)
     }
     fn type_text(&self, text: &str) -> DisplayResult<()> {
-        GnomeConn::type_text(self, text)
+        SessionInput::type_text(self, text)
     }
     fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        GnomeConn::press_combo(self, combo)
+        SessionInput::press_combo(self, combo)
     }
     fn focus(&self, _window: u32) -> DisplayResult<bool> {
         Err(failed(
@@ -737,11 +650,7 @@ impl desktop::Backend for Backend {
         if !needs_session(needs) {
             return Ok(None);
         }
-        let running = self
-            .lock()
-            .conn
-            .as_ref()
-            .and_then(|c| c.running().map(|_| c.clone()));
+        let running = self.conn.current().filter(|c| c.running().is_some());
         let fresh = if running.is_some() {
             consent::RECHECK_AFTER
         } else {

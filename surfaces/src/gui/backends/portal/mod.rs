@@ -18,14 +18,16 @@ mod token;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
+use super::kept_conn::KeptConn;
 use super::remote_desktop::frames::{Frame, FrameStream};
+use super::remote_desktop::session::{OpenSession, SessionInput, SessionSlot};
 use super::remote_desktop::{self, AtspiWindows, InputSink};
 use crate::Availability;
 use crate::gui::desktop::{
@@ -303,7 +305,7 @@ fn options(token: &str) -> HashMap<&'static str, Value<'static>> {
 /// The remote-desktop session and its stream: made on the first call that needs the screen or
 /// input, kept for the connection's life (a virtual keyboard and pointer that last), closed
 /// when dropped.
-struct Session {
+pub struct Session {
     remote_desktop: zbus::Proxy<'static>,
     handle: OwnedObjectPath,
     session: zbus::Proxy<'static>,
@@ -677,6 +679,12 @@ impl InputSink for Session {
     }
 }
 
+impl OpenSession for Session {
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         // The portal also ends the session when this connection closes; Close says so at once.
@@ -694,7 +702,7 @@ pub struct PortalConn {
     offer: Offer,
     tokens: Arc<RestoreToken>,
     windows: AtspiWindows,
-    session: Mutex<Option<Arc<Session>>>,
+    session: SessionSlot<Session>,
 }
 
 impl PortalConn {
@@ -718,24 +726,13 @@ impl PortalConn {
             offer,
             tokens,
             windows: AtspiWindows::new(),
-            session: Mutex::new(None),
+            session: SessionSlot::new(),
         })
-    }
-
-    fn lock_session(&self) -> MutexGuard<'_, Option<Arc<Session>>> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The remote-desktop session, started on first use (and again after the portal closed
     /// it): the portal asks the person unless the stored token restores the grant.
-    fn session(&self) -> DisplayResult<Arc<Session>> {
-        let mut slot = self.lock_session();
-        if let Some(session) = slot.as_ref()
-            && !session.closed.load(Ordering::SeqCst)
-        {
-            return Ok(session.clone());
-        }
-        *slot = None;
+    fn start_session(&self) -> DisplayResult<Arc<Session>> {
         let token = if self.offer.restorable() {
             // Without the token the portal asks the person again: safe, only less convenient.
             self.tokens.load().unwrap_or_else(|why| {
@@ -768,28 +765,13 @@ impl PortalConn {
             .frames
             .wait_first(FIRST_FRAME_BOUND)
             .map_err(failed)?;
-        *slot = Some(session.clone());
         Ok(session)
-    }
-
-    /// Runs input calls on the session, in order, as one task.
-    fn input<F, Fut>(&self, what: &str, work: F) -> DisplayResult<()>
-    where
-        F: FnOnce(Arc<Session>) -> Fut,
-        Fut: Future<Output = DisplayResult<()>> + Send + 'static,
-    {
-        let session = self.session()?;
-        block_on(REPLY_BOUND * 4, what, work(session))
     }
 
     /// Whether the portal still answers and the session (if any) is open.
     fn healthy(&self) -> bool {
-        let closed = self
-            .lock_session()
-            .as_ref()
-            .is_some_and(|s| s.closed.load(Ordering::SeqCst));
         let bus = self.bus.clone();
-        !closed
+        !self.session.closed()
             && block_on(REPLY_BOUND, "asking xdg-desktop-portal", async move {
                 read_offer(&bus).await
             })
@@ -818,13 +800,23 @@ fn settle_token(tokens: &RestoreToken, offer: Offer, new: Option<SecretString>, 
     }
 }
 
-/// The key events of `text`, or why it cannot be typed through the portal.
-fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
-    remote_desktop::text_events(
-        text,
-        "this desktop (xdg-desktop-portal)",
-        "the portal's NotifyKeyboardKeysym",
-    )
+impl SessionInput for PortalConn {
+    type Session = Session;
+    const BACKEND: &'static str = "portal";
+    const INPUT_BOUND: Duration = REPLY_BOUND.saturating_mul(4);
+
+    fn session(&self) -> DisplayResult<Arc<Session>> {
+        self.session.open_or_start(|| self.start_session())
+    }
+
+    /// The key events of `text`, or why it cannot be typed through the portal.
+    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
+        remote_desktop::text_events(
+            text,
+            "this desktop (xdg-desktop-portal)",
+            "the portal's NotifyKeyboardKeysym",
+        )
+    }
 }
 
 impl desktop::Desktop for PortalConn {
@@ -883,39 +875,25 @@ impl desktop::Desktop for PortalConn {
         ))
     }
     fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
-        self.input("a pointer move", move |s| async move {
-            s.motion(x, y, true).await
-        })
+        SessionInput::move_to(self, x, y)
     }
     fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        self.input("a click", move |s| async move {
-            remote_desktop::click(&*s, at, button, count).await
-        })
+        SessionInput::click(self, at, button, count)
     }
     fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
-        self.input("a drag", move |s| async move {
-            remote_desktop::drag(&*s, from, to, button).await
-        })
+        SessionInput::drag(self, from, to, button)
     }
     fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
-        self.input("a scroll", move |s| async move {
-            remote_desktop::scroll(&*s, at, dx, dy).await
-        })
+        SessionInput::scroll(self, at, dx, dy)
     }
     fn untypable(&self, text: &str) -> Option<String> {
-        text_events(text).err().map(|err| err.0)
+        <Self as SessionInput>::untypable(text)
     }
     fn type_text(&self, text: &str) -> DisplayResult<()> {
-        let events = text_events(text)?;
-        self.input("typing", move |s| async move {
-            remote_desktop::keys(&*s, &events).await
-        })
+        SessionInput::type_text(self, text)
     }
     fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        let events = remote_desktop::combo_events(combo);
-        self.input("a key combination", move |s| async move {
-            remote_desktop::keys(&*s, &events).await
-        })
+        SessionInput::press_combo(self, combo)
     }
     fn focus(&self, _window: u32) -> DisplayResult<bool> {
         Err(failed(
@@ -924,33 +902,18 @@ impl desktop::Desktop for PortalConn {
     }
 }
 
-/// The process-wide connection: made on first use, remade after it breaks, not retried more
-/// than once a second while the portal is unreachable.
+/// The process-wide connection to the portal (see [`KeptConn`]).
 pub struct Backend {
-    state: Mutex<BackendState>,
+    conn: KeptConn<PortalConn>,
     tokens: Arc<RestoreToken>,
 }
-
-struct BackendState {
-    conn: Option<Arc<PortalConn>>,
-    last_error: Option<(Instant, Availability)>,
-}
-
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl Backend {
     pub fn new() -> Backend {
         Backend {
-            state: Mutex::new(BackendState {
-                conn: None,
-                last_error: None,
-            }),
+            conn: KeptConn::new(),
             tokens: Arc::new(RestoreToken::new(crate::secret_store::system_store())),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, BackendState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -958,43 +921,16 @@ impl desktop::Backend for Backend {
     type Conn = PortalConn;
 
     fn conn(&self) -> Result<Arc<PortalConn>, Availability> {
-        let mut state = self.lock();
-        if let Some(conn) = &state.conn {
-            return Ok(conn.clone());
-        }
-        if let Some((at, why)) = &state.last_error
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(why.clone());
-        }
-        match PortalConn::connect(self.tokens.clone()) {
-            Ok(conn) => {
-                let conn = Arc::new(conn);
-                state.conn = Some(conn.clone());
-                state.last_error = None;
-                Ok(conn)
-            }
-            Err(why) => {
-                state.last_error = Some((Instant::now(), why.clone()));
-                Err(why)
-            }
-        }
+        self.conn
+            .get(|| PortalConn::connect(self.tokens.clone()), |_| {})
     }
 
     /// Drops a connection after a failed call only if it is broken: the session (and with it
     /// the person's grant and the devices clients have bound) is kept across calls that
     /// failed for their own reasons.
     fn forget(&self, broken: &Arc<PortalConn>) {
-        if broken.healthy() {
-            return;
-        }
-        let mut state = self.lock();
-        if state
-            .conn
-            .as_ref()
-            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
-        {
-            state.conn = None;
+        if !broken.healthy() {
+            self.conn.forget(broken)
         }
     }
 
@@ -1009,6 +945,8 @@ impl desktop::Backend for Backend {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::token::tests::Memory;
     use super::*;
 

@@ -4,9 +4,15 @@
 //! scrolls, typing, key combinations) live here once; both see windows and focus only through
 //! AT-SPI; and both run their D-Bus calls on one small runtime of their own, so the blocking
 //! `Desktop` methods can be called from any thread (the surface calls some from async tasks).
+//!
+//! # Layout
+//! - `session`: the slot a connection keeps its session in, and the input sent through it.
+//! - `frames`: the screen-cast stream read over PipeWire.
+//! - `kept`: their items in the keychain (GNOME's consent, the portal's restore token).
 
 pub(super) mod frames;
 pub(super) mod kept;
+pub(super) mod session;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -62,6 +62,7 @@ use self::virtual_keyboard::{
     zwp_virtual_keyboard_manager_v1::ZwpVirtualKeyboardManagerV1,
     zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1,
 };
+use super::kept_conn::KeptConn;
 use crate::Availability;
 use crate::gui::desktop::{
     self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
@@ -288,77 +289,41 @@ delegate_noop!(State: ZwlrVirtualPointerV1);
 delegate_noop!(State: ZwpVirtualKeyboardManagerV1);
 delegate_noop!(State: ZwpVirtualKeyboardV1);
 
-/// The process-wide connection: made on first use, remade after it breaks (with new virtual
-/// devices), and not retried more than once a second while the compositor is unreachable.
+/// The process-wide connection to the compositor (see [`KeptConn`]), remade with new virtual
+/// devices after it breaks.
 pub struct Backend {
-    state: Mutex<BackendState>,
-}
-
-struct BackendState {
-    conn: Option<Arc<WlConn>>,
-    last_error: Option<(Instant, Availability)>,
+    conn: KeptConn<WlConn>,
     /// The protocols of the last connection, for the commands offered while none is open.
-    protocols: Option<Protocols>,
+    protocols: Mutex<Option<Protocols>>,
 }
-
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl Backend {
     pub fn new() -> Backend {
         Backend {
-            state: Mutex::new(BackendState {
-                conn: None,
-                last_error: None,
-                protocols: None,
-            }),
+            conn: KeptConn::new(),
+            protocols: Mutex::new(None),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, BackendState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn conn(&self) -> Result<Arc<WlConn>, Availability> {
-        let mut state = self.lock();
-        if let Some(conn) = &state.conn {
-            return Ok(conn.clone());
-        }
-        if let Some((at, why)) = &state.last_error
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(why.clone());
-        }
-        match WlConn::connect() {
-            Ok(conn) => {
-                let conn = Arc::new(conn);
-                state.protocols = Some(conn.protocols.clone());
-                state.conn = Some(conn.clone());
-                state.last_error = None;
-                drain_in_background(Arc::downgrade(&conn));
-                Ok(conn)
-            }
-            Err(why) => {
-                state.last_error = Some((Instant::now(), why.clone()));
-                Err(why)
-            }
-        }
+        self.conn.get(WlConn::connect, |conn| {
+            *self.protocols.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(conn.protocols.clone());
+            drain_in_background(Arc::downgrade(conn));
+        })
     }
 
     pub fn forget(&self, broken: &Arc<WlConn>) {
-        let mut state = self.lock();
-        if state
-            .conn
-            .as_ref()
-            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
-        {
-            state.conn = None;
-        }
+        self.conn.forget(broken)
     }
 
     /// The protocols of the current (or last) connection.
     pub fn protocols(&self) -> Option<Protocols> {
         let _ = self.conn();
-        self.lock().protocols.clone()
+        self.protocols
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
