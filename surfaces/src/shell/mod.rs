@@ -1,6 +1,10 @@
 //! The shell surface: `run`, a one-shot run of argv or a `/bin/sh -c` script (the run itself is
 //! [`crate::one_shot`]'s, shared with the applescript surface), its terminal sessions (in
 //! [`session`]), and its `[shell]` config section.
+//!
+//! # Layout
+//! - `session/`: terminal sessions, a program on a pty driven over several calls; its commands
+//!   are listed once in `session/commands/`.
 
 pub mod session;
 

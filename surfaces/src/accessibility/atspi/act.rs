@@ -347,142 +347,33 @@ impl Acting<'_> {
     }
 }
 
-/// Selects a node through its parent's Selection interface, else its own select/click action.
+/// Selects a node through its parent's Selection interface, else through the table it is a
+/// row or cell of, else its own select/click action. `None` when it offers no way to be
+/// selected; `Some(false)` when every way it offers refused.
 async fn select(
     conn: &zbus::Connection,
     deadline: Instant,
     at: &Accessible,
     node: &AtspiNode,
 ) -> Result<Option<bool>, BusError> {
-    let parent: (String, zbus::zvariant::OwnedObjectPath) =
-        bus::property(conn, deadline, &at.bus, &at.path, ACCESSIBLE, "Parent").await?;
-    let index: i32 = bus::call(
-        conn,
-        deadline,
-        &at.bus,
-        &at.path,
-        ACCESSIBLE,
-        "GetIndexInParent",
-        &(),
-    )
-    .await?;
-    let interfaces: Vec<String> = bus::call(
-        conn,
-        deadline,
-        &parent.0,
-        parent.1.as_str(),
-        ACCESSIBLE,
-        "GetInterfaces",
-        &(),
-    )
-    .await
-    .unwrap_or_default();
-    let has = |short: &str| {
-        interfaces
-            .iter()
-            .any(|i| *i == format!("org.a11y.atspi.{short}"))
-    };
+    let parent = Parent::of(conn, deadline, at).await?;
+    // Each way in turn, until one selects; a way that refused leaves the others to try.
     let mut refused = false;
-    if has("Selection") && index >= 0 {
-        let ok: bool = bus::call(
-            conn,
-            deadline,
-            &parent.0,
-            parent.1.as_str(),
-            "org.a11y.atspi.Selection",
-            "SelectChild",
-            &(index,),
-        )
-        .await?;
-        // Chromium's option lists answer false and leave the choice to the option's own
-        // "select" action, below.
-        if ok {
-            return Ok(Some(true));
-        }
-        refused = true;
+    let by_selection = parent.select_child(conn, deadline).await?;
+    if by_selection == Some(true) {
+        return Ok(Some(true));
     }
-    // A cell of a table (GTK3's tree views: a file manager's list) selects its row through the
-    // table: the one its TableCell names (a cell inside a cell, as Thunar's name column is),
-    // else its parent.
-    if node.native.has_interface("TableCell") {
-        const CELL: &str = "org.a11y.atspi.TableCell";
-        let table = bus::property::<(String, zbus::zvariant::OwnedObjectPath)>(
-            conn, deadline, &at.bus, &at.path, CELL, "Table",
-        );
-        let position =
-            bus::property::<(i32, i32)>(conn, deadline, &at.bus, &at.path, CELL, "Position");
-        match futures::join!(table, position) {
-            (Ok((table_bus, table)), Ok((row, _))) if row >= 0 => {
-                let dest = if table_bus.is_empty() {
-                    &at.bus
-                } else {
-                    &table_bus
-                };
-                let ok = bus::call::<_, bool>(
-                    conn,
-                    deadline,
-                    dest,
-                    table.as_str(),
-                    "org.a11y.atspi.Table",
-                    "AddRowSelection",
-                    &(row,),
-                )
-                .await;
-                match ok {
-                    Ok(true) => return Ok(Some(true)),
-                    Ok(false) => refused = true,
-                    Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => {
-                        return Err(err);
-                    }
-                    Err(_) => {}
-                }
-            }
-            (Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))), _)
-            | (_, Err(err @ (BusError::Timeout { .. } | BusError::Connect(_)))) => {
-                return Err(err);
-            }
-            _ => {}
-        }
+    refused |= by_selection == Some(false);
+    let by_cell = select_row_of_cell(conn, deadline, at, node).await?;
+    if by_cell == Some(true) {
+        return Ok(Some(true));
     }
-    if has("Table") && index >= 0 {
-        let table = |method: &'static str, arg: i32| {
-            let path = parent.1.as_str();
-            let dest = parent.0.as_str();
-            async move {
-                bus::call::<_, (i32,)>(
-                    conn,
-                    deadline,
-                    dest,
-                    path,
-                    "org.a11y.atspi.Table",
-                    method,
-                    &(arg,),
-                )
-                .await
-            }
-        };
-        let row = match table("GetRowAtIndex", index).await {
-            Ok((row,)) => row,
-            Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => return Err(err),
-            Err(_) => -1,
-        };
-        if row >= 0 {
-            let ok: bool = bus::call(
-                conn,
-                deadline,
-                &parent.0,
-                parent.1.as_str(),
-                "org.a11y.atspi.Table",
-                "AddRowSelection",
-                &(row,),
-            )
-            .await?;
-            if ok {
-                return Ok(Some(true));
-            }
-            refused = true;
-        }
+    refused |= by_cell == Some(false);
+    let by_table = parent.select_row(conn, deadline).await?;
+    if by_table == Some(true) {
+        return Ok(Some(true));
     }
+    refused |= by_table == Some(false);
     // Only actions that select: "activate" or "press" on a file manager's row opens the file.
     match pick_action(&node.actions, &["select", "click"]) {
         Some(i) => Ok(Some(
@@ -499,6 +390,175 @@ async fn select(
         )),
         None if refused => Ok(Some(false)),
         None => Ok(None),
+    }
+}
+
+/// Whether a bus error ends the act (the app or the bus is gone or too slow) rather than only
+/// ruling out one way of doing it.
+fn ends_the_act(err: &BusError) -> bool {
+    matches!(err, BusError::Timeout { .. } | BusError::Connect(_))
+}
+
+/// The parent of an element being selected: where it is, the element's index in it, and the
+/// interfaces it has.
+struct Parent {
+    bus: String,
+    path: zbus::zvariant::OwnedObjectPath,
+    index: i32,
+    interfaces: Vec<String>,
+}
+
+impl Parent {
+    async fn of(
+        conn: &zbus::Connection,
+        deadline: Instant,
+        at: &Accessible,
+    ) -> Result<Parent, BusError> {
+        let (bus, path): (String, zbus::zvariant::OwnedObjectPath) =
+            bus::property(conn, deadline, &at.bus, &at.path, ACCESSIBLE, "Parent").await?;
+        let index: i32 = bus::call(
+            conn,
+            deadline,
+            &at.bus,
+            &at.path,
+            ACCESSIBLE,
+            "GetIndexInParent",
+            &(),
+        )
+        .await?;
+        let interfaces: Vec<String> = bus::call(
+            conn,
+            deadline,
+            &bus,
+            path.as_str(),
+            ACCESSIBLE,
+            "GetInterfaces",
+            &(),
+        )
+        .await
+        .unwrap_or_default();
+        Ok(Parent {
+            bus,
+            path,
+            index,
+            interfaces,
+        })
+    }
+
+    fn has(&self, short: &str) -> bool {
+        self.interfaces
+            .iter()
+            .any(|i| *i == format!("org.a11y.atspi.{short}"))
+    }
+
+    /// Through the parent's `Selection`: `None` when it has none.
+    async fn select_child(
+        &self,
+        conn: &zbus::Connection,
+        deadline: Instant,
+    ) -> Result<Option<bool>, BusError> {
+        if !self.has("Selection") || self.index < 0 {
+            return Ok(None);
+        }
+        // Chromium's option lists answer false and leave the choice to the option's own
+        // "select" action.
+        let ok: bool = bus::call(
+            conn,
+            deadline,
+            &self.bus,
+            self.path.as_str(),
+            "org.a11y.atspi.Selection",
+            "SelectChild",
+            &(self.index,),
+        )
+        .await?;
+        Ok(Some(ok))
+    }
+
+    /// The element's row, through the parent's `Table`: `None` when the parent is no table or
+    /// does not place the element in a row.
+    async fn select_row(
+        &self,
+        conn: &zbus::Connection,
+        deadline: Instant,
+    ) -> Result<Option<bool>, BusError> {
+        if !self.has("Table") || self.index < 0 {
+            return Ok(None);
+        }
+        let row = match bus::call::<_, (i32,)>(
+            conn,
+            deadline,
+            &self.bus,
+            self.path.as_str(),
+            "org.a11y.atspi.Table",
+            "GetRowAtIndex",
+            &(self.index,),
+        )
+        .await
+        {
+            Ok((row,)) => row,
+            Err(err) if ends_the_act(&err) => return Err(err),
+            Err(_) => -1,
+        };
+        if row < 0 {
+            return Ok(None);
+        }
+        let ok: bool = bus::call(
+            conn,
+            deadline,
+            &self.bus,
+            self.path.as_str(),
+            "org.a11y.atspi.Table",
+            "AddRowSelection",
+            &(row,),
+        )
+        .await?;
+        Ok(Some(ok))
+    }
+}
+
+/// A cell of a table (GTK3's tree views: a file manager's list) selects its row through the
+/// table: the one its `TableCell` names (a cell inside a cell, as Thunar's name column is).
+/// `None` when the element is no cell, or its table or row cannot be read.
+async fn select_row_of_cell(
+    conn: &zbus::Connection,
+    deadline: Instant,
+    at: &Accessible,
+    node: &AtspiNode,
+) -> Result<Option<bool>, BusError> {
+    if !node.native.has_interface("TableCell") {
+        return Ok(None);
+    }
+    const CELL: &str = "org.a11y.atspi.TableCell";
+    let table = bus::property::<(String, zbus::zvariant::OwnedObjectPath)>(
+        conn, deadline, &at.bus, &at.path, CELL, "Table",
+    );
+    let position = bus::property::<(i32, i32)>(conn, deadline, &at.bus, &at.path, CELL, "Position");
+    match futures::join!(table, position) {
+        (Ok((table_bus, table)), Ok((row, _))) if row >= 0 => {
+            let dest = if table_bus.is_empty() {
+                &at.bus
+            } else {
+                &table_bus
+            };
+            let ok = bus::call::<_, bool>(
+                conn,
+                deadline,
+                dest,
+                table.as_str(),
+                "org.a11y.atspi.Table",
+                "AddRowSelection",
+                &(row,),
+            )
+            .await;
+            match ok {
+                Ok(ok) => Ok(Some(ok)),
+                Err(err) if ends_the_act(&err) => Err(err),
+                Err(_) => Ok(None),
+            }
+        }
+        (Err(err), _) | (_, Err(err)) if ends_the_act(&err) => Err(err),
+        _ => Ok(None),
     }
 }
 

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{Command, Preparing, Running};
-use crate::accessibility::backend::{ActName, Backend, Failure, Include};
+use crate::accessibility::ElementWatch;
+use crate::accessibility::backend::{ActName, Backend, Failure, Include, NodeOf};
 use crate::accessibility::read_back::{ElementView, Intent, judge};
 use crate::accessibility::roles::{StateSet, all_states};
 use crate::ax::call::{AppArg, RefArg, Target, in_app, line, target_of};
@@ -113,25 +114,8 @@ impl Command for Act {
             action,
             value,
         } = self;
-        let (deadline, protected, seen) = (call.deadline, call.protected, call.seen);
-        if let Some(seen) = seen {
-            crate::ax::seen::check_named(seen, &target)?;
-        }
-        let found = located(ax, deadline, &target, &app, Some(protected)).await;
-        let (r, node) = match (found, seen) {
-            (Err(failure), Some(seen)) => {
-                return Err(crate::ax::seen::lookup_failed(seen, &target, failure));
-            }
-            (found, _) => found?,
-        };
-        if let Some(seen) = seen {
-            // Right before acting: the element is the one the observation showed, as it showed it.
-            let now = crate::ax::seen::Shown {
-                role: node.role_name(),
-                name: node.name.clone(),
-            };
-            crate::ax::seen::check_found(seen, &target, r, &now)?;
-        }
+        let deadline = call.deadline;
+        let (r, node) = located_as_seen(ax, call, &target, &app).await?;
         let described = line(&shown(&node), r, Include::default(), u32::MAX);
         let setting_value = action == ActName::SetValue;
         // What the act is judged on, read before it; where a change may be waited for, the
@@ -163,64 +147,18 @@ impl Command for Act {
         if let Some(value) = acted.value {
             fields.insert("value".into(), value);
         }
-        // The element as it is now (it may be gone: a button that closes its window), read until
-        // the intended change shows where one is expected, within the settle wait.
-        let waits = acted.done && may_wait;
-        let started = Instant::now();
-        let mut pause = crate::effect::READ_BACK_FIRST_POLL;
-        // A sensitive element signals its change when the toolkit applies it: waiting for that
-        // first spares the read that would most often find it not changed yet.
-        if let Some(watch) = watch.as_mut()
-            && waits
-        {
-            watch.changed_within(crate::effect::READ_BACK_POLL).await;
-        }
-        let after = loop {
-            let after = ax
-                .backend
-                .read(&node.element, deadline)
-                .await
-                .ok()
-                .flatten();
-            let report = judge(
-                intent,
-                &before,
-                after.as_ref().map(element_view).as_ref(),
-                acted.done,
-            );
-            if !waits
-                || report.effect == Effect::Confirmed
-                || started.elapsed() >= crate::effect::READ_BACK_QUIET
-                || Instant::now() + pause >= deadline
-            {
-                break after;
-            }
-            match watch.as_mut() {
-                Some(watch) => watch.changed_within(pause).await,
-                None => tokio::time::sleep(pause).await,
-            }
-            pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
-        };
+        let after = read_back(
+            ax,
+            &node,
+            intent,
+            &before,
+            acted.done && may_wait,
+            watch.as_mut(),
+            deadline,
+        )
+        .await;
         let report = if setting_value {
-            // The value read back against the one asked for (never quoted: it may be a secret).
-            let changed = after.as_ref().map(element_view) != Some(before.clone());
-            match (acted.done, changed) {
-                (true, _) => EffectReport::new(
-                    Effect::Confirmed,
-                    format!("{} reads back the value set", before.label()),
-                ),
-                (false, true) => EffectReport::new(
-                    Effect::Partial,
-                    format!(
-                        "{} changed but does not read back the value set",
-                        before.label()
-                    ),
-                ),
-                (false, false) => EffectReport::new(
-                    Effect::SuspectedNoop,
-                    format!("{} did not change", before.label()),
-                ),
-            }
+            value_read_back(&before, after.as_ref().map(element_view), acted.done)
         } else {
             judge(
                 intent,
@@ -275,6 +213,108 @@ impl Act {
             Target::Ref(r) => format!("[{r}]"),
             Target::Selector(selector) => format!("`{}`", selector.source),
         }
+    }
+}
+
+/// The element `target` names, found and, when the act is bound to an observation
+/// (`complications.seen`), checked to be the one that observation showed, as it showed it.
+async fn located_as_seen<B: Backend>(
+    ax: &Ax<B>,
+    call: &Running<'_>,
+    target: &Target,
+    app: &Option<AppArg>,
+) -> Result<(u32, NodeOf<B>), Failure> {
+    let seen = call.seen;
+    if let Some(seen) = seen {
+        crate::ax::seen::check_named(seen, target)?;
+    }
+    let found = located(ax, call.deadline, target, app, Some(call.protected)).await;
+    let (r, node) = match (found, seen) {
+        (Err(failure), Some(seen)) => {
+            return Err(crate::ax::seen::lookup_failed(seen, target, failure));
+        }
+        (found, _) => found?,
+    };
+    if let Some(seen) = seen {
+        // Right before acting: the element is the one the observation showed, as it showed it.
+        let now = crate::ax::seen::Shown {
+            role: node.role_name(),
+            name: node.name.clone(),
+        };
+        crate::ax::seen::check_found(seen, target, r, &now)?;
+    }
+    Ok((r, node))
+}
+
+/// The element as it is after the act (`None`: it is gone, as a button that closes its window
+/// is), read until the intended change shows when `waits`, within the settle wait.
+async fn read_back<B: Backend>(
+    ax: &Ax<B>,
+    node: &NodeOf<B>,
+    intent: Intent,
+    before: &ElementView,
+    waits: bool,
+    mut watch: Option<&mut ElementWatch>,
+    deadline: Instant,
+) -> Option<NodeOf<B>> {
+    let started = Instant::now();
+    let mut pause = crate::effect::READ_BACK_FIRST_POLL;
+    // A sensitive element signals its change when the toolkit applies it: waiting for that
+    // first spares the read that would most often find it not changed yet.
+    if let Some(watch) = watch.as_mut()
+        && waits
+    {
+        watch.changed_within(crate::effect::READ_BACK_POLL).await;
+    }
+    loop {
+        let after = ax
+            .backend
+            .read(&node.element, deadline)
+            .await
+            .ok()
+            .flatten();
+        // Only a done act is waited on, so the read is judged as one.
+        let report = judge(
+            intent,
+            before,
+            after.as_ref().map(element_view).as_ref(),
+            true,
+        );
+        if !waits
+            || report.effect == Effect::Confirmed
+            || started.elapsed() >= crate::effect::READ_BACK_QUIET
+            || Instant::now() + pause >= deadline
+        {
+            return after;
+        }
+        match watch.as_mut() {
+            Some(watch) => watch.changed_within(pause).await,
+            None => tokio::time::sleep(pause).await,
+        }
+        pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
+    }
+}
+
+/// A `set_value`'s effect: the value read back against the one asked for (never quoted: it
+/// may be a secret).
+fn value_read_back(before: &ElementView, after: Option<ElementView>, done: bool) -> EffectReport {
+    let changed = after != Some(before.clone());
+    match (done, changed) {
+        (true, _) => EffectReport::new(
+            Effect::Confirmed,
+            format!("{} reads back the value set", before.label()),
+        ),
+        (false, true) => EffectReport::new(
+            Effect::Partial,
+            format!(
+                "{} changed but does not read back the value set",
+                before.label()
+            ),
+        ),
+        (false, false) => EffectReport::new(
+            Effect::SuspectedNoop,
+            format!("{} did not change", before.label()),
+        ),
     }
 }
 

@@ -62,11 +62,14 @@ pub(super) struct Preparing {
     pub(super) model_values: bool,
 }
 
+/// A call checked into the action ready to run, or why it is refused.
+type Checked = Result<Box<dyn PreparedAction>, ToolError>;
+
 /// A command as the table holds it: its spec, its result fields and its args check.
 struct Entry {
     spec: CommandSpec,
     fields: &'static [&'static str],
-    prepare: fn(&Map<String, Value>, Preparing) -> Result<Box<dyn PreparedAction>, ToolError>,
+    prepare: fn(&Map<String, Value>, Preparing) -> Checked,
 }
 
 impl Entry {

@@ -89,12 +89,15 @@ struct Preparing<'a> {
     wait: Duration,
 }
 
+/// A call checked into the action ready to run, or why it is refused.
+type Checked = Result<Box<dyn PreparedAction>, ToolError>;
+
 /// A command as the table holds it: its spec, its result fields and its args check.
 struct Entry {
     spec: CommandSpec,
     fields: &'static [&'static str],
     starts_a_program: bool,
-    prepare: fn(&Map<String, Value>, Preparing<'_>) -> Result<Box<dyn PreparedAction>, ToolError>,
+    prepare: fn(&Map<String, Value>, Preparing<'_>) -> Checked,
 }
 
 impl Entry {
