@@ -43,6 +43,11 @@ struct Args {
     /// beside the agent socket, as for `computer approve`).
     #[arg(long, value_name = "PATH")]
     control_socket: Option<PathBuf>,
+    /// Take Allow from an accessible action too (a screen reader pressing the button over
+    /// AT-SPI). Off by default: any program on the accessibility bus, an agent's run among
+    /// them, can send one, so without a mouse or key press only Deny is taken.
+    #[arg(long, env = "COMPUTER_APPROVAL_ACCESSIBLE_ANSWERS")]
+    accessible_answers: bool,
 }
 
 fn main() -> ExitCode {
@@ -85,7 +90,11 @@ fn main() -> ExitCode {
             link::spawn(socket, board.clone(), answer_queue, move || {
                 repaint.request_repaint()
             })?;
-            Ok(Box::new(window::ApprovalWindow::new(board, answers)))
+            Ok(Box::new(window::ApprovalWindow::new(
+                board,
+                answers,
+                args.accessible_answers,
+            )))
         }),
     );
     match result {

@@ -4,8 +4,10 @@
 //! button and key presses (on the root window: they come whatever window has the focus and
 //! whatever grabs there are) on a connection of its own, and a button that is activated while
 //! the last press came from an XTEST device (any master's "… XTEST pointer/keyboard") answers
-//! nothing. Accessible actions (a screen reader pressing the button over AT-SPI) bring no press
-//! and still answer. Without X (Wayland, macOS) nothing is watched and nothing is ignored.
+//! nothing. Accessible actions (a screen reader, or any program on the accessibility bus,
+//! pressing the button over AT-SPI) bring no press at all: the window tells them apart as such
+//! (see `window.rs` for what it takes from them). Without X (Wayland, macOS) nothing is watched
+//! and nothing is ignored.
 
 #[cfg(target_os = "linux")]
 use std::collections::HashMap;
@@ -107,9 +109,9 @@ impl Presses {
         }
     }
 
-    /// Whether a button activated now was activated by synthetic input: the newest press,
-    /// once every press the server had sent by now is read, came from an XTEST device.
-    pub fn last_press_was_synthetic(&mut self) -> bool {
+    /// What activated a button now: the newest press, once every press the server had sent by
+    /// now is read, if it is recent.
+    pub fn last_press(&mut self) -> LastPress {
         use x11rb::protocol::xproto::ConnectionExt as _;
         // A round trip: the events the server sent before its reply are read with it.
         if let Some(conn) = &self.conn
@@ -122,8 +124,16 @@ impl Presses {
             self.conn = None;
         }
         self.drain();
-        self.last
-            .is_some_and(|(at, synthetic)| synthetic && at.elapsed() < PRESS_WINDOW)
+        if self.conn.is_none() {
+            return LastPress::Unwatched;
+        }
+        match self.last {
+            Some((at, synthetic)) if at.elapsed() < PRESS_WINDOW => match synthetic {
+                true => LastPress::Synthetic,
+                false => LastPress::Device,
+            },
+            _ => LastPress::NoneRecent,
+        }
     }
 
     /// Whether `device` is an XTEST device: named "<master> XTEST pointer/keyboard" by the
@@ -184,6 +194,19 @@ fn xtest_device(
     })
 }
 
+/// What activated a button, as far as the window can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastPress {
+    /// A mouse or keyboard (not XTEST) pressed just before.
+    Device,
+    /// A program, through XTEST.
+    Synthetic,
+    /// No press at all: an accessible action (AT-SPI's `DoAction`).
+    NoneRecent,
+    /// Presses are not watched here (no X, or no XInput 2.1).
+    Unwatched,
+}
+
 /// Elsewhere there is no XTEST to tell apart.
 #[cfg(not(target_os = "linux"))]
 pub struct Presses;
@@ -196,7 +219,7 @@ impl Presses {
 
     pub fn drain(&mut self) {}
 
-    pub fn last_press_was_synthetic(&mut self) -> bool {
-        false
+    pub fn last_press(&mut self) -> LastPress {
+        LastPress::Unwatched
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::board::{Board, Link, Note};
 use crate::link::Click;
-use crate::presses::Presses;
+use crate::presses::{LastPress, Presses};
 
 /// The buttons, in tab order, with the answer each sends.
 const BUTTONS: [(&str, Answer); 3] = [
@@ -36,33 +36,50 @@ pub struct ApprovalWindow {
     raised: bool,
     /// Where the last press came from.
     presses: Presses,
+    /// Whether an accessible action (no press at all) may answer with more than Deny.
+    accessible_answers: bool,
 }
 
 impl ApprovalWindow {
-    pub fn new(board: Arc<Mutex<Board>>, clicks: UnboundedSender<Click>) -> ApprovalWindow {
+    pub fn new(
+        board: Arc<Mutex<Board>>,
+        clicks: UnboundedSender<Click>,
+        accessible_answers: bool,
+    ) -> ApprovalWindow {
         ApprovalWindow {
             board,
             clicks,
             announced: (0, 0),
             raised: false,
             presses: Presses::watch(),
+            accessible_answers,
+        }
+    }
+
+    /// Why an activated button answers nothing, if it does not: a press a program made through
+    /// XTEST never answers; an accessible action (no press at all, which any program on the
+    /// accessibility bus can send, an agent's run among them) answers only Deny unless the
+    /// person started the window with `--accessible-answers`.
+    fn refusal(&mut self, answer: Answer) -> Option<&'static str> {
+        match self.presses.last_press() {
+            LastPress::Synthetic => Some(
+                "synthetic input ignored: the press came from a program (XTEST), not from a \
+                 mouse or keyboard; nothing was answered",
+            ),
+            LastPress::NoneRecent if answer != Answer::Deny && !self.accessible_answers => Some(
+                "an accessible action without a mouse or key press takes only Deny: any \
+                 program on the accessibility bus can send one; nothing was answered (press \
+                 the button with the mouse or keyboard, or start the window with \
+                 --accessible-answers to take a screen reader's)",
+            ),
+            LastPress::Device | LastPress::NoneRecent | LastPress::Unwatched => None,
         }
     }
 
     fn answer(&mut self, session: u64, id: u64, receipt: String, answer: Answer) {
-        if self.presses.last_press_was_synthetic() {
-            tracing::warn!(
-                id,
-                "a button was pressed by synthetic input (XTEST); ignored"
-            );
-            self.board.lock().unwrap().notes.insert(
-                id,
-                Note::Failed(
-                    "synthetic input ignored: the press came from a program (XTEST), not from \
-                     a mouse or keyboard; nothing was answered"
-                        .into(),
-                ),
-            );
+        if let Some(why) = self.refusal(answer) {
+            tracing::warn!(id, why, "a button's answer was not taken");
+            (self.board.lock().unwrap().notes).insert(id, Note::Failed(why.into()));
             return;
         }
         let mut board = self.board.lock().unwrap();

@@ -61,8 +61,17 @@ fn persons_desktop() -> &'static Desktop {
 
 static PERSONS_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Opens the approval window for `daemon` on `desktop`.
+/// Opens the approval window for `daemon` on `desktop`, taking Allow from accessible actions
+/// (`--accessible-answers`, as a screen reader's user starts it): the AT-SPI client presses
+/// its buttons as a person's screen reader would.
 fn open_window_on(desktop: &Desktop, daemon: &Daemon, start: Start) -> App {
+    let mut command = window_command(desktop, daemon, start);
+    command.env("COMPUTER_APPROVAL_ACCESSIBLE_ANSWERS", "true");
+    App(spawn_tied(command))
+}
+
+/// The approval window's command for `daemon` on `desktop`, as a person starts it by default.
+fn window_command(desktop: &Desktop, daemon: &Daemon, start: Start) -> Command {
     let mut command = match start {
         Start::Directly => desktop.command(approval_window_bin().to_str().unwrap()),
         Start::ThroughCli => {
@@ -77,8 +86,9 @@ fn open_window_on(desktop: &Desktop, daemon: &Daemon, start: Start) -> App {
         .env("RUST_LOG", "computer_approval_window=info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log);
-    App(spawn_tied(command))
+        .stderr(log)
+        .env_remove("COMPUTER_APPROVAL_ACCESSIBLE_ANSWERS");
+    command
 }
 
 /// Runs the independent AT-SPI client against the window and returns its report; it waits (up
@@ -167,6 +177,54 @@ async fn allow_once_in_the_window_runs_the_call_and_is_receipted_as_the_windows(
     // The answered request leaves the window.
     tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
     daemon.assert_chain_holds();
+}
+
+/// Any program on the accessibility bus can press a button (an agent's allowed run with an
+/// AT-SPI client of its own): by default such an action, which comes with no mouse or key
+/// press, answers Deny and nothing else.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_accessible_action_takes_only_deny_unless_the_person_opted_in() {
+    // No other test's input may land in between: the window judges the newest press.
+    let _focus = FOCUS.write().await;
+    let daemon = Daemon::start_on_desktop(ASK_TOUCH);
+    let window = App(spawn_tied(window_command(
+        Desktop::shared(),
+        &daemon,
+        Start::Directly,
+    )));
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "No pending requests"]));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pressed-over-atspi");
+    let call = touch_task(&daemon, &file);
+    let path = file.to_str().unwrap();
+    tokio::task::block_in_place(|| {
+        atspi(
+            &daemon,
+            &window,
+            &["--label", path, "--press", "Allow once"],
+        );
+        atspi(
+            &daemon,
+            &window,
+            &["--label", "accessible action", "--timeout", "20"],
+        );
+    });
+    let pending = daemon.pending_approvals();
+    assert_eq!(
+        pending.len(),
+        1,
+        "the request is still pending: {pending:?}"
+    );
+    assert!(!file.exists());
+    tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", path, "--press", "Deny"]));
+    let out = call.await.unwrap();
+    assert_eq!(out["error"]["code"], "denied", "{out}");
+    assert!(!file.exists());
+    let intent = daemon.receipt_row(&out["receipt"], "intent");
+    assert_eq!(
+        intent["body"]["approval"]["by"]["via"], "window",
+        "{intent}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
