@@ -5,8 +5,8 @@
 //! whatever grabs there are) on a connection of its own, and a button that is activated while
 //! the last press came from an XTEST device (any master's "… XTEST pointer/keyboard") answers
 //! nothing. Accessible actions (a screen reader, or any program on the accessibility bus,
-//! pressing the button over AT-SPI) bring no press at all: the window tells them apart as such
-//! (see `window.rs` for what it takes from them). Without X (Wayland, macOS) nothing is watched
+//! pressing the button over AT-SPI) bring no press at all: egui marks them, on every platform,
+//! and here no press means the same (see `window.rs` for what the window takes from them). Without X (Wayland, macOS) nothing is watched
 //! and nothing is ignored.
 
 #[cfg(target_os = "linux")]

@@ -60,24 +60,30 @@ impl ApprovalWindow {
     /// XTEST never answers; an accessible action (no press at all, which any program on the
     /// accessibility bus can send, an agent's run among them) answers only Deny unless the
     /// person started the window with `--accessible-answers`.
-    fn refusal(&mut self, answer: Answer) -> Option<&'static str> {
-        match self.presses.last_press() {
-            LastPress::Synthetic => Some(
-                "synthetic input ignored: the press came from a program (XTEST), not from a \
-                 mouse or keyboard; nothing was answered",
-            ),
-            LastPress::NoneRecent if answer != Answer::Deny && !self.accessible_answers => Some(
+    fn refusal(&mut self, answer: Answer, accessible: bool) -> Option<&'static str> {
+        let last = self.presses.last_press();
+        // egui says when an accessible action came (on every platform); without one, no press
+        // at all on a watched X display means the same.
+        let accessible = accessible || last == LastPress::NoneRecent;
+        if accessible && answer != Answer::Deny && !self.accessible_answers {
+            return Some(
                 "an accessible action without a mouse or key press takes only Deny: any \
                  program on the accessibility bus can send one; nothing was answered (press \
                  the button with the mouse or keyboard, or start the window with \
                  --accessible-answers to take a screen reader's)",
+            );
+        }
+        match last {
+            LastPress::Synthetic => Some(
+                "synthetic input ignored: the press came from a program (XTEST), not from a \
+                 mouse or keyboard; nothing was answered",
             ),
             LastPress::Device | LastPress::NoneRecent | LastPress::Unwatched => None,
         }
     }
 
-    fn answer(&mut self, session: u64, id: u64, receipt: String, answer: Answer) {
-        if let Some(why) = self.refusal(answer) {
+    fn answer(&mut self, session: u64, id: u64, receipt: String, answer: Answer, accessible: bool) {
+        if let Some(why) = self.refusal(answer, accessible) {
             tracing::warn!(id, why, "a button's answer was not taken");
             (self.board.lock().unwrap().notes).insert(id, Note::Failed(why.into()));
             return;
@@ -184,7 +190,11 @@ impl eframe::App for ApprovalWindow {
             });
         });
         if let Some((id, receipt, answer)) = clicked {
-            self.answer(board.session, id, receipt, answer);
+            let accessible = ui.ctx().input(|input| {
+                (input.events.iter())
+                    .any(|event| matches!(event, egui::Event::AccessKitActionRequest(_)))
+            });
+            self.answer(board.session, id, receipt, answer, accessible);
         }
         // The countdowns (and a lost link's retry) tick once a second.
         if !board.pending.is_empty() || matches!(board.link, Link::Lost { .. }) {
