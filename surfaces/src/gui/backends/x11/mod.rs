@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use x11rb::connection::{Connection, RequestConnection};
+use x11rb::cookie::Cookie;
+use x11rb::protocol::randr;
 use x11rb::protocol::randr::ConnectionExt as _;
 use x11rb::protocol::res::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
@@ -17,6 +19,7 @@ use x11rb::protocol::xproto::{
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
+use super::kept_conn::KeptConn;
 use crate::Availability;
 use crate::gui::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
 use crate::gui::keys::{Combo, char_keysym};
@@ -491,119 +494,41 @@ impl XConn {
             // A window gone by now answers with an error event, which only marks this listing
             // as stale.
             c.change_window_attributes(id, &watched)?;
-            pending.push((
-                id,
-                c.get_property(false, id, a._NET_WM_NAME, a.UTF8_STRING, 0, 1024)?,
-                c.get_property(false, id, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)?,
-                c.get_property(false, id, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)?,
-                c.get_property(false, id, a._NET_WM_PID, AtomEnum::CARDINAL, 0, 1)?,
-                c.get_geometry(id)?,
-                c.translate_coordinates(id, self.root, 0, 0)?,
-                // None where the server has no XRes.
-                c.res_query_client_ids(&[res::ClientIdSpec {
-                    client: id,
-                    mask: res::ClientIdMask::LOCAL_CLIENT_PID,
-                }])
-                .ok(),
-            ));
+            pending.push(self.ask_window(id)?);
         }
-        let mut monitors = Vec::new();
-        for (index, (monitor, name)) in randr_monitors.iter().zip(names).enumerate() {
-            let name = name
-                .reply()
-                .map(|n| String::from_utf8_lossy(&n.name).into_owned())
-                .unwrap_or_default();
-            monitors.push(MonitorInfo {
-                index,
-                name,
-                rect: Rect {
-                    x: i32::from(monitor.x),
-                    y: i32::from(monitor.y),
-                    width: u32::from(monitor.width),
-                    height: u32::from(monitor.height),
-                },
-                primary: monitor.primary,
-            });
-        }
-        if monitors.is_empty() {
-            monitors.push(MonitorInfo {
-                index: 0,
-                name: "screen".into(),
-                rect: screen,
-                primary: true,
-            });
-        }
-        let mut windows = Vec::with_capacity(ids.len());
-        for (id, net_name, name, class, pid, geometry, origin, client_pid) in pending {
-            // A window may close between the list and its properties: skip it.
-            let (Ok(geometry), Ok(origin)) = (geometry.reply(), origin.reply()) else {
-                continue;
-            };
-            let text = |r: Result<xproto::GetPropertyReply, _>| {
-                r.ok()
-                    .filter(|r| !r.value.is_empty())
-                    .map(|r| String::from_utf8_lossy(&r.value).into_owned())
-            };
-            let title = text(net_name.reply()).or_else(|| text(name.reply()));
-            // WM_CLASS is "instance\0class\0"; the class names the application.
-            let (instance, app) = text(class.reply())
-                .map(|c| {
-                    let mut parts = c.split('\0').filter(|p| !p.is_empty());
-                    let instance = parts.next().unwrap_or_default().to_string();
-                    let class = parts
-                        .next()
-                        .map_or_else(|| instance.clone(), str::to_string);
-                    (instance, class)
-                })
-                .unwrap_or_default();
-            // The pid the server took from the client's socket (XRes) where it has one:
-            // `_NET_WM_PID` is a property any client may write, on any window, so a terminal
-            // could be made to name a process without a pty (and an approver's window another
-            // process). A client the server cannot tell (over TCP) has only its word.
-            let told = client_pid
-                .and_then(|cookie| cookie.reply().ok())
-                .and_then(|reply| {
-                    reply
-                        .ids
-                        .into_iter()
-                        .find(|id| id.spec.mask.contains(res::ClientIdMask::LOCAL_CLIENT_PID))
-                        .and_then(|id| id.value.first().copied())
-                });
-            let pid = told.or_else(|| {
-                pid.reply()
-                    .ok()
-                    .and_then(|r| r.value32().and_then(|mut v| v.next()))
-            });
-            let rect = Rect {
-                x: i32::from(origin.dst_x),
-                y: i32::from(origin.dst_y),
-                width: u32::from(geometry.width),
-                height: u32::from(geometry.height),
-            };
-            let (cx, cy) = (
-                rect.x + rect.width as i32 / 2,
-                rect.y + rect.height as i32 / 2,
-            );
-            windows.push(WindowInfo {
-                id,
-                title: title.unwrap_or_default(),
-                app,
-                instance,
-                pid,
-                rect,
-                focused: active == Some(id),
-                monitor: monitors
-                    .iter()
-                    .find(|m| m.rect.contains(cx, cy))
-                    .map(|m| m.index),
-            });
-        }
+        let monitors = monitors_of(&randr_monitors, names, screen);
+        let windows = pending
+            .into_iter()
+            .filter_map(|asked| window_of(asked, active, &monitors))
+            .collect();
         Ok(Listing {
             ids,
             stacking,
             windows,
             monitors,
             screen,
+        })
+    }
+
+    /// Asks what a window's listing shows of it (the replies are read by [`window_of`]).
+    fn ask_window(&self, id: u32) -> XResult<AskedWindow<'_>> {
+        let c = &self.watcher;
+        let a = &self.atoms;
+        Ok(AskedWindow {
+            id,
+            net_name: c.get_property(false, id, a._NET_WM_NAME, a.UTF8_STRING, 0, 1024)?,
+            name: c.get_property(false, id, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)?,
+            class: c.get_property(false, id, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)?,
+            pid: c.get_property(false, id, a._NET_WM_PID, AtomEnum::CARDINAL, 0, 1)?,
+            geometry: c.get_geometry(id)?,
+            origin: c.translate_coordinates(id, self.root, 0, 0)?,
+            // None where the server has no XRes.
+            client_pid: c
+                .res_query_client_ids(&[res::ClientIdSpec {
+                    client: id,
+                    mask: res::ClientIdMask::LOCAL_CLIENT_PID,
+                }])
+                .ok(),
         })
     }
 
@@ -1456,67 +1381,160 @@ fn device_property(conn: &RustConnection, device: u16, name: &[u8]) -> XResult<O
     }))
 }
 
-/// The process-wide connection: made on first use, remade after it breaks, and not retried more
-/// than once a second while the display is unreachable (probe runs on every call).
+/// A window's requests of a listing, sent and not yet answered.
+struct AskedWindow<'c> {
+    id: u32,
+    net_name: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
+    name: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
+    class: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
+    pid: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
+    geometry: Cookie<'c, RustConnection, xproto::GetGeometryReply>,
+    origin: Cookie<'c, RustConnection, xproto::TranslateCoordinatesReply>,
+    client_pid: Option<Cookie<'c, RustConnection, res::QueryClientIdsReply>>,
+}
+
+/// The monitors RandR tells (`names`: their names asked), or the whole screen as one.
+fn monitors_of(
+    randr_monitors: &[randr::MonitorInfo],
+    names: Vec<Cookie<'_, RustConnection, xproto::GetAtomNameReply>>,
+    screen: Rect,
+) -> Vec<MonitorInfo> {
+    let mut monitors = Vec::new();
+    for (index, (monitor, name)) in randr_monitors.iter().zip(names).enumerate() {
+        let name = name
+            .reply()
+            .map(|n| String::from_utf8_lossy(&n.name).into_owned())
+            .unwrap_or_default();
+        monitors.push(MonitorInfo {
+            index,
+            name,
+            rect: Rect {
+                x: i32::from(monitor.x),
+                y: i32::from(monitor.y),
+                width: u32::from(monitor.width),
+                height: u32::from(monitor.height),
+            },
+            primary: monitor.primary,
+        });
+    }
+    if monitors.is_empty() {
+        monitors.push(MonitorInfo {
+            index: 0,
+            name: "screen".into(),
+            rect: screen,
+            primary: true,
+        });
+    }
+    monitors
+}
+
+/// A window as its answers tell it (`active`: the active window's id); None for one that
+/// closed between the list and its properties.
+fn window_of(
+    asked: AskedWindow<'_>,
+    active: Option<u32>,
+    monitors: &[MonitorInfo],
+) -> Option<WindowInfo> {
+    let AskedWindow {
+        id,
+        net_name,
+        name,
+        class,
+        pid,
+        geometry,
+        origin,
+        client_pid,
+    } = asked;
+    let (Ok(geometry), Ok(origin)) = (geometry.reply(), origin.reply()) else {
+        return None;
+    };
+    let text = |r: Result<xproto::GetPropertyReply, _>| {
+        r.ok()
+            .filter(|r| !r.value.is_empty())
+            .map(|r| String::from_utf8_lossy(&r.value).into_owned())
+    };
+    let title = text(net_name.reply()).or_else(|| text(name.reply()));
+    // WM_CLASS is "instance\0class\0"; the class names the application.
+    let (instance, app) = text(class.reply())
+        .map(|c| {
+            let mut parts = c.split('\0').filter(|p| !p.is_empty());
+            let instance = parts.next().unwrap_or_default().to_string();
+            let class = parts
+                .next()
+                .map_or_else(|| instance.clone(), str::to_string);
+            (instance, class)
+        })
+        .unwrap_or_default();
+    // The pid the server took from the client's socket (XRes) where it has one:
+    // `_NET_WM_PID` is a property any client may write, on any window, so a terminal
+    // could be made to name a process without a pty (and an approver's window another
+    // process). A client the server cannot tell (over TCP) has only its word.
+    let told = client_pid
+        .and_then(|cookie| cookie.reply().ok())
+        .and_then(|reply| {
+            reply
+                .ids
+                .into_iter()
+                .find(|id| id.spec.mask.contains(res::ClientIdMask::LOCAL_CLIENT_PID))
+                .and_then(|id| id.value.first().copied())
+        });
+    let pid = told.or_else(|| {
+        pid.reply()
+            .ok()
+            .and_then(|r| r.value32().and_then(|mut v| v.next()))
+    });
+    let rect = Rect {
+        x: i32::from(origin.dst_x),
+        y: i32::from(origin.dst_y),
+        width: u32::from(geometry.width),
+        height: u32::from(geometry.height),
+    };
+    let (cx, cy) = (
+        rect.x + rect.width as i32 / 2,
+        rect.y + rect.height as i32 / 2,
+    );
+    Some(WindowInfo {
+        id,
+        title: title.unwrap_or_default(),
+        app,
+        instance,
+        pid,
+        rect,
+        focused: active == Some(id),
+        monitor: monitors
+            .iter()
+            .find(|m| m.rect.contains(cx, cy))
+            .map(|m| m.index),
+    })
+}
+
+/// The process-wide connection to the X server (see [`KeptConn`]).
 pub struct Backend {
-    state: Mutex<State>,
+    conn: KeptConn<XConn>,
 }
 
-struct State {
-    conn: Option<Arc<XConn>>,
-    last_error: Option<(Instant, Availability)>,
-}
-
+/// How often the person's input watch is remade after its connection broke.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl Backend {
     pub fn new() -> Backend {
         Backend {
-            state: Mutex::new(State {
-                conn: None,
-                last_error: None,
-            }),
+            conn: KeptConn::new(),
         }
     }
 
     /// The connection, or why there is none.
     pub fn conn(&self) -> Result<Arc<XConn>, Availability> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(conn) = &state.conn {
-            return Ok(conn.clone());
-        }
-        if let Some((at, why)) = &state.last_error
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(why.clone());
-        }
-        match XConn::connect() {
-            Ok(conn) => {
-                if crate::gui::person::watch().enabled() {
-                    watch_person_once();
-                }
-                let conn = Arc::new(conn);
-                state.conn = Some(conn.clone());
-                state.last_error = None;
-                Ok(conn)
+        self.conn.get(XConn::connect, |_| {
+            if crate::gui::person::watch().enabled() {
+                watch_person_once();
             }
-            Err(why) => {
-                state.last_error = Some((Instant::now(), why.clone()));
-                Err(why)
-            }
-        }
+        })
     }
 
     /// Drops a connection that failed, so the next use reconnects.
     pub fn forget(&self, broken: &Arc<XConn>) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state
-            .conn
-            .as_ref()
-            .is_some_and(|conn| Arc::ptr_eq(conn, broken))
-        {
-            state.conn = None;
-        }
+        self.conn.forget(broken)
     }
 
     pub fn availability(&self) -> Availability {
