@@ -38,7 +38,7 @@ pub struct Config {
 }
 
 /// The daemon's own sections; any other top-level key must name a surface.
-const DAEMON_SECTIONS: &[&str] = &[
+pub(crate) const DAEMON_SECTIONS: &[&str] = &[
     "server",
     "defaults",
     "approval",

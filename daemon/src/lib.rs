@@ -44,6 +44,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod descriptors;
+pub mod docs;
 pub mod export;
 pub mod gateway;
 pub mod help;

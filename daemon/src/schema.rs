@@ -68,7 +68,11 @@ fn definition_of(
     tool
 }
 
-fn description(registry: &Registry, listed: &[&Arc<dyn Surface>], observe_only: bool) -> String {
+pub(crate) fn description(
+    registry: &Registry,
+    listed: &[&Arc<dyn Surface>],
+    observe_only: bool,
+) -> String {
     let mut lines = String::new();
     let mut any_secret = false;
     for surface in listed {
@@ -366,7 +370,7 @@ fn call_schema() -> Value {
 /// field it refuses), so the schema that rides in every prompt stays small. A call is either
 /// surface+command or steps: neither is required on its own (several hosts refuse a top-level
 /// `oneOf`); a step has the single call's shape.
-fn input_schema(listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
+pub(crate) fn input_schema(listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
     let surfaces: Vec<Value> = listed.iter().map(|s| json!(s.name().as_str())).collect();
     let mut commands: Vec<&str> = listed
         .iter()
@@ -388,7 +392,7 @@ fn input_schema(listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
 
 /// What `structuredContent` holds: always `ok`; the receipt id when the call was receipted;
 /// `error` when it failed; the command's own fields beside them (see `help`).
-fn output_schema() -> Map<String, Value> {
+pub(crate) fn output_schema() -> Map<String, Value> {
     object(json!({
         "type": "object",
         "properties": {

@@ -146,6 +146,7 @@ fn caller(surfaces: Option<Vec<SurfaceName>>) -> Caller {
         pid: Some(1),
         agent: "test".into(),
         surfaces,
+        observe_only: false,
     }
 }
 

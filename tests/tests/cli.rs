@@ -338,7 +338,7 @@ fn line_with(lines: &std::sync::mpsc::Receiver<String>, want: &str) -> (String, 
 fn a_call_waiting_for_the_person_says_so_with_how_to_answer_and_how_it_ended() {
     let daemon = Daemon::start_with_config("[defaults]\nact = \"ask\"\n");
     // Allowed: the notice names the request, `computer approve` and the line that allows it.
-    let (mut child, lines) = call_reading_stderr(&daemon, &["shell", "run", "--", "echo", "hi"]);
+    let (child, lines) = call_reading_stderr(&daemon, &["shell", "run", "--", "echo", "hi"]);
     let (notice, _) = line_with(&lines, "waiting for approval");
     let id = notice
         .split("(request ")
@@ -358,7 +358,7 @@ fn a_call_waiting_for_the_person_says_so_with_how_to_answer_and_how_it_ended() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
 
     // Denied, with --json: stdout is the reply alone, stderr says the request was denied.
-    let (mut child, lines) =
+    let (child, lines) =
         call_reading_stderr(&daemon, &["shell", "run", "--json", "--", "echo", "hi"]);
     line_with(&lines, "waiting for approval");
     let id = daemon.pending_approvals()[0]["id"].to_string();

@@ -1008,7 +1008,6 @@ fn the_relay_and_doctor_name_the_config_the_running_daemon_read_and_resources_li
         json!([]),
         "{templates}"
     );
-    drop(exchange);
     drop(to_relay);
     let out = relay.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);

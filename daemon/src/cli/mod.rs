@@ -42,6 +42,11 @@ struct Cli {
     command: Command,
 }
 
+/// The clap definition of the whole command line (for the generated CLI reference).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the daemon in the foreground.
@@ -57,6 +62,13 @@ enum Command {
     /// Read and check the receipts ledger.
     #[command(subcommand)]
     Receipts(receipts::ReceiptsCommand),
+    /// Write the book's generated pages (tool, configuration and command-line references,
+    /// llms.txt) under DIR, e.g. `computer docs --out docs/src`.
+    #[command(hide = true)]
+    Docs {
+        #[arg(long, value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
     /// Serve MCP on stdio, relaying to the daemon (started in the background if none runs).
     Mcp {
         /// Fail instead of starting a daemon when none is running.
@@ -266,6 +278,16 @@ pub fn main() -> ExitCode {
                 observe_only,
             } => bridge::run(no_spawn, observe_only).await,
             Command::Doctor { json } => doctor::run(json).await,
+            Command::Docs { out } => match crate::docs::write(&out) {
+                Ok(()) => exit::OK,
+                Err(err) => {
+                    eprintln!(
+                        "error: cannot write the pages under {}: {err}",
+                        out.display()
+                    );
+                    exit::FAILED
+                }
+            },
             Command::Agents(command) => agents::run(command),
             Command::Secrets(command) => secrets::run(command).await,
             Command::Approve { window: true } => approve::open_window(),
