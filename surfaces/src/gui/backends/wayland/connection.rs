@@ -2,6 +2,8 @@
 //! keyboard made and announced), its event queue dispatched and waited on, and drained in
 //! the background between calls; the registry's, seat's and keyboard's events.
 
+use wayland_client::globals::GlobalList;
+
 use super::*;
 
 impl WlConn {
@@ -43,24 +45,7 @@ impl WlConn {
             next_window: 1,
             ..State::default()
         };
-        let outputs: Vec<u32> = globals.contents().with_list(|list| {
-            list.iter()
-                .filter(|g| g.interface == "wl_output")
-                .map(|g| g.name)
-                .collect()
-        });
-        state.xdg_output_manager = globals
-            .bind::<ZxdgOutputManagerV1, _, _>(&qh, 1..=3, ())
-            .ok();
-        protocols.xdg_output = state.xdg_output_manager.is_some();
-        for name in outputs {
-            let version = globals.contents().with_list(|list| {
-                list.iter()
-                    .find(|g| g.name == name)
-                    .map_or(1, |g| g.version)
-            });
-            state.add_output(globals.registry(), name, version, &qh);
-        }
+        protocols.xdg_output = bind_outputs(&globals, &qh, &mut state);
         let screencopy = globals
             .bind::<ZwlrScreencopyManagerV1, _, _>(&qh, 1..=3, ())
             .ok();
@@ -208,6 +193,29 @@ impl WlConn {
             .map(|_| ())
             .map_err(|err| failed(format!("dispatch: {err}")))
     }
+}
+
+/// Binds the outputs the compositor lists now, and xdg-output where it is offered (whether it
+/// is).
+fn bind_outputs(globals: &GlobalList, qh: &QueueHandle<State>, state: &mut State) -> bool {
+    let outputs: Vec<u32> = globals.contents().with_list(|list| {
+        list.iter()
+            .filter(|g| g.interface == "wl_output")
+            .map(|g| g.name)
+            .collect()
+    });
+    state.xdg_output_manager = globals
+        .bind::<ZxdgOutputManagerV1, _, _>(qh, 1..=3, ())
+        .ok();
+    for name in outputs {
+        let version = globals.contents().with_list(|list| {
+            list.iter()
+                .find(|g| g.name == name)
+                .map_or(1, |g| g.version)
+        });
+        state.add_output(globals.registry(), name, version, qh);
+    }
+    state.xdg_output_manager.is_some()
 }
 
 /// The session's desktop, as the environment names it, for messages.
