@@ -119,60 +119,7 @@ impl PreparedAction for ReadOutput {
         }
         let waits = self.until.is_some() || self.args.exit || self.args.quiet_ms.is_some();
         let deadline = tokio::time::Instant::now() + self.wait;
-        let quiet = self.args.quiet_ms.map(Duration::from_millis);
-        let mut changes = session.changed.subscribe();
-        let mut last_change = tokio::time::Instant::now();
-        let mut exited_at: Option<tokio::time::Instant> = None;
-        let met = loop {
-            let (matched, eof, exited) = {
-                let state = session.state();
-                let since = state.term.log().since(cursor);
-                let matched = self
-                    .until
-                    .as_ref()
-                    .map(|re| re.is_match(&String::from_utf8_lossy(&since.text)));
-                (matched, state.eof, session.exit().is_some())
-            };
-            if exited && exited_at.is_none() {
-                exited_at = Some(tokio::time::Instant::now());
-            }
-            let now = tokio::time::Instant::now();
-            // The program's end counts once its output is read to the end (or after a short
-            // drain, when something it left keeps the terminal open).
-            let ended = exited && (eof || exited_at.is_some_and(|at| now >= at + EXIT_DRAIN));
-            let quiet_met = quiet.is_some_and(|q| now >= last_change + q);
-            let met = !waits
-                || matched == Some(true)
-                || (self.args.exit && ended)
-                || quiet_met
-                // Nothing more can come: an unmet regex or quiet wait ends with the program.
-                || (ended && eof);
-            if met {
-                break !waits || matched == Some(true) || (self.args.exit && ended) || quiet_met;
-            }
-            if now >= deadline {
-                break false;
-            }
-            let mut next = deadline;
-            if let Some(q) = quiet {
-                next = next.min(last_change + q);
-            }
-            if let Some(at) = exited_at {
-                next = next.min(at + EXIT_DRAIN);
-            }
-            tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        break false;
-                    }
-                    last_change = tokio::time::Instant::now();
-                }
-                _ = tokio::time::sleep_until(next) => {}
-                _ = ctx.cancel.cancelled() => {
-                    return Err(SurfaceError::Failed { message: "cancelled while waiting".into() });
-                }
-            }
-        };
+        let met = self.wait_until_met(cursor, waits, deadline, &ctx).await?;
         let since = {
             let mut state = session.state();
             let since = state.term.log().since(cursor);
@@ -197,5 +144,77 @@ impl PreparedAction for ReadOutput {
             texts: vec![CapturedText::from_bytes("output", since.text)],
             ..Outcome::default()
         })
+    }
+}
+
+impl ReadOutput {
+    /// Waits (until `deadline`) for what the read asks to wait for: the `until` regex in the
+    /// output since `cursor`, the program's end, or a quiet spell. Whether it was met; at once
+    /// `true` when the read waits for nothing.
+    async fn wait_until_met(
+        &self,
+        cursor: u64,
+        waits: bool,
+        deadline: tokio::time::Instant,
+        ctx: &CallContext,
+    ) -> Result<bool, SurfaceError> {
+        let session = &self.session;
+        let quiet = self.args.quiet_ms.map(Duration::from_millis);
+        let mut changes = session.changed.subscribe();
+        let mut last_change = tokio::time::Instant::now();
+        let mut exited_at: Option<tokio::time::Instant> = None;
+        loop {
+            let (matched, eof, exited) = {
+                let state = session.state();
+                let since = state.term.log().since(cursor);
+                let matched = self
+                    .until
+                    .as_ref()
+                    .map(|re| re.is_match(&String::from_utf8_lossy(&since.text)));
+                (matched, state.eof, session.exit().is_some())
+            };
+            if exited && exited_at.is_none() {
+                exited_at = Some(tokio::time::Instant::now());
+            }
+            let now = tokio::time::Instant::now();
+            // The program's end counts once its output is read to the end (or after a short
+            // drain, when something it left keeps the terminal open).
+            let ended = exited && (eof || exited_at.is_some_and(|at| now >= at + EXIT_DRAIN));
+            let quiet_met = quiet.is_some_and(|q| now >= last_change + q);
+            let met = !waits
+                || matched == Some(true)
+                || (self.args.exit && ended)
+                || quiet_met
+                // Nothing more can come: an unmet regex or quiet wait ends with the program.
+                || (ended && eof);
+            if met {
+                return Ok(!waits
+                    || matched == Some(true)
+                    || (self.args.exit && ended)
+                    || quiet_met);
+            }
+            if now >= deadline {
+                return Ok(false);
+            }
+            let mut next = deadline;
+            if let Some(q) = quiet {
+                next = next.min(last_change + q);
+            }
+            if let Some(at) = exited_at {
+                next = next.min(at + EXIT_DRAIN);
+            }
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(false);
+                    }
+                    last_change = tokio::time::Instant::now();
+                }
+                _ = tokio::time::sleep_until(next) => {}
+                _ = ctx.cancel.cancelled() => {
+                    return Err(SurfaceError::Failed { message: "cancelled while waiting".into() });
+                }
+            }
+        }
     }
 }
