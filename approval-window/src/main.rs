@@ -6,6 +6,8 @@
 //! - [`board`]: what the window shows (the link state and the pending requests), shared by both.
 //! - [`link`]: the control-socket client: watches, answers, reconnects with backoff.
 //! - [`window`]: the egui window and its three answer buttons.
+//! - `presses`: which device the last press came from (XInput2 on X), so that a click or key
+//!   sent through XTEST, or an accessible action with no press at all, answers nothing.
 //!
 //! The window is a plain control-socket client with its own pid, so the daemon accepts it only
 //! when a person (not a surface run) started it. It never answers anything by itself: closing it

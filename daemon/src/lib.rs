@@ -34,6 +34,10 @@
 //!   secret references in receipts as keyed digests.
 //! - [`config`]: embedded defaults and the optional TOML file.
 //! - [`cli`]: the `computer` command's subcommands.
+//! - [`docs`]: the book's generated pages (`computer docs --out DIR`): the tool, configuration
+//!   and command-line references and `llms.txt`, rendered from the binary.
+//! - [`reaper`]: the daemon as a child subreaper, so a process a run double-forks away stays its
+//!   descendant (the control socket still tells it) and is reaped here.
 
 pub mod agents;
 pub mod ancestry;

@@ -13,6 +13,8 @@
 //!   will run and the one escaping function every approver uses.
 //! - [`tools`]: programmatic calls from a run given tools: what `complications.tools` asks,
 //!   the channel a run inherits, its wire and its client.
+//! - `fdpass` (Unix): descriptors passed over a Unix socket (`SCM_RIGHTS`), which the
+//!   containment's zygote and a run's tools channel both speak.
 
 pub mod call;
 pub mod client;

@@ -21,6 +21,8 @@
 //!   everything the call produces, and resolution at the moment of use.
 //! - [`secret_store`]: references, the seam over the OS keychain and its store, which every
 //!   surface uses (the `keychain` surface is one of them).
+//! - [`keychain`]: the `keychain` surface: keychain items named by reference, listed, looked up,
+//!   stored and deleted; values shown only on an approved `reveal`.
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
 //! - [`accessibility`]: what any surface may read of the accessibility tree: the backends
 //!   (AT-SPI on Linux, AXUIElement on macOS), windows, elements and the read-back of an act on

@@ -15,8 +15,8 @@
 //!   is how `type` and `key` deliver keys (terminal lines included), `commands::pointer` what
 //!   the pointer commands share.
 //! - [`keys`]: key-combo parsing (keysyms), shared by every backend.
-//! - [`terminal`]: which windows are terminal emulators, and the command line typed into each;
-//!   `terminal_pty` (Linux): a window whose process tree holds a pty master is one too.
+//! - [`terminal`]: which windows are terminal emulators, and the command line typed into each.
+//! - `terminal_pty` (Linux): a window whose process tree holds a pty master is a terminal too.
 //! - `seen`: acts bound to a screenshot or window listing (`complications.seen`): the snapshot,
 //!   screenshot pixels mapped to the screen, and the `stale` check right before input.
 //! - `read_back`: what an act achieved, read back after it (`effect`).
