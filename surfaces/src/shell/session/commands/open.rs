@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
 use portable_pty::PtySize;
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -177,41 +177,8 @@ impl PreparedAction for Open {
         let settings = self.sessions.settings();
         let reservation = self.sessions.reserve(&ctx.agent)?;
         let id = reservation.id;
-        let mut env = self.limits.base_env.clone();
-        env.insert("TERM".into(), "xterm-256color".into());
-        // What an agent types into a shell, a secret at a prompt included, stays out of the
-        // person's shell history (bash and zsh save none without a HISTFILE), unless `env`
-        // names one.
-        env.insert("HISTFILE".into(), "".into());
-        for (key, value) in &self.env {
-            env.insert(key.into(), value.into());
-        }
-        // Resolved only now, after policy and approval; the session masks its output with them
-        // from its first byte on.
-        let mut resolved = Vec::new();
-        for (name, reference) in &self.secrets {
-            let value = ctx.secrets.resolve_blocking(name, reference).await?;
-            env.insert(name.into(), value.expose_secret().to_string().into());
-            resolved.push((name.clone(), value));
-        }
-        let path_var = env
-            .get(&OsString::from("PATH"))
-            .and_then(|p| p.to_str())
-            .unwrap_or_default()
-            .to_string();
-        let program = crate::spawn::resolve_program(&self.argv[0], &path_var).ok_or_else(|| {
-            SurfaceError::Failed {
-                message: format!(
-                    "command not found: `{}` (not an existing path, nor on PATH={path_var})",
-                    self.argv[0]
-                ),
-            }
-        })?;
-        let mut exec = ExecSpec {
-            program,
-            argv: self.argv.iter().map(OsString::from).collect(),
-            env: env.into_iter().collect(),
-        };
+        let (env, resolved) = self.program_env(&ctx).await?;
+        let mut exec = self.exec_spec(env)?;
         let cwd = crate::one_shot::start_dir(self.cwd.as_deref());
         let size = PtySize {
             rows: self.rows,
@@ -280,6 +247,55 @@ impl PreparedAction for Open {
             fields,
             receipt,
             ..Outcome::default()
+        })
+    }
+}
+
+impl Open {
+    /// The program's environment: the one every run gets, the terminal's, the call's `env`, and
+    /// its secrets, resolved only now (after policy and approval); the resolved values beside
+    /// it, for the session to mask its output with from its first byte on.
+    async fn program_env(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<(BTreeMap<OsString, OsString>, Vec<(String, SecretString)>), SurfaceError> {
+        let mut env = self.limits.base_env.clone();
+        env.insert("TERM".into(), "xterm-256color".into());
+        // What an agent types into a shell, a secret at a prompt included, stays out of the
+        // person's shell history (bash and zsh save none without a HISTFILE), unless `env`
+        // names one.
+        env.insert("HISTFILE".into(), "".into());
+        for (key, value) in &self.env {
+            env.insert(key.into(), value.into());
+        }
+        let mut resolved = Vec::new();
+        for (name, reference) in &self.secrets {
+            let value = ctx.secrets.resolve_blocking(name, reference).await?;
+            env.insert(name.into(), value.expose_secret().to_string().into());
+            resolved.push((name.clone(), value));
+        }
+        Ok((env, resolved))
+    }
+
+    /// What to execute: the program found on the environment's `PATH`, its argv and `env`.
+    fn exec_spec(&self, env: BTreeMap<OsString, OsString>) -> Result<ExecSpec, SurfaceError> {
+        let path_var = env
+            .get(&OsString::from("PATH"))
+            .and_then(|p| p.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let program = crate::spawn::resolve_program(&self.argv[0], &path_var).ok_or_else(|| {
+            SurfaceError::Failed {
+                message: format!(
+                    "command not found: `{}` (not an existing path, nor on PATH={path_var})",
+                    self.argv[0]
+                ),
+            }
+        })?;
+        Ok(ExecSpec {
+            program,
+            argv: self.argv.iter().map(OsString::from).collect(),
+            env: env.into_iter().collect(),
         })
     }
 }
