@@ -154,6 +154,10 @@ fn blank_comments_and_literals(text: &str) -> Vec<char> {
     let mut i = 0;
     while i < src.len() {
         let c = src[i];
+        if !matches!(c, '/' | 'r' | '"' | '\'') {
+            i += 1; // the common case, kept cheap: most of the source is plain code
+            continue;
+        }
         let next = src.get(i + 1).copied();
         let after_ident = i > 0 && is_ident_char(src[i - 1]);
         if c == '/' && next == Some('/') {
@@ -278,14 +282,32 @@ fn item_body_or_end(code: &[char], from: usize) -> Option<(usize, char)> {
     None
 }
 
-/// Indices where the keyword `word` stands alone in the code.
-fn keyword_positions<'a>(code: &'a [char], word: &'a str) -> impl Iterator<Item = usize> + 'a {
+/// Where every identifier or keyword of the code starts, found in one pass so that looking for
+/// a keyword visits words, not chars.
+fn word_starts(code: &[char]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut in_word = false;
+    for (i, &c) in code.iter().enumerate() {
+        let word_char = is_ident_char(c);
+        if word_char && !in_word {
+            starts.push(i);
+        }
+        in_word = word_char;
+    }
+    starts
+}
+
+/// Indices where the keyword `word` stands alone in the code, given its `word_starts`.
+fn keyword_positions<'a>(
+    code: &'a [char],
+    words: &'a [usize],
+    word: &'a str,
+) -> impl Iterator<Item = usize> + 'a {
     let word: Vec<char> = word.chars().collect();
-    (0..code.len().saturating_sub(word.len())).filter(move |&i| {
+    words.iter().copied().filter(move |&i| {
         code[i] == word[0]
             && code[i..].starts_with(&word)
-            && (i == 0 || !is_ident_char(code[i - 1]))
-            && code.get(i + word.len()).is_some_and(|c| !is_ident_char(*c))
+            && code.get(i + word.len()).is_none_or(|c| !is_ident_char(*c))
     })
 }
 
@@ -360,10 +382,11 @@ fn block_owner(code: &[char], start: usize, open: usize) -> String {
 
 fn functions(file: &SourceFile) -> Vec<Function> {
     let code = &file.code;
+    let words = word_starts(code);
     // The impl and trait blocks, as (body start, body end, owner).
     let mut owners = Vec::new();
     for keyword in ["impl", "trait"] {
-        for start in keyword_positions(code, keyword) {
+        for start in keyword_positions(code, &words, keyword) {
             if let Some((open, '{')) = item_body_or_end(code, start)
                 && let Some(close) = matching_brace(code, open)
             {
@@ -372,7 +395,7 @@ fn functions(file: &SourceFile) -> Vec<Function> {
         }
     }
     let mut found = Vec::new();
-    for at in keyword_positions(code, "fn") {
+    for at in keyword_positions(code, &words, "fn") {
         let (name, after) = identifier_at(code, at + 2);
         if name.is_empty() {
             continue; // a fn pointer type
@@ -419,11 +442,12 @@ fn attribute_end(code: &[char], hash: usize) -> Option<usize> {
 /// The char ranges of items under `#[cfg(test)]`, and the names of the out-of-line modules among
 /// them.
 fn cfg_test_items(code: &[char]) -> (Vec<(usize, usize)>, Vec<String>) {
-    let text: String = code.iter().collect();
+    let attribute: Vec<char> = "#[cfg(test)]".chars().collect();
     let mut ranges = Vec::new();
     let mut modules = Vec::new();
-    for (byte_at, _) in text.match_indices("#[cfg(test)]") {
-        let at = text[..byte_at].chars().count();
+    let attributes =
+        (0..code.len()).filter(|&i| code[i] == '#' && code[i..].starts_with(&attribute));
+    for at in attributes {
         // Skip this and any further attributes to reach the item.
         let mut i = at;
         loop {
@@ -480,7 +504,8 @@ fn test_module_paths(file: &SourceFile) -> Vec<String> {
 /// The out-of-line modules (`mod name;`, any visibility) a file declares at its top level.
 fn declared_modules(code: &[char]) -> BTreeSet<String> {
     let depth = depths(code);
-    keyword_positions(code, "mod")
+    let words = word_starts(code);
+    keyword_positions(code, &words, "mod")
         .filter(|&at| depth[at] == 0)
         .filter_map(|at| {
             let (name, after) = identifier_at(code, at + 3);
@@ -539,8 +564,9 @@ fn layout_modules(text: &str) -> Option<BTreeMap<String, usize>> {
 /// Where library code names `String` as a `Result`'s error type, as (line, the type written).
 fn string_results(code: &[char]) -> Vec<(usize, String)> {
     let newlines = newlines(code);
+    let words = word_starts(code);
     let mut found = Vec::new();
-    for at in keyword_positions(code, "Result") {
+    for at in keyword_positions(code, &words, "Result") {
         if code.get(at + 6) != Some(&'<') {
             continue;
         }
