@@ -196,6 +196,8 @@ fn xtest_device(
 
 /// What activated a button, as far as the window can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Where presses are not watched, only `Unwatched` is ever made.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub enum LastPress {
     /// A mouse or keyboard (not XTEST) pressed just before.
     Device,
