@@ -670,7 +670,8 @@ fn may_only_shrink(
         match listed.get(key) {
             None => failures.push(format!(
                 "{rule}: {place} has {size} {unit}, over the limit. {fix}; do not add it to \
-                 {list_path}."
+                 {list_path} (only code that moved or was renamed takes its old entry over, at \
+                 the same size or less)."
             )),
             Some(&recorded) if *size > recorded => failures.push(format!(
                 "{rule}: {place} grew to {size} {unit}, past the {recorded} {list_path} records. \
