@@ -380,6 +380,23 @@ fn block_owner(code: &[char], start: usize, open: usize) -> String {
     path.rsplit("::").next().unwrap_or_default().to_string()
 }
 
+/// Whether the keyword at `at` opens an item (`impl Type {`), rather than naming a type in a
+/// signature (`-> impl Iterator`, `x: impl Fn()`): an item follows the end of another, an
+/// attribute, a block's opening, or `unsafe`.
+fn starts_an_item(code: &[char], at: usize) -> bool {
+    let Some(last) = code[..at].iter().rposition(|c| !c.is_whitespace()) else {
+        return true;
+    };
+    if matches!(code[last], ';' | '}' | '{' | ']') {
+        return true;
+    }
+    let word_start = code[..=last]
+        .iter()
+        .rposition(|&c| !is_ident_char(c))
+        .map_or(0, |i| i + 1);
+    code[word_start..=last].iter().collect::<String>() == "unsafe"
+}
+
 fn functions(file: &SourceFile) -> Vec<Function> {
     let code = &file.code;
     let words = word_starts(code);
@@ -387,7 +404,8 @@ fn functions(file: &SourceFile) -> Vec<Function> {
     let mut owners = Vec::new();
     for keyword in ["impl", "trait"] {
         for start in keyword_positions(code, &words, keyword) {
-            if let Some((open, '{')) = item_body_or_end(code, start)
+            if starts_an_item(code, start)
+                && let Some((open, '{')) = item_body_or_end(code, start)
                 && let Some(close) = matching_brace(code, open)
             {
                 owners.push((open, close, block_owner(code, start, open)));
@@ -937,6 +955,7 @@ fn one() {
 fn two() -> [u8; 2] { [b'}', b'{'] }
 trait T { fn declared(&self); }
 impl<X> T for Wrapper<X> { fn declared(&self) {} }
+fn maker() -> impl Fn() { fn inner() {} inner }
 "##;
     let code = blank_comments_and_literals(source);
     let file = SourceFile {
@@ -955,7 +974,9 @@ impl<X> T for Wrapper<X> { fn declared(&self) {} }
         [
             ("one".to_string(), 8),
             ("two".to_string(), 1),
-            ("Wrapper::declared".to_string(), 1)
+            ("Wrapper::declared".to_string(), 1),
+            ("maker".to_string(), 1),
+            ("inner".to_string(), 1)
         ]
     );
     let results = string_results(&blank_comments_and_literals(
