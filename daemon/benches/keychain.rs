@@ -11,7 +11,7 @@ mod linux {
     use std::sync::Arc;
     use std::time::Instant;
 
-    use computer_surfaces::secret_store::{
+    use computer_surfaces::kit::secret_store::{
         STORE_DEADLINE, SecretRef, call_with_deadline, system_store,
     };
     use computer_tests::Daemon;

@@ -28,7 +28,7 @@ const CUT_SIGNS: &[&str] = &["truncated", "cursor", "skipped", "timed_out"];
 pub fn reports_effect(result_fields: &[&str]) -> bool {
     result_fields
         .iter()
-        .any(|field| field_name(field) == computer_surfaces::effect::EFFECT_FIELD)
+        .any(|field| field_name(field) == computer_surfaces::kit::effect::EFFECT_FIELD)
 }
 
 pub fn field_name(field: &str) -> &str {
@@ -140,7 +140,7 @@ impl Budget {
                     sha256: String::new(),
                     bytes: 0,
                     truncated: true,
-                    cut: Some(computer_surfaces::capture::ArtifactCut {
+                    cut: Some(computer_surfaces::kit::capture::ArtifactCut {
                         reason: "quota",
                         message: format!("not written: {full}"),
                     }),

@@ -158,7 +158,7 @@ impl Default for ApprovalConfig {
     }
 }
 
-/// How runs are contained (see `computer_surfaces::contain`).
+/// How runs are contained (see `computer_surfaces::kit::contain`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContainmentSection {
@@ -353,7 +353,7 @@ impl Config {
             rules: self.rules.clone(),
             protected: protected.to_vec(),
             loader_env: self.policy.loader_env.clone(),
-            login_files: computer_surfaces::contain::login_paths(
+            login_files: computer_surfaces::kit::contain::login_paths(
                 home.as_deref(),
                 &self.containment.login_files_writable,
             ),

@@ -87,7 +87,7 @@ impl Gateway {
         caller: &Caller,
         via: &str,
         callable: Vec<Callable>,
-        secrets: Arc<computer_surfaces::secrets::CallSecrets>,
+        secrets: Arc<computer_surfaces::kit::secrets::CallSecrets>,
     ) -> RunGrant {
         let names: Arc<Vec<String>> = Arc::new(callable.iter().map(|c| c.name.clone()).collect());
         let (me, caller_of_run, via_run) = (self.me.clone(), caller.clone(), via.to_string());

@@ -5,7 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use computer_ipc::SurfaceName;
-use computer_surfaces::script::file_name;
+use computer_surfaces::kit::script::file_name;
 use computer_surfaces::{ActionFacts, Risk, TargetFacts};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -573,7 +573,7 @@ pub struct RulePolicy {
     /// The home directory runs start in without a cwd, and that `~` and `$HOME` stand for.
     pub home: Option<PathBuf>,
     /// What runs code at the person's next login or terminal and is read-only in runs
-    /// (`computer_surfaces::contain::login_paths`): a call that names one is asked, whatever
+    /// (`computer_surfaces::kit::contain::login_paths`): a call that names one is asked, whatever
     /// the rules say, and the person's yes leaves the named ones writable in its run.
     pub login_files: Vec<PathBuf>,
 }

@@ -5,7 +5,7 @@
 
 use std::io;
 
-use computer_surfaces::spawn::own_children;
+use computer_surfaces::kit::spawn::own_children;
 
 /// Makes this process the reaper of its orphaned descendants (Linux; elsewhere a no-op that says
 /// so, and the control socket's ancestry check covers only undetached descendants).

@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use computer_surfaces::secrets::{CallSecrets, SCHEME, mask_json_with_live, mask_with_live};
+use computer_surfaces::kit::secrets::{CallSecrets, SCHEME, mask_json_with_live, mask_with_live};
 use computer_surfaces::{Outcome, SurfaceError};
 use hmac::{Hmac, Mac};
 use rmcp::model::CallToolResult;
@@ -288,8 +288,8 @@ impl Write for MaskedLogLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use computer_surfaces::secret_store::SecretRef;
-    use computer_surfaces::secrets::Resolve;
+    use computer_surfaces::kit::secret_store::SecretRef;
+    use computer_surfaces::kit::secrets::Resolve;
     use secrecy::SecretString;
     use std::sync::Arc;
 

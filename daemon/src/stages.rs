@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use computer_ipc::shown::WillRun;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, ToolError};
-use computer_surfaces::effect::EFFECT_FIELD;
+use computer_surfaces::kit::effect::EFFECT_FIELD;
 use computer_surfaces::{
     ActionFacts, Availability, CallContext, Effect, EvidenceShot, Outcome, PreparedAction,
     Registry, Surface, SurfaceError, receipt_value,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use computer_ipc::control::StepRow;
 use computer_ipc::shown::WillRun;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, StepsCall, ToolError, WaitStep};
-use computer_surfaces::effect::EFFECT_FIELD;
+use computer_surfaces::kit::effect::EFFECT_FIELD;
 use computer_surfaces::{Effect, Risk, receipt_value};
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};

@@ -30,7 +30,7 @@ use std::sync::{Arc, OnceLock};
 
 use computer_ipc::tools::{ENV_FD, ENV_RUN, ENV_TOKEN, TOOLS_FD, ToolsOp, ToolsRequest};
 use computer_ipc::{ErrorCode, SurfaceName, ToolError, ToolsAsk};
-use computer_surfaces::secrets::CallSecrets;
+use computer_surfaces::kit::secrets::CallSecrets;
 use computer_surfaces::{CommandSpec, OpenedTools, Registry, Risk, RunTools, SurfaceError};
 use rmcp::model::CallToolResult;
 use serde::Deserialize;

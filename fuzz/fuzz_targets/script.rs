@@ -5,7 +5,7 @@
 //! would let policy decide on something other than what runs.
 #![no_main]
 
-use computer_surfaces::script::{argv_commands, script_commands};
+use computer_surfaces::kit::script::{argv_commands, script_commands};
 use libfuzzer_sys::fuzz_target;
 
 /// libFuzzer's panic hook aborts on every panic, caught or not. The reader catches brush-parser's

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use computer_surfaces::mask::{MIN_FORM, Masker};
+use computer_surfaces::kit::mask::{MIN_FORM, Masker};
 use computer_surfaces::shell::session::fuzzing::FuzzTerminal;
 use libfuzzer_sys::fuzz_target;
 

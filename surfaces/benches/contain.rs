@@ -3,7 +3,7 @@
 
 #[cfg(target_os = "linux")]
 fn main() {
-    computer_surfaces::contain::serve_if_zygote();
+    computer_surfaces::kit::contain::serve_if_zygote();
     if std::env::args().any(|a| a == "--list") {
         return;
     }
@@ -18,7 +18,7 @@ mod linux {
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
-    use computer_surfaces::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
+    use computer_surfaces::kit::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
 
     fn p50(mut samples: Vec<Duration>) -> Duration {
         samples.sort();

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use computer_surfaces::mask::Masker;
+use computer_surfaces::kit::mask::Masker;
 use sha2::{Digest, Sha256};
 
 const SIZE: usize = 64 << 20;

@@ -12,10 +12,10 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::secrets;
+use crate::kit::secrets;
 
-pub use crate::capture::{Artifact, ArtifactQuota, CapturedText};
-pub use crate::effect::{Effect, EffectReport};
+pub use crate::kit::capture::{Artifact, ArtifactQuota, CapturedText};
+pub use crate::kit::effect::{Effect, EffectReport};
 /// The facts of an action are wire types: approvers in other processes read them.
 pub use computer_ipc::facts::{ActionFacts, StdinFacts, TargetFacts, TargetKind, TerminalInput};
 

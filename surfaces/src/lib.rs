@@ -4,23 +4,10 @@
 //! # Layout
 //! - `contract`: the `Surface` and `PreparedAction` traits and what passes through them
 //!   (re-exported here); it knows no surface and not the registry.
-//! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
-//! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
-//! - [`one_shot`]: one-shot runs of argv or a script in their own process group (containment,
-//!   deadline, bounded capture), which `shell run` and `applescript run` share.
+//! - [`kit`]: what several surfaces stand on and none owns: runs and their containment, output
+//!   capture, secrets and their masking, scripts read for their facts, effects and snapshots.
 //! - [`shell`]: the shell surface: `run` (a one-shot run) and its terminal sessions
 //!   ([`shell::session`]: a program on a pty, its screen as text).
-//! - [`command_line`]: a terminal's command line as typed keys leave it (gui terminals and
-//!   shell sessions).
-//! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
-//!   in its environment, the children the daemon waits for itself).
-//! - [`script`]: what a shell run will execute, found with a shell parser (for [`ActionFacts`]).
-//! - [`effect`]: what an act achieved, read back after it (`effect`, `effect_evidence`).
-//! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
-//! - [`secrets`]: secrets a call references, the per-call holder of resolved values that masks
-//!   everything the call produces, and resolution at the moment of use.
-//! - [`secret_store`]: references, the seam over the OS keychain and its store, which every
-//!   surface uses (the `keychain` surface is one of them).
 //! - [`keychain`]: the `keychain` surface: keychain items named by reference, listed, looked up,
 //!   stored and deleted; values shown only on an approved `reveal`.
 //! - [`gui`]: screenshots, windows, pointer and keyboard; also the evidence capturer.
@@ -30,27 +17,16 @@
 //! - [`ax`]: the ax surface: accessibility trees as outlines, selectors and actions.
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
-//! - [`snapshot`]: observations remembered per agent, for acts bound to them (`seen`).
 
 pub mod accessibility;
 pub mod applescript;
 pub mod ax;
-pub mod capture;
-pub mod command_line;
-pub mod contain;
 mod contract;
-pub mod effect;
 pub mod gui;
 pub mod keychain;
-pub mod mask;
-pub mod one_shot;
+pub mod kit;
 pub mod registry;
-pub mod script;
-pub mod secret_store;
-pub mod secrets;
 pub mod shell;
-pub mod snapshot;
-pub mod spawn;
 
 pub use contract::*;
 pub use registry::{Registry, SurfaceLimits};

@@ -4,7 +4,7 @@
 
 #[cfg(target_os = "linux")]
 fn main() {
-    computer_surfaces::contain::serve_if_zygote();
+    computer_surfaces::kit::contain::serve_if_zygote();
     linux::a_contained_run_owns_its_terminal_and_leaves_nothing_behind();
     linux::a_reused_sandbox_holds_nothing_of_the_run_before();
     linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
@@ -21,7 +21,7 @@ mod linux {
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
-    use computer_surfaces::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
+    use computer_surfaces::kit::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
     use tokio::io::AsyncReadExt;
 
     fn containment(state: &Path) -> Containment {

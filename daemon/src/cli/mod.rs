@@ -235,7 +235,7 @@ fn command_with_examples() -> clap::Command {
 pub fn main() -> ExitCode {
     // Before anything else (no thread, no argument parsing): this binary also serves as the
     // containment zygote that the daemon starts for its runs.
-    computer_surfaces::contain::serve_if_zygote();
+    computer_surfaces::kit::contain::serve_if_zygote();
     let cli = match Cli::from_arg_matches(&command_with_examples().get_matches()) {
         Ok(cli) => cli,
         Err(err) => err.exit(),

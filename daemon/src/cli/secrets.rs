@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Read};
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use computer_surfaces::secret_store::{
+use computer_surfaces::kit::secret_store::{
     STORE_DEADLINE, SecretRef, call_with_deadline, system_store,
 };
 use secrecy::{ExposeSecret, SecretString};

@@ -16,7 +16,7 @@ use crate::gateway::Gateway;
 use crate::policy::RulePolicy;
 use crate::ratelimit::RateLimiter;
 use crate::receipts::{Ledger, MAX_BATCH};
-use computer_surfaces::contain::{Containment, ContainmentConfig};
+use computer_surfaces::kit::contain::{Containment, ContainmentConfig};
 
 pub async fn run() -> u8 {
     match serve().await {
@@ -247,7 +247,7 @@ fn containment_config(config: &Config, config_path: &Path, state_dir: &Path) -> 
         enabled: config.containment.mode == ContainmentMode::On,
         hidden,
         shown: vec![state_dir.join(crate::tools::RUN_TOOLS_DIR_NAME)],
-        read_only: computer_surfaces::contain::login_files(
+        read_only: computer_surfaces::kit::contain::login_files(
             home.as_deref(),
             &config.containment.login_files_writable,
         ),

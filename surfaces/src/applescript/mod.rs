@@ -1,6 +1,6 @@
 //! The applescript surface (macOS): `run` AppleScript or JavaScript for Automation through
 //! `osascript`, from source text or a file, with arguments passed as values to the script's `run`
-//! handler; the run itself is a one-shot run of `osascript` ([`crate::one_shot`], as `shell run`'s:
+//! handler; the run itself is a one-shot run of `osascript` ([`crate::kit::one_shot`], as `shell run`'s:
 //! containment, process group, deadline, bounded capture), and its facts name the applications
 //! the source targets.
 //!
@@ -25,7 +25,7 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::one_shot::{self, ShellLimits};
+use crate::kit::one_shot::{self, ShellLimits};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface,
     SurfaceError, decode_args, receipt_value,
@@ -532,7 +532,7 @@ impl PreparedAction for AppleScriptRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contain::{Containment, ContainmentConfig};
+    use crate::kit::contain::{Containment, ContainmentConfig};
     use crate::{ArtifactQuota, ProtectedProcesses};
     use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;

@@ -43,7 +43,7 @@ use commands::{COMMANDS, Job, Running};
 use lookup::{Ax, Refs};
 use seen::AxSnapshot;
 
-use crate::snapshot::{Seen, Snapshots};
+use crate::kit::snapshot::{Seen, Snapshots};
 
 /// The complications ax honours: the common ones and `seen`.
 const AX_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"];
@@ -121,7 +121,7 @@ impl<B: Backend> Surface for AxSurface<B> {
         let (job, timeout) = commands::prepare(&B::DIALECT, command, args, complications)?;
         let seen = match &complications.seen {
             Some(_) if !matches!(job, Job::Act(_)) => {
-                return Err(crate::snapshot::not_an_act("ax", command));
+                return Err(crate::kit::snapshot::not_an_act("ax", command));
             }
             Some(id) => Some(self.snapshots.bind(id)?),
             None => None,
@@ -214,10 +214,10 @@ impl<B: Backend> PreparedAction for AxAction<B> {
         let secrets = self
             .job
             .secret()
-            .map(|reference| crate::secrets::SecretUse {
-                name: crate::secrets::IN_PLACE.into(),
+            .map(|reference| crate::kit::secrets::SecretUse {
+                name: crate::kit::secrets::IN_PLACE.into(),
                 reference: reference.uri(),
-                to: crate::secrets::SecretDestination::ElementValue {
+                to: crate::kit::secrets::SecretDestination::ElementValue {
                     element: self.job.element_named().unwrap_or_default(),
                     app: self.target.as_ref().and_then(|t| t.app.clone()),
                 },
@@ -246,7 +246,7 @@ impl<B: Backend> PreparedAction for AxAction<B> {
             // Resolved only now, after policy and approval, and registered for masking first.
             let value = ctx
                 .secrets
-                .resolve_blocking(crate::secrets::IN_PLACE, &reference)
+                .resolve_blocking(crate::kit::secrets::IN_PLACE, &reference)
                 .await?;
             if let Job::Act(act) = &mut job {
                 act.value = Some(Value::String(

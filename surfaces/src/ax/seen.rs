@@ -10,7 +10,7 @@ use computer_ipc::ErrorCode;
 
 use super::call::Target;
 use crate::accessibility::backend::Failure;
-use crate::snapshot::Seen;
+use crate::kit::snapshot::Seen;
 
 /// What one ax observation showed: each ref with its role and name then.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::desktop::{Desktop, WindowInfo, blocking};
 use crate::accessibility::read_back::{self, ElementView, Intent};
 use crate::accessibility::{ElementHandle, ElementReader, ElementWatch};
-use crate::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
+use crate::kit::effect::{READ_BACK_BOUND, READ_BACK_FIRST_POLL, READ_BACK_POLL, READ_BACK_QUIET};
 
 /// How long typed text that has not changed the focused field at all is waited for before the
 /// quiet wait may end the read-back: an app busy with its keys shows them late, not never.

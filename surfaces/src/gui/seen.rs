@@ -8,7 +8,7 @@ use computer_ipc::ToolError;
 use serde_json::{Map, Value};
 
 use super::desktop::{Desktop, DisplayResult, Rect, WindowInfo};
-use crate::snapshot::{self, Seen};
+use crate::kit::snapshot::{self, Seen};
 use crate::{ActionFacts, CallContext, Outcome, PreparedAction, Risk, SurfaceError};
 
 /// What one gui observation saw.
@@ -283,7 +283,7 @@ pub fn check<D: Desktop>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Snapshots;
+    use crate::kit::snapshot::Snapshots;
     use serde_json::json;
 
     fn half_size_shot() -> (Snapshots<GuiSnapshot>, String) {

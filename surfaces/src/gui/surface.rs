@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::commands::keys::mark_typed_into;
 use super::commands::screenshot::{encode, write_artifact};
 use super::commands::{
-    self, Act, Call, Entry, Failure, Reach, Running, TABLE, Terminals, refused_as, display_failed,
+    self, Act, Call, Entry, Failure, Reach, Running, TABLE, Terminals, display_failed, refused_as,
 };
 use super::desktop::{Backend, Desktop, WindowInfo, blocking};
 use super::person;
@@ -23,7 +23,7 @@ use super::read_back::Before;
 use super::seen::{self, GuiSnapshot};
 use super::terminal::{LineTracker, TerminalApps};
 use crate::accessibility::ElementReader;
-use crate::snapshot::{Seen, Snapshots};
+use crate::kit::snapshot::{Seen, Snapshots};
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, EffectReport, EvidenceCapture,
     EvidenceShot, Outcome, PreparedAction, ProtectedProcesses, Risk, SETTLE_BOUND, SETTLE_POLL,
@@ -196,7 +196,7 @@ impl<B: Backend> Surface for GuiSurface<B> {
         let listed = commands::entry(command);
         // Observations are aimed at nothing: only acts are bound to what one saw.
         if listed.is_some_and(|c| c.spec.risk == Risk::Observe) {
-            return Err(crate::snapshot::not_an_act("gui", command));
+            return Err(crate::kit::snapshot::not_an_act("gui", command));
         }
         let points = listed.map_or(&[][..], |c| c.points);
         let seen = self.snapshots.bind(id)?;

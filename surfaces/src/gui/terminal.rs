@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::keys::Combo;
-use crate::command_line::{Effect, Line};
+use crate::kit::command_line::{Effect, Line};
 
 /// Terminal emulators, matched case-insensitively against a window's application names (the X11
 /// WM_CLASS instance and class; the application's name on macOS). `*` stands for any run of
@@ -268,8 +268,8 @@ impl Held<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command_line::type_text;
     use crate::gui::keys::parse_combo;
+    use crate::kit::command_line::type_text;
 
     fn press_named(line: &Line, name: &str) -> Effect {
         press(line, &parse_combo(name).unwrap(), name)

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::commands;
-use crate::secret_store::{STORE_DEADLINE, SecretStore, StoreError, system_store};
+use crate::kit::secret_store::{STORE_DEADLINE, SecretStore, StoreError, system_store};
 use crate::{Availability, CommandSpec, PreparedAction, SectionError, Surface};
 
 /// How long a probe's answer is reused before it is asked again in the background.

@@ -1,5 +1,5 @@
 //! The shell surface: `run`, a one-shot run of argv or a `/bin/sh -c` script (the run itself is
-//! [`crate::one_shot`]'s, shared with the applescript surface), its terminal sessions (in
+//! [`crate::kit::one_shot`]'s, shared with the applescript surface), its terminal sessions (in
 //! [`session`]), and its `[shell]` config section.
 //!
 //! # Layout
@@ -17,14 +17,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::sync::RwLock;
 
-use crate::capture::CaptureLimits;
-use crate::one_shot::{self, RUN_FIELDS, RunArgs, passed_env};
+use crate::kit::capture::CaptureLimits;
+use crate::kit::one_shot::{self, RUN_FIELDS, RunArgs, passed_env};
 use crate::{Availability, CommandSpec, PreparedAction, Risk, SectionError, Surface};
 use session::{SessionSettings, Sessions};
 
 /// The limits of a run, set from the `[shell]` section; other crates and the registry name them
 /// by the shell surface, whose config sets them.
-pub use crate::one_shot::ShellLimits;
+pub use crate::kit::one_shot::ShellLimits;
 
 const RUN: CommandSpec = CommandSpec::of::<RunArgs>("run", Risk::Act);
 

@@ -66,7 +66,7 @@ impl Command for Act {
             }
             (ActName::SetValue, Some(Value::String(_) | Value::Number(_))) => {}
             (ActName::SetValue, Some(secret @ Value::Object(_))) => {
-                crate::secrets::secret_in_place(secret, "args.value")?;
+                crate::kit::secrets::secret_in_place(secret, "args.value")?;
             }
             (ActName::SetValue, Some(_)) => {
                 return Err(ToolError::invalid(
@@ -198,11 +198,13 @@ impl Command for Act {
 impl Act {
     /// The stored secret `set_value` sets, when its value is `{"secret": "keychain://…"}`
     /// (checked at prepare); resolved only when the call runs.
-    pub fn secret(&self) -> Option<crate::secret_store::SecretRef> {
+    pub fn secret(&self) -> Option<crate::kit::secret_store::SecretRef> {
         match &self.value {
-            Some(value @ Value::Object(_)) => crate::secrets::secret_in_place(value, "args.value")
-                .ok()
-                .flatten(),
+            Some(value @ Value::Object(_)) => {
+                crate::kit::secrets::secret_in_place(value, "args.value")
+                    .ok()
+                    .flatten()
+            }
             _ => None,
         }
     }
@@ -258,13 +260,15 @@ async fn read_back<B: Backend>(
     deadline: Instant,
 ) -> Option<NodeOf<B>> {
     let started = Instant::now();
-    let mut pause = crate::effect::READ_BACK_FIRST_POLL;
+    let mut pause = crate::kit::effect::READ_BACK_FIRST_POLL;
     // A sensitive element signals its change when the toolkit applies it: waiting for that
     // first spares the read that would most often find it not changed yet.
     if let Some(watch) = watch.as_mut()
         && waits
     {
-        watch.changed_within(crate::effect::READ_BACK_POLL).await;
+        watch
+            .changed_within(crate::kit::effect::READ_BACK_POLL)
+            .await;
     }
     loop {
         let after = ax
@@ -282,7 +286,7 @@ async fn read_back<B: Backend>(
         );
         if !waits
             || report.effect == Effect::Confirmed
-            || started.elapsed() >= crate::effect::READ_BACK_QUIET
+            || started.elapsed() >= crate::kit::effect::READ_BACK_QUIET
             || Instant::now() + pause >= deadline
         {
             return after;
@@ -291,7 +295,7 @@ async fn read_back<B: Backend>(
             Some(watch) => watch.changed_within(pause).await,
             None => tokio::time::sleep(pause).await,
         }
-        pause = (pause * 2).min(crate::effect::READ_BACK_POLL);
+        pause = (pause * 2).min(crate::kit::effect::READ_BACK_POLL);
     }
 }
 

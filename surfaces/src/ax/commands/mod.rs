@@ -23,7 +23,7 @@ use super::call::{AppArg, Target};
 use super::lookup::Ax;
 use super::seen::AxSnapshot;
 use crate::accessibility::backend::{Backend, Dialect, Failure};
-use crate::snapshot::Seen;
+use crate::kit::snapshot::Seen;
 use crate::{CommandSpec, Outcome, ProtectedProcesses, Risk, TargetFacts, TargetKind, decode_args};
 
 pub use act::Act;
@@ -316,7 +316,7 @@ impl Job {
     }
 
     /// The stored secret an act sets (see [`Act::secret`]).
-    pub fn secret(&self) -> Option<crate::secret_store::SecretRef> {
+    pub fn secret(&self) -> Option<crate::kit::secret_store::SecretRef> {
         match self {
             Job::Act(act) => act.secret(),
             _ => None,

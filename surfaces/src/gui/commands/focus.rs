@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{
-    Act, Call, Capability, Command, Failure, Reach, Running, fields, target_window, unknown_window,
-    display_failed,
+    Act, Call, Capability, Command, Failure, Reach, Running, display_failed, fields, target_window,
+    unknown_window,
 };
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::read_back::Aim;

@@ -6,10 +6,10 @@ use computer_ipc::ToolError;
 use serde_json::{Value, json};
 
 use super::{Failure, Terminals, display_failed};
-use crate::command_line::{self, Effect, Line};
 use crate::gui::desktop::{Desktop, DisplayError, WindowInfo};
 use crate::gui::keys::Combo;
 use crate::gui::terminal;
+use crate::kit::command_line::{self, Effect, Line};
 use crate::{ActionFacts, ProtectedProcesses, SurfaceError, TerminalInput};
 
 /// Why keys are refused where the backend must know their window and cannot tell it, and what
@@ -94,7 +94,7 @@ impl KeyPlan {
         // One script, as a shell reading the lines one after another would join them (a quote
         // opened on one line goes on on the next).
         let script = lines.join("\n");
-        let found = crate::script::script_commands(&script);
+        let found = crate::kit::script::script_commands(&script);
         let run = ActionFacts {
             programs: found.programs,
             opaque: opaque

@@ -31,8 +31,8 @@ use super::desktop::{Desktop, DisplayError, DisplayResult, Rect, WindowInfo};
 use super::read_back::Aim;
 use super::seen::GuiSnapshot;
 use super::terminal::{LineTracker, TerminalApps};
-use crate::secrets::SecretUse;
-use crate::snapshot::Snapshots;
+use crate::kit::secrets::SecretUse;
+use crate::kit::snapshot::Snapshots;
 use crate::{
     CallContext, CommandSpec, Outcome, Risk, SurfaceError, TargetFacts, TargetKind, TerminalInput,
     decode_args,

@@ -11,8 +11,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{
-    Act, Call, Capability, Command, Failure, Reach, Running, fields, target_window, unknown_window,
-    display_failed,
+    Act, Call, Capability, Command, Failure, Reach, Running, display_failed, fields, target_window,
+    unknown_window,
 };
 use crate::gui::desktop::{Desktop, DisplayResult, Rect, Rgb};
 use crate::gui::seen::{self, GuiSnapshot};

@@ -9,8 +9,8 @@ use super::keys::{self, KeyPlan, Keys, receiving_window, send_keys};
 use super::{Act, Call, Capability, Command, Failure, Reach, Running, done, target_window};
 use crate::gui::desktop::{Desktop, DisplayResult};
 use crate::gui::read_back::Aim;
-use crate::secret_store::SecretRef;
-use crate::secrets::{SecretDestination, SecretUse};
+use crate::kit::secret_store::SecretRef;
+use crate::kit::secrets::{SecretDestination, SecretUse};
 use crate::{Outcome, Risk, TargetFacts, TerminalInput};
 use serde_json::{Map, Value};
 
@@ -58,7 +58,7 @@ impl Command for Type {
     fn check_given(args: &Map<String, Value>) -> Result<(), ToolError> {
         // Checked first for an error that says what a secret looks like.
         match args.get("text") {
-            Some(value) => crate::secrets::secret_in_place(value, "args.text").map(|_| ()),
+            Some(value) => crate::kit::secrets::secret_in_place(value, "args.text").map(|_| ()),
             None => Ok(()),
         }
     }
@@ -82,7 +82,7 @@ fn checked_text<D: Desktop>(a: TypeArgs, call: &Call<'_, D>) -> Result<Typed, To
     let text = match a.text {
         TypeText::Text(text) => text,
         TypeText::Secret { secret } => {
-            return Ok(Typed::Secret(crate::secrets::parse_reference(
+            return Ok(Typed::Secret(crate::kit::secrets::parse_reference(
                 &secret,
                 "args.text.secret",
             )?));
@@ -157,7 +157,7 @@ impl<D: Desktop> Act<D> for Type {
     fn secrets(&self, app: Option<String>) -> Vec<SecretUse> {
         match &self.text {
             Typed::Secret(reference) => vec![SecretUse {
-                name: crate::secrets::IN_PLACE.into(),
+                name: crate::kit::secrets::IN_PLACE.into(),
                 reference: reference.uri(),
                 to: SecretDestination::Typed {
                     window: self.keys.target,
@@ -191,9 +191,9 @@ impl<D: Desktop> Act<D> for Type {
                 let value = running
                     .ctx
                     .secrets
-                    .resolve(crate::secrets::IN_PLACE, &reference)?;
+                    .resolve(crate::kit::secrets::IN_PLACE, &reference)?;
                 let text = secrecy::ExposeSecret::expose_secret(&value);
-                crate::secrets::check_typed_secret(text, MAX_TYPE_CHARS)?;
+                crate::kit::secrets::check_typed_secret(text, MAX_TYPE_CHARS)?;
                 send_keys(conn, &keys, running.terminals, protected, |conn| {
                     conn.type_text(text)
                 })?;

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::*;
 use crate::CallContext;
-use crate::secret_store::{STORE_DEADLINE, call_with_deadline};
+use crate::kit::secret_store::{STORE_DEADLINE, call_with_deadline};
 
 /// Deletes an item.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

@@ -6,7 +6,7 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use super::*;
-use crate::secret_store::{STORE_DEADLINE, call_with_deadline};
+use crate::kit::secret_store::{STORE_DEADLINE, call_with_deadline};
 use crate::{CallContext, CapturedText};
 
 /// An item's metadata and its reference; its value only with `reveal: true`.

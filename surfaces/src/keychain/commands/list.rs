@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::secret_store::{STORE_DEADLINE, call_with_deadline};
+use crate::kit::secret_store::{STORE_DEADLINE, call_with_deadline};
 use crate::{CallContext, NoArgs};
 
 /// Lists the items a reference can name (service, account, label, reference); never values.

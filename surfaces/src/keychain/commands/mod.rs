@@ -16,7 +16,7 @@ use computer_ipc::{ErrorCode, ToolError};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::secret_store::{DAEMON_SERVICES, ItemInfo, SecretRef, SecretStore, StoreError};
+use crate::kit::secret_store::{DAEMON_SERVICES, ItemInfo, SecretRef, SecretStore, StoreError};
 use crate::{
     ActionFacts, CommandSpec, Outcome, PreparedAction, Risk, SurfaceError, TargetFacts, TargetKind,
     decode_args,

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::*;
 use crate::CallContext;
-use crate::secret_store::{STORE_DEADLINE, call_with_deadline};
+use crate::kit::secret_store::{STORE_DEADLINE, call_with_deadline};
 
 /// Stores an item. The value comes from the person: run `computer secrets set <reference>` in
 /// a terminal. `value` is accepted only where the config sets `[keychain] model_values = true`.

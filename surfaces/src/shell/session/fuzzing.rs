@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::mask::Masker;
+use crate::kit::mask::Masker;
 
 use super::term::Terminal;
 

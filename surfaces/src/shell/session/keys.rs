@@ -2,7 +2,7 @@
 //! that runs a shell: named keys as the bytes a terminal sends for them, and the line each input
 //! leaves, followed as `gui type` follows a terminal window's line (`gui/terminal.rs`).
 
-use crate::command_line::{Effect, Line, type_text};
+use crate::kit::command_line::{Effect, Line, type_text};
 
 /// The names `send.keys` takes, for errors and the tool description.
 pub(super) const KEY_NAMES: &str = "Enter, Tab, Escape, Backspace, Delete, Up, Down, Left, Right, \

@@ -42,9 +42,9 @@ use secrecy::SecretString;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::command_line::Line;
-use crate::contain::Containment;
-use crate::secrets::CallSecrets;
+use crate::kit::command_line::Line;
+use crate::kit::contain::Containment;
+use crate::kit::secrets::CallSecrets;
 use crate::{CallContext, SurfaceError};
 use commands::Gone;
 pub use commands::{COMMANDS, is_session_command, result_fields};

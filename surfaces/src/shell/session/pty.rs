@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::SurfaceError;
-use crate::contain::{ContainError, Containment, ExecSpec, RunHandle, RunLimits};
+use crate::kit::contain::{ContainError, Containment, ExecSpec, RunHandle, RunLimits};
 
 /// How long the end of a stopped session's processes may take to be reported.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -130,7 +130,7 @@ pub(super) fn spawn(
         // Registered under the lock the reaper takes, so that the daemon's reaping of adopted
         // orphans never takes this child's exit from its waiter.
         let (child, leader) = {
-            let mut own = crate::spawn::own_children();
+            let mut own = crate::kit::spawn::own_children();
             let child = pair
                 .slave
                 .spawn_command(builder)
@@ -269,7 +269,7 @@ fn commanded(
         .name(format!("session-wait-{leader}"))
         .spawn(move || {
             let status = child.wait();
-            crate::spawn::own_children().remove(&leader);
+            crate::kit::spawn::own_children().remove(&leader);
             let exit = match status {
                 Ok(status) => match status.signal() {
                     Some(name) => Exit {

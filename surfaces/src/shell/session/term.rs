@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 
-use crate::mask::Masker;
+use crate::kit::mask::Masker;
 
 /// Masks a session's output with the secrets it was given (at `open`, or typed by `send`), as
 /// shell runs mask their streams: the log is masked as it grows, a secret split across reads

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use secrecy::SecretString;
 
 use super::super::remote_desktop::kept::{SERVICE, off_runtime};
-use crate::secret_store::{SecretRef, SecretStore, StoreError};
+use crate::kit::secret_store::{SecretRef, SecretStore, StoreError};
 
 /// Where the grant is kept: `keychain://computer.gui/gnome-remote-desktop`, among the daemon's
 /// own items, which the keychain surface lets no call set.
@@ -136,13 +136,13 @@ mod tests {
         fn delete(&self, _: &SecretRef) -> Result<bool, StoreError> {
             Ok(self.items.lock().unwrap().drain(..).count() > 0)
         }
-        fn list(&self) -> Result<Vec<crate::secret_store::ItemInfo>, StoreError> {
+        fn list(&self) -> Result<Vec<crate::kit::secret_store::ItemInfo>, StoreError> {
             Ok(Vec::new())
         }
         fn info(
             &self,
             reference: &SecretRef,
-        ) -> Result<Option<crate::secret_store::ItemInfo>, StoreError> {
+        ) -> Result<Option<crate::kit::secret_store::ItemInfo>, StoreError> {
             if self.broken {
                 return Err(StoreError::Locked {
                     reason: "locked".into(),
@@ -155,7 +155,7 @@ mod tests {
                 .unwrap()
                 .iter()
                 .find(|(r, _)| r == reference)
-                .map(|(r, label)| crate::secret_store::ItemInfo {
+                .map(|(r, label)| crate::kit::secret_store::ItemInfo {
                     service: r.service.clone(),
                     account: r.account.clone(),
                     label: label.clone(),
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_grant_is_among_the_items_no_call_may_set() {
-        assert!(SERVICE.starts_with(crate::secret_store::DAEMON_SERVICES));
+        assert!(SERVICE.starts_with(crate::kit::secret_store::DAEMON_SERVICES));
     }
 
     #[test]

@@ -19,8 +19,8 @@ mod consent;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -433,7 +433,6 @@ impl GnomeConn {
     pub fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
         self.windows.windows("gnome")
     }
-
 }
 
 impl SessionInput for GnomeConn {
@@ -531,7 +530,7 @@ impl Backend {
     pub fn new() -> Backend {
         Backend {
             conn: KeptConn::new(),
-            consent: Arc::new(Consent::new(crate::secret_store::system_store())),
+            consent: Arc::new(Consent::new(crate::kit::secret_store::system_store())),
         }
     }
 

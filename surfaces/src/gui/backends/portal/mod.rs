@@ -17,8 +17,8 @@ mod token;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -912,7 +912,7 @@ impl Backend {
     pub fn new() -> Backend {
         Backend {
             conn: KeptConn::new(),
-            tokens: Arc::new(RestoreToken::new(crate::secret_store::system_store())),
+            tokens: Arc::new(RestoreToken::new(crate::kit::secret_store::system_store())),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use secrecy::SecretString;
 
 use super::super::remote_desktop::kept::{SERVICE, off_runtime};
-use crate::secret_store::{SecretRef, SecretStore, StoreError};
+use crate::kit::secret_store::{SecretRef, SecretStore, StoreError};
 
 pub const ACCOUNT: &str = "portal-restore-token";
 
@@ -126,10 +126,13 @@ pub(super) mod tests {
             items.retain(|(r, _)| r != reference);
             Ok(items.len() < before)
         }
-        fn list(&self) -> Result<Vec<crate::secret_store::ItemInfo>, StoreError> {
+        fn list(&self) -> Result<Vec<crate::kit::secret_store::ItemInfo>, StoreError> {
             Ok(Vec::new())
         }
-        fn info(&self, _: &SecretRef) -> Result<Option<crate::secret_store::ItemInfo>, StoreError> {
+        fn info(
+            &self,
+            _: &SecretRef,
+        ) -> Result<Option<crate::kit::secret_store::ItemInfo>, StoreError> {
             Ok(None)
         }
         fn probe(&self) -> Result<(), StoreError> {
@@ -142,7 +145,7 @@ pub(super) mod tests {
 
     #[test]
     fn the_token_is_among_the_items_no_call_may_set() {
-        assert!(SERVICE.starts_with(crate::secret_store::DAEMON_SERVICES));
+        assert!(SERVICE.starts_with(crate::kit::secret_store::DAEMON_SERVICES));
     }
 
     #[test]

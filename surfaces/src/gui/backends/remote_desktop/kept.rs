@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::secret_store::{SecretStore, StoreError};
+use crate::kit::secret_store::{SecretStore, StoreError};
 
 /// The service the items are kept under, among the daemon's own items, which the keychain
 /// surface lets no call set.

@@ -121,9 +121,10 @@ pub trait SessionInput {
 
     fn type_text(&self, text: &str) -> DisplayResult<()> {
         let events = Self::text_events(text)?;
-        self.input("typing", move |s| async move {
-            super::keys(&*s, &events).await
-        })
+        self.input(
+            "typing",
+            move |s| async move { super::keys(&*s, &events).await },
+        )
     }
 
     fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {

@@ -24,8 +24,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::{Session, Sessions, StartLimits, not_yours, pty};
-use crate::contain::RunLimits;
-use crate::one_shot::{checked_cwd_and_env, run_limits};
+use crate::kit::contain::RunLimits;
+use crate::kit::one_shot::{checked_cwd_and_env, run_limits};
 use crate::{
     ActionFacts, CallContext, CommandSpec, Outcome, PreparedAction, Risk, SurfaceError, decode_args,
 };

@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::{SHELLS, State, start_reader, term, watch_exit, watch_idle, watch_run};
 use super::*;
-use crate::command_line::Line;
-use crate::contain::ExecSpec;
+use crate::kit::command_line::Line;
+use crate::kit::contain::ExecSpec;
+use crate::kit::secret_store::SecretRef;
+use crate::kit::secrets::CallSecrets;
 use crate::receipt_value;
-use crate::secret_store::SecretRef;
-use crate::secrets::CallSecrets;
 
 // `shell open`'s args. Doc comments here are the tool description's text (`schema.rs`).
 /// cwd/env/secrets/sandbox as for run
@@ -83,7 +83,7 @@ fn prepare_open(args: OpenArgs, call: Preparing<'_>) -> Result<Open, ToolError> 
         ..
     } = call;
     check_size(args.rows, args.cols)?;
-    let secrets = crate::secrets::env_secrets(complications)?;
+    let secrets = crate::kit::secrets::env_secrets(complications)?;
     let (argv, login) = match args.argv {
         Some(argv) => {
             if argv.is_empty() || argv[0].is_empty() {
@@ -154,7 +154,7 @@ impl PreparedAction for Open {
     fn facts(&self) -> ActionFacts {
         // A shell's input is the terminal, whose every line is decided when it is sent: at
         // open, it has read nothing yet.
-        let found = crate::script::argv_commands(&self.argv, Some(""));
+        let found = crate::kit::script::argv_commands(&self.argv, Some(""));
         ActionFacts {
             programs: found.programs,
             argv: Some(self.argv.clone()),
@@ -168,7 +168,7 @@ impl PreparedAction for Open {
                 "rows": self.rows,
                 "cols": self.cols,
             })),
-            secrets: crate::secrets::env_uses(&self.secrets),
+            secrets: crate::kit::secrets::env_uses(&self.secrets),
             ..ActionFacts::default()
         }
     }
@@ -179,7 +179,7 @@ impl PreparedAction for Open {
         let id = reservation.id;
         let (env, resolved) = self.program_env(&ctx).await?;
         let mut exec = self.exec_spec(env)?;
-        let cwd = crate::one_shot::start_dir(self.cwd.as_deref());
+        let cwd = crate::kit::one_shot::start_dir(self.cwd.as_deref());
         let size = PtySize {
             rows: self.rows,
             cols: self.cols,
@@ -195,10 +195,10 @@ impl PreparedAction for Open {
             size,
             &marker,
         );
-        crate::spawn::zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
+        crate::kit::spawn::zero_secret_env(&mut exec, self.secrets.iter().map(|(name, _)| name));
         let spawned = spawned?;
         let (changed, _) = watch::channel(0u64);
-        let program_name = crate::script::file_name(&self.argv[0]).trim_start_matches('-');
+        let program_name = crate::kit::script::file_name(&self.argv[0]).trim_start_matches('-');
         let session = Arc::new(Session {
             id,
             owner: ctx.agent.clone(),
@@ -284,14 +284,15 @@ impl Open {
             .and_then(|p| p.to_str())
             .unwrap_or_default()
             .to_string();
-        let program = crate::spawn::resolve_program(&self.argv[0], &path_var).ok_or_else(|| {
-            SurfaceError::Failed {
-                message: format!(
-                    "command not found: `{}` (not an existing path, nor on PATH={path_var})",
-                    self.argv[0]
-                ),
-            }
-        })?;
+        let program =
+            crate::kit::spawn::resolve_program(&self.argv[0], &path_var).ok_or_else(|| {
+                SurfaceError::Failed {
+                    message: format!(
+                        "command not found: `{}` (not an existing path, nor on PATH={path_var})",
+                        self.argv[0]
+                    ),
+                }
+            })?;
         Ok(ExecSpec {
             program,
             argv: self.argv.iter().map(OsString::from).collect(),

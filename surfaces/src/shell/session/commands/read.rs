@@ -2,7 +2,7 @@
 //! program's end or a quiet spell.
 
 use super::*;
-use crate::capture::CapturedText;
+use crate::kit::capture::CapturedText;
 
 /// After the program ended, output still in the pty is read for at most this long.
 const EXIT_DRAIN: Duration = Duration::from_millis(300);

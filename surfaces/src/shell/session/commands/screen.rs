@@ -2,7 +2,7 @@
 //! and size.
 
 use super::*;
-use crate::capture::CapturedText;
+use crate::kit::capture::CapturedText;
 
 /// A checked `shell screen`.
 pub(super) struct Screen {

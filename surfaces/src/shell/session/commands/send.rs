@@ -6,8 +6,8 @@ use super::*;
 use secrecy::ExposeSecret;
 use tokio::sync::watch;
 
-use crate::secret_store::SecretRef;
-use crate::secrets::{SecretDestination, SecretUse};
+use crate::kit::secret_store::SecretRef;
+use crate::kit::secrets::{SecretDestination, SecretUse};
 use crate::{Effect, EffectReport, StdinFacts, TerminalInput, receipt_value};
 
 /// Longest text one `send` takes.
@@ -46,7 +46,7 @@ pub(super) struct SendInput {
     keys: Vec<String>,
     /// The shell's line this send was decided on, and what it does to it.
     generation: u64,
-    effect: Option<crate::command_line::Effect>,
+    effect: Option<crate::kit::command_line::Effect>,
 }
 
 impl Command for SendInput {
@@ -60,7 +60,7 @@ impl Command for SendInput {
     /// Checked first for an error that says what a secret looks like.
     fn check_raw(args: &Map<String, Value>) -> Result<(), ToolError> {
         if let Some(text) = args.get("text") {
-            crate::secrets::secret_in_place(text, "args.text")?;
+            crate::kit::secrets::secret_in_place(text, "args.text")?;
         }
         Ok(())
     }
@@ -80,7 +80,7 @@ fn check_send(args: &SendArgs) -> Result<(), ToolError> {
     let text = match &args.text {
         Some(SendText::Text(text)) => text.as_str(),
         Some(SendText::Secret { secret }) => {
-            crate::secrets::parse_reference(secret, "args.text.secret")?;
+            crate::kit::secrets::parse_reference(secret, "args.text.secret")?;
             "-"
         }
         None => "",
@@ -209,7 +209,7 @@ impl PreparedAction for SendInput {
             .secret
             .iter()
             .map(|reference| SecretUse {
-                name: crate::secrets::IN_PLACE.into(),
+                name: crate::kit::secrets::IN_PLACE.into(),
                 reference: reference.uri(),
                 to: SecretDestination::SessionInput {
                     session: self.session.id,
@@ -229,7 +229,7 @@ impl PreparedAction for SendInput {
                         effect.completed.iter().map(|l| l.text.clone()).collect();
                     let opaque = effect.completed.iter().find_map(|l| l.opaque.clone());
                     let script = lines.join("\n");
-                    let found = crate::script::script_commands(&script);
+                    let found = crate::kit::script::script_commands(&script);
                     TerminalInput {
                         app: Some(format!("session {}", self.session.id)),
                         window: None,
@@ -260,7 +260,7 @@ impl PreparedAction for SendInput {
             // Any other program: the input is its standard input, decided as a run of the
             // session's program with that input.
             None => {
-                let found = crate::script::argv_commands(&self.session.argv, Some(&text));
+                let found = crate::kit::script::argv_commands(&self.session.argv, Some(&text));
                 let opaque = match &self.secret {
                     // What the program makes of a value nobody has seen is not known.
                     Some(_) => {
@@ -304,12 +304,12 @@ impl PreparedAction for SendInput {
         if let Some(reference) = &self.secret {
             let value = ctx
                 .secrets
-                .resolve_blocking(crate::secrets::IN_PLACE, reference)
+                .resolve_blocking(crate::kit::secrets::IN_PLACE, reference)
                 .await?;
-            crate::secrets::check_typed_secret(value.expose_secret(), MAX_SEND_BYTES)?;
+            crate::kit::secrets::check_typed_secret(value.expose_secret(), MAX_SEND_BYTES)?;
             input.extend_from_slice(value.expose_secret().as_bytes());
             self.session
-                .hold_secrets([(crate::secrets::IN_PLACE.to_string(), value)]);
+                .hold_secrets([(crate::kit::secrets::IN_PLACE.to_string(), value)]);
         }
         input.extend_from_slice(&self.bytes);
         // The line is checked and moved on as the bytes go, under the state lock, so that two
@@ -367,8 +367,8 @@ async fn screen_read_back(
     changes: &mut watch::Receiver<u64>,
 ) -> EffectReport {
     let started = tokio::time::Instant::now();
-    let bound = started + crate::effect::READ_BACK_BOUND;
-    let mut quiet_until = started + crate::effect::READ_BACK_QUIET;
+    let bound = started + crate::kit::effect::READ_BACK_BOUND;
+    let mut quiet_until = started + crate::kit::effect::READ_BACK_QUIET;
     loop {
         if session.state().term.screen_text() != before {
             return EffectReport::new(
@@ -385,7 +385,7 @@ async fn screen_read_back(
                 if changed.is_err() {
                     break;
                 }
-                quiet_until = (tokio::time::Instant::now() + crate::effect::READ_BACK_QUIET)
+                quiet_until = (tokio::time::Instant::now() + crate::kit::effect::READ_BACK_QUIET)
                     .min(bound);
             }
             _ = tokio::time::sleep_until(quiet_until) => break,

@@ -4,8 +4,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::super::{errno, fail_later};
-use crate::contain::linux::report::Stage;
-use crate::contain::linux::wire::Plan;
+use crate::kit::contain::linux::report::Stage;
+use crate::kit::contain::linux::wire::Plan;
 
 /// Kernel settings and interfaces made read-only in every run, once mounted: a write to
 /// `core_pattern` would make the kernel run a program as root outside containment, `sysrq-trigger`

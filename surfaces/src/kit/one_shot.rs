@@ -18,11 +18,11 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{CaptureLimits, CapturedText, StreamCapture};
-use crate::contain::{ContainError, Containment, ExecSpec, RunLimits};
-use crate::secret_store::SecretRef;
-use crate::secrets::env_secrets;
-use crate::spawn::{OwnChild, own_children, resolve_program, zero_secret_env};
+use crate::kit::capture::{CaptureLimits, CapturedText, StreamCapture};
+use crate::kit::contain::{ContainError, Containment, ExecSpec, RunLimits};
+use crate::kit::secret_store::SecretRef;
+use crate::kit::secrets::env_secrets;
+use crate::kit::spawn::{OwnChild, own_children, resolve_program, zero_secret_env};
 use crate::{
     ActionFacts, Availability, CallContext, Outcome, PreparedAction, Risk, StdinFacts,
     SurfaceError, decode_args, receipt_value,
@@ -127,7 +127,7 @@ pub(crate) fn complications() -> &'static [&'static str] {
         "secrets",
     ];
     // Listed only where a keychain answers: what the tool lists is what is callable.
-    if crate::secrets::keychain_answers() {
+    if crate::kit::secrets::keychain_answers() {
         WITH_SECRETS
     } else {
         WITHOUT_SECRETS
@@ -332,7 +332,7 @@ pub struct ShellRun {
 #[derive(Debug)]
 struct Ready {
     exec: ExecSpec,
-    run: crate::contain::PreparedRun,
+    run: crate::kit::contain::PreparedRun,
 }
 
 impl ShellRun {
@@ -455,12 +455,12 @@ impl PreparedAction for ShellRun {
     fn facts(&self) -> ActionFacts {
         let (found, argv, script) = match &self.program {
             Program::Argv(argv) => (
-                crate::script::argv_commands(argv, self.stdin.as_deref()),
+                crate::kit::script::argv_commands(argv, self.stdin.as_deref()),
                 Some(argv.clone()),
                 None,
             ),
             Program::Script(script) => (
-                crate::script::script_commands(script),
+                crate::kit::script::script_commands(script),
                 None,
                 Some(script.clone()),
             ),
@@ -478,7 +478,7 @@ impl PreparedAction for ShellRun {
             target: None,
             args: Some(self.receipt_args()),
             terminal: None,
-            secrets: crate::secrets::env_uses(&self.secrets),
+            secrets: crate::kit::secrets::env_uses(&self.secrets),
             consent: None,
         }
     }
@@ -588,7 +588,7 @@ impl PreparedAction for ShellRun {
 
 /// How a contained run starts: made ready before (`look_before`), or now.
 enum Launch<'a> {
-    Ready(crate::contain::PreparedRun),
+    Ready(crate::kit::contain::PreparedRun),
     Start {
         exec: &'a ExecSpec,
         cwd: &'a Path,

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use crate::CallContext;
-use crate::mask::Masker;
+use crate::kit::mask::Masker;
 
 /// How long a full quota trusts its count before it looks at the directory again (someone may
 /// have removed old artifacts).
@@ -462,18 +462,20 @@ mod tests {
     #[tokio::test]
     async fn secrets_are_masked_before_anything_is_kept_hashed_or_spilled() {
         struct Fixed;
-        impl crate::secrets::Resolve for Fixed {
+        impl crate::kit::secrets::Resolve for Fixed {
             fn resolve(
                 &self,
-                _: &crate::secret_store::SecretRef,
+                _: &crate::kit::secret_store::SecretRef,
             ) -> Result<secrecy::SecretString, String> {
                 Ok("tok-0123456789".into())
             }
         }
         let dir = tempfile::tempdir().unwrap();
         let mut ctx = context(dir.path(), Arc::new(ArtifactQuota::unlimited()));
-        ctx.secrets = Arc::new(crate::secrets::CallSecrets::with_resolver(Arc::new(Fixed)));
-        let reference = crate::secret_store::SecretRef::parse("keychain://s/a").unwrap();
+        ctx.secrets = Arc::new(crate::kit::secrets::CallSecrets::with_resolver(Arc::new(
+            Fixed,
+        )));
+        let reference = crate::kit::secret_store::SecretRef::parse("keychain://s/a").unwrap();
         ctx.secrets.resolve("TOKEN", &reference).unwrap();
         let limits = CaptureLimits {
             memory_bytes: 16,

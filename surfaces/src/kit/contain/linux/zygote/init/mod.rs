@@ -19,8 +19,8 @@ use std::io;
 use std::os::fd::RawFd;
 
 use super::{SETUP_FAILED, fail_later, program::PROGRAM_STACK};
-use crate::contain::linux::report::Stage;
-use crate::contain::linux::wire::{self, Plan};
+use crate::kit::contain::linux::report::Stage;
+use crate::kit::contain::linux::wire::{self, Plan};
 
 /// The init: pid 1 of the run, a fork of the supervisor. Prepares the sandbox, stage by stage
 /// (the order matters: each step says what must come before it), then serves runs. Never

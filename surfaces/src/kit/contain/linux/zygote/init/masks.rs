@@ -6,8 +6,8 @@ use std::os::fd::RawFd;
 
 use super::super::{errno, fail_later};
 use super::read_only::set_read_only;
-use crate::contain::linux::report::Stage;
-use crate::contain::linux::wire::Plan;
+use crate::kit::contain::linux::report::Stage;
+use crate::kit::contain::linux::wire::Plan;
 
 /// The empty file every masked file is covered with: on a read-only tmpfs, so that a write to
 /// a masked file fails (EROFS) instead of vanishing as one to `/dev/null` would. It is made on

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::contain::ExecSpec;
+use crate::kit::contain::ExecSpec;
 
 /// Finds `name` the way execvp would: as given when it holds a slash, else in each PATH directory.
 pub(crate) fn resolve_program(name: &str, path_var: &str) -> Option<PathBuf> {

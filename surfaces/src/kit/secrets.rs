@@ -22,8 +22,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
 use crate::SurfaceError;
-use crate::mask::Masker;
-use crate::secret_store::{SecretRef, SecretStore, system_store};
+use crate::kit::mask::Masker;
+use crate::kit::secret_store::{SecretRef, SecretStore, system_store};
 
 /// The name a secret typed (`gui type`) or set (`ax act set_value`) in place of text goes by in
 /// facts and masks: `[masked secret]`.
@@ -38,7 +38,7 @@ pub fn parse_reference(text: &str, at: &str) -> Result<SecretRef, ToolError> {
         .map_err(|err| ToolError::invalid(err.to_string()).at(at.to_string()))?;
     if reference
         .service
-        .starts_with(crate::secret_store::DAEMON_SERVICES)
+        .starts_with(crate::kit::secret_store::DAEMON_SERVICES)
     {
         return Err(daemon_item(&reference).at(at.to_string()));
     }
@@ -54,7 +54,7 @@ fn daemon_item(reference: &SecretRef) -> ToolError {
         format!(
             "{reference} is one of the daemon's own items (services starting with \"{}\"): \
              their values are never handed to a call, so nothing ran",
-            crate::secret_store::DAEMON_SERVICES
+            crate::kit::secret_store::DAEMON_SERVICES
         ),
     )
 }
@@ -187,7 +187,7 @@ impl CallSecrets {
     pub fn resolve(&self, name: &str, reference: &SecretRef) -> Result<SecretString, SurfaceError> {
         if reference
             .service
-            .starts_with(crate::secret_store::DAEMON_SERVICES)
+            .starts_with(crate::kit::secret_store::DAEMON_SERVICES)
         {
             // Checked where references are parsed too; this holds for any other way in.
             return Err(SurfaceError::Tool(daemon_item(reference)));
@@ -452,11 +452,11 @@ fn revealed_values(state: &Revealed) -> (u64, Vec<SecretString>) {
 }
 
 /// Remembers `value` as revealed to a caller; once this returns, every revealed masker holds it.
-/// A value shorter than [`crate::mask::MIN_FORM`] bytes is not remembered: masking every such
+/// A value shorter than [`crate::kit::mask::MIN_FORM`] bytes is not remembered: masking every such
 /// run of characters in every later row would garble them all (`ok`, a digit) and hide nothing.
 fn remember_revealed(value: &SecretString) {
     let bytes = value.expose_secret().as_bytes();
-    if bytes.len() < crate::mask::MIN_FORM {
+    if bytes.len() < crate::kit::mask::MIN_FORM {
         return;
     }
     let (generation, values) = {

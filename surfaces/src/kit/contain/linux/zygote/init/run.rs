@@ -5,8 +5,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::super::errno;
 use super::super::program::{Launch, pointers, program_main, stack_top};
-use crate::contain::linux::report::{Stage, TAG_DONE, report_setup_error, write_record};
-use crate::contain::linux::wire::{self, Request};
+use crate::kit::contain::linux::report::{Stage, TAG_DONE, report_setup_error, write_record};
+use crate::kit::contain::linux::wire::{self, Request};
 
 /// Runs one request in the init, reports its end, and returns once every process of it is
 /// gone (the next run must find nothing of this one).

@@ -4,8 +4,8 @@
 use std::os::fd::RawFd;
 
 use super::{SETUP_FAILED, close_from, fail_later, init::run_init};
-use crate::contain::linux::report::Stage;
-use crate::contain::linux::wire::Plan;
+use crate::kit::contain::linux::report::Stage;
+use crate::kit::contain::linux::wire::Plan;
 
 /// The supervisor: a fork of the zygote. Never returns.
 pub(super) fn supervise(plan: &Plan, slot: RawFd, zygote: i32) -> ! {

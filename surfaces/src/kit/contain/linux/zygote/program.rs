@@ -5,7 +5,7 @@ use std::ffi::CString;
 use std::os::fd::RawFd;
 
 use super::{close_from, errno};
-use crate::contain::linux::report::{Stage, report_setup_error};
+use crate::kit::contain::linux::report::{Stage, report_setup_error};
 
 /// Stack size of the program until its exec.
 pub(super) const PROGRAM_STACK: usize = 64 * 1024;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::super::wire::Plan;
 
 impl Plan {
-    pub(in crate::contain) fn new(
+    pub(in crate::kit::contain) fn new(
         hidden: &[PathBuf],
         shown: &[PathBuf],
         read_only: &[PathBuf],
@@ -99,7 +99,7 @@ impl Plan {
         })
     }
 
-    pub(in crate::contain) fn describe(&self) -> String {
+    pub(in crate::kit::contain) fn describe(&self) -> String {
         self.described.clone()
     }
 }

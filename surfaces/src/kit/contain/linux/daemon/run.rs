@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use super::super::report::{Next, Stage, TAG_DONE, TAG_ERROR, next_record};
 use super::zygote_handle::Zygote;
-use crate::contain::{ContainError, RunEnd};
+use crate::kit::contain::{ContainError, RunEnd};
 
 /// A contained run as the daemon follows it.
 #[derive(Debug)]
-pub(in crate::contain) struct Run {
+pub(in crate::kit::contain) struct Run {
     pub(super) report: OwnedFd,
     /// The write end of the run's stop pipe: a byte, or its closing, tells the init to end the
     /// run (no pid is ever signalled, so none can be reused in between).
@@ -44,7 +44,7 @@ impl Run {
         let _ = zygote.ask_for_slots();
     }
 
-    pub(in crate::contain) fn stop(&self) {
+    pub(in crate::kit::contain) fn stop(&self) {
         if let Some(stop) = &self.stop {
             // SAFETY: writes one byte of ours to a descriptor we own; a full pipe (the run was
             // told already) or a gone reader is fine.
@@ -84,7 +84,7 @@ impl Run {
         }
     }
 
-    pub(in crate::contain) async fn done(&mut self) -> Result<RunEnd, ContainError> {
+    pub(in crate::kit::contain) async fn done(&mut self) -> Result<RunEnd, ContainError> {
         if let Some(done) = self.done {
             return Ok(done);
         }

@@ -39,7 +39,7 @@ pub(super) const FD_TOOLS: usize = 6;
 
 /// Everything a run's setup needs, prepared once by the daemon and handed to the zygote.
 #[derive(Debug, Clone)]
-pub(in crate::contain) struct Plan {
+pub(in crate::kit::contain) struct Plan {
     pub(super) rootless: bool,
     pub(super) uid_map: CString,
     pub(super) gid_map: CString,

@@ -274,7 +274,7 @@ impl Drop for Zygote {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contain::linux::wire::MESSAGE_RUN;
+    use crate::kit::contain::linux::wire::MESSAGE_RUN;
 
     /// A run's descriptors for the slot tests (what they are does not matter: they travel).
     fn run_fds() -> (Vec<OwnedFd>, [RawFd; RUN_FDS]) {

@@ -4,7 +4,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::super::fail_later;
-use crate::contain::linux::report::Stage;
+use crate::kit::contain::linux::report::Stage;
 
 /// The device nodes a root daemon's run finds in its own `/dev` (as the machine's, when it has
 /// them): what ordinary programs open. Disks, consoles, input devices and the like are not

@@ -17,12 +17,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub(in crate::contain) use run::Run;
+pub(in crate::kit::contain) use run::Run;
 use zygote_handle::Zygote;
 
 use super::report::Stage;
 use super::wire::{self, Plan, Request};
-use crate::contain::{ContainError, ExecSpec, RunLimits};
+use crate::kit::contain::{ContainError, ExecSpec, RunLimits};
 
 /// How long the daemon waits, at start, for the probe run.
 const PROBE_LIMIT_MS: i32 = 10_000;
@@ -36,20 +36,20 @@ fn c_string(bytes: &[u8]) -> Result<CString, ContainError> {
 
 /// The daemon's side of Linux containment: the plan and the zygote that starts runs under it.
 #[derive(Debug)]
-pub(in crate::contain) struct Launcher {
+pub(in crate::kit::contain) struct Launcher {
     plan: Plan,
     zygote: Arc<Mutex<Zygote>>,
 }
 
 /// A run handed to the zygote, with the daemon's ends of its pipes.
-pub(in crate::contain) struct Started {
+pub(in crate::kit::contain) struct Started {
     pub run: Run,
     pub pipes: Pipes,
 }
 
 /// The daemon's ends of a run's pipes.
 #[derive(Debug)]
-pub(in crate::contain) struct Pipes {
+pub(in crate::kit::contain) struct Pipes {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
@@ -58,7 +58,7 @@ pub(in crate::contain) struct Pipes {
 impl Launcher {
     /// Starts the zygote for `plan` and proves, by running one contained process, that this
     /// machine allows what runs will need.
-    pub(in crate::contain) fn new(plan: Plan) -> io::Result<Launcher> {
+    pub(in crate::kit::contain) fn new(plan: Plan) -> io::Result<Launcher> {
         let zygote = Zygote::start(&plan)?;
         let launcher = Launcher {
             plan,
@@ -68,7 +68,7 @@ impl Launcher {
         Ok(launcher)
     }
 
-    pub(in crate::contain) fn describe(&self) -> String {
+    pub(in crate::kit::contain) fn describe(&self) -> String {
         self.plan.describe()
     }
 
@@ -93,7 +93,7 @@ impl Launcher {
 
     /// Starts `exec` contained, in `cwd`, with `limits`. The run's end (or a setup step that
     /// failed) comes through [`Run::done`].
-    pub(in crate::contain) fn start(
+    pub(in crate::kit::contain) fn start(
         &self,
         limits: &RunLimits,
         exec: &ExecSpec,
@@ -111,7 +111,7 @@ impl Launcher {
     /// Makes a run ready to start: its request written, its pipes made; nothing is sent and
     /// nothing runs until [`Handover::hand_over`]. A run that takes its tools channel is told so
     /// by its request (`with_tools`) and gets the channel at the hand-over.
-    pub(in crate::contain) fn prepare(
+    pub(in crate::kit::contain) fn prepare(
         &self,
         limits: &RunLimits,
         exec: &ExecSpec,
@@ -148,7 +148,7 @@ impl Launcher {
     /// side), `rows` by `cols`, that is the program's stdin, stdout, stderr and the controlling
     /// terminal of the new session it leads. Returns the run and the pty's master side, which
     /// the init sends back over a socket of this run's.
-    pub(in crate::contain) fn start_terminal(
+    pub(in crate::kit::contain) fn start_terminal(
         &self,
         limits: &RunLimits,
         exec: &ExecSpec,
@@ -178,7 +178,7 @@ impl Launcher {
 
 /// A run made ready by [`Launcher::prepare`], not yet handed to a slot.
 #[derive(Debug)]
-pub(in crate::contain) struct Prepared {
+pub(in crate::kit::contain) struct Prepared {
     pub handover: Handover,
     pub pipes: Pipes,
 }
@@ -186,7 +186,7 @@ pub(in crate::contain) struct Prepared {
 /// What a slot gets with a prepared run: its request and report pipes, and the run's ends of
 /// its stdio (stdin, stdout, stderr).
 #[derive(Debug)]
-pub(in crate::contain) struct Handover {
+pub(in crate::kit::contain) struct Handover {
     handing: Handing,
     theirs: [OwnedFd; 3],
 }
@@ -195,7 +195,7 @@ impl Handover {
     /// Hands the run to a slot of `launcher`'s (with `tools`, when its request said so): from
     /// here on it runs. Its ends of the stdio are closed here once handed: only the run holds
     /// them then, so reads end when its processes are gone.
-    pub(in crate::contain) fn hand_over(
+    pub(in crate::kit::contain) fn hand_over(
         self,
         launcher: &Launcher,
         tools: Option<&OwnedFd>,

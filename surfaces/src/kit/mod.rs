@@ -1,0 +1,34 @@
+//! What several surfaces stand on and no surface owns: starting and containing processes,
+//! capturing their output, the secrets a call uses and their masking, reading a script for its
+//! facts, the effect an act had, and the observations acts are bound to.
+//!
+//! # Layout
+//! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
+//! - [`one_shot`]: one-shot runs of argv or a script in their own process group (containment,
+//!   deadline, bounded capture), which `shell run` and `applescript run` share.
+//! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
+//!   in its environment, the children the daemon waits for itself).
+//! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
+//! - [`script`]: what a shell run will execute, found with a shell parser (for
+//!   [`ActionFacts`](crate::ActionFacts)).
+//! - [`command_line`]: a terminal's command line as typed keys leave it (gui terminals and
+//!   shell sessions).
+//! - [`secrets`]: secrets a call references, the per-call holder of resolved values that masks
+//!   everything the call produces, and resolution at the moment of use.
+//! - [`secret_store`]: references, the seam over the OS keychain and its store, which every
+//!   surface uses (the `keychain` surface is one of them).
+//! - [`mask`]: secret values masked in every common encoding, also across stream chunks.
+//! - [`effect`]: what an act achieved, read back after it (`effect`, `effect_evidence`).
+//! - [`snapshot`]: observations remembered per agent, for acts bound to them (`seen`).
+
+pub mod capture;
+pub mod command_line;
+pub mod contain;
+pub mod effect;
+pub mod mask;
+pub mod one_shot;
+pub mod script;
+pub mod secret_store;
+pub mod secrets;
+pub mod snapshot;
+pub mod spawn;
