@@ -32,7 +32,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use computer_tests::desktop::TestApp;
-use computer_tests::{Daemon, computer_bin, structured};
+use computer_tests::{Daemon, structured};
 use serde_json::{Value, json};
 
 /// The repository's root (the test crate lives in `tests/`).
@@ -735,7 +735,7 @@ async fn every_call_example_runs_against_the_daemon() {
 fn the_generated_pages_of_the_book_are_current() {
     let book = repo().join("docs/src");
     let out = tempfile::tempdir().unwrap();
-    let made = std::process::Command::new(computer_bin())
+    let made = std::process::Command::new(computer_tests::computer_bin())
         .args(["docs", "--out"])
         .arg(out.path())
         .env_clear()
