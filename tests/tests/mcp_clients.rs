@@ -1,6 +1,7 @@
 //! MCP clients nobody here wrote, driving `computer mcp` the way real hosts do: the official
 //! Python SDK and the official TypeScript SDK (a current release and one that knows protocol
-//! 2024-11-05 only). Also what a host does to the relay: closing it, dying under it, stripping
+//! 2024-11-05 only), and a host's own package (Gemini CLI: its `mcp add` and its trusted
+//! folders). Also what a host does to the relay: closing it, dying under it, stripping
 //! its environment, cancelling a long run; and the daemon the relay starts.
 
 use std::io::{BufRead, BufReader, Write};
@@ -59,6 +60,77 @@ impl Drop for SpawnedDaemon {
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
     }
+}
+
+/// Gemini CLI, installed from its own package (pinned in tests/clients/ts), set up exactly as
+/// the hosts page says: `gemini mcp add --scope user computer computer mcp` (no `--`), listed but
+/// disabled in a folder it does not trust, connected through the relay once the folder is.
+#[test]
+fn gemini_cli_adds_the_relay_as_the_hosts_page_says_and_connects_in_a_trusted_folder() {
+    let gemini = ts_clients().join("node_modules/.bin/gemini");
+    assert!(
+        gemini.exists(),
+        "Gemini CLI is missing from {}: run packaging/install-deps.sh (it runs `npm ci` there)",
+        ts_clients().display()
+    );
+    let daemon = Daemon::start_with_config(computer_tests::ALLOW_ACTS);
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, folder, bin) = (
+        tmp.path().join("home"),
+        tmp.path().join("project"),
+        tmp.path().join("bin"),
+    );
+    for dir in [&home, &folder, &bin] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    // `computer` on PATH is the build under test, as the person's install would be.
+    std::os::unix::fs::symlink(computer_bin(), bin.join("computer")).unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let run = |args: &[&str]| {
+        let out = Command::new(&gemini)
+            .args(args)
+            .current_dir(&folder)
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .envs(daemon.env())
+            .output()
+            .expect("run gemini");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "gemini {args:?}: {text}");
+        text
+    };
+    run(&[
+        "mcp", "add", "--scope", "user", "computer", "computer", "mcp",
+    ]);
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        settings["mcpServers"]["computer"],
+        json!({"command": "computer", "args": ["mcp"]}),
+        "{settings}"
+    );
+    let untrusted = run(&["mcp", "list"]);
+    assert!(
+        untrusted.contains("computer") && untrusted.contains("Disabled"),
+        "an untrusted folder disables the server: {untrusted}"
+    );
+    let trusted = json!({ folder.to_str().unwrap(): "TRUST_FOLDER" });
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        trusted.to_string(),
+    )
+    .unwrap();
+    let listed = run(&["mcp", "list"]);
+    assert!(
+        listed.contains("computer") && listed.contains("Connected"),
+        "in a trusted folder the relay connects: {listed}"
+    );
 }
 
 #[test]
