@@ -312,6 +312,15 @@ impl Session {
         InUse(self.clone())
     }
 
+    /// What every command on the session does first when it runs: refuses a caller that is not
+    /// its owner, lends the call its secrets (so the reply is masked with them) and marks it in
+    /// use for as long as the guard lives.
+    fn enter(self: &Arc<Self>, ctx: &CallContext) -> Result<InUse, SurfaceError> {
+        self.check_owner(&ctx.agent).map_err(SurfaceError::Tool)?;
+        self.lend_secrets(ctx);
+        Ok(self.use_now())
+    }
+
     /// Refuses a caller that is not the session's owner, in the words used for a session that
     /// does not exist: another agent's sessions are not its business.
     fn check_owner(&self, agent: &str) -> Result<(), ToolError> {

@@ -53,10 +53,7 @@ impl PreparedAction for Close {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let session = &self.session;
-        session
-            .check_owner(&ctx.agent)
-            .map_err(SurfaceError::Tool)?;
-        session.lend_secrets(&ctx);
+        drop(session.enter(&ctx)?);
         let why = format!("closed by `shell close` (call {})", ctx.call_id);
         if self.sessions.forget(session.id, why).is_none() {
             return Err(SurfaceError::Failed {

@@ -98,11 +98,7 @@ impl PreparedAction for ReadOutput {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let session = &self.session;
-        session
-            .check_owner(&ctx.agent)
-            .map_err(SurfaceError::Tool)?;
-        session.lend_secrets(&ctx);
-        let _in_use = session.use_now();
+        let _in_use = session.enter(&ctx)?;
         let cursor = match self.args.cursor {
             Some(cursor) => cursor,
             None => session.state().read_cursor,

@@ -68,11 +68,7 @@ impl PreparedAction for Resize {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let (session, rows, cols) = (&self.session, self.rows, self.cols);
-        session
-            .check_owner(&ctx.agent)
-            .map_err(SurfaceError::Tool)?;
-        session.lend_secrets(&ctx);
-        let _in_use = session.use_now();
+        let _in_use = session.enter(&ctx)?;
         session
             .master
             .lock()

@@ -53,11 +53,7 @@ impl PreparedAction for Screen {
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
         let session = &self.session;
-        session
-            .check_owner(&ctx.agent)
-            .map_err(SurfaceError::Tool)?;
-        session.lend_secrets(&ctx);
-        let _in_use = session.use_now();
+        let _in_use = session.enter(&ctx)?;
         let mut fields = Map::new();
         let state = session.state();
         let screen = state.term.screen();

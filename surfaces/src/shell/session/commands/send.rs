@@ -288,11 +288,7 @@ impl PreparedAction for SendInput {
     }
 
     async fn run(self: Box<Self>, ctx: CallContext) -> Result<Outcome, SurfaceError> {
-        self.session
-            .check_owner(&ctx.agent)
-            .map_err(SurfaceError::Tool)?;
-        self.session.lend_secrets(&ctx);
-        let _in_use = self.session.use_now();
+        let _in_use = self.session.enter(&ctx)?;
         if self.session.closed.is_cancelled() {
             return Err(SurfaceError::Failed {
                 message: format!("session {} was closed", self.session.id),
