@@ -1153,6 +1153,7 @@ const PLANTED_FOR_LATER: &[&str] = &[
     "echo 'ssh-ed25519 AAAAtheagents agent@run' >> ~/.ssh/authorized_keys",
     "mkdir -p ~/.config/environment.d && echo 'PATH=/tmp/agent' > ~/.config/environment.d/x.conf",
     "rm -f ~/.bashrc && echo planted > ~/.bashrc",
+    "ln -sf ~/.bashrc ~/innocent.txt && { echo planted >> ~/innocent.txt; r=$?; rm -f ~/innocent.txt; exit $r; }",
     "mv ~/.config ~/.config-moved && mkdir -p ~/.config/autostart && echo planted > ~/.config/autostart/x.desktop",
     "mv ~/.ssh ~/.ssh-moved && mkdir ~/.ssh && echo planted > ~/.ssh/authorized_keys",
     "echo '* * * * * computer approve' | crontab -",
