@@ -580,21 +580,15 @@ pub struct RulePolicy {
 
 impl RulePolicy {
     /// The protected path a shell action names, if any.
-    fn protected_named(&self, input: &PolicyInput<'_>) -> Option<&Path> {
-        self.named_among(input, &self.protected, Unknown::MayName)
+    fn protected_named(&self, input: &PolicyInput<'_>, words: &CallWords) -> Option<&Path> {
+        self.named_among(input, words, &self.protected, Unknown::MayName)
             .into_iter()
             .next()
     }
 
-    /// Of `paths`, those a shell action names (as written, with `~`, `..`, variables the call
-    /// sets, globs, or through a symlink), in their order; a word holding a variable whose value
-    /// policy cannot know names them or not as `unknown` says.
-    fn named_among<'a>(
-        &self,
-        input: &PolicyInput<'_>,
-        paths: &'a [PathBuf],
-        unknown: Unknown,
-    ) -> Vec<&'a Path> {
+    /// Each distinct word of a shell action read as a path from where it runs: once per call
+    /// (its symlinks resolved once), then held against the protected paths and the login files.
+    fn spellings(&self, input: &PolicyInput<'_>) -> Vec<PathSpelling> {
         let facts = input.facts;
         let base = facts
             .cwd
@@ -621,7 +615,23 @@ impl RulePolicy {
         // against every protected path.
         let mut seen = std::collections::HashSet::new();
         candidates.retain(|word| seen.insert(word.clone()));
-        let mut spellings: Option<Vec<PathSpelling>> = None;
+        candidates
+            .iter()
+            .map(|word| self.spelling(word, facts, &base))
+            .collect()
+    }
+
+    /// Of `paths`, those a shell action names (as written, with `~`, `..`, variables the call
+    /// sets, globs, or through a symlink), in their order; a word holding a variable whose value
+    /// policy cannot know names them or not as `unknown` says.
+    fn named_among<'a>(
+        &self,
+        input: &PolicyInput<'_>,
+        words: &CallWords,
+        paths: &'a [PathBuf],
+        unknown: Unknown,
+    ) -> Vec<&'a Path> {
+        let facts = input.facts;
         let mut named = Vec::new();
         for path in paths {
             let path_text = path.to_string_lossy();
@@ -638,12 +648,7 @@ impl RulePolicy {
                     .stdin
                     .as_ref()
                     .is_some_and(|s| s.text.contains(&*path_text));
-            let spellings = spellings.get_or_insert_with(|| {
-                candidates
-                    .iter()
-                    .map(|word| self.spelling(word, facts, &base))
-                    .collect()
-            });
+            let spellings = words.get_or_init(|| self.spellings(input));
             let names = |spelling: &&PathSpelling| {
                 (unknown == Unknown::MayName || !spelling.holds_unknown())
                     && spelling.names(&protected)
@@ -657,13 +662,18 @@ impl RulePolicy {
 
     /// `decided` asked where it would have allowed, with the reason, when the call names login
     /// files: writing one plants code that runs outside every run, at the person's next login.
-    fn asking_for_login_files(&self, input: &PolicyInput<'_>, decided: Decision) -> Decision {
+    fn asking_for_login_files(
+        &self,
+        input: &PolicyInput<'_>,
+        words: &CallWords,
+        decided: Decision,
+    ) -> Decision {
         if !input.facts.runs_programs() || matches!(decided, Decision::Deny { .. }) {
             return decided;
         }
         // A word with a value policy cannot know (`$p/cmdline`) would name every login file of
         // the home: those are left to containment, which keeps them read-only.
-        let named = self.named_among(input, &self.login_files, Unknown::NamesNothing);
+        let named = self.named_among(input, words, &self.login_files, Unknown::NamesNothing);
         if named.is_empty() {
             return decided;
         }
@@ -735,6 +745,9 @@ impl RulePolicy {
             .into_owned()
     }
 }
+
+/// A call's words read as paths, made on first need and shared by every check of one decision.
+type CallWords = std::cell::OnceCell<Vec<PathSpelling>>;
 
 /// What a word holding a variable policy cannot know the value of names: anything (the
 /// daemon's own paths, denied in doubt), or nothing (login files, which containment holds).
@@ -962,7 +975,9 @@ static DAEMON_CONTROL_TEXT: std::sync::LazyLock<Regex> = std::sync::LazyLock::ne
 
 impl Policy for RulePolicy {
     fn decide(&self, input: &PolicyInput<'_>) -> Decision {
-        let decided = self.asking_for_login_files(input, self.decide_by_rules(input));
+        let words = CallWords::new();
+        let decided = self.decide_by_rules(input, &words);
+        let decided = self.asking_for_login_files(input, &words, decided);
         match decided {
             // A question only a person answers (a backend's consent): no rule allows it.
             Decision::Allow { .. } if input.facts.consent.is_some() => {
@@ -974,12 +989,12 @@ impl Policy for RulePolicy {
 }
 
 impl RulePolicy {
-    fn decide_by_rules(&self, input: &PolicyInput<'_>) -> Decision {
+    fn decide_by_rules(&self, input: &PolicyInput<'_>, words: &CallWords) -> Decision {
         if let Some(decision) = self.decide_shell_in_disguise(input) {
             return decision;
         }
         if input.facts.runs_programs()
-            && let Some(path) = self.protected_named(input)
+            && let Some(path) = self.protected_named(input, words)
         {
             return Decision::Deny {
                 rule: "builtin:protected-path".into(),
