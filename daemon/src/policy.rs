@@ -1598,61 +1598,6 @@ mod tests {
     }
 
     #[test]
-    fn a_call_that_names_a_login_file_is_asked_with_the_reason_whatever_allows_it() {
-        let mut p = policy(
-            "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n\
-             [[rules]]\nsurface = \"shell\"\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
-        );
-        p.login_files = [
-            "/home/me/.bashrc",
-            "/home/me/.config/autostart",
-            "/etc/profile.d",
-        ]
-        .map(PathBuf::from)
-        .to_vec();
-        for (script, named) in [
-            ("echo 'alias ll=ls' >> ~/.bashrc", "/home/me/.bashrc"),
-            (
-                "cp x.desktop $HOME/.config/autostart/",
-                "/home/me/.config/autostart",
-            ),
-            (
-                "tee /etc//profile.d/../profile.d/x.sh < x",
-                "/etc/profile.d",
-            ),
-        ] {
-            match decide(&p, json!({ "script": script })) {
-                Decision::Ask {
-                    rule,
-                    reason: Some(reason),
-                    login_files,
-                } => {
-                    assert_eq!(rule, "builtin:login-file", "{script}");
-                    assert!(reason.contains("next login"), "{reason}");
-                    assert_eq!(login_files, vec![PathBuf::from(named)], "{script}");
-                }
-                other => panic!("{script}: {other:?}"),
-            }
-        }
-        let asked = decide(&p, json!({"script": "echo x >> ~/.bashrc"}));
-        assert!(asked.asked_because().contains("~/.bashrc"), "{asked:?}");
-        // A deny still wins; a word policy cannot read names no login file; the rest is allowed.
-        assert!(is_deny(&decide(
-            &p,
-            json!({"argv": ["rm", "/home/me/.bashrc"]})
-        )));
-        for script in ["ls ~/src", "cat $p/cmdline", "echo x > ~/.bashrc.bak"] {
-            assert!(
-                matches!(
-                    decide(&p, json!({ "script": script })),
-                    Decision::Allow { .. }
-                ),
-                "{script}"
-            );
-        }
-    }
-
-    #[test]
     fn protected_paths_are_denied_however_spelled() {
         let p = policy("[[rules]]\ndecision = \"allow\"\n");
         for script in [

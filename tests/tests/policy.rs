@@ -446,3 +446,60 @@ fn waiting_calls_get_progress_notifications() {
     let reply = raw.recv_response(1);
     assert_eq!(reply["result"]["structuredContent"]["ok"], true, "{reply}");
 }
+
+/// A call that names a login file is asked of the person whatever rule allows it, with the
+/// reason and the files a yes opens; a deny still wins; a word policy cannot read, or a file that
+/// is no login file, is not asked about (`policy explain`, which decides as the daemon does).
+#[test]
+fn a_call_that_names_a_login_file_is_asked_with_the_reason_whatever_allows_it() {
+    let daemon = Daemon::start_with_config(
+        "[[rules]]\nsurface = \"shell\"\ndecision = \"allow\"\n\
+         [[rules]]\nsurface = \"shell\"\nargv0 = [\"rm\"]\ndecision = \"deny\"\n",
+    );
+    let home = tempfile::tempdir().unwrap();
+    let explain = |args: Value| {
+        let call = json!({"surface": "shell", "command": "run", "args": args});
+        let out = (daemon.command().env("HOME", home.path()))
+            .args(["policy", "explain", "--args", &call.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["decision"].clone()
+    };
+    let at_home = |p: &str| home.path().join(p).display().to_string();
+    for (script, named) in [
+        ("echo 'alias ll=ls' >> ~/.bashrc", at_home(".bashrc")),
+        (
+            "cp x.desktop $HOME/.config/autostart/",
+            at_home(".config/autostart"),
+        ),
+        (
+            "tee /etc//profile.d/../profile.d/x.sh < x",
+            "/etc/profile.d".into(),
+        ),
+    ] {
+        let decision = explain(json!({ "script": script }));
+        assert_eq!(decision["decision"], "ask", "{script}: {decision}");
+        assert_eq!(decision["rule"], "builtin:login-file", "{decision}");
+        assert!(
+            decision["reason"].as_str().unwrap().contains("next login"),
+            "{decision}"
+        );
+        assert_eq!(decision["login_files"], json!([named]), "{decision}");
+    }
+    let bashrc = explain(json!({"script": "echo x >> ~/.bashrc"}));
+    assert!(
+        bashrc["reason"].as_str().unwrap().contains("~/.bashrc"),
+        "{bashrc}"
+    );
+    let denied = explain(json!({"argv": ["rm", at_home(".bashrc")]}));
+    assert_eq!(denied["decision"], "deny", "{denied}");
+    for script in ["ls ~/src", "cat $p/cmdline", "echo x > ~/.bashrc.bak"] {
+        let decision = explain(json!({ "script": script }));
+        assert_eq!(decision["decision"], "allow", "{script}: {decision}");
+    }
+}
