@@ -534,7 +534,6 @@ mod tests {
     use super::*;
     use crate::kit::contain::{Containment, ContainmentConfig};
     use crate::{ArtifactQuota, ProtectedProcesses};
-    use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;
 
     /// A stand-in for osascript: prints each argument it got on a line of its own, or does what
@@ -553,11 +552,30 @@ for arg in "$@"; do printf '%s\n' "$arg"; done
         surface: AppleScriptSurface,
     }
 
+    /// Writes an executable through a child process. Written from here, a process another test
+    /// thread forks at that moment inherits the open write descriptor, and exec of the file fails
+    /// with ETXTBSY ("Text file busy") while that child lives; the child's descriptor is its own.
+    fn write_executable(path: &Path, contents: &str) {
+        use std::io::Write;
+        let mut writer = std::process::Command::new("sh")
+            .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(path)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        writer
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(contents.as_bytes())
+            .unwrap();
+        assert!(writer.wait().unwrap().success(), "could not write {path:?}");
+    }
+
     fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("osascript");
-        std::fs::write(&fake, FAKE_OSASCRIPT).unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_executable(&fake, FAKE_OSASCRIPT);
         let limits = ShellLimits {
             containment: Arc::new(Containment::new(&ContainmentConfig {
                 enabled: false,
