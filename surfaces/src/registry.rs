@@ -28,9 +28,10 @@ impl Registry {
         // One line per surface.
         let mut surfaces: Vec<Arc<dyn Surface>> =
             vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
-        surfaces.extend(crate::gui::surface());
+        let gui = crate::gui::surface();
+        surfaces.extend(gui.clone());
         #[cfg(any(target_os = "linux", target_os = "macos"))]
-        surfaces.extend(crate::ax::surface());
+        surfaces.extend(crate::ax::surface(gui.map(crate::ax::Keyboard::over)));
         #[cfg(target_os = "macos")]
         surfaces.push(Arc::new(crate::applescript::AppleScriptSurface::new(
             limits.shell.clone(),

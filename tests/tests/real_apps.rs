@@ -216,30 +216,37 @@ fn web_form(browser: fn() -> &'static Arc<RealApp>, tag: &'static str, task: &'s
     );
 
     // Neither browser takes a web field's text through the accessibility API (Chromium exposes
-    // no editable text, Firefox's accepts the call and changes nothing): the reply must say so,
-    // never claim it, and point to what works.
+    // no editable text, Firefox's accepts the call and changes nothing): `set_value` types it,
+    // over what the field held, and reads it back.
+    for value in ["Charles Babbage", "Ada Lovelace"] {
+        let reply = ax(
+            &daemon,
+            "act",
+            json!({"app": browser.pid(), "selector": field, "action": "set_value", "value": value}),
+        );
+        if findings.act_effect(
+            &format!("set_value {value:?} on the text field"),
+            &reply,
+            &["confirmed"],
+        ) {
+            findings.check(
+                reply["via"] == "keys" && reply["value"] == value,
+                format!("set_value on a web field: typed through keys and read back as {value:?}: {reply}"),
+            );
+        }
+    }
+    // A line break in a one-line field would submit the form: refused, nothing typed.
     let reply = ax(
         &daemon,
         "act",
-        json!({"app": browser.pid(), "selector": field, "action": "set_value", "value": "Ada Lovelace"}),
+        json!({"app": browser.pid(), "selector": field, "action": "set_value", "value": "x\ny"}),
     );
-    let said_so = reply["error"]["message"]
-        .as_str()
-        .is_some_and(|m| m.contains("gui type"))
-        || (reply["ok"] == false && reply["effect"] == "suspected_noop");
     findings.check(
-        said_so && reply["effect"] != "confirmed",
-        format!("set_value on a web field: the reply should refuse or report a no-op: {reply}"),
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("one-line field")),
+        format!("set_value with a line break into a one-line field should be refused: {reply}"),
     );
-    // What the reply says to do: focus the field and type into it.
-    let focused = ax(
-        &daemon,
-        "act",
-        json!({"app": browser.pid(), "selector": field, "action": "focus"}),
-    );
-    findings.act_effect("focus on the text field", &focused, &["confirmed"]);
-    let typed = gui(&daemon, "type", json!({"text": "Ada Lovelace"}));
-    findings.act_effect("typing into the text field", &typed, &["confirmed"]);
 
     let reply = ax(
         &daemon,
@@ -346,6 +353,114 @@ fn chromium_fills_and_submits_a_web_form() {
 #[test]
 fn firefox_fills_and_submits_a_web_form() {
     web_form(apps::firefox, "firefox", "Firefox web form");
+}
+
+/// The hostile agent's try: `set_value` on a web field while a terminal has the keyboard (the
+/// browser keeps its focused element when another window is active), so that the keys it types
+/// would land in the terminal. Nothing reaches the terminal; typing there stays `gui type`'s,
+/// decided as a shell run. The terminal reads its keys one by one into a file, and a key typed
+/// after, through `gui type`, shows in the file: so nothing came before it.
+fn set_value_while_a_terminal_has_the_keyboard(
+    browser: fn() -> &'static Arc<RealApp>,
+    task: &'static str,
+) {
+    let server = WebServer::shared();
+    let _desk = desk();
+    let browser: &RealApp = browser();
+    let daemon = Daemon::start_on_desktop("");
+    let mut findings = Findings::new(task);
+    open_page(
+        &daemon,
+        browser,
+        &server.url("/form/terminal"),
+        &mut findings,
+    );
+    let field = "textInput \"Full name\"";
+    assert!(
+        wait_found(&daemon, browser, field, Duration::from_secs(45)).is_some(),
+        "the form never showed; failures so far: {:?}",
+        findings.failures
+    );
+    // The field has the browser's focus before the terminal takes the keyboard.
+    let focused = ax(
+        &daemon,
+        "act",
+        json!({"app": browser.pid(), "selector": field, "action": "focus"}),
+    );
+    findings.act_effect("focus on the text field", &focused, &["confirmed"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let script = format!("stty -icanon -echo; exec cat > {}", keys.display());
+    let title = format!("set-value-terminal-{}", browser.name);
+    let title = title.as_str();
+    let terminal = Desktop::shared().launch("xterm", &["-title", title, "-e", "sh", "-c", &script]);
+    let window = try_wait_for(Duration::from_secs(30), || {
+        let listed = gui(&daemon, "windows", json!({}));
+        listed["windows"]
+            .as_array()?
+            .iter()
+            .find(|w| w["title"] == title)
+            .cloned()
+    })
+    .expect("the terminal's window never showed");
+    let reply = gui(&daemon, "focus", json!({"window": window["id"]}));
+    findings.check(
+        reply["ok"] == true,
+        format!("gui focus on the terminal: {reply}"),
+    );
+    assert!(
+        try_wait_for(Duration::from_secs(10), || keys.exists().then_some(())).is_some(),
+        "the terminal's reader never started"
+    );
+
+    let reply = ax(
+        &daemon,
+        "act",
+        json!({"app": browser.pid(), "selector": field, "action": "set_value", "value": "echo planted"}),
+    );
+    // Either refused, or the browser took its window back and the field got the text.
+    let refused = reply["ok"] == false;
+    findings.check(
+        refused || (reply["via"] == "keys" && reply["value"] == "echo planted"),
+        format!("set_value while a terminal has the keyboard: {reply}"),
+    );
+    let reply = gui(&daemon, "focus", json!({"window": window["id"]}));
+    findings.check(
+        reply["ok"] == true,
+        format!("gui focus on the terminal: {reply}"),
+    );
+    let typed = gui(&daemon, "type", json!({"text": "z"}));
+    findings.check(
+        typed["ok"] == true,
+        format!("gui type into the terminal: {typed}"),
+    );
+    let got = try_wait_for(Duration::from_secs(10), || {
+        let got = std::fs::read_to_string(&keys).ok()?;
+        (!got.is_empty()).then_some(got)
+    });
+    findings.check(
+        got.as_deref() == Some("z"),
+        format!("the terminal received {got:?}; only the z typed after should be there"),
+    );
+    drop(terminal);
+    findings.finish(&daemon, &[browser]);
+}
+
+#[test]
+fn chromium_set_value_types_nothing_into_a_terminal_that_has_the_keyboard() {
+    set_value_while_a_terminal_has_the_keyboard(
+        apps::chromium,
+        "Chromium set_value, terminal focused",
+    );
+}
+
+#[test]
+fn firefox_set_value_types_nothing_into_a_terminal_that_has_the_keyboard() {
+    set_value_while_a_terminal_has_the_keyboard(
+        apps::firefox,
+        "Firefox set_value, terminal focused",
+    );
 }
 
 #[test]

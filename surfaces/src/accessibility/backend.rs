@@ -94,6 +94,10 @@ pub enum Failure {
     /// Nothing matched what the call names (`NoMatch`) or several things did (`Ambiguous`): a
     /// message for the model under its own error code, so a miss never reads as a failed action.
     Coded(computer_ipc::ErrorCode, String),
+    /// The element takes text only from keys (a web text field: its toolkit exposes no way to
+    /// set its text, or ignores the one it exposes): `set_value` types it when a keyboard is
+    /// at hand; the message says why, for when none is.
+    KeysOnly(String),
 }
 
 impl From<AxError> for Failure {

@@ -81,7 +81,7 @@ impl Failure {
     pub fn into_surface_error<B: Backend>(self, ax: &Ax<B>) -> SurfaceError {
         match self {
             Failure::Ax(err) => failure(ax, err),
-            Failure::Said(message) => SurfaceError::Failed { message },
+            Failure::Said(message) | Failure::KeysOnly(message) => SurfaceError::Failed { message },
             Failure::Refused(message) => SurfaceError::Refused { message },
             Failure::Coded(code, message) => SurfaceError::Tool(ToolError::new(code, message)),
         }

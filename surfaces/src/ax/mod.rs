@@ -10,6 +10,8 @@
 //!   run), and the one table of them the surface offers and dispatches by name.
 //! - `call`: what the commands share in args and output: targets, paging and cursors, and
 //!   outline rendering.
+//! - `keyboard`: the gui keyboard `set_value` types with into a field that takes text only
+//!   from keys (web text fields), with the checks that keep the keys in that field.
 //! - `lookup`: what the commands share over any backend: the ref table, apps, windows, refs and
 //!   selectors resolved to elements, the approver check, paged listings.
 //! - `selector`: the selector language (and what of a backend's node it tests).
@@ -19,6 +21,7 @@
 
 mod call;
 mod commands;
+mod keyboard;
 mod lookup;
 mod seen;
 mod selector;
@@ -39,7 +42,8 @@ use crate::{
 
 use crate::accessibility::backend::{AxError, Backend, Failure};
 use call::AppArg;
-use commands::{COMMANDS, Job, Running};
+use commands::{COMMANDS, Job, Running, Typing};
+pub use keyboard::Keyboard;
 use lookup::{Ax, Refs};
 use seen::AxSnapshot;
 
@@ -50,15 +54,18 @@ const AX_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"];
 
 pub use selector::{ParseError, Selector};
 
-/// The ax surface for this platform, if this build has one.
-pub fn surface() -> Option<Arc<dyn Surface>> {
+/// The ax surface for this platform, if this build has one; `keyboard` types what a field
+/// takes only from keys.
+pub fn surface(keyboard: Option<Keyboard>) -> Option<Arc<dyn Surface>> {
     #[cfg(target_os = "linux")]
     return Some(Arc::new(AxSurface::new(
         crate::accessibility::atspi::Atspi::from_env(),
+        keyboard,
     )));
     #[cfg(target_os = "macos")]
     return Some(Arc::new(AxSurface::new(
         crate::accessibility::macos::MacAx::new(),
+        keyboard,
     )));
     #[allow(unreachable_code)]
     None
@@ -68,16 +75,19 @@ pub struct AxSurface<B: Backend> {
     ax: Arc<Ax<B>>,
     /// What observations showed, for the acts bound to them.
     snapshots: Arc<Snapshots<AxSnapshot>>,
+    /// What types into a field that takes text only from keys.
+    keyboard: Option<Arc<Keyboard>>,
 }
 
 impl<B: Backend> AxSurface<B> {
-    fn new(backend: B) -> Self {
+    fn new(backend: B, keyboard: Option<Keyboard>) -> Self {
         AxSurface {
             ax: Arc::new(Ax {
                 backend,
                 refs: Refs::default(),
             }),
             snapshots: Arc::new(Snapshots::new("ax")),
+            keyboard: keyboard.map(Arc::new),
         }
     }
 }
@@ -135,6 +145,7 @@ impl<B: Backend> Surface for AxSurface<B> {
             args: receipt_value(&Value::Object(args.clone())),
             seen,
             snapshots: self.snapshots.clone(),
+            keyboard: self.keyboard.clone(),
         }))
     }
 }
@@ -149,6 +160,7 @@ pub struct AxAction<B: Backend> {
     /// The observation an act was aimed at (`complications.seen`).
     seen: Option<Seen<AxSnapshot>>,
     snapshots: Arc<Snapshots<AxSnapshot>>,
+    keyboard: Option<Arc<Keyboard>>,
 }
 
 /// The app an ax action is about, resolved against the apps the bus has already shown (no round
@@ -259,6 +271,10 @@ impl<B: Backend> PreparedAction for AxAction<B> {
             deadline,
             protected: &ctx.protected,
             seen: self.seen.as_ref(),
+            keys: self.keyboard.as_deref().map(|keyboard| Typing {
+                keyboard,
+                ctx: &ctx,
+            }),
         };
         let work = job.run(&self.ax, &call);
         let result = if observes {

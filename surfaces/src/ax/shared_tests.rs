@@ -207,6 +207,7 @@ fn run(ax: &Ax<Fake>, command: &str, args: Value, protected: &[u32]) -> Result<O
                 deadline,
                 protected: &set,
                 seen: None,
+                keys: None,
             },
         ))
 }

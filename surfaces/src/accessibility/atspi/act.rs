@@ -279,15 +279,32 @@ impl Acting<'_> {
                 ))
             })?;
             self.set_number(number).await
-        } else if native.has_interface("Text") && self.node.states.contains(State::Editable) {
-            // Web text fields in Chromium expose no EditableText (Firefox's accepts the call
-            // and changes nothing, which the read-back reports): typing is the way.
-            Err(self.no_way(
-                "take a value through the accessibility API (its toolkit exposes no editable text); focus it with `ax act` focus, then type with `gui type`",
+        } else if self.takes_keys() {
+            // Web text fields in Chromium expose no EditableText: typing is the way.
+            Err(Failure::KeysOnly(
+                self.keys_only("its toolkit exposes no editable text"),
             ))
         } else {
             Err(self.no_way("take a value (it is neither editable text nor a value)"))
         }
+    }
+
+    /// Whether keys can set the element's text: an editable, focusable text field.
+    fn takes_keys(&self) -> bool {
+        let states = self.node.states;
+        self.node.native.has_interface("Text")
+            && self.node.native.has_interface("Component")
+            && states.contains(State::Editable)
+            && states.contains(State::Focusable)
+    }
+
+    /// Why the element takes text only from keys, and what to do where the daemon has no
+    /// keyboard to type it with.
+    fn keys_only(&self, why: &str) -> String {
+        format!(
+            "{} takes text only from keys ({why}), and no gui keyboard is at hand here; focus it with `ax act` focus, then type with `gui type`",
+            self.described
+        )
     }
 
     /// Sets the element's text (`EditableText.SetTextContents`) and reads it back.
@@ -305,6 +322,15 @@ impl Acting<'_> {
         )
         .await?;
         let now = text_of(self.conn, self.deadline, dest, path, Some(4096)).await?;
+        // Firefox's web fields accept the call and change nothing: typing is the way there.
+        if now != text
+            && self.node.value.as_deref().is_none_or(|was| was == now)
+            && self.takes_keys()
+        {
+            return Err(Failure::KeysOnly(self.keys_only(
+                "its toolkit accepted the text through the accessibility API and left the field unchanged",
+            )));
+        }
         Ok(Acted {
             done: ok && now == text,
             via: None,

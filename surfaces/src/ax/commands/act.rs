@@ -7,12 +7,13 @@ use computer_ipc::ToolError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Command, Preparing, Running};
+use super::{Command, Preparing, Running, Typing};
 use crate::accessibility::ElementWatch;
-use crate::accessibility::backend::{ActName, Backend, Failure, Include, NodeOf};
+use crate::accessibility::backend::{ActName, Acted, Backend, Failure, Include, NodeOf, said};
 use crate::accessibility::read_back::{ElementView, Intent, judge};
-use crate::accessibility::roles::{StateSet, all_states};
+use crate::accessibility::roles::{State, StateSet, all_states};
 use crate::ax::call::{AppArg, RefArg, Target, in_app, line, target_of};
+use crate::ax::keyboard::FieldOwner;
 use crate::ax::lookup::{Ax, located, shown};
 use crate::{Effect, EffectReport, Outcome, Risk};
 
@@ -133,10 +134,24 @@ impl Command for Act {
             true => ax.backend.watch(&node.element, deadline).await,
             false => None,
         };
-        let acted = ax
+        let text = value.as_ref().map(|value| match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+        let acted = match ax
             .backend
             .act(&node, action, value, &described, deadline)
-            .await?;
+            .await
+        {
+            // A field that takes text only from keys gets them, when the daemon has a keyboard.
+            Err(Failure::KeysOnly(why)) => match (&call.keys, text) {
+                (Some(keys), Some(text)) => {
+                    typed_over(ax, &node, &text, &described, keys, deadline).await?
+                }
+                _ => return Err(Failure::Said(why)),
+            },
+            acted => acted?,
+        };
         // The reply says what happened and what changed; the ref and the action asked for are the
         // caller's own words, and unchanged states would only repeat them.
         let mut fields = Map::new();
@@ -299,6 +314,97 @@ async fn read_back<B: Backend>(
     }
 }
 
+/// `set_value` on a field that takes text only from keys: focused (and seen to have the
+/// focus, so the keys reach it and nothing else), its text selected and typed over through
+/// the gui keyboard, and read back until the text shows or the settle bound passes.
+async fn typed_over<B: Backend>(
+    ax: &Ax<B>,
+    node: &NodeOf<B>,
+    text: &str,
+    described: &str,
+    keys: &Typing<'_>,
+    deadline: Instant,
+) -> Result<Acted, Failure> {
+    let text = &text.replace("\r\n", "\n");
+    typable_into(text, node.states, described)?;
+    let focus = ax
+        .backend
+        .act(node, ActName::Focus, None, described, deadline)
+        .await?;
+    let focused = match focus.done {
+        true => ax.backend.read(&node.element, deadline).await?,
+        false => None,
+    };
+    if !focused.is_some_and(|now| now.states.contains(State::Focused)) {
+        return Err(said(format!(
+            "{described} takes text only from keys and did not take the keyboard focus, so              keys would reach something else; nothing was typed"
+        )));
+    }
+    let mut watch = ax.backend.watch(&node.element, deadline).await;
+    let owner = ax
+        .backend
+        .app_key_of(&node.element)
+        .and_then(|key| {
+            ax.backend
+                .known_apps()
+                .into_iter()
+                .find(|(k, _, _)| *k == key)
+        })
+        .map(|(_, name, pid)| FieldOwner { name, pid })
+        .unwrap_or(FieldOwner {
+            name: String::new(),
+            pid: None,
+        });
+    keys.keyboard
+        .replace_focused_text(keys.ctx, text, &owner)
+        .await?;
+    let started = Instant::now();
+    let mut pause = crate::kit::effect::READ_BACK_FIRST_POLL;
+    loop {
+        let now = ax
+            .backend
+            .read(&node.element, deadline)
+            .await?
+            .and_then(|n| n.value);
+        let shows = now.as_deref() == Some(text) || (text.is_empty() && now.is_none());
+        if shows
+            || started.elapsed() >= crate::kit::effect::READ_BACK_BOUND
+            || Instant::now() + pause >= deadline
+        {
+            return Ok(Acted {
+                done: shows,
+                via: Some("keys"),
+                value: now.map(Value::String),
+            });
+        }
+        match watch.as_mut() {
+            Some(watch) => watch.changed_within(pause).await,
+            None => tokio::time::sleep(pause).await,
+        }
+        pause = (pause * 2).min(crate::kit::effect::READ_BACK_POLL);
+    }
+}
+
+/// Refuses text that keys would not put into the field as text: a line break in a one-line
+/// field submits its form, a tab moves the focus, other control characters are keys of their
+/// own.
+fn typable_into(text: &str, states: StateSet, described: &str) -> Result<(), Failure> {
+    let multi_line = states.contains(State::MultiLine);
+    match text
+        .chars()
+        .find(|&c| c.is_control() && !(multi_line && c == '\n'))
+    {
+        Some('\n') => Err(said(format!(
+            "{described} is a one-line field, which takes text only from keys, and a line break              typed there submits its form; set the text without it, then `gui key` Return if a              submit is meant"
+        ))),
+        Some(c) => Err(said(format!(
+            "{described} takes text only from keys, and the value holds control character              U+{:04X}, which types no text; leave it out (a tab moves the focus: use `gui key`)",
+            c as u32
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A `set_value`'s effect: the value read back against the one asked for (never quoted: it
 /// may be a secret).
 fn value_read_back(before: &ElementView, after: Option<ElementView>, done: bool) -> EffectReport {
@@ -344,4 +450,32 @@ fn changed_states(before: StateSet, after: StateSet) -> Vec<String> {
         .filter(|s| !after.contains(s))
         .map(|s| format!("-{s}"));
     gained.chain(lost).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(text: &str, states: StateSet) -> Option<String> {
+        match typable_into(text, states, "[1] textInput") {
+            Ok(()) => None,
+            Err(Failure::Said(message)) => Some(message),
+            Err(other) => panic!("not a message: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn keys_into_a_field_carry_text_only() {
+        let one_line = StateSet::default();
+        let mut multi_line = StateSet::default();
+        multi_line.insert(State::MultiLine);
+        assert_eq!(refusal("Ada Lovelace, née Byron", one_line), None);
+        assert_eq!(refusal("", one_line), None);
+        // A line break submits a one-line field's form; in a multi-line one it is text.
+        assert!(refusal("a\nb", one_line).is_some_and(|m| m.contains("one-line field")));
+        assert_eq!(refusal("a\nb", multi_line), None);
+        // A tab moves the focus, wherever it is typed.
+        assert!(refusal("a\tb", multi_line).is_some_and(|m| m.contains("U+0009")));
+        assert!(refusal("a\u{1b}b", one_line).is_some_and(|m| m.contains("U+001B")));
+    }
 }

@@ -99,6 +99,15 @@ pub struct Running<'a> {
     pub protected: &'a ProtectedProcesses,
     /// The observation an act is bound to (`complications.seen`).
     pub seen: Option<&'a Seen<AxSnapshot>>,
+    /// The keyboard `set_value` types with into a field that takes text only from keys, and
+    /// the call it types for; `None` where this daemon has no gui keyboard.
+    pub keys: Option<Typing<'a>>,
+}
+
+/// The gui keyboard, lent to one call.
+pub struct Typing<'a> {
+    pub keyboard: &'a crate::ax::keyboard::Keyboard,
+    pub ctx: &'a crate::CallContext,
 }
 
 /// A command as the table holds it: its spec, its result fields and its args check.
