@@ -52,6 +52,8 @@ case "$(uname -s)" in
       # GTK4 calculator and a file manager
       chromium firefox-esr libreoffice-calc libreoffice-writer libreoffice-gtk3
       gedit gnome-text-editor gnome-calculator thunar
+      # a Qt5 editor (Qt's own AT-SPI bridge and its widget-based file dialog)
+      featherpad
     )
     missing=()
     for package in "${wanted[@]}"; do
