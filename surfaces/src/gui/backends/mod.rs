@@ -13,6 +13,8 @@
 //!   remote-desktop session, AT-SPI windows, their D-Bus runtime, `frames` (the screen-cast
 //!   stream read over PipeWire) and `kept` (their items in the keychain).
 //! - `kept_conn` (Linux): the process-wide connection every Linux backend keeps and remakes.
+//! - `rgb_frame` (Linux): the frame of the backends that capture straight to RGB (wlroots,
+//!   GNOME, the portal).
 //! - [`macos`]: xcap captures and CoreGraphics events (the backend on macOS only), with
 //!   `keys` (characters and key names as virtual key codes).
 
@@ -26,6 +28,8 @@ pub mod macos;
 pub mod portal;
 #[cfg(target_os = "linux")]
 mod remote_desktop;
+#[cfg(target_os = "linux")]
+mod rgb_frame;
 #[cfg(target_os = "linux")]
 pub mod wayland;
 #[cfg(target_os = "linux")]

@@ -27,9 +27,10 @@ use futures::StreamExt;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 use super::kept_conn::KeptConn;
-use super::remote_desktop::frames::{Frame, FrameStream};
+use super::remote_desktop::frames::FrameStream;
 use super::remote_desktop::session::{OpenSession, SessionInput, SessionSlot};
 use super::remote_desktop::{self, AtspiWindows, InputSink};
+use super::rgb_frame::RgbFrame;
 use crate::Availability;
 use crate::gui::desktop::{
     self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
@@ -423,7 +424,7 @@ impl GnomeConn {
             .ok_or_else(|| failed("Mutter's DisplayConfig names no primary monitor"))
     }
 
-    pub fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+    pub fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
         let session = self.session()?;
         let frame = session.frames.latest().map_err(failed)?;
         frame.crop(session.monitor, area).map_err(failed)
@@ -549,23 +550,19 @@ impl Backend {
 }
 
 impl desktop::Desktop for GnomeConn {
-    type Frame = Frame;
+    type Frame = RgbFrame;
 
     fn screen(&self) -> DisplayResult<Rect> {
         self.monitor()
     }
-    fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+    fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
         GnomeConn::grab(self, area)
     }
-    fn same_frame(a: &Frame, b: &Frame) -> bool {
-        a.width == b.width && a.height == b.height && a.rgb == b.rgb
+    fn same_frame(a: &RgbFrame, b: &RgbFrame) -> bool {
+        a == b
     }
-    fn to_rgb(&self, frame: &Frame) -> Rgb {
-        Rgb {
-            width: frame.width,
-            height: frame.height,
-            pixels: frame.rgb.clone(),
-        }
+    fn to_rgb(&self, frame: &RgbFrame) -> Rgb {
+        frame.to_rgb()
     }
     fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
         GnomeConn::monitors(self)

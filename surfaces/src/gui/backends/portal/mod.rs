@@ -26,9 +26,10 @@ use secrecy::{ExposeSecret, SecretString};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 use super::kept_conn::KeptConn;
-use super::remote_desktop::frames::{Frame, FrameStream};
+use super::remote_desktop::frames::FrameStream;
 use super::remote_desktop::session::{OpenSession, SessionInput, SessionSlot};
 use super::remote_desktop::{self, AtspiWindows, InputSink};
+use super::rgb_frame::RgbFrame;
 use crate::Availability;
 use crate::gui::desktop::{
     self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
@@ -820,25 +821,21 @@ impl SessionInput for PortalConn {
 }
 
 impl desktop::Desktop for PortalConn {
-    type Frame = Frame;
+    type Frame = RgbFrame;
 
     fn screen(&self) -> DisplayResult<Rect> {
         self.monitor()
     }
-    fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+    fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
         let session = self.session()?;
         let frame = session.frames.latest().map_err(failed)?;
         frame.crop(session.monitor, area).map_err(failed)
     }
-    fn same_frame(a: &Frame, b: &Frame) -> bool {
-        a.width == b.width && a.height == b.height && a.rgb == b.rgb
+    fn same_frame(a: &RgbFrame, b: &RgbFrame) -> bool {
+        a == b
     }
-    fn to_rgb(&self, frame: &Frame) -> Rgb {
-        Rgb {
-            width: frame.width,
-            height: frame.height,
-            pixels: frame.rgb.clone(),
-        }
+    fn to_rgb(&self, frame: &RgbFrame) -> Rgb {
+        frame.to_rgb()
     }
     fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
         Ok(vec![MonitorInfo {

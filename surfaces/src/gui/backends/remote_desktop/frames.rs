@@ -18,6 +18,7 @@ use pipewire::spa::pod::{self, Pod};
 use pipewire::spa::utils::{Direction, Fraction, Rectangle, SpaTypes};
 use pipewire::stream::{StreamFlags, StreamRc};
 
+use super::super::rgb_frame::RgbFrame;
 use crate::gui::desktop::Rect;
 
 /// A frame as PipeWire delivered it: 4 bytes a pixel, rows `stride` bytes apart.
@@ -29,18 +30,10 @@ pub struct RawFrame {
     data: Vec<u8>,
 }
 
-/// A captured area as 8-bit RGB (the backend's `Desktop::Frame`).
-#[derive(Debug)]
-pub struct Frame {
-    pub width: u32,
-    pub height: u32,
-    pub rgb: Vec<u8>,
-}
-
 impl RawFrame {
     /// The part of the frame showing `area` (logical coordinates) of `monitor`, as RGB. The
     /// frame may hold more pixels than the monitor has logical units (a scaled monitor).
-    pub fn crop(&self, monitor: Rect, area: Rect) -> Result<Frame, String> {
+    pub fn crop(&self, monitor: Rect, area: Rect) -> Result<RgbFrame, String> {
         if monitor.intersect(&area) != Some(area) {
             return Err(format!(
                 "the area {}x{} at ({},{}) is not inside the recorded monitor {}x{} at ({},{})",
@@ -72,7 +65,7 @@ impl RawFrame {
             self.height,
         );
         let (width, height) = ((x1 - x0).max(1), (y1 - y0).max(1));
-        let (r, g, b) = match self.format {
+        let channels = match self.format {
             VideoFormat::BGRx | VideoFormat::BGRA => (2, 1, 0),
             VideoFormat::RGBx | VideoFormat::RGBA => (0, 1, 2),
             VideoFormat::xRGB | VideoFormat::ARGB => (1, 2, 3),
@@ -86,11 +79,9 @@ impl RawFrame {
                 .data
                 .get(start..start + width as usize * 4)
                 .ok_or("a frame shorter than its size says")?;
-            for pixel in line.chunks_exact(4) {
-                rgb.extend_from_slice(&[pixel[r], pixel[g], pixel[b]]);
-            }
+            RgbFrame::append_row(&mut rgb, line, channels);
         }
-        Ok(Frame { width, height, rgb })
+        Ok(RgbFrame { width, height, rgb })
     }
 }
 

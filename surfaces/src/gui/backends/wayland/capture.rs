@@ -9,7 +9,7 @@ impl WlConn {
     /// output gives two pixels per unit); an area across outputs of different scales is
     /// composed at one pixel per unit, each part sampled down from its output's pixels, so that
     /// a pixel of the image still maps back to exactly one layout point.
-    pub fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+    pub fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
         let Some(manager) = &self.screencopy else {
             return Err(failed(
                 "the compositor offers no screencopy: screenshots are not possible here",
@@ -36,7 +36,7 @@ impl WlConn {
         } else {
             1
         };
-        let mut frame = Frame {
+        let mut frame = RgbFrame {
             width: area.width * per_unit,
             height: area.height * per_unit,
             rgb: vec![0; (area.width * per_unit * area.height * per_unit * 3) as usize],
@@ -64,7 +64,7 @@ impl WlConn {
         manager: &ZwlrScreencopyManagerV1,
         output: &WlOutput,
         region: Rect,
-    ) -> DisplayResult<Frame> {
+    ) -> DisplayResult<RgbFrame> {
         queue.state.capture = Capture::default();
         let frame = manager.capture_output_region(
             0,
@@ -85,7 +85,7 @@ impl WlConn {
         &self,
         queue: &mut Queue,
         frame: &ZwlrScreencopyFrameV1,
-    ) -> DisplayResult<Frame> {
+    ) -> DisplayResult<RgbFrame> {
         let deadline = Instant::now() + REPLY_BOUND;
         // Version 3 ends the buffer descriptions with buffer_done; older ones send one
         // `buffer` event only.
@@ -152,7 +152,13 @@ impl WlConn {
 /// Copies `piece` (the capture of `part`, at whatever resolution its output has) into `frame`
 /// (the capture of `area` at `per_unit` pixels per layout unit): row by row where the two
 /// resolutions agree, else each pixel from the piece's pixel that covers its place.
-pub(super) fn paste(frame: &mut Frame, piece: &Frame, part: &Rect, area: &Rect, per_unit: u32) {
+pub(super) fn paste(
+    frame: &mut RgbFrame,
+    piece: &RgbFrame,
+    part: &Rect,
+    area: &Rect,
+    per_unit: u32,
+) {
     let left = (part.x - area.x) as usize * per_unit as usize;
     let top = (part.y - area.y) as usize * per_unit as usize;
     let width = (part.width * per_unit) as usize;
@@ -182,13 +188,6 @@ pub(super) fn paste(frame: &mut Frame, piece: &Frame, part: &Rect, area: &Rect, 
     }
 }
 
-/// A capture as RGB.
-pub struct Frame {
-    pub width: u32,
-    pub height: u32,
-    pub rgb: Vec<u8>,
-}
-
 /// Converts a shm buffer in one of the 32-bit formats compositors offer to RGB.
 pub(super) fn to_rgb(
     raw: &[u8],
@@ -197,9 +196,9 @@ pub(super) fn to_rgb(
     height: u32,
     stride: u32,
     y_invert: bool,
-) -> DisplayResult<Frame> {
+) -> DisplayResult<RgbFrame> {
     // Byte order in memory (little-endian formats): where red, green and blue are.
-    let (r, g, b) = match format {
+    let channels = match format {
         wl_shm::Format::Xrgb8888 | wl_shm::Format::Argb8888 => (2, 1, 0),
         wl_shm::Format::Xbgr8888 | wl_shm::Format::Abgr8888 => (0, 1, 2),
         other => {
@@ -216,11 +215,9 @@ pub(super) fn to_rgb(
             row
         };
         let line = &raw[source * stride as usize..][..width as usize * 4];
-        for px in line.chunks_exact(4) {
-            rgb.extend_from_slice(&[px[r], px[g], px[b]]);
-        }
+        RgbFrame::append_row(&mut rgb, line, channels);
     }
-    Ok(Frame { width, height, rgb })
+    Ok(RgbFrame { width, height, rgb })
 }
 
 impl Dispatch<ZwlrScreencopyFrameV1, ()> for State {
@@ -283,12 +280,12 @@ mod tests {
             width: 2,
             height: 2,
         };
-        let piece = Frame {
+        let piece = RgbFrame {
             width: 4,
             height: 4,
             rgb: (0..16u8).flat_map(|i| [i, 0, 0]).collect(),
         };
-        let mut frame = Frame {
+        let mut frame = RgbFrame {
             width: 4,
             height: 2,
             rgb: vec![255; 4 * 2 * 3],
@@ -299,7 +296,7 @@ mod tests {
         // from (0, 2), (13, 1) from (2, 2).
         assert_eq!(red, [255, 255, 0, 2, 255, 255, 8, 10]);
         // At the piece's own resolution the rows are copied as they are.
-        let mut sharp = Frame {
+        let mut sharp = RgbFrame {
             width: 8,
             height: 4,
             rgb: vec![255; 8 * 4 * 3],

@@ -63,12 +63,12 @@ use self::virtual_keyboard::{
     zwp_virtual_keyboard_v1::ZwpVirtualKeyboardV1,
 };
 use super::kept_conn::KeptConn;
+use super::rgb_frame::RgbFrame;
 use crate::Availability;
 use crate::gui::desktop::{
     self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
 };
 use crate::gui::keys::{Combo, char_keysym};
-use capture::Frame;
 use connection::{drain_in_background, shared_file};
 use input::{no_cursor, upload};
 use keymap::Layout;
@@ -328,23 +328,19 @@ impl Backend {
 }
 
 impl desktop::Desktop for WlConn {
-    type Frame = Frame;
+    type Frame = RgbFrame;
 
     fn screen(&self) -> DisplayResult<Rect> {
         WlConn::screen(self)
     }
-    fn grab(&self, area: Rect) -> DisplayResult<Frame> {
+    fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
         WlConn::grab(self, area)
     }
-    fn same_frame(a: &Frame, b: &Frame) -> bool {
-        a.width == b.width && a.height == b.height && a.rgb == b.rgb
+    fn same_frame(a: &RgbFrame, b: &RgbFrame) -> bool {
+        a == b
     }
-    fn to_rgb(&self, frame: &Frame) -> Rgb {
-        Rgb {
-            width: frame.width,
-            height: frame.height,
-            pixels: frame.rgb.clone(),
-        }
+    fn to_rgb(&self, frame: &RgbFrame) -> Rgb {
+        frame.to_rgb()
     }
     fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
         WlConn::monitors(self)
