@@ -11,14 +11,14 @@ use computer_surfaces::Registry;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 
-use crate::approval::{Approvals, Resolution};
+use crate::approval::Approvals;
 use crate::cancel::CallCancel;
 use crate::jobs::Jobs;
-use crate::policy::{Caller, Decision, Policy};
+use crate::policy::{Caller, Policy};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
 use crate::stages::{
-    Early, Refusal, Shaped, Stages, approval_request, error_result, unreceipted_error,
+    Asking, Early, Refusal, Shaped, Stages, approval_request, error_result, unreceipted_error,
 };
 use crate::steps::StepLimits;
 use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
@@ -267,51 +267,25 @@ impl Gateway {
             Err(error) => return refuse(early, error.into()).await,
         };
         early.stated = Some(decided.stated.clone());
-        let approval = match &decided.decision {
-            Decision::Deny { reason, .. } => {
-                let refusal = Refusal {
-                    error: ToolError::new(ErrorCode::Denied, reason.clone()),
-                    context: json!({"policy": decided.decision}),
-                };
-                return refuse(early, refusal).await;
-            }
-            Decision::Ask { .. } => {
-                let request = approval_request(
-                    &call_id,
-                    caller,
-                    &early,
-                    &decided,
-                    &decided.decision.asked_because(),
-                    call.complications.cwd.clone(),
-                );
-                let intent = Stages::intent_body(caller, &early, &decided, &Value::Null);
-                let resolution = stages
-                    .ask(
-                        &early,
-                        &call_id,
-                        intent,
-                        request,
-                        &decided.grant_key,
-                        &cancelled,
-                        progress,
-                    )
-                    .await;
-                let recorded = serde_json::to_value(&resolution).unwrap_or_default();
-                if let Resolution::Denied { reason, .. } = &resolution {
-                    // A refused consent says what was asked and how to grant it.
-                    let message = match &decided.facts.consent {
-                        Some(question) => format!("not approved: {reason}; {question}"),
-                        None => format!("not approved: {reason}"),
-                    };
-                    let refusal = Refusal {
-                        error: ToolError::new(ErrorCode::Denied, message),
-                        context: json!({"policy": decided.decision, "approval": recorded}),
-                    };
-                    return refuse(early, refusal).await;
-                }
-                recorded
-            }
-            Decision::Allow { .. } => Value::Null,
+        let request = approval_request(
+            &call_id,
+            caller,
+            &early,
+            &decided,
+            &decided.decision.asked_because(),
+            call.complications.cwd.clone(),
+        );
+        let asking = Asking::Person {
+            request: Box::new(request),
+            cancelled: &cancelled,
+            progress,
+        };
+        let approval = match stages
+            .approve(&early, &call_id, caller, &decided, asking)
+            .await
+        {
+            Ok(approval) => approval,
+            Err(refusal) => return refuse(early, refusal).await,
         };
 
         self.run(
@@ -412,19 +386,13 @@ impl Gateway {
             );
             return refuse(early, error.into()).await;
         }
-        let refused = match &decided.decision {
-            Decision::Allow { .. } => None,
-            Decision::Deny { reason, .. } => Some(reason.clone()),
-            Decision::Ask { .. } => Some(
-                "policy would ask a person for this call, and nobody is asked on a run's behalf; make the call yourself, outside the run"
-                    .to_string(),
-            ),
-        };
-        if let Some(reason) = refused {
-            let refusal = Refusal {
-                error: ToolError::new(ErrorCode::Denied, reason),
-                context: json!({"policy": decided.decision}),
-            };
+        let asking = Asking::Nobody(
+            "policy would ask a person for this call, and nobody is asked on a run's behalf; make the call yourself, outside the run",
+        );
+        if let Err(refusal) = stages
+            .approve(&early, &call_id, caller, &decided, asking)
+            .await
+        {
             return refuse(early, refusal).await;
         }
         self.run(

@@ -27,7 +27,7 @@ use tokio_util::task::TaskTracker;
 use crate::budget::Budget;
 use crate::policy::{Caller, Decision};
 use crate::stages::{
-    Early, Open, Stages, digest, error_result, failure_error, reply, run_until_cancelled,
+    Early, Open, Stages, digest, error_result, failure_body, reply, run_until_cancelled,
 };
 
 /// The command, on every surface that honours `detach`, through which jobs are followed.
@@ -327,12 +327,9 @@ impl Jobs {
                     (status, body, Ok(outcome))
                 }
                 Err(err) => {
-                    // Mapped as every call's failure is: a surface's own error stays whole.
-                    let (error, refused) = failure_error(err);
-                    let mut body = json!({"ok": false, "error": error});
-                    if refused {
-                        body["refused"] = json!("targets_approver");
-                    }
+                    // Mapped as every call's failure is.
+                    let reports_effect = crate::budget::reports_effect(result_fields);
+                    let (error, body) = failure_body(&job_id, err, reports_effect);
                     let status = if cancelled_by.is_some() {
                         JobStatus::Cancelled
                     } else {

@@ -419,6 +419,19 @@ impl Drop for Open {
 
 /// Why a call ends before it runs: the error its caller gets, and the policy and approval
 /// context its receipt records.
+/// Who can answer a call that policy asks about.
+pub(crate) enum Asking<'a> {
+    /// A person, through the approvers: the request they are shown, and the call's cancel and
+    /// progress (the wait is reported while it lasts).
+    Person {
+        request: Box<PendingRequest>,
+        cancelled: &'a CancellationToken,
+        progress: &'a (dyn Fn(String) + Send + Sync),
+    },
+    /// Nobody (a run's own calls): an ask is refused, saying why.
+    Nobody(&'static str),
+}
+
 pub(crate) struct Refusal {
     pub(crate) error: ToolError,
     pub(crate) context: Value,
@@ -528,6 +541,72 @@ impl Stages {
     /// The rules of the moment (a SIGHUP swaps them; a call keeps those it was decided on).
     pub(crate) fn policy(&self) -> Arc<dyn Policy> {
         self.policy.read().unwrap().clone()
+    }
+
+    /// Approve: the decision carried out. An allowed call passes with no record (`Null`); a
+    /// denied one is refused with the rule's reason; one that asks is asked of a person (its
+    /// answer recorded, a no refused with what was asked and, for a backend's consent, how to
+    /// grant it), or refused where nobody can be asked. Every caller composes this, so a call
+    /// is approved the same way whoever sent it.
+    pub(crate) fn approve<'a>(
+        &'a self,
+        early: &'a Early,
+        call_id: &'a str,
+        caller: &Caller,
+        decided: &Decided,
+        asking: Asking<'a>,
+    ) -> impl Future<Output = Result<Value, Refusal>> + Send + 'a {
+        // What the approval needs of the decided call, taken now: the call's action is not
+        // `Sync`, so the future holds no reference to it.
+        let decision = decided.decision.clone();
+        let consent = decided.facts.consent.clone();
+        let grant_key = decided.grant_key.clone();
+        let intent = matches!(decision, Decision::Ask { .. })
+            .then(|| Stages::intent_body(caller, early, decided, &Value::Null));
+        async move {
+            let refusal = |message: String, approval: Option<Value>| {
+                let mut context = json!({"policy": decision});
+                if let Some(approval) = approval {
+                    context["approval"] = approval;
+                }
+                Refusal {
+                    error: ToolError::new(ErrorCode::Denied, message),
+                    context,
+                }
+            };
+            let (request, cancelled, progress) = match (&decision, asking) {
+                (Decision::Allow { .. }, _) => return Ok(Value::Null),
+                (Decision::Deny { reason, .. }, _) => return Err(refusal(reason.clone(), None)),
+                (Decision::Ask { .. }, Asking::Nobody(why)) => {
+                    return Err(refusal(why.into(), None));
+                }
+                (
+                    Decision::Ask { .. },
+                    Asking::Person {
+                        request,
+                        cancelled,
+                        progress,
+                    },
+                ) => (request, cancelled, progress),
+            };
+            let intent = intent.unwrap_or_default();
+            let resolution = self
+                .ask(
+                    early, call_id, intent, *request, &grant_key, cancelled, progress,
+                )
+                .await;
+            let recorded = serde_json::to_value(&resolution).unwrap_or_default();
+            match &resolution {
+                Resolution::Denied { reason, .. } => {
+                    let message = match &consent {
+                        Some(question) => format!("not approved: {reason}; {question}"),
+                        None => format!("not approved: {reason}"),
+                    };
+                    Err(refusal(message, Some(recorded)))
+                }
+                _ => Ok(recorded),
+            }
+        }
     }
 
     /// Approve: asks a person (unless a session grant covers the action). The call's intent,
@@ -799,20 +878,10 @@ impl Stages {
     /// A failed action's reply and result body. An act that reads back its effect
     /// (`reports_effect`) and failed before anything was sent says `effect: refused` in both.
     pub(crate) fn failure(&self, call_id: &str, err: SurfaceError, reports_effect: bool) -> Shaped {
-        let nothing_sent = matches!(
-            err,
-            SurfaceError::Refused { .. } | SurfaceError::NothingSent { .. }
-        );
-        let (error, refused) = failure_error(err);
-        let mut body = json!({"ok": false, "error": error});
-        if refused {
-            tracing::warn!(%call_id, message = %error.message, "action refused: it targets an approver");
-            body["refused"] = json!("targets_approver");
-        }
+        let (error, body) = failure_body(call_id, err, reports_effect);
         let mut reply = error_result(call_id, &error);
-        if reports_effect && (nothing_sent || refused_before_acting(&error)) {
-            body[EFFECT_FIELD] = json!(Effect::Refused);
-            attach_field(&mut reply, EFFECT_FIELD, json!(Effect::Refused));
+        if let Some(effect) = body.get(EFFECT_FIELD) {
+            attach_field(&mut reply, EFFECT_FIELD, effect.clone());
         }
         Shaped { reply, body }
     }
@@ -918,6 +987,31 @@ pub(crate) fn approval_request(
         expires_in_ms: 0,
         steps: Vec::new(),
     }
+}
+
+/// A failed action's error and result body, however it ran (a call, a step, a detached job):
+/// a surface's own error stays whole, a refusal to act on an approver is marked, and an act
+/// that reads back its effect (`reports_effect`) and failed before anything was sent says
+/// `effect: refused`.
+pub(crate) fn failure_body(
+    call_id: &str,
+    err: SurfaceError,
+    reports_effect: bool,
+) -> (ToolError, Value) {
+    let nothing_sent = matches!(
+        err,
+        SurfaceError::Refused { .. } | SurfaceError::NothingSent { .. }
+    );
+    let (error, refused) = failure_error(err);
+    let mut body = json!({"ok": false, "error": error});
+    if refused {
+        tracing::warn!(%call_id, message = %error.message, "action refused: it targets an approver");
+        body["refused"] = json!("targets_approver");
+    }
+    if reports_effect && (nothing_sent || refused_before_acting(&error)) {
+        body[EFFECT_FIELD] = json!(Effect::Refused);
+    }
+    (error, body)
 }
 
 /// How long a cancelled action may take to end on its own (a shell run counts and kills what it

@@ -23,7 +23,7 @@ use crate::approval::{PendingRequest, Resolution};
 use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
-use crate::stages::{self, Decided, Early, Refusal, Shaped, Stages};
+use crate::stages::{self, Asking, Decided, Early, Refusal, Shaped, Stages};
 
 pub use crate::config::StepLimits;
 
@@ -682,61 +682,48 @@ impl Steps<'_> {
                 return Err(error);
             }
         };
-        match step.decision.clone() {
-            Decision::Allow { .. } => Ok((step, Value::Null)),
-            Decision::Deny { reason, .. } => {
-                let error = step_error(
+        let early = self.step_early(index, &resolved, &step_raw, Some(&step.stated));
+        let mut request = stages::approval_request(
+            parent_id,
+            caller,
+            &early,
+            &step,
+            &step.decision.asked_because(),
+            None,
+        );
+        request.action = format!(
+            "step {index} of a multi-step call, with values from earlier steps: {}",
+            request.action
+        );
+        let asking = Asking::Person {
+            request: Box::new(request),
+            cancelled,
+            progress,
+        };
+        let step_id = self.ids[index - 1].clone();
+        match stages
+            .approve(&early, &step_id, caller, &step, asking)
+            .await
+        {
+            Ok(approval) => Ok((step, approval)),
+            Err(refusal) => {
+                let message = match &step.decision {
+                    Decision::Deny { .. } => format!(
+                        "{} (decided on its args as resolved from earlier steps)",
+                        refusal.error.message
+                    ),
+                    _ => refusal.error.message,
+                };
+                let error = step_error(index, call, ErrorCode::Denied, &message);
+                self.refuse_step(
                     index,
-                    call,
-                    ErrorCode::Denied,
-                    &format!("{reason} (decided on its args as resolved from earlier steps)"),
-                );
-                let context = json!({"policy": step.decision});
-                self.refuse_step(index, &resolved, Some(&step.stated), &error, context)
-                    .await;
+                    &resolved,
+                    Some(&step.stated),
+                    &error,
+                    refusal.context,
+                )
+                .await;
                 Err(error)
-            }
-            Decision::Ask { .. } => {
-                let early = self.step_early(index, &resolved, &step_raw, Some(&step.stated));
-                let asked_because = step.decision.asked_because();
-                let mut request = stages::approval_request(
-                    parent_id,
-                    caller,
-                    &early,
-                    &step,
-                    &asked_because,
-                    None,
-                );
-                request.action = format!(
-                    "step {index} of a multi-step call, with values from earlier steps: {}",
-                    request.action
-                );
-                let intent = Stages::intent_body(caller, &early, &step, &Value::Null);
-                let step_id = self.ids[index - 1].clone();
-                let resolution = stages
-                    .ask(
-                        &early,
-                        &step_id,
-                        intent,
-                        request,
-                        &step.grant_key,
-                        cancelled,
-                        progress,
-                    )
-                    .await;
-                let recorded = serde_json::to_value(&resolution).unwrap_or_default();
-                if let Resolution::Denied { reason, .. } = &resolution {
-                    let message = match &step.facts.consent {
-                        Some(question) => format!("not approved: {reason}; {question}"),
-                        None => format!("not approved: {reason}"),
-                    };
-                    let error = step_error(index, call, ErrorCode::Denied, &message);
-                    let context = json!({"policy": step.decision, "approval": recorded});
-                    self.refuse_step(index, &resolved, Some(&step.stated), &error, context)
-                        .await;
-                    return Err(error);
-                }
-                Ok((step, recorded))
             }
         }
     }
