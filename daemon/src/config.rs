@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use computer_ipc::SurfaceName;
 use computer_surfaces::{Registry, SurfaceLimits};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::policy::{Defaults, PolicySection, Rule, RulePolicy};
 
@@ -105,6 +105,32 @@ impl<'de> Deserialize<'de> for Config {
     }
 }
 
+// Written back section by section in the order the file is read, each surface's own section
+// after the daemon's; the line numbers are the reader's, not part of the config.
+impl Serialize for Config {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("server", &self.server)?;
+        map.serialize_entry("defaults", &self.defaults)?;
+        map.serialize_entry("approval", &self.approval)?;
+        map.serialize_entry("limits", &self.limits)?;
+        map.serialize_entry("containment", &self.containment)?;
+        map.serialize_entry("artifacts", &self.artifacts)?;
+        map.serialize_entry("jobs", &self.jobs)?;
+        map.serialize_entry("policy", &self.policy)?;
+        if !self.rules.is_empty() {
+            map.serialize_entry("rules", &self.rules)?;
+        }
+        map.serialize_entry("tools", &self.tools)?;
+        map.serialize_entry("export", &self.export)?;
+        for (surface, section) in &self.surfaces {
+            map.serialize_entry(surface.as_str(), section)?;
+        }
+        map.end()
+    }
+}
+
 /// A duration written as `250ms`, `30s`, `10m` or `2h`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DurationText(pub Duration);
@@ -118,6 +144,39 @@ impl<'de> Deserialize<'de> for DurationText {
             ))
         })
     }
+}
+
+/// Written in the largest unit that holds it exactly (`120s` as `2m`), as a person writes it.
+impl Serialize for DurationText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let ms = self.0.as_millis();
+        let (number, unit) = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1_000, "s"),
+        ]
+        .into_iter()
+        .find(|(unit_ms, _)| ms > 0 && ms.is_multiple_of(*unit_ms))
+        .map_or((ms, "ms"), |(unit_ms, unit)| (ms / unit_ms, unit));
+        serializer.collect_str(&format_args!("{number}{unit}"))
+    }
+}
+
+/// A glob's characters written back as the text they were read from (`policy::Glob`).
+pub(crate) fn chars_text<S: serde::Serializer>(
+    chars: &[char],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&chars.iter().collect::<String>())
+}
+
+/// A regex written back as the text it was compiled from (`policy::Pattern`).
+pub(crate) fn regex_text<S: serde::Serializer>(
+    regex: &regex::Regex,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(regex.as_str())
 }
 
 pub fn parse_duration(text: &str) -> Option<Duration> {
@@ -137,7 +196,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     number.checked_mul(unit_ms).map(Duration::from_millis)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalConfig {
     /// How long an asked call waits for a person; then it is denied.
@@ -159,7 +218,7 @@ impl Default for ApprovalConfig {
 }
 
 /// How runs are contained (see `computer_surfaces::kit::contain`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContainmentSection {
     pub mode: ContainmentMode,
@@ -170,7 +229,7 @@ pub struct ContainmentSection {
 
 /// `on` (the default): every run is contained, and refused where containment cannot be set up.
 /// `off`: runs can reach the daemon's state, config and sockets; every receipt says so.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ContainmentMode {
     #[default]
@@ -180,7 +239,7 @@ pub enum ContainmentMode {
 
 /// Per-agent rate limit: at most `calls` in any sliding `window` (0 calls = no limit); and the
 /// bounds of a multi-step call: `max_steps` steps, all done within `steps_timeout`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     pub calls: u32,
@@ -254,7 +313,7 @@ impl Default for JobLimits {
 }
 
 /// Room for artifacts (spilled outputs, screenshots, evidence), shared by every call.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ArtifactsConfig {
     /// Bytes the artifacts directory may hold in all; past it spills are cut and screenshots
@@ -273,7 +332,7 @@ impl Default for ArtifactsConfig {
 /// `[jobs]`: how many detached jobs an agent may run at once (0 turns `detach` off), and how
 /// many finished ones keep their results, for how long; after that `job result` says the result
 /// expired (the receipts keep the outcome).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobsConfig {
     pub max_running: usize,
@@ -302,7 +361,7 @@ impl JobsConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Largest request line accepted; a longer one closes the connection.
@@ -480,6 +539,47 @@ mod tests {
     #[test]
     fn empty_file_is_the_defaults() {
         assert_eq!(Config::parse("", "t").unwrap(), Config::default());
+    }
+
+    /// What the config reference shows is the config rendered back as TOML: it must read back
+    /// as the same config, rules, sinks, surface sections and odd durations included.
+    #[test]
+    fn a_config_rendered_as_toml_reads_back_the_same() {
+        let default = toml::to_string_pretty(&Config::default()).unwrap();
+        assert_eq!(
+            Config::parse(&default, "rendered").unwrap(),
+            Config::default()
+        );
+        assert!(default.contains("timeout = \"2m\""), "{default}");
+        let written = Config::parse(
+            r#"
+            [approval]
+            timeout = "1500ms"
+            [limits]
+            window = "90s"
+            [[rules]]
+            surface = "shell"
+            argv0 = ["rm"]
+            glob = "rm -rf *"
+            regex = "^sudo\\b"
+            env = ["LD_*"]
+            decision = "deny"
+            [tools.agent.ci]
+            allow = ["gui.click"]
+            [export]
+            syslog = "tcps://logs.example:6514"
+            otlp = "http://127.0.0.1:4318/v1/logs"
+            [shell]
+            max_timeout_ms = 900000
+            "#,
+            "written",
+        )
+        .unwrap();
+        let rendered = toml::to_string_pretty(&written).unwrap();
+        let mut read_back = Config::parse(&rendered, "rendered").unwrap();
+        read_back.surface_lines = written.surface_lines.clone();
+        assert_eq!(read_back, written, "{rendered}");
+        assert!(rendered.contains("timeout = \"1500ms\""), "{rendered}");
     }
 
     #[test]

@@ -96,36 +96,32 @@ fn config_page(config: &crate::config::Config) -> String {
          `~/.config/computer/config.toml`); `computer doctor` names the file the running daemon \
          read, and `computer config check` checks one. Without a file the embedded defaults \
          below apply. Top-level sections: {}, and one per surface ({}).\n\n## Embedded \
-         defaults\n\nEach section as the daemon holds it when the file does not set it \
-         (durations in seconds and nanoseconds, sizes in bytes):\n",
+         defaults\n\nThe whole file as the daemon holds it when nothing is written, rendered \
+         from its config types: it loads as it stands, so it can be copied and changed (a key or \
+         section left out keeps its default). Durations are written `250ms`, `30s`, `10m`, `2h` \
+         or `1d`; sizes are bytes.\n\n```toml\n{}```\n",
         crate::config::DAEMON_SECTIONS
             .iter()
-            .map(|s| format!("`[{s}]`"))
+            .map(|s| match *s {
+                "rules" => "`[[rules]]`".to_string(),
+                s => format!("`[{s}]`"),
+            })
             .collect::<Vec<_>>()
             .join(", "),
         computer_ipc::SurfaceName::ALL
             .iter()
             .map(|s| format!("`[{}]`", s.as_str()))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", "),
+        toml::to_string_pretty(config)
+            .unwrap_or_else(|err| format!("# the defaults do not render as TOML: {err}\n"))
     );
-    let sections: [(&str, String); 9] = [
-        ("server", format!("{:#?}", config.server)),
-        ("defaults", format!("{:#?}", config.defaults)),
-        ("approval", format!("{:#?}", config.approval)),
-        ("limits", format!("{:#?}", config.limits)),
-        ("containment", format!("{:#?}", config.containment)),
-        ("artifacts", format!("{:#?}", config.artifacts)),
-        ("jobs", format!("{:#?}", config.jobs)),
-        ("tools", format!("{:#?}", config.tools)),
-        ("export", format!("{:#?}", config.export)),
-    ];
-    for (name, defaults) in sections {
-        let _ = write!(text, "\n### `[{name}]`\n\n```text\n{defaults}\n```\n");
-    }
     text.push_str(
-        "\n`[policy]` and `[[rules]]` are empty by default: every call gets its risk class's \
-         default above. The guide's configuration page explains each key with examples.\n",
+        "\nNot in the file above because they have no default: `[export]`'s `syslog`, \
+         `journald`, `otlp` and `ca_file` (no sink, no extra certificates), `[[rules]]` (none: \
+         every call gets its risk class's `[defaults]`) and the surfaces' own sections (each \
+         surface's defaults hold). The guide's configuration page explains each key with \
+         examples.\n",
     );
     text
 }

@@ -156,7 +156,7 @@ impl Policy for AllowAll {
 }
 
 /// Defaults by risk class (`[defaults]`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Defaults {
     pub observe: Verdict,
@@ -175,8 +175,8 @@ impl Default for Defaults {
 }
 
 /// A regular expression from the config; invalid ones fail at load time, with the line.
-#[derive(Debug, Clone)]
-pub struct Pattern(pub Regex);
+#[derive(Debug, Clone, Serialize)]
+pub struct Pattern(#[serde(serialize_with = "crate::config::regex_text")] pub Regex);
 
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -196,8 +196,8 @@ impl PartialEq for Pattern {
 /// A glob (`*` any run, `?` one character; neither crosses a line break) over the whole
 /// argument text. Matched directly rather than compiled to a regex: the default policy holds
 /// dozens of them, and compiling each cost the daemon's start-up milliseconds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Glob(Vec<char>);
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Glob(#[serde(serialize_with = "crate::config::chars_text")] Vec<char>);
 
 impl<'de> Deserialize<'de> for Glob {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -214,7 +214,7 @@ impl<'de> Deserialize<'de> for Glob {
 /// opaque script that cannot be known are decided by the default and deny/ask rules only. An
 /// allow rule does not reach a call that sets a loader variable (`[policy] loader_env`) unless
 /// its `env` names it, nor a call that references a secret unless its `secrets` names it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     #[serde(default)]
@@ -502,7 +502,7 @@ pub const DEFAULT_LOADER_ENV: &[&str] = &[
 ];
 
 /// The `[policy]` section: what policy needs beyond rules and defaults.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySection {
     /// Variable names (globs) that change what a program loads or runs.

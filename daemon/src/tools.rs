@@ -50,7 +50,7 @@ use crate::policy::Caller;
 /// [tools.agent.ci]
 /// allow = ["gui.click"]         # the runs of agent `ci` only
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     pub allow: Vec<String>,
@@ -58,7 +58,7 @@ pub struct ToolsConfig {
 }
 
 /// `[tools.agent.NAME]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentTools {
     pub allow: Vec<String>,

@@ -730,6 +730,69 @@ async fn every_call_example_runs_against_the_daemon() {
     daemon.assert_chain_holds();
 }
 
+/// The configuration reference's `toml` block is a file a person can copy: the daemon starts
+/// with it as its config, `computer config check` calls it valid, and it holds every section
+/// that has keys (rendered from the config types, not written by hand).
+#[test]
+fn the_configuration_reference_is_a_config_the_daemon_loads() {
+    let page = std::fs::read_to_string(repo().join("docs/src/reference/config.md"))
+        .expect("docs/src/reference/config.md");
+    let blocks: Vec<Block> = parse(&page)
+        .blocks
+        .into_iter()
+        .filter(|b| b.info == "toml")
+        .collect();
+    assert_eq!(
+        blocks.len(),
+        1,
+        "the configuration reference should show the defaults as one TOML file"
+    );
+    let defaults = &blocks[0].body;
+    for section in [
+        "server",
+        "defaults",
+        "approval",
+        "limits",
+        "containment",
+        "artifacts",
+        "jobs",
+        "policy",
+        "tools",
+        "export",
+    ] {
+        assert!(
+            defaults.lines().any(|l| l == format!("[{section}]")),
+            "no [{section}] in the rendered defaults:\n{defaults}"
+        );
+    }
+    assert!(
+        !defaults.contains("DurationText") && !defaults.contains("Some("),
+        "Rust's Debug format, not TOML:\n{defaults}"
+    );
+
+    // The daemon itself reads it at start (a config it refused would end it there), and the
+    // checker says so.
+    let daemon = Daemon::start_with_config(defaults);
+    let checked = daemon.cli(&["config", "check"]);
+    assert!(
+        checked.status.success() && checked.stdout.contains(": valid (0 rules)"),
+        "the reference's defaults are not a valid config: {}{}",
+        checked.stdout,
+        checked.stderr
+    );
+    // What it says holds in the running daemon: an act asks, an observation is allowed.
+    let explain = |call: Value| {
+        let out = daemon.cli(&["policy", "explain", "--args", &call.to_string()]);
+        assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+        out.stdout
+    };
+    let act =
+        explain(json!({"surface": "shell", "command": "run", "args": {"argv": ["touch", "x"]}}));
+    assert!(act.contains("ask"), "{act}");
+    let observe = explain(json!({"surface": "shell", "command": "help"}));
+    assert!(observe.contains("allow"), "{observe}");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn the_generated_pages_of_the_book_are_current() {

@@ -41,6 +41,16 @@ impl fmt::Display for JournaldTarget {
     }
 }
 
+/// Written back as it is read: `true` for the system journal, `"NAME"` for a namespace.
+impl serde::Serialize for JournaldTarget {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.namespace {
+            None => serializer.serialize_bool(true),
+            Some(name) => serializer.serialize_str(name),
+        }
+    }
+}
+
 impl TryFrom<toml::Value> for JournaldTarget {
     type Error = String;
 

@@ -39,7 +39,7 @@ const BACKOFF_FIRST: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The `[export]` config section.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExportConfig {
     /// `tcp://HOST:PORT` or `tcps://HOST:PORT`: RFC 5424 messages over TCP (TLS), octet-counted.

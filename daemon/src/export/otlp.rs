@@ -56,6 +56,13 @@ impl fmt::Display for OtlpTarget {
     }
 }
 
+/// Written back as the address it was read from (the config reference renders the config).
+impl serde::Serialize for OtlpTarget {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl TryFrom<String> for OtlpTarget {
     type Error = String;
 

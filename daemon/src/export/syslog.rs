@@ -49,6 +49,13 @@ impl fmt::Display for SyslogTarget {
     }
 }
 
+/// Written back as the address it was read from (the config reference renders the config).
+impl serde::Serialize for SyslogTarget {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl TryFrom<String> for SyslogTarget {
     type Error = String;
 
