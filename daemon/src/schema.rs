@@ -22,9 +22,9 @@ pub fn tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
 }
 
 /// The tool an observe-only connection gets (`computer mcp --observe-only`): the same
-/// `COMPUTER` tool, its description listing only the commands that observe, annotated
-/// read-only (hosts that gate on annotations run it without asking). The daemon refuses
-/// whatever acts on such a connection; this only says so.
+/// `COMPUTER` tool, its description and input schema listing only the commands that observe,
+/// annotated read-only (hosts that gate on annotations run it without asking). The daemon
+/// refuses whatever acts on such a connection; this only says so.
 pub fn observe_only_tool(registry: &Registry, scope: Option<&[SurfaceName]>) -> Tool {
     let listed: Vec<&Arc<dyn Surface>> = registry
         .ready()
@@ -55,7 +55,7 @@ fn definition_of(
 ) -> Tool {
     let mut text = description(registry, listed, observe_only);
     text.push_str(unavailable);
-    let mut tool = Tool::new(TOOL_NAME, text, input_schema(listed));
+    let mut tool = Tool::new(TOOL_NAME, text, input_schema_of(listed, observe_only));
     tool.title = Some("Computer".into());
     tool.output_schema = Some(Arc::new(output_schema()));
     tool.annotations = Some(
@@ -371,10 +371,18 @@ fn call_schema() -> Value {
 /// surface+command or steps: neither is required on its own (several hosts refuse a top-level
 /// `oneOf`); a step has the single call's shape.
 pub(crate) fn input_schema(listed: &[&Arc<dyn Surface>]) -> Map<String, Value> {
+    input_schema_of(listed, false)
+}
+
+/// [`input_schema`], its `command` enum only the commands that observe when `observe_only`:
+/// an observe-only connection's schema offers nothing the daemon would refuse there.
+fn input_schema_of(listed: &[&Arc<dyn Surface>], observe_only: bool) -> Map<String, Value> {
     let surfaces: Vec<Value> = listed.iter().map(|s| json!(s.name().as_str())).collect();
     let mut commands: Vec<&str> = listed
         .iter()
-        .flat_map(|s| commands_of(s.as_ref()).into_iter().map(|c| c.name))
+        .flat_map(|s| commands_of(s.as_ref()))
+        .filter(|spec| !observe_only || spec.risk == Risk::Observe)
+        .map(|spec| spec.name)
         .collect();
     commands.sort_unstable();
     commands.dedup();

@@ -96,6 +96,16 @@ fn run(argv: Value) -> Value {
     json!({"surface": "shell", "command": "run", "args": {"argv": argv}})
 }
 
+/// The `command` enum of a tool's input schema, as the host was given it.
+fn command_enum(tool: &Value) -> Vec<String> {
+    tool["inputSchema"]["properties"]["command"]["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no command enum in the input schema: {tool}"))
+        .iter()
+        .map(|c| c.as_str().expect("a command name").to_string())
+        .collect()
+}
+
 fn assert_refused_as_observe_only(reply: &Value) {
     assert_eq!(reply["ok"], false, "{reply}");
     assert_eq!(reply["error"]["code"], "denied", "{reply}");
@@ -126,6 +136,24 @@ fn the_observe_only_relay_serves_a_read_only_tool_and_acts_are_refused_not_asked
         !description.contains("run{"),
         "an act is listed: {description}"
     );
+    // The input schema offers the same: only commands that observe, each one the description
+    // lists; the acts the full tool offers are not among them.
+    let observe_commands = command_enum(tool);
+    assert!(
+        observe_commands.contains(&"help".to_string())
+            && observe_commands.contains(&"job".to_string()),
+        "{observe_commands:?}"
+    );
+    assert!(
+        !observe_commands.contains(&"run".to_string()),
+        "the observe-only schema offers an act: {observe_commands:?}"
+    );
+    for command in &observe_commands {
+        assert!(
+            description.contains(&format!(" {command}")),
+            "the schema offers `{command}`, which the description does not list: {description}"
+        );
+    }
 
     // An observation works.
     let jobs = relay.call(json!({"surface": "shell", "command": "job", "args": {"op": "list"}}));
@@ -165,6 +193,13 @@ fn the_observe_only_relay_serves_a_read_only_tool_and_acts_are_refused_not_asked
     assert_eq!(
         listed["result"]["tools"][0]["annotations"]["readOnlyHint"], false,
         "{listed}"
+    );
+    let full_commands = command_enum(&listed["result"]["tools"][0]);
+    assert!(
+        full_commands.contains(&"run".to_string())
+            && observe_commands.iter().all(|c| full_commands.contains(c))
+            && full_commands.len() > observe_commands.len(),
+        "the full tool's commands {full_commands:?} beside the observe-only ones {observe_commands:?}"
     );
 }
 
