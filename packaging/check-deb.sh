@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The .deb as a person installs it: built by cargo-deb from the programs the test suite built
 # (stripped, as a release is), installed with dpkg, its files and user unit checked, the
-# installed daemon started and asked for a receipted run, then purged and checked gone.
+# installed daemon started and asked for a receipted run, then purged and checked gone. The
+# book's pages are installed beside README (/usr/share/doc/computer/docs/src), where its links go.
 # Run by .ci/run after the suite, whose build it packs; needs root (or sudo) for dpkg. What is
 # checked is the package (files, maintainer scripts, install, removal); the release workflow
 # builds the same package from the release profile.
@@ -44,6 +45,8 @@ for path in /usr/bin/computer /usr/bin/computer-approval-window \
     /etc/apparmor.d/computer /usr/share/doc/computer/README.md; do
   [ -e "$path" ] || fail "$path is not installed"
 done
+# The book beside README, at the paths README's links name.
+packaging/check-doc-links.sh /usr/share/doc/computer || fail "the packaged docs are incomplete"
 readelf --section-headers /usr/bin/computer | grep -q "\.debug_info" && fail "/usr/bin/computer is not stripped"
 /usr/bin/computer --version | grep -q "^computer " || fail "the installed program does not run"
 mkdir -m 700 "$work/runtime"
@@ -71,7 +74,8 @@ kill "$daemon" && wait "$daemon" || true
 daemon=""
 
 $sudo dpkg --purge computer >/dev/null
-for path in /usr/bin/computer /usr/lib/systemd/user/computer.service /etc/apparmor.d/computer; do
+for path in /usr/bin/computer /usr/lib/systemd/user/computer.service /etc/apparmor.d/computer \
+    /usr/share/doc/computer; do
   [ -e "$path" ] && fail "$path is left after purge"
 done
 log "ok: built, installed, served a receipted run, purged"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs one target's release build into dist/: the two programs stripped (with a link to their
 # debug info), the debug info in an archive of its own, the user unit, the approval window's
-# autostart entry and README, and a sha256 sum for each archive.
+# autostart entry, README and the book's pages beside it (docs/src, where README's links go), and
+# a sha256 sum for each archive.
 #   packaging/release/archive.sh TARGET VERSION      e.g. x86_64-unknown-linux-gnu v0.1.0
 # Expects `cargo build --release --target TARGET -p computer-daemon -p computer-approval-window`.
 set -euo pipefail
@@ -31,6 +32,9 @@ for program in computer computer-approval-window; do
   esac
 done
 cp README.md packaging/systemd/computer.service packaging/computer-approval-window.desktop "$stage/"
+mkdir -p "$stage/docs"
+cp -R docs/src "$stage/docs/"
+packaging/check-doc-links.sh "$stage"
 
 tar -C "$work" -czf "dist/$name.tar.gz" "$name"
 tar -C "$work" -czf "dist/$name-debug.tar.gz" debug
