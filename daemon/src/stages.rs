@@ -90,11 +90,43 @@ impl Early {
         }
     }
 
-    fn tag(&self, mut body: Value) -> Value {
-        for (key, value) in &self.tags {
-            body[key] = value.clone();
-        }
-        body
+    /// One receipt row of this call: its surface and command, and the call's tags on `body`.
+    fn row(&self, call_id: &str, kind: RowKind, body: Value) -> NewRow {
+        row(
+            call_id,
+            kind,
+            &self.surface,
+            &self.command,
+            &self.tags,
+            body,
+        )
+    }
+}
+
+/// `body` with a call's tags (a step's `parent` and `step`, a run's `via`) on it.
+fn tagged(tags: &Map<String, Value>, mut body: Value) -> Value {
+    for (key, value) in tags {
+        body[key] = value.clone();
+    }
+    body
+}
+
+/// A receipt row of a call; every row a call writes (intent, result, refusal, abandonment) is
+/// made here, tagged.
+fn row(
+    call_id: &str,
+    kind: RowKind,
+    surface: &str,
+    command: &str,
+    tags: &Map<String, Value>,
+    body: Value,
+) -> NewRow {
+    NewRow {
+        call_id: call_id.to_string(),
+        kind,
+        surface: surface.to_string(),
+        command: command.to_string(),
+        body: tagged(tags, body),
     }
 }
 
@@ -352,23 +384,25 @@ pub(crate) struct Open {
 }
 
 impl Open {
+    fn result_row(&self, body: Value) -> NewRow {
+        let (surface, command) = (&self.surface, &self.command);
+        row(
+            &self.call_id,
+            RowKind::Result,
+            surface,
+            command,
+            &self.tags,
+            body,
+        )
+    }
+
     /// Writes the result row (tagged like the intent) and lets go of the call.
     pub(crate) async fn close(mut self, body: Value) -> Result<(), LedgerError> {
         let ledger = self
             .ledger
             .take()
             .expect("an open call holds its ledger until closed");
-        let mut body = body;
-        for (key, value) in &self.tags {
-            body[key] = value.clone();
-        }
-        let row = NewRow {
-            call_id: self.call_id.clone(),
-            kind: RowKind::Result,
-            surface: self.surface.clone(),
-            command: self.command.clone(),
-            body,
-        };
+        let row = self.result_row(body);
         ledger.append(vec![row]).await.map(|_| ())
     }
 
@@ -393,21 +427,11 @@ impl Drop for Open {
             return;
         };
         tracing::warn!(call_id = %self.call_id, "a call ended without its result; receipted as abandoned");
-        let mut body = json!({
+        let row = self.result_row(json!({
             "ok": false,
             "outcome": "abandoned",
             "error": {"code": "cancelled", "message": "the call was dropped before it finished"},
-        });
-        for (key, value) in &self.tags {
-            body[key] = value.clone();
-        }
-        let row = NewRow {
-            call_id: std::mem::take(&mut self.call_id),
-            kind: RowKind::Result,
-            surface: std::mem::take(&mut self.surface),
-            command: std::mem::take(&mut self.command),
-            body,
-        };
+        }));
         // Without a runtime (the daemon ending) the next start closes it as interrupted.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
@@ -625,15 +649,9 @@ impl Stages {
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Resolution {
         let record = |id: u64| {
-            let mut body = early.tag(intent);
+            let mut body = intent;
             body["approval"] = json!({"outcome": "pending", "request": id});
-            let row = NewRow {
-                call_id: call_id.to_string(),
-                kind: RowKind::Intent,
-                surface: early.surface.clone(),
-                command: early.command.clone(),
-                body,
-            };
+            let row = early.row(call_id, RowKind::Intent, body);
             async move {
                 self.ledger
                     .append(vec![row])
@@ -654,14 +672,8 @@ impl Stages {
         early: &Early,
         body: Value,
     ) -> Result<Open, ToolError> {
+        let row = early.row(call_id, RowKind::Intent, body);
         let call_id = call_id.to_string();
-        let row = NewRow {
-            call_id: call_id.clone(),
-            kind: RowKind::Intent,
-            surface: early.surface.clone(),
-            command: early.command.clone(),
-            body: early.tag(body),
-        };
         match self.ledger.append(vec![row]).await {
             Ok(_) => Ok(Open {
                 call_id,
@@ -784,25 +796,14 @@ impl Stages {
             intent["args"] = args.clone();
             intent["facts"] = facts.clone();
         }
+        let result = if self.refused_act(early, error) {
+            json!({"ok": false, "error": error, EFFECT_FIELD: Effect::Refused})
+        } else {
+            json!({"ok": false, "error": error})
+        };
         let rows = vec![
-            NewRow {
-                call_id: call_id.to_string(),
-                kind: RowKind::Intent,
-                surface: early.surface.clone(),
-                command: early.command.clone(),
-                body: early.tag(intent),
-            },
-            NewRow {
-                call_id: call_id.to_string(),
-                kind: RowKind::Result,
-                surface: early.surface.clone(),
-                command: early.command.clone(),
-                body: early.tag(if self.refused_act(early, error) {
-                    json!({"ok": false, "error": error, EFFECT_FIELD: Effect::Refused})
-                } else {
-                    json!({"ok": false, "error": error})
-                }),
-            },
+            early.row(call_id, RowKind::Intent, intent),
+            early.row(call_id, RowKind::Result, result),
         ];
         self.ledger.append(rows).await.map(|_| ()).map_err(|err| {
             tracing::error!(%call_id, error = %err, "receipt for a refused call failed");
