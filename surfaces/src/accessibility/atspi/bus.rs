@@ -505,15 +505,49 @@ pub async fn property<R: TryFrom<OwnedValue>>(
     R::try_from(value).map_err(|_| BusError::Other(format!("{iface}.{name} has an odd type")))
 }
 
-/// All properties of `iface`.
+/// The properties `names` of `iface`, each asked with `Get`, all at once. `GetAll` is never
+/// sent: Qt 5's bridge reads a second argument of every Properties call, which GetAll has not,
+/// and the whole app crashes (FeatherPad, Qt 5.15.8, exits on one). A property the object does
+/// not have is left out (Qt answers UnknownInterface for one it does not know); a timeout ends
+/// the read, and so does an object that answers none of them (it is gone).
 pub async fn properties(
     conn: &zbus::Connection,
     deadline: Instant,
     dest: &str,
     path: &str,
     iface: &str,
+    names: &[&str],
 ) -> Result<HashMap<String, OwnedValue>, BusError> {
-    call(conn, deadline, dest, path, PROPERTIES, "GetAll", &(iface,)).await
+    let asked = names.iter().map(|name| async move {
+        let value = call::<_, OwnedValue>(
+            conn,
+            deadline,
+            dest,
+            path,
+            PROPERTIES,
+            "Get",
+            &(iface, *name),
+        )
+        .await;
+        (*name, value)
+    });
+    let mut found = HashMap::new();
+    let mut first_error = None;
+    for (name, value) in futures::future::join_all(asked).await {
+        match value {
+            Ok(value) => {
+                found.insert(name.to_string(), value);
+            }
+            Err(err @ (BusError::Timeout { .. } | BusError::Connect(_))) => return Err(err),
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    match first_error {
+        Some(err) if found.is_empty() => Err(err),
+        _ => Ok(found),
+    }
 }
 
 /// Children of an accessible as (bus name, path) pairs.
@@ -544,4 +578,125 @@ pub async fn pid_of(conn: &zbus::Connection, deadline: Instant, bus: &str) -> Op
     )
     .await
     .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
+
+    use futures::StreamExt;
+
+    use super::*;
+
+    /// A private dbus-daemon, killed when dropped.
+    struct PrivateBus {
+        daemon: std::process::Child,
+        address: String,
+    }
+
+    impl Drop for PrivateBus {
+        fn drop(&mut self) {
+            let _ = self.daemon.kill();
+            let _ = self.daemon.wait();
+        }
+    }
+
+    fn private_bus() -> PrivateBus {
+        let mut daemon = std::process::Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("dbus-daemon runs");
+        let mut address = String::new();
+        std::io::BufReader::new(daemon.stdout.take().unwrap())
+            .read_line(&mut address)
+            .unwrap();
+        PrivateBus {
+            daemon,
+            address: address.trim().to_string(),
+        }
+    }
+
+    async fn connect(address: &str) -> zbus::Connection {
+        let builder = zbus::connection::Builder::address(address).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), builder.build())
+            .await
+            .expect("the private bus answers within 10 s")
+            .unwrap()
+    }
+
+    /// A stand-in for a Qt 5 app's root object: `Get` of the properties Qt knows is answered,
+    /// of one it does not with UnknownInterface (as Qt does); a `GetAll` is recorded and never
+    /// answered (Qt 5 crashes on it). Returns its connection and the methods it was asked.
+    async fn qt_like_app(address: &str) -> (zbus::Connection, Arc<Mutex<Vec<String>>>) {
+        let conn = connect(address).await;
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let (serving, told) = (conn.clone(), asked.clone());
+        let mut calls = zbus::MessageStream::from(&conn);
+        tokio::spawn(async move {
+            while let Some(Ok(call)) = calls.next().await {
+                let header = call.header();
+                if header.message_type() != zbus::message::Type::MethodCall {
+                    continue;
+                }
+                let member = header.member().map(|m| m.to_string()).unwrap_or_default();
+                told.lock().unwrap().push(member.clone());
+                if member != "Get" {
+                    continue;
+                }
+                let (_, name): (String, String) = call.body().deserialize().unwrap();
+                let _ = match name.as_str() {
+                    "Name" => {
+                        serving
+                            .reply(&header, &zbus::zvariant::Value::from("FeatherPad"))
+                            .await
+                    }
+                    "ChildCount" => {
+                        serving
+                            .reply(&header, &zbus::zvariant::Value::from(1i32))
+                            .await
+                    }
+                    _ => {
+                        serving
+                            .reply_error(
+                                &header,
+                                "org.freedesktop.DBus.Error.UnknownInterface",
+                                &"Interface org.a11y.atspi.Accessible was not found",
+                            )
+                            .await
+                    }
+                };
+            }
+        });
+        (conn, asked)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn properties_are_asked_one_by_one_and_never_with_get_all() {
+        let bus = private_bus();
+        let (app, asked) = qt_like_app(&bus.address).await;
+        let agent = connect(&bus.address).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let dest = app.unique_name().unwrap().to_string();
+        let names = ["Name", "Description", "ChildCount"];
+        let found = properties(&agent, deadline, &dest, ROOT_PATH, ACCESSIBLE, &names)
+            .await
+            .expect("the properties the app has are read");
+        let name = found
+            .get("Name")
+            .and_then(|v| String::try_from(v.try_clone().ok()?).ok());
+        assert_eq!(name.as_deref(), Some("FeatherPad"));
+        let count = found.get("ChildCount").and_then(|v| i32::try_from(v).ok());
+        assert_eq!(count, Some(1));
+        // The one the app does not know is left out, not an error for the node.
+        assert!(!found.contains_key("Description"), "{found:?}");
+        let asked = asked.lock().unwrap().clone();
+        assert!(!asked.contains(&"GetAll".to_string()), "{asked:?}");
+        assert_eq!(asked.len(), names.len(), "{asked:?}");
+        // An object that answers none of them is gone.
+        let gone = properties(&agent, deadline, &dest, ROOT_PATH, ACCESSIBLE, &["Locale"]).await;
+        assert!(matches!(gone, Err(BusError::Gone)), "{gone:?}");
+    }
 }

@@ -395,6 +395,9 @@ async fn attributes_of(
     })
 }
 
+/// The properties of a node [`fetch_basics`] reads.
+const BASIC_PROPERTIES: &[&str] = &["Name", "Description", "AccessibleId", "ChildCount"];
+
 /// A node the cache does not know: its properties, role and states (and children when
 /// `expand`), all at once.
 async fn fetch_basics(
@@ -405,7 +408,7 @@ async fn fetch_basics(
     expand: bool,
     include: Include,
 ) -> Result<Fetched, BusError> {
-    let props = bus::properties(conn, deadline, dest, path, ACCESSIBLE);
+    let props = bus::properties(conn, deadline, dest, path, ACCESSIBLE, BASIC_PROPERTIES);
     let role = bus::call::<_, u32>(conn, deadline, dest, path, ACCESSIBLE, "GetRole", &());
     let state = bus::call::<_, Vec<u32>>(conn, deadline, dest, path, ACCESSIBLE, "GetState", &());
     let interfaces = async {
