@@ -37,11 +37,26 @@ use crate::accessibility::backend::{
     ActName, Acted, AppInfo, AxError, Backend, Contents, Dialect, Failure, Forest, Include,
     NativeFacts, Node, WalkPlan, Window,
 };
-use crate::accessibility::roles::{State, accesskit_role_names};
+use crate::accessibility::roles::{State, StateSet, accesskit_role_names};
 
 use bus::{ACCESSIBLE, Bus, BusError, REGISTRY, ROOT_PATH};
 pub use events::Watch;
 use walk::Walker;
+
+/// Which of `nodes` (index and states, in document order) has the keyboard focus: the last
+/// focused one that can take the focus, else the last focused one. Qt 5 also marks a text
+/// view's viewport and the current tab of a tab bar as focused, neither focusable; GTK, the
+/// browsers and AccessKit mark only what can take the focus.
+fn keyboard_focus(
+    mut nodes: impl DoubleEndedIterator<Item = (usize, StateSet)> + Clone,
+) -> Option<usize> {
+    let focused = |states: &StateSet| states.contains(State::Focused);
+    nodes
+        .clone()
+        .rfind(|(_, states)| focused(states) && states.contains(State::Focusable))
+        .or_else(|| nodes.rfind(|(_, states)| focused(states)))
+        .map(|(i, _)| i)
+}
 
 /// Up to this many nodes a page is filled faster by walking than by first completing the app
 /// cache's missing child lists.
@@ -411,10 +426,8 @@ impl Backend for Atspi {
                 after: *after,
             });
         }
-        let focused = forest
-            .preorder(u32::MAX)
-            .into_iter()
-            .rfind(|&i| forest.nodes[i].states.contains(State::Focused));
+        let order = forest.preorder(u32::MAX);
+        let focused = keyboard_focus(order.iter().map(|&i| (i, forest.nodes[i].states)));
         Ok(focused.map(|i| (forest, i)))
     }
 
@@ -445,5 +458,35 @@ impl Backend for Atspi {
 
     fn describe_app(&self, key: &str) -> String {
         self.bus.describe_app(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn states(list: &[State]) -> StateSet {
+        let mut set = StateSet::empty();
+        for &s in list {
+            set.insert(s);
+        }
+        set
+    }
+
+    #[test]
+    fn the_keyboard_focus_is_the_last_focused_node_that_can_take_it() {
+        let field = states(&[State::Focused, State::Focusable, State::Editable]);
+        let marked = states(&[State::Focused]);
+        let plain = states(&[State::Focusable]);
+        // FeatherPad (Qt 5): the text view, its viewport, a button, the current tab.
+        let qt = [(0, field), (1, marked), (2, plain), (3, marked)];
+        assert_eq!(keyboard_focus(qt.into_iter()), Some(0));
+        // GTK: one focused node, focusable.
+        let gtk = [(0, plain), (1, field), (2, plain)];
+        assert_eq!(keyboard_focus(gtk.into_iter()), Some(1));
+        // Focused nodes none of which says it is focusable: the last of them, as before.
+        let odd = [(0, marked), (1, plain), (2, marked)];
+        assert_eq!(keyboard_focus(odd.into_iter()), Some(2));
+        assert_eq!(keyboard_focus([(0, plain)].into_iter()), None);
     }
 }
