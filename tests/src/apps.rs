@@ -1,9 +1,9 @@
 //! Real applications for the real-apps suite (Linux): launchers for Debian's Chromium, Firefox
-//! ESR, LibreOffice, gedit, GNOME Text Editor, gnome-calculator and Thunar on the shared desktop
-//! (each in its own process group, with fresh profiles), a wait until an app is on AT-SPI and a
-//! check that it still answers there (over D-Bus, outside the daemon), a memory guard that kills
-//! an app whose processes grow past a bound and records it, and a local HTTP server whose log of
-//! POSTed forms checks a browser's submission from outside the daemon.
+//! ESR, LibreOffice, gedit, GNOME Text Editor, gnome-calculator, Thunar and FeatherPad (Qt) on
+//! the shared desktop (each in its own process group, with fresh profiles), a wait until an app
+//! is on AT-SPI and a check that it still answers there (over D-Bus, outside the daemon), a
+//! memory guard that kills an app whose processes grow past a bound and records it, and a local
+//! HTTP server whose log of POSTed forms checks a browser's submission from outside the daemon.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -486,6 +486,35 @@ pub fn libreoffice(kind: &str) -> Arc<RealApp> {
             dir,
         },
         Duration::from_secs(120),
+    )
+}
+
+/// FeatherPad, a Qt5 editor, told to register on AT-SPI whatever org.a11y.Status says; on X
+/// (xcb) whatever session the host has; with Qt's generic theme, so its file dialog is Qt's own
+/// widgets (not a GTK or portal one, whichever platform themes are installed).
+pub fn featherpad() -> Arc<RealApp> {
+    // Qt 5 gives up on AT-SPI for good when the a11y bus it is told of is not up yet (the bus
+    // launcher starts it on the first request for its address): ask for it first.
+    if let Err(err) = a11y_address(Desktop::shared()) {
+        panic!("the desktop's a11y bus has no address for FeatherPad: {err}");
+    }
+    launch(
+        Launch {
+            name: "featherpad",
+            program: "featherpad",
+            args: Vec::new(),
+            env: [
+                ("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1"),
+                ("QT_ACCESSIBILITY", "1"),
+                ("QT_QPA_PLATFORM", "xcb"),
+                ("QT_QPA_PLATFORMTHEME", "generic"),
+            ]
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .to_vec(),
+            bound: MemoryBound::SMALL,
+            dir: scratch("real-apps-featherpad-"),
+        },
+        Duration::from_secs(60),
     )
 }
 

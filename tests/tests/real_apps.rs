@@ -800,3 +800,100 @@ fn thunar_renames_a_file_and_survives_reads_of_its_rows() {
     );
     findings.finish(&daemon, &[&app]);
 }
+
+/// FeatherPad (Qt5): three lines typed and read back through `ax read`; saved through Qt's own
+/// file dialog, found as `dialog`, its name field filled with `ax act set_value` and its Save
+/// button pressed with `ax act press`; a fourth line saved with the toolbar's Save button. The
+/// saved file is read after each save.
+#[test]
+fn featherpad_saves_through_its_qt_dialog_and_buttons() {
+    let _desk = desk();
+    let app = apps::featherpad();
+    let daemon = Daemon::start_on_desktop("");
+    let mut findings = Findings::new("FeatherPad (Qt)");
+    focus(&daemon, &app, "", &mut findings);
+    let text = "alpha\nbeta\ngamma";
+    let typed = gui(&daemon, "type", json!({"text": text}));
+    findings.act_effect("typing three lines", &typed, &["confirmed"]);
+    let editor = "multilineTextInput";
+    let read = ax(
+        &daemon,
+        "read",
+        json!({"app": app.pid(), "selector": editor}),
+    );
+    findings.check(
+        read["text"] == text,
+        format!("ax read of the editor should give the three lines: {read}"),
+    );
+
+    let (_keep, dir) = out_dir("real-apps-featherpad-out-");
+    let file = dir.join("lines.txt");
+    let key = gui(&daemon, "key", json!({"combo": "ctrl+s"}));
+    findings.check(key["ok"] == true, format!("ctrl+s: {key}"));
+    let waited = ax(
+        &daemon,
+        "wait",
+        json!({"app": app.pid(), "selector": "dialog", "timeout_ms": 20000}),
+    );
+    findings.check(
+        waited["ok"] == true && waited["met"] == true,
+        format!("ax wait for Qt's save dialog as `dialog`: {waited}"),
+    );
+    let path = file.display().to_string();
+    let set = ax(
+        &daemon,
+        "act",
+        json!({"app": app.pid(), "selector": "dialog > textInput \"File name:\"",
+               "action": "set_value", "value": path}),
+    );
+    findings.act_effect("set_value of the dialog's file name", &set, &["confirmed"]);
+    let save = ax(
+        &daemon,
+        "act",
+        json!({"app": app.pid(), "selector": "dialog > button \"Save\"", "action": "press"}),
+    );
+    findings.act_effect("press on the dialog's Save", &save, &["confirmed"]);
+    let saved = wait_saved(&file, Duration::from_secs(30));
+    let content = std::fs::read_to_string(&file).unwrap_or_default();
+    // FeatherPad ends a saved file with a newline of its own.
+    findings.check(
+        saved && content == format!("{text}\n"),
+        format!("the dialog saved {content:?} to {path}, expected {text:?} and a newline"),
+    );
+
+    // The newline it saved is in the document too: the next line starts after it.
+    let read = ax(
+        &daemon,
+        "read",
+        json!({"app": app.pid(), "selector": editor}),
+    );
+    findings.check(
+        read["text"] == format!("{text}\n"),
+        format!("ax read of the editor after the save: {read}"),
+    );
+
+    // One more line, saved with the toolbar's button: no dialog, the same file.
+    focus(&daemon, &app, "lines.txt", &mut findings);
+    let end = gui(&daemon, "key", json!({"combo": "ctrl+End"}));
+    findings.check(end["ok"] == true, format!("ctrl+End: {end}"));
+    let typed = gui(&daemon, "type", json!({"text": "delta"}));
+    findings.act_effect("typing a fourth line", &typed, &["confirmed"]);
+    let save = ax(
+        &daemon,
+        "act",
+        json!({"app": app.pid(), "selector": "toolBar > button \"Save\"", "action": "press"}),
+    );
+    findings.act_effect("press on the toolbar's Save", &save, &["confirmed"]);
+    let want = format!("{text}\ndelta\n");
+    let resaved = try_wait_for(Duration::from_secs(20), || {
+        (std::fs::read_to_string(&file).ok()? == want).then_some(())
+    });
+    findings.check(
+        resaved.is_some(),
+        format!(
+            "after the toolbar's Save the file holds {:?}, expected {want:?}",
+            std::fs::read_to_string(&file).unwrap_or_default()
+        ),
+    );
+    findings.finish(&daemon, &[&app]);
+}
