@@ -780,17 +780,25 @@ fn the_configuration_reference_is_a_config_the_daemon_loads() {
         checked.stdout,
         checked.stderr
     );
-    // What it says holds in the running daemon: an act asks, an observation is allowed.
-    let explain = |call: Value| {
+    // What it says holds: an act asks and an observation is allowed, each by its default.
+    let explain = |call: Value| -> Value {
         let out = daemon.cli(&["policy", "explain", "--args", &call.to_string()]);
         assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
-        out.stdout
+        serde_json::from_str(&out.stdout).expect("policy explain answers JSON")
     };
     let act =
         explain(json!({"surface": "shell", "command": "run", "args": {"argv": ["touch", "x"]}}));
-    assert!(act.contains("ask"), "{act}");
+    assert_eq!(
+        act["decision"],
+        json!({"decision": "ask", "rule": "defaults.act"}),
+        "{act}"
+    );
     let observe = explain(json!({"surface": "shell", "command": "help"}));
-    assert!(observe.contains("allow"), "{observe}");
+    assert_eq!(
+        observe["decision"],
+        json!({"decision": "allow", "rule": "defaults.observe"}),
+        "{observe}"
+    );
 }
 
 #[cfg(target_os = "linux")]
