@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
 
-use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
+use computer_ipc::{ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::Registry;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
@@ -18,7 +18,8 @@ use crate::policy::{Caller, Policy};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
 use crate::stages::{
-    Asking, Early, Refusal, Shaped, Stages, approval_request, error_result, unreceipted_error,
+    Asking, Early, Refusal, Shaped, Stages, approval_request, error_result, observe_only_refusal,
+    unreceipted_error,
 };
 use crate::steps::StepLimits;
 use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
@@ -55,7 +56,7 @@ impl Gateway {
         let stages = Stages::new(registry, policy, approvals, limiter, ledger, artifact_dir);
         *stages.tools.write().unwrap() = Arc::new(ToolRules {
             config: ToolsConfig::default(),
-            served: crate::jobs::served_commands(),
+            served: crate::own::served_commands(),
         });
         Arc::new_cyclic(|me| Gateway {
             stages: Arc::new(stages),
@@ -73,7 +74,7 @@ impl Gateway {
     pub fn set_tools(&self, config: ToolsConfig) -> Result<(), String> {
         let rules = ToolRules {
             config,
-            served: crate::jobs::served_commands(),
+            served: crate::own::served_commands(),
         };
         rules.check(&self.stages.registry)?;
         *self.stages.tools.write().unwrap() = Arc::new(rules);
@@ -249,7 +250,7 @@ impl Gateway {
             Ok(surface) => surface,
             Err(error) => return refuse(early, error.into()).await,
         };
-        if crate::jobs::is_job_call(&call) {
+        if crate::own::is_job_call(&call) {
             // Cancelling a job stops a run: not an observation.
             if caller.observe_only && call.args.get("op") == Some(&json!("cancel")) {
                 return refuse(early, observe_only_refusal(&call).into()).await;
@@ -349,7 +350,7 @@ impl Gateway {
             Ok(surface) => surface,
             Err(error) => return refuse(early, error.into()).await,
         };
-        if crate::jobs::is_job_call(&call) {
+        if crate::own::is_job_call(&call) {
             return self
                 .jobs
                 .command(stages, &call_id, caller, early, &call, &cancelled, &|_| {})
@@ -486,17 +487,4 @@ impl Gateway {
         }
         open.finish(body, reply).await
     }
-}
-
-/// The refusal of anything but an observation on an observe-only connection: refused, not
-/// asked, and the way to act named.
-pub fn observe_only_refusal(call: &ComputerCall) -> ToolError {
-    ToolError::new(
-        ErrorCode::Denied,
-        format!(
-            "refused: this connection is observe-only (`computer mcp --observe-only`), and {}.{} \
-             acts; use the host's full `computer` server to act",
-            call.surface, call.command
-        ),
-    )
 }

@@ -7,30 +7,12 @@ use std::sync::Arc;
 
 use computer_ipc::ToolError;
 use computer_surfaces::{
-    ActionFacts, CallContext, CapturedText, CommandSpec, Outcome, PreparedAction, Registry, Risk,
-    Surface, SurfaceError, decode_args,
+    ActionFacts, CallContext, CapturedText, Outcome, PreparedAction, Registry, Risk, Surface,
+    SurfaceError, decode_args,
 };
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// The command, on every surface, that returns the surface's reference.
-pub const HELP_COMMAND: &str = "help";
-
-/// What a `help` reply holds.
-pub const RESULT_FIELDS: &[&str] = &["help"];
-
-/// `{}` for the whole surface, or one command.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct HelpArgs {
-    /// only this command
-    #[serde(default)]
-    command: Option<String>,
-}
-
-pub fn command_spec() -> CommandSpec {
-    CommandSpec::of::<HelpArgs>(HELP_COMMAND, Risk::Observe)
-}
+use crate::own::{HELP_COMMAND, HelpArgs};
 
 /// A `help` call, checked: an unknown command is refused here with the surface's commands.
 pub fn prepare(

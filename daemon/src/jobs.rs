@@ -13,10 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use computer_ipc::{ComputerCall, ErrorCode, ReturnBudget, SurfaceName, ToolError};
-use computer_surfaces::{
-    CallContext, CommandSpec, Outcome, PreparedAction, Risk, decode_args, receipt_value,
-};
+use computer_ipc::{ComputerCall, ErrorCode, ReturnBudget, ToolError};
+use computer_surfaces::{CallContext, Outcome, PreparedAction, Risk, decode_args, receipt_value};
 use rmcp::model::CallToolResult;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -25,25 +23,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::budget::Budget;
+use crate::own::{DETACHABLE, JobArgs, JobOp, MAX_WAIT};
 use crate::policy::{Caller, Decision};
 use crate::stages::{
     Early, Open, Stages, digest, error_result, failure_body, reply, run_until_cancelled,
 };
-
-/// The command, on every surface that honours `detach`, through which jobs are followed.
-pub const JOB_COMMAND: &str = "job";
-
-/// The commands that honour `detach`: long by nature, and sound to run with nobody waiting.
-pub const DETACHABLE: &[(SurfaceName, &str)] = &[(SurfaceName::Shell, "run")];
-
-/// What the tool description says of jobs (when a listed surface honours `detach`).
-pub const DESCRIPTION: &str = "detach=true (shell run; default deadline: the daemon's maximum): \
-     answers {job} at once and runs on without you; follow it with job: status \
-     (running|done|failed|cancelled|interrupted, output_bytes), result (the run's reply), cancel \
-     (kills it), list";
-
-/// The longest `wait_ms` a `job result` may ask for; longer waits belong in several calls.
-pub const MAX_WAIT: Duration = Duration::from_secs(600);
 
 /// How long `job cancel` waits for the job to end (its processes killed and counted) before it
 /// answers; the job still ends after that, only the reply no longer says how.
@@ -51,77 +35,6 @@ const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// The most job ids an error lists as valid choices.
 const LISTED_IDS: usize = 10;
-
-// `job`'s args. Doc comments here are the tool description's text (`schema.rs`).
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct JobArgs {
-    op: JobOp,
-    /// the detached call's receipt; not for list
-    #[serde(default)]
-    id: Option<String>,
-    /// result: wait for the end (progress meanwhile)
-    #[serde(default)]
-    wait_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-enum JobOp {
-    Status,
-    Result,
-    Cancel,
-    List,
-}
-
-impl JobOp {
-    fn as_str(self) -> &'static str {
-        match self {
-            JobOp::Status => "status",
-            JobOp::Result => "result",
-            JobOp::Cancel => "cancel",
-            JobOp::List => "list",
-        }
-    }
-}
-
-/// The `job` command as the tool description lists it. Observe: it reads or stops what the agent
-/// already started under a decided, receipted call, and acts on nothing else.
-/// What a `job` reply may hold, for the tool description: a job's view (status, list, cancel);
-/// `result` adds the run's own fields once it has ended.
-pub const RESULT_FIELDS: &[&str] = &[
-    "job?",
-    "jobs?",
-    "surface?",
-    "command?",
-    "status?",
-    "elapsed_ms?",
-    "output_bytes?",
-    "killed_processes?",
-];
-
-pub fn command_spec() -> CommandSpec {
-    CommandSpec::of::<JobArgs>(JOB_COMMAND, Risk::Observe)
-}
-
-/// The `job` command on every surface that offers it: commands the daemon serves itself, which
-/// a run given tools may call like a surface's own.
-pub fn served_commands() -> Vec<(SurfaceName, CommandSpec)> {
-    DETACHABLE
-        .iter()
-        .map(|(surface, _)| (*surface, command_spec()))
-        .collect()
-}
-
-/// Whether `surface` offers the `job` command (it has a command that honours `detach`).
-pub fn offered_on(surface: SurfaceName) -> bool {
-    DETACHABLE.iter().any(|(s, _)| *s == surface)
-}
-
-/// Whether a call is a `job` command, which the daemon serves rather than the surface.
-pub fn is_job_call(call: &ComputerCall) -> bool {
-    call.command == JOB_COMMAND && offered_on(call.surface)
-}
 
 /// Where a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -897,6 +810,7 @@ fn add_fields(result: &mut CallToolResult, fields: &[(&str, Value)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use computer_ipc::SurfaceName;
 
     fn finished(table: &mut Table, id: &str, ago: Duration) {
         let (_, ended) = watch::channel(true);

@@ -27,6 +27,8 @@
 //! - [`receipts`]: the hash-chained SQLite ledger with group commit.
 //! - [`schema`]: the `COMPUTER` tool definition (short: every command with the args it needs)
 //!   and each surface's full reference.
+//! - [`own`]: the commands the daemon serves itself on the surfaces (`help`, `job`): their
+//!   names, args and specs, below what lists and routes them.
 //! - [`help`]: the `help` command every surface offers, which returns that reference.
 //! - [`tools`]: programmatic calls from a run given `complications.tools`: what it may call, its
 //!   capability (a token and an inherited channel) and the generated Python module.
@@ -55,6 +57,7 @@ pub mod help;
 pub mod jobs;
 pub mod mcp;
 pub mod notify;
+pub mod own;
 pub mod policy;
 pub mod ratelimit;
 pub mod reaper;

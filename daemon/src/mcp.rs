@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cancel::CallCancel;
 use crate::gateway::Gateway;
-use crate::jobs::{DETACHABLE, JOB_COMMAND, JobStatus};
+use crate::jobs::JobStatus;
+use crate::own::{DETACHABLE, JOB_COMMAND};
 use crate::policy::Caller;
 
 /// Negotiated protocol revisions; see `computer_ipc::MCP_PROTOCOL_VERSIONS`.

@@ -230,9 +230,9 @@ pub fn help_text(
          A call awaiting approval sends progress; a host timeout that progress does not reset \
          (often 60 s) cuts the wait short.",
     );
-    if crate::jobs::offered_on(surface.name()) {
+    if crate::own::offered_on(surface.name()) {
         text.push('\n');
-        text.push_str(crate::jobs::DESCRIPTION);
+        text.push_str(crate::own::JOB_DESCRIPTION);
     }
     text.push('\n');
     Ok(text)
@@ -313,10 +313,10 @@ fn complications_text(registry: &Registry, surface: &dyn Surface) -> String {
 /// The fields a command's reply may hold: the surface's own, or the daemon's for `job` and
 /// `help`.
 pub(crate) fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static [&'static str] {
-    if command == crate::jobs::JOB_COMMAND && crate::jobs::offered_on(surface.name()) {
-        crate::jobs::RESULT_FIELDS
-    } else if command == crate::help::HELP_COMMAND {
-        crate::help::RESULT_FIELDS
+    if command == crate::own::JOB_COMMAND && crate::own::offered_on(surface.name()) {
+        crate::own::JOB_RESULT_FIELDS
+    } else if command == crate::own::HELP_COMMAND {
+        crate::own::HELP_RESULT_FIELDS
     } else {
         surface.result_fields(command)
     }
@@ -326,10 +326,10 @@ pub(crate) fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static
 /// daemon serves that one, see `jobs.rs`) and `help` (see `help.rs`).
 pub(crate) fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
     let mut commands = surface.commands().to_vec();
-    if crate::jobs::offered_on(surface.name()) {
-        commands.push(crate::jobs::command_spec());
+    if crate::own::offered_on(surface.name()) {
+        commands.push(crate::own::job_spec());
     }
-    commands.push(crate::help::command_spec());
+    commands.push(crate::own::help_spec());
     commands
 }
 

@@ -251,7 +251,7 @@ impl Deciding<'_> {
             crate::schema::result_fields_of(surface.as_ref(), &call.command),
         )?;
         // `help` is the daemon's, on every surface; everything else is the surface's own.
-        let action = if call.command == crate::help::HELP_COMMAND {
+        let action = if call.command == crate::own::HELP_COMMAND {
             crate::help::prepare(self.registry, &surface, &call.args)?
         } else {
             surface.prepare(&call.command, &call.args, &call.complications)?
@@ -261,7 +261,7 @@ impl Deciding<'_> {
         // before policy, so nobody is asked (this holds for each step of a multi-step call and
         // for a detached one, which are judged here too).
         if caller.observe_only && action.risk() != computer_surfaces::Risk::Observe {
-            return Err(crate::gateway::observe_only_refusal(call));
+            return Err(observe_only_refusal(call));
         }
         let described = action.describe();
         let facts = action.facts();
@@ -1013,6 +1013,19 @@ pub(crate) fn failure_body(
         body[EFFECT_FIELD] = json!(Effect::Refused);
     }
     (error, body)
+}
+
+/// The refusal of anything but an observation on an observe-only connection: refused, not
+/// asked, and the way to act named.
+pub fn observe_only_refusal(call: &ComputerCall) -> ToolError {
+    ToolError::new(
+        ErrorCode::Denied,
+        format!(
+            "refused: this connection is observe-only (`computer mcp --observe-only`), and {}.{} \
+             acts; use the host's full `computer` server to act",
+            call.surface, call.command
+        ),
+    )
 }
 
 /// How long a cancelled action may take to end on its own (a shell run counts and kills what it

@@ -846,7 +846,7 @@ mod tests {
                     })
                     .collect(),
             },
-            served: crate::jobs::served_commands(),
+            served: crate::own::served_commands(),
         }
     }
 

@@ -403,7 +403,7 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
         policy: &policy,
         tools: std::sync::Arc::new(crate::tools::ToolRules {
             config: config.tools.clone(),
-            served: crate::jobs::served_commands(),
+            served: crate::own::served_commands(),
         }),
     };
     let print = |value: serde_json::Value| {
@@ -414,7 +414,7 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
     };
     let decided = deciding.decode(&raw).and_then(|call| {
         let surface = deciding.reach(&caller, &call)?;
-        if crate::jobs::is_job_call(&call) {
+        if crate::own::is_job_call(&call) {
             return Ok(None);
         }
         crate::jobs::detach_honoured(&call)?;
