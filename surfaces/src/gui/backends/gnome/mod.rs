@@ -20,22 +20,18 @@ mod consent;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-use super::kept_conn::KeptConn;
+use super::remote_desktop::conn::{Service, SessionBackend, SessionConn};
 use super::remote_desktop::frames::FrameStream;
-use super::remote_desktop::session::{OpenSession, SessionInput, SessionSlot};
-use super::remote_desktop::{self, AtspiWindows, InputSink};
-use super::rgb_frame::RgbFrame;
+use super::remote_desktop::session::{Cast, EndCall, OpenSession, monitor_of};
+use super::remote_desktop::{self, InputSink};
 use crate::Availability;
-use crate::gui::desktop::{
-    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
-};
-use crate::gui::keys::Combo;
+use crate::gui::desktop::{Capability, DisplayError, DisplayResult, MonitorInfo, Rect};
+use crate::kit::secret_store::SecretStore;
 use consent::Consent;
 
 /// Mutter's remote-desktop service: its presence on the session bus picks this backend.
@@ -62,8 +58,6 @@ fn needs_session(needs: &[Capability]) -> bool {
 
 /// How long one D-Bus call (or the wait for the stream's node) may take before the call fails.
 const REPLY_BOUND: Duration = Duration::from_secs(3);
-/// How long the first frame of a new stream may take.
-const FIRST_FRAME_BOUND: Duration = Duration::from_secs(5);
 fn failed(what: impl std::fmt::Display) -> DisplayError {
     DisplayError(format!("gnome: {what}"))
 }
@@ -121,74 +115,24 @@ pub struct Session {
     remote_desktop: zbus::Proxy<'static>,
     /// The stream's object path: pointer positions are given relative to it.
     stream_path: OwnedObjectPath,
-    /// The recorded monitor, in Mutter's logical coordinates.
-    monitor: Rect,
-    frames: FrameStream,
-    /// Set when Mutter closes the session (it restarted, or stopped the session itself).
-    closed: Arc<AtomicBool>,
+    /// The primary monitor's cast, closed when Mutter closes the session (it restarted, or
+    /// stopped the session itself).
+    cast: Cast,
 }
 
 impl Session {
+    /// Starts a remote-desktop session with a screen cast of the primary monitor joined to it,
+    /// and makes its virtual keyboard and pointer.
     async fn start(bus: zbus::Connection) -> DisplayResult<Session> {
-        let remote_desktop_root = proxy(
-            &bus,
-            REMOTE_DESKTOP,
-            REMOTE_DESKTOP_PATH.into(),
-            REMOTE_DESKTOP,
-        )
-        .await?;
-        let session_path: OwnedObjectPath = remote_desktop_root
-            .call("CreateSession", &())
-            .await
-            .map_err(dbus_failed("RemoteDesktop.CreateSession"))?;
-        let remote_desktop = proxy(
-            &bus,
-            REMOTE_DESKTOP,
-            session_path.to_string(),
-            REMOTE_DESKTOP_SESSION,
-        )
-        .await?;
-        let session_id: String = remote_desktop
-            .get_property("SessionId")
-            .await
-            .map_err(dbus_failed("RemoteDesktop.Session.SessionId"))?;
-        let screen_cast_root =
-            proxy(&bus, SCREEN_CAST, SCREEN_CAST_PATH.into(), SCREEN_CAST).await?;
-        let options: HashMap<&str, Value<'_>> = HashMap::from([(
-            "remote-desktop-session-id",
-            Value::from(session_id.as_str()),
-        )]);
-        let cast_path: OwnedObjectPath = screen_cast_root
-            .call("CreateSession", &(options,))
-            .await
-            .map_err(dbus_failed("ScreenCast.CreateSession"))?;
-        let screen_cast = proxy(
-            &bus,
-            SCREEN_CAST,
-            cast_path.to_string(),
-            SCREEN_CAST_SESSION,
-        )
-        .await?;
-        // "" is the primary monitor; the cursor is left out of frames, as X11 GetImage does.
-        let record: HashMap<&str, Value<'_>> = HashMap::new();
-        let stream_path: OwnedObjectPath =
-            screen_cast
-                .call("RecordMonitor", &("", record))
-                .await
-                .map_err(dbus_failed("ScreenCast.Session.RecordMonitor"))?;
-        let stream = proxy(
-            &bus,
-            SCREEN_CAST,
-            stream_path.to_string(),
-            SCREEN_CAST_STREAM,
-        )
-        .await?;
+        let remote_desktop = create_remote_desktop(&bus).await?;
+        let screen_cast = join_screen_cast(&bus, &remote_desktop).await?;
+        let (stream_path, stream) = record_primary_monitor(&bus, &screen_cast).await?;
         // Subscribed before Start, which is what makes Mutter announce the node.
         let mut added = stream
             .receive_signal("PipeWireStreamAdded")
             .await
             .map_err(dbus_failed("ScreenCast.Stream.PipeWireStreamAdded"))?;
-        let mut closed_signal = remote_desktop
+        let closed_signal = remote_desktop
             .receive_signal("Closed")
             .await
             .map_err(dbus_failed("RemoteDesktop.Session.Closed"))?;
@@ -207,49 +151,98 @@ impl Session {
             .get_property("Parameters")
             .await
             .map_err(dbus_failed("ScreenCast.Stream.Parameters"))?;
-        let pair = |key: &str| -> Option<(i32, i32)> {
-            parameters
-                .get(key)
-                .and_then(|v| <(i32, i32)>::try_from(v.try_clone().ok()?).ok())
-        };
-        let (x, y) = pair("position").unwrap_or((0, 0));
-        let (width, height) =
-            pair("size").ok_or_else(|| failed("the screen-cast stream names no monitor size"))?;
-        let monitor = Rect {
-            x,
-            y,
-            width: u32::try_from(width).map_err(|_| failed("a negative monitor width"))?,
-            height: u32::try_from(height).map_err(|_| failed("a negative monitor height"))?,
-        };
-        let closed = Arc::new(AtomicBool::new(false));
-        let flag = closed.clone();
-        tokio::spawn(async move {
-            if closed_signal.next().await.is_some() {
-                flag.store(true, Ordering::SeqCst);
-            }
-        });
+        let monitor = monitor_of(&parameters, "the screen-cast stream").map_err(failed)?;
         let frames = FrameStream::connect(node, None).map_err(failed)?;
+        let stop = EndCall {
+            on: remote_desktop.clone(),
+            method: "Stop",
+        };
         let session = Session {
             remote_desktop,
             stream_path,
-            monitor,
-            frames,
-            closed,
+            cast: Cast::new(frames, monitor, closed_signal, stop),
         };
         remote_desktop::prime(&session).await?;
         Ok(session)
     }
 }
 
+/// RemoteDesktop.CreateSession: the new session's object.
+async fn create_remote_desktop(bus: &zbus::Connection) -> DisplayResult<zbus::Proxy<'static>> {
+    let root = proxy(
+        bus,
+        REMOTE_DESKTOP,
+        REMOTE_DESKTOP_PATH.into(),
+        REMOTE_DESKTOP,
+    )
+    .await?;
+    let session_path: OwnedObjectPath = root
+        .call("CreateSession", &())
+        .await
+        .map_err(dbus_failed("RemoteDesktop.CreateSession"))?;
+    proxy(
+        bus,
+        REMOTE_DESKTOP,
+        session_path.to_string(),
+        REMOTE_DESKTOP_SESSION,
+    )
+    .await
+}
+
+/// ScreenCast.CreateSession joined to the remote-desktop session (by its SessionId), so that
+/// pointer positions can be given on its stream.
+async fn join_screen_cast(
+    bus: &zbus::Connection,
+    remote_desktop: &zbus::Proxy<'static>,
+) -> DisplayResult<zbus::Proxy<'static>> {
+    let session_id: String = remote_desktop
+        .get_property("SessionId")
+        .await
+        .map_err(dbus_failed("RemoteDesktop.Session.SessionId"))?;
+    let root = proxy(bus, SCREEN_CAST, SCREEN_CAST_PATH.into(), SCREEN_CAST).await?;
+    let options: HashMap<&str, Value<'_>> = HashMap::from([(
+        "remote-desktop-session-id",
+        Value::from(session_id.as_str()),
+    )]);
+    let cast_path: OwnedObjectPath = root
+        .call("CreateSession", &(options,))
+        .await
+        .map_err(dbus_failed("ScreenCast.CreateSession"))?;
+    proxy(bus, SCREEN_CAST, cast_path.to_string(), SCREEN_CAST_SESSION).await
+}
+
+/// ScreenCast.Session.RecordMonitor of the primary monitor: the stream's path and object.
+async fn record_primary_monitor(
+    bus: &zbus::Connection,
+    screen_cast: &zbus::Proxy<'static>,
+) -> DisplayResult<(OwnedObjectPath, zbus::Proxy<'static>)> {
+    // "" is the primary monitor; the cursor is left out of frames, as X11 GetImage does.
+    let record: HashMap<&str, Value<'_>> = HashMap::new();
+    let stream_path: OwnedObjectPath = screen_cast
+        .call("RecordMonitor", &("", record))
+        .await
+        .map_err(dbus_failed("ScreenCast.Session.RecordMonitor"))?;
+    let stream = proxy(
+        bus,
+        SCREEN_CAST,
+        stream_path.to_string(),
+        SCREEN_CAST_STREAM,
+    )
+    .await?;
+    Ok((stream_path, stream))
+}
+
 impl InputSink for Session {
     async fn motion(&self, x: i32, y: i32, wait: bool) -> DisplayResult<()> {
         // Stream coordinates: the monitor's own, in the stream's pixels.
+        let monitor = self.cast.monitor;
         let (sx, sy) = self
+            .cast
             .frames
             .size()
-            .unwrap_or((self.monitor.width, self.monitor.height));
-        let fx = f64::from(x - self.monitor.x) * f64::from(sx) / f64::from(self.monitor.width);
-        let fy = f64::from(y - self.monitor.y) * f64::from(sy) / f64::from(self.monitor.height);
+            .unwrap_or((monitor.width, monitor.height));
+        let fx = f64::from(x - monitor.x) * f64::from(sx) / f64::from(monitor.width);
+        let fy = f64::from(y - monitor.y) * f64::from(sy) / f64::from(monitor.height);
         let body = (self.stream_path.as_str(), fx, fy);
         self.notify("NotifyPointerMotionAbsolute", &body, wait)
             .await
@@ -297,32 +290,38 @@ impl Session {
 }
 
 impl OpenSession for Session {
-    fn closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+    fn cast(&self) -> &Cast {
+        &self.cast
     }
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        // Mutter also ends the session when this connection closes; Stop says so at once.
-        let remote_desktop = self.remote_desktop.clone();
-        remote_desktop::spawn(async move {
-            let _ = remote_desktop.call::<_, _, ()>("Stop", &()).await;
-        });
-    }
-}
+/// The GNOME backend: the process-wide connection to Mutter, with the person's consent.
+pub type Backend = SessionBackend<Mutter>;
 
-/// One connection to the session bus, the AT-SPI window reader and (once a call needs the
-/// screen or input) the remote-desktop session.
-pub struct GnomeConn {
-    bus: zbus::Connection,
+/// What the GNOME backend adds to a connection that works through a remote-desktop session:
+/// Mutter's own API, behind the person's consent.
+pub struct Mutter {
     consent: Arc<Consent>,
-    windows: AtspiWindows,
-    session: SessionSlot<Session>,
 }
 
-impl GnomeConn {
-    fn connect(consent: Arc<Consent>) -> Result<GnomeConn, Availability> {
+impl Service for Mutter {
+    type Session = Session;
+    type Kept = Consent;
+    const BACKEND: &'static str = "gnome";
+    const INPUT_BOUND: Duration = REPLY_BOUND.saturating_mul(4);
+    const NO_CURSOR: &'static str =
+        "Mutter tells clients no pointer position: give the point (x, y) explicitly";
+    const NO_FOCUS: &'static str =
+        "Mutter offers clients no way to raise or focus a window (that is gnome-shell's)";
+    const HOW_TO_FOCUS: &'static str = "GNOME lets clients raise no window (there is no `gui \
+         focus` here): click into the window first (`gui click` at a point in it, read off a \
+         screenshot), or ask the person to bring it to the front";
+
+    fn kept(store: Arc<dyn SecretStore>) -> Consent {
+        Consent::new(store)
+    }
+
+    fn connect(consent: Arc<Consent>) -> Result<(zbus::Connection, Mutter), Availability> {
         let unavailable = |reason: String| Availability::Unavailable {
             reason,
             fix: "run the daemon inside the GNOME session (its WAYLAND_DISPLAY and \
@@ -342,17 +341,12 @@ impl GnomeConn {
             Ok(bus)
         })
         .map_err(|err| unavailable(err.0))?;
-        Ok(GnomeConn {
-            bus,
-            consent,
-            windows: AtspiWindows::new(),
-            session: SessionSlot::new(),
-        })
+        Ok((bus, Mutter { consent }))
     }
 
-    /// The remote-desktop session, started on first use (and again after Mutter closed it).
-    fn start_session(&self) -> DisplayResult<Arc<Session>> {
-        // Never without the person's consent, whichever call (or evidence shot) gets here first.
+    /// Starts the remote-desktop session, never without the person's consent, whichever call
+    /// (or evidence shot) gets here first.
+    fn start_session(&self, bus: &zbus::Connection) -> DisplayResult<Session> {
         if !self
             .consent
             .granted(consent::RECHECK_AFTER)
@@ -360,42 +354,41 @@ impl GnomeConn {
         {
             return Err(failed(consent::question()));
         }
-        let bus = self.bus.clone();
-        let session = Arc::new(block_on(
+        block_on(
             REPLY_BOUND * 3,
             "starting the remote-desktop session",
-            Session::start(bus),
-        )?);
-        session
-            .frames
-            .wait_first(FIRST_FRAME_BOUND)
-            .map_err(failed)?;
-        Ok(session)
+            Session::start(bus.clone()),
+        )
     }
 
-    /// Whether Mutter still answers on this connection and the session (if any) is open.
-    fn healthy(&self) -> bool {
-        let bus = self.bus.clone();
-        !self.session.closed()
-            && block_on(REPLY_BOUND, "asking the session bus", async move {
-                name_has_owner(&bus, REMOTE_DESKTOP).await
-            })
-            .unwrap_or(false)
+    /// Whether Mutter still answers on this connection.
+    fn answers(&self, bus: &zbus::Connection) -> bool {
+        let bus = bus.clone();
+        block_on(REPLY_BOUND, "asking the session bus", async move {
+            name_has_owner(&bus, REMOTE_DESKTOP).await
+        })
+        .unwrap_or(false)
     }
 
-    /// The running session, if one is (it is not started here).
-    fn running(&self) -> Option<Arc<Session>> {
-        self.session.running()
+    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
+        remote_desktop::text_events(text, "GNOME", "Mutter's NotifyKeyboardKeysym")
     }
 
-    /// Ends the session (a revoked consent): the next call that needs it asks again.
-    fn end_session(&self) {
-        self.session.end();
+    /// The primary monitor: the one recorded and driven.
+    fn screen(conn: &SessionConn<Mutter>) -> DisplayResult<Rect> {
+        if let Some(session) = conn.running() {
+            return Ok(session.cast.monitor);
+        }
+        Mutter::monitors(conn)?
+            .into_iter()
+            .find(|m| m.primary)
+            .map(|m| m.rect)
+            .ok_or_else(|| failed("Mutter's DisplayConfig names no primary monitor"))
     }
 
     /// The monitors as Mutter's DisplayConfig tells them, without a remote-desktop session.
-    pub fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
-        let bus = self.bus.clone();
+    fn monitors(conn: &SessionConn<Mutter>) -> DisplayResult<Vec<MonitorInfo>> {
+        let bus = conn.bus().clone();
         block_on(REPLY_BOUND, "reading Mutter's DisplayConfig", async move {
             let config = proxy(
                 &bus,
@@ -412,41 +405,31 @@ impl GnomeConn {
         })
     }
 
-    /// The primary monitor: the one recorded and driven.
-    fn monitor(&self) -> DisplayResult<Rect> {
-        if let Some(session) = self.running() {
-            return Ok(session.monitor);
+    fn consent_needed(
+        consent: &Consent,
+        running: Option<&SessionConn<Mutter>>,
+        needs: &[Capability],
+    ) -> DisplayResult<Option<String>> {
+        if !needs_session(needs) {
+            return Ok(None);
         }
-        self.monitors()?
-            .into_iter()
-            .find(|m| m.primary)
-            .map(|m| m.rect)
-            .ok_or_else(|| failed("Mutter's DisplayConfig names no primary monitor"))
+        let fresh = if running.is_some() {
+            consent::RECHECK_AFTER
+        } else {
+            Duration::ZERO
+        };
+        if consent.granted(fresh).map_err(failed)? {
+            return Ok(None);
+        }
+        // Revoked while the session ran: it ends now, and this call asks again.
+        if let Some(conn) = running {
+            conn.end_session();
+        }
+        Ok(Some(consent::question()))
     }
 
-    pub fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
-        let session = self.session()?;
-        let frame = session.frames.latest().map_err(failed)?;
-        frame.crop(session.monitor, area).map_err(failed)
-    }
-
-    /// The windows AT-SPI lists (apps that expose no accessibility tree are not seen).
-    pub fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
-        self.windows.windows("gnome")
-    }
-}
-
-impl SessionInput for GnomeConn {
-    type Session = Session;
-    const BACKEND: &'static str = "gnome";
-    const INPUT_BOUND: Duration = REPLY_BOUND.saturating_mul(4);
-
-    fn session(&self) -> DisplayResult<Arc<Session>> {
-        self.session.open_or_start(|| self.start_session())
-    }
-
-    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
-        remote_desktop::text_events(text, "GNOME", "Mutter's NotifyKeyboardKeysym")
+    fn grant_consent(consent: &Consent) -> DisplayResult<()> {
+        consent.grant().map_err(failed)
     }
 }
 
@@ -519,149 +502,4 @@ fn logical_monitors(state: &CurrentState) -> Vec<MonitorInfo> {
             })
         })
         .collect()
-}
-
-/// The process-wide connection to Mutter (see [`KeptConn`]).
-pub struct Backend {
-    conn: KeptConn<GnomeConn>,
-    consent: Arc<Consent>,
-}
-
-impl Backend {
-    pub fn new() -> Backend {
-        Backend {
-            conn: KeptConn::new(),
-            consent: Arc::new(Consent::new(crate::kit::secret_store::system_store())),
-        }
-    }
-
-    pub fn conn(&self) -> Result<Arc<GnomeConn>, Availability> {
-        self.conn
-            .get(|| GnomeConn::connect(self.consent.clone()), |_| {})
-    }
-
-    /// Drops a connection after a failed call only if it is broken: the session (and with it
-    /// the devices clients have bound) is kept across calls that failed for their own reasons.
-    pub fn forget(&self, broken: &Arc<GnomeConn>) {
-        if !broken.healthy() {
-            self.conn.forget(broken)
-        }
-    }
-}
-
-impl desktop::Desktop for GnomeConn {
-    type Frame = RgbFrame;
-
-    fn screen(&self) -> DisplayResult<Rect> {
-        self.monitor()
-    }
-    fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
-        GnomeConn::grab(self, area)
-    }
-    fn same_frame(a: &RgbFrame, b: &RgbFrame) -> bool {
-        a == b
-    }
-    fn to_rgb(&self, frame: &RgbFrame) -> Rgb {
-        frame.to_rgb()
-    }
-    fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
-        GnomeConn::monitors(self)
-    }
-    fn window_ids(&self) -> DisplayResult<Vec<u32>> {
-        Ok(self.windows()?.iter().map(|w| w.id).collect())
-    }
-    fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
-        GnomeConn::windows(self)
-    }
-    fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
-        self.windows.keyboard_target("gnome")
-    }
-    fn focus_must_be_known(&self) -> bool {
-        true
-    }
-    fn how_to_focus(&self) -> &'static str {
-        "GNOME lets clients raise no window (there is no `gui focus` here): click into the \
-         window first (`gui click` at a point in it, read off a screenshot), or ask the person \
-         to bring it to the front"
-    }
-    fn reads_cursor(&self) -> bool {
-        false
-    }
-    fn knows_owner(&self, window: &WindowInfo) -> bool {
-        window.pid.is_some()
-    }
-    fn places_known(&self) -> bool {
-        false
-    }
-    fn cursor(&self) -> DisplayResult<(i32, i32)> {
-        Err(failed(
-            "Mutter tells clients no pointer position: give the point (x, y) explicitly",
-        ))
-    }
-    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
-        SessionInput::move_to(self, x, y)
-    }
-    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        SessionInput::click(self, at, button, count)
-    }
-    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
-        SessionInput::drag(self, from, to, button)
-    }
-    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
-        SessionInput::scroll(self, at, dx, dy)
-    }
-    fn untypable(&self, text: &str) -> Option<String> {
-        <Self as SessionInput>::untypable(text)
-    }
-    fn type_text(&self, text: &str) -> DisplayResult<()> {
-        SessionInput::type_text(self, text)
-    }
-    fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        SessionInput::press_combo(self, combo)
-    }
-    fn focus(&self, _window: u32) -> DisplayResult<bool> {
-        Err(failed(
-            "Mutter offers clients no way to raise or focus a window (that is gnome-shell's)",
-        ))
-    }
-}
-
-impl desktop::Backend for Backend {
-    type Conn = GnomeConn;
-
-    fn conn(&self) -> Result<Arc<GnomeConn>, Availability> {
-        Backend::conn(self)
-    }
-    fn forget(&self, broken: &Arc<GnomeConn>) {
-        Backend::forget(self, broken)
-    }
-    fn has(&self, capability: Capability) -> bool {
-        // No window can be raised, and the pointer's position cannot be read.
-        !matches!(
-            capability,
-            Capability::RaiseWindow | Capability::ReadPointer
-        )
-    }
-    fn consent_needed(&self, needs: &[Capability]) -> DisplayResult<Option<String>> {
-        if !needs_session(needs) {
-            return Ok(None);
-        }
-        let running = self.conn.current().filter(|c| c.running().is_some());
-        let fresh = if running.is_some() {
-            consent::RECHECK_AFTER
-        } else {
-            Duration::ZERO
-        };
-        if self.consent.granted(fresh).map_err(failed)? {
-            return Ok(None);
-        }
-        // Revoked while the session ran: it ends now, and this call asks again.
-        if let Some(conn) = running {
-            conn.end_session();
-        }
-        Ok(Some(consent::question()))
-    }
-    fn grant_consent(&self) -> DisplayResult<()> {
-        self.consent.grant().map_err(failed)
-    }
 }

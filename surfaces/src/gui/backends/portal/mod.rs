@@ -18,23 +18,20 @@ mod token;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-use super::kept_conn::KeptConn;
+use super::remote_desktop::conn::{Service, SessionBackend, SessionConn};
 use super::remote_desktop::frames::FrameStream;
-use super::remote_desktop::session::{OpenSession, SessionInput, SessionSlot};
-use super::remote_desktop::{self, AtspiWindows, InputSink};
-use super::rgb_frame::RgbFrame;
+use super::remote_desktop::session::{Cast, EndCall, OpenSession, monitor_of};
+use super::remote_desktop::{self, InputSink};
 use crate::Availability;
-use crate::gui::desktop::{
-    self, Button, Capability, DisplayError, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo,
-};
-use crate::gui::keys::Combo;
+use crate::gui::desktop::{DisplayError, DisplayResult, MonitorInfo, Rect};
+use crate::kit::secret_store::SecretStore;
 use token::RestoreToken;
 
 /// The portal's bus name and object.
@@ -59,8 +56,6 @@ const REPLY_BOUND: Duration = Duration::from_secs(5);
 pub const ANSWER_BOUND: Duration = Duration::from_secs(120);
 /// How long the portal may take to be started by the bus (it is activated on first use).
 const ACTIVATION_BOUND: Duration = Duration::from_secs(10);
-/// How long the first frame of a new stream may take.
-const FIRST_FRAME_BOUND: Duration = Duration::from_secs(5);
 
 fn failed(what: impl std::fmt::Display) -> DisplayError {
     DisplayError(format!("portal: {what}"))
@@ -211,6 +206,24 @@ impl Portal {
             .map_err(dbus_failed(interface))
     }
 
+    /// A request (see `request`) that must be granted: its results, or why it was not.
+    async fn ask<B>(
+        &self,
+        interface: &'static str,
+        method: &'static str,
+        token: &str,
+        body: &B,
+        bound: Duration,
+    ) -> DisplayResult<HashMap<String, OwnedValue>>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        let answer = self.request(interface, method, token, body, bound).await?;
+        // The step as errors name it: `RemoteDesktop.Start`.
+        let short = interface.rsplit('.').next().unwrap_or(interface);
+        granted(&format!("{short}.{method}"), answer)
+    }
+
     /// Calls `method` (whose options carry `handle_token: token`) and waits, at most `bound`,
     /// for the answer on the request object; subscribes to it first, so no answer is missed.
     async fn request<B>(
@@ -309,16 +322,13 @@ fn options(token: &str) -> HashMap<&'static str, Value<'static>> {
 pub struct Session {
     remote_desktop: zbus::Proxy<'static>,
     handle: OwnedObjectPath,
-    session: zbus::Proxy<'static>,
     /// The PipeWire node of the shared monitor: pointer positions are given relative to it.
     node: u32,
-    /// The shared monitor, in the compositor's logical coordinates.
-    monitor: Rect,
     /// The device types the person allowed (KEYBOARD | POINTER bits).
     devices: u32,
-    frames: FrameStream,
-    /// Set when the portal closes the session (the person revoked it, the portal restarted).
-    closed: Arc<AtomicBool>,
+    /// The shared monitor's cast, closed when the portal closes the session (the person
+    /// revoked it, the portal restarted).
+    cast: Cast,
 }
 
 /// A start that failed, and whether it spent the stored token (the portal honours a token
@@ -365,87 +375,16 @@ async fn negotiate(
     offer: Offer,
     token: Option<SecretString>,
 ) -> Result<Negotiated, StartFailure> {
-    let create_token = portal.token();
-    let mut create = options(&create_token);
-    create.insert("session_handle_token", Value::from(portal.token()));
-    let results = granted(
-        "RemoteDesktop.CreateSession",
-        portal
-            .request(
-                REMOTE_DESKTOP,
-                "CreateSession",
-                &create_token,
-                &(create,),
-                REPLY_BOUND,
-            )
-            .await?,
-    )?;
-    let handle = session_handle(&results)?;
-
-    let select_token = portal.token();
-    let mut select = options(&select_token);
-    select.insert("types", Value::from(KEYBOARD | POINTER));
+    let handle = create_session(portal).await?;
     let restoring = offer.restorable() && token.is_some();
-    if offer.restorable() {
-        select.insert("persist_mode", Value::from(PERSIST_UNTIL_REVOKED));
-        if let Some(token) = &token {
-            select.insert(
-                "restore_token",
-                Value::from(token.expose_secret().to_string()),
-            );
-        }
-    }
-    granted(
-        "RemoteDesktop.SelectDevices",
-        portal
-            .request(
-                REMOTE_DESKTOP,
-                "SelectDevices",
-                &select_token,
-                &(handle.as_ref(), select),
-                REPLY_BOUND,
-            )
-            .await?,
-    )?;
-
-    let sources_token = portal.token();
-    let mut sources = options(&sources_token);
-    sources.insert("types", Value::from(MONITOR));
-    sources.insert("multiple", Value::from(false));
-    granted(
-        "ScreenCast.SelectSources",
-        portal
-            .request(
-                SCREEN_CAST,
-                "SelectSources",
-                &sources_token,
-                &(handle.as_ref(), sources),
-                REPLY_BOUND,
-            )
-            .await?,
-    )?;
-
+    select_devices(portal, &handle, offer, token).await?;
+    select_monitor(portal, &handle).await?;
     let session = portal.proxy(handle.to_string(), SESSION).await?;
     let closed_signal = session
         .receive_signal("Closed")
         .await
         .map_err(dbus_failed("Session.Closed"))?;
-    let start_token = portal.token();
-    let answer = portal
-        .request(
-            REMOTE_DESKTOP,
-            "Start",
-            &start_token,
-            &(handle.as_ref(), "", options(&start_token)),
-            ANSWER_BOUND,
-        )
-        .await
-        .map_err(|error| StartFailure {
-            error,
-            token_spent: restoring,
-            new_token: None,
-        })?;
-    let results = granted("RemoteDesktop.Start", answer).map_err(|error| StartFailure {
+    let results = start(portal, &handle).await.map_err(|error| StartFailure {
         error,
         token_spent: restoring,
         new_token: None,
@@ -470,6 +409,82 @@ async fn negotiate(
     })
 }
 
+/// RemoteDesktop.CreateSession: the new session's handle.
+async fn create_session(portal: &Portal) -> DisplayResult<OwnedObjectPath> {
+    let token = portal.token();
+    let mut create = options(&token);
+    create.insert("session_handle_token", Value::from(portal.token()));
+    let results = portal
+        .ask(
+            REMOTE_DESKTOP,
+            "CreateSession",
+            &token,
+            &(create,),
+            REPLY_BOUND,
+        )
+        .await?;
+    session_handle(&results)
+}
+
+/// RemoteDesktop.SelectDevices: keyboard and pointer, asked to persist (with the stored
+/// `token`, if any) where the portal can keep a grant.
+async fn select_devices(
+    portal: &Portal,
+    handle: &OwnedObjectPath,
+    offer: Offer,
+    token: Option<SecretString>,
+) -> DisplayResult<()> {
+    let select_token = portal.token();
+    let mut select = options(&select_token);
+    select.insert("types", Value::from(KEYBOARD | POINTER));
+    if offer.restorable() {
+        select.insert("persist_mode", Value::from(PERSIST_UNTIL_REVOKED));
+        if let Some(token) = &token {
+            select.insert(
+                "restore_token",
+                Value::from(token.expose_secret().to_string()),
+            );
+        }
+    }
+    let body = (handle.as_ref(), select);
+    portal
+        .ask(
+            REMOTE_DESKTOP,
+            "SelectDevices",
+            &select_token,
+            &body,
+            REPLY_BOUND,
+        )
+        .await
+        .map(drop)
+}
+
+/// ScreenCast.SelectSources: one monitor.
+async fn select_monitor(portal: &Portal, handle: &OwnedObjectPath) -> DisplayResult<()> {
+    let token = portal.token();
+    let mut sources = options(&token);
+    sources.insert("types", Value::from(MONITOR));
+    sources.insert("multiple", Value::from(false));
+    let body = (handle.as_ref(), sources);
+    portal
+        .ask(SCREEN_CAST, "SelectSources", &token, &body, REPLY_BOUND)
+        .await
+        .map(drop)
+}
+
+/// RemoteDesktop.Start: the person's answer (or the restored grant), with the devices allowed,
+/// the streams shared and the next restore token.
+async fn start(
+    portal: &Portal,
+    handle: &OwnedObjectPath,
+) -> DisplayResult<HashMap<String, OwnedValue>> {
+    let token = portal.token();
+    let body = (handle.as_ref(), "", options(&token));
+    portal
+        .ask(REMOTE_DESKTOP, "Start", &token, &body, ANSWER_BOUND)
+        .await
+}
+
 impl Session {
     async fn start(
         bus: zbus::Connection,
@@ -480,7 +495,7 @@ impl Session {
         let Negotiated {
             handle,
             session,
-            mut closed_signal,
+            closed_signal,
             devices,
             node,
             monitor,
@@ -495,22 +510,16 @@ impl Session {
                 .await
                 .map_err(dbus_failed("ScreenCast.OpenPipeWireRemote"))?;
             let frames = FrameStream::connect(node, Some(remote.into())).map_err(failed)?;
-            let closed = Arc::new(AtomicBool::new(false));
-            let flag = closed.clone();
-            tokio::spawn(async move {
-                if closed_signal.next().await.is_some() {
-                    flag.store(true, Ordering::SeqCst);
-                }
-            });
+            let close = EndCall {
+                on: session,
+                method: "Close",
+            };
             let session = Session {
                 remote_desktop,
                 handle,
-                session,
                 node,
-                monitor,
                 devices,
-                frames,
-                closed,
+                cast: Cast::new(frames, monitor, closed_signal, close),
             };
             if devices & (KEYBOARD | POINTER) == KEYBOARD | POINTER {
                 remote_desktop::prime(&session).await?;
@@ -583,131 +592,103 @@ fn first_stream(results: &HashMap<String, OwnedValue>) -> DisplayResult<(u32, Re
         .into_iter()
         .next()
         .ok_or_else(|| failed("Start answered with no stream (no monitor was shared)"))?;
-    let pair = |key: &str| -> Option<(i32, i32)> {
-        properties
-            .get(key)
-            .and_then(|v| <(i32, i32)>::try_from(v.try_clone().ok()?).ok())
-    };
-    let (x, y) = pair("position").unwrap_or((0, 0));
-    let (width, height) =
-        pair("size").ok_or_else(|| failed("the shared stream names no monitor size"))?;
-    let monitor = Rect {
-        x,
-        y,
-        width: u32::try_from(width).map_err(|_| failed("a negative monitor width"))?,
-        height: u32::try_from(height).map_err(|_| failed("a negative monitor height"))?,
-    };
+    let monitor = monitor_of(&properties, "the shared stream").map_err(failed)?;
     Ok((node, monitor))
 }
 
 impl InputSink for Session {
-    // Every event waits for its reply, whatever the caller allows: see `keysym`.
+    // Every event waits for its reply, whatever the caller allows: see `notify`.
     async fn motion(&self, x: i32, y: i32, _wait: bool) -> DisplayResult<()> {
-        self.allowed(POINTER)?;
         // Stream coordinates: the monitor's own, in logical units.
-        let (fx, fy) = (f64::from(x - self.monitor.x), f64::from(y - self.monitor.y));
-        self.remote_desktop
-            .call::<_, _, ()>(
-                "NotifyPointerMotionAbsolute",
-                &(
-                    self.handle.as_ref(),
-                    Session::no_options(),
-                    self.node,
-                    fx,
-                    fy,
-                ),
-            )
+        let monitor = self.cast.monitor;
+        let (fx, fy) = (f64::from(x - monitor.x), f64::from(y - monitor.y));
+        let options = Session::no_options();
+        let body = (self.handle.as_ref(), options, self.node, fx, fy);
+        self.notify(POINTER, "NotifyPointerMotionAbsolute", &body)
             .await
-            .map_err(dbus_failed("NotifyPointerMotionAbsolute"))
     }
 
     async fn nudge(&self) -> DisplayResult<()> {
-        self.allowed(POINTER)?;
-        self.remote_desktop
-            .call::<_, _, ()>(
-                "NotifyPointerMotion",
-                &(self.handle.as_ref(), Session::no_options(), 0.0f64, 0.0f64),
-            )
-            .await
-            .map_err(dbus_failed("NotifyPointerMotion"))
+        let body = (self.handle.as_ref(), Session::no_options(), 0.0f64, 0.0f64);
+        self.notify(POINTER, "NotifyPointerMotion", &body).await
     }
 
     async fn button(&self, code: i32, pressed: bool, _wait: bool) -> DisplayResult<()> {
-        self.allowed(POINTER)?;
-        self.remote_desktop
-            .call::<_, _, ()>(
-                "NotifyPointerButton",
-                &(
-                    self.handle.as_ref(),
-                    Session::no_options(),
-                    code,
-                    u32::from(pressed),
-                ),
-            )
-            .await
-            .map_err(dbus_failed("NotifyPointerButton"))
+        let options = Session::no_options();
+        let body = (self.handle.as_ref(), options, code, u32::from(pressed));
+        self.notify(POINTER, "NotifyPointerButton", &body).await
     }
 
     async fn axis(&self, axis: u32, steps: i32) -> DisplayResult<()> {
-        self.allowed(POINTER)?;
-        self.remote_desktop
-            .call::<_, _, ()>(
-                "NotifyPointerAxisDiscrete",
-                &(self.handle.as_ref(), Session::no_options(), axis, steps),
-            )
+        let body = (self.handle.as_ref(), Session::no_options(), axis, steps);
+        self.notify(POINTER, "NotifyPointerAxisDiscrete", &body)
             .await
-            .map_err(dbus_failed("NotifyPointerAxisDiscrete"))
     }
 
     async fn keysym(&self, keysym: u32, pressed: bool, _wait: bool) -> DisplayResult<()> {
-        self.allowed(KEYBOARD)?;
-        // Every event waits for its reply: the portal hands calls on to its backend without
-        // keeping their order, and events not awaited one by one arrive reordered (measured
-        // with xdg-desktop-portal 1.16 on GNOME: a release overtook its press and left the key
-        // repeating). The portal spells keysyms signed.
+        // The portal spells keysyms signed.
+        let options = Session::no_options();
+        let body = (
+            self.handle.as_ref(),
+            options,
+            keysym as i32,
+            u32::from(pressed),
+        );
+        self.notify(KEYBOARD, "NotifyKeyboardKeysym", &body).await
+    }
+}
+
+impl Session {
+    /// One input call on the session, refused first if the person did not allow `device`.
+    /// Every call waits for its reply: the portal hands calls on to its backend without
+    /// keeping their order, and events not awaited one by one arrive reordered (measured with
+    /// xdg-desktop-portal 1.16 on GNOME: a release overtook its press and left the key
+    /// repeating).
+    async fn notify<B>(&self, device: u32, method: &'static str, body: &B) -> DisplayResult<()>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+    {
+        self.allowed(device)?;
         self.remote_desktop
-            .call::<_, _, ()>(
-                "NotifyKeyboardKeysym",
-                &(
-                    self.handle.as_ref(),
-                    Session::no_options(),
-                    keysym as i32,
-                    u32::from(pressed),
-                ),
-            )
+            .call::<_, _, ()>(method, body)
             .await
-            .map_err(dbus_failed("NotifyKeyboardKeysym"))
+            .map_err(dbus_failed(method))
     }
 }
 
 impl OpenSession for Session {
-    fn closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+    fn cast(&self) -> &Cast {
+        &self.cast
     }
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        // The portal also ends the session when this connection closes; Close says so at once.
-        let session = self.session.clone();
-        remote_desktop::spawn(async move {
-            let _ = session.call::<_, _, ()>("Close", &()).await;
-        });
-    }
-}
+/// The portal backend: the process-wide connection to the portal, with the restore token.
+pub type Backend = SessionBackend<PortalService>;
 
-/// One connection to the session bus, the AT-SPI window reader and (once a call needs the
-/// screen or input) the portal's remote-desktop session.
-pub struct PortalConn {
-    bus: zbus::Connection,
+/// What the portal backend adds to a connection that works through a remote-desktop session:
+/// the portal's versions, and the restore token its sessions start with.
+pub struct PortalService {
     offer: Offer,
     tokens: Arc<RestoreToken>,
-    windows: AtspiWindows,
-    session: SessionSlot<Session>,
 }
 
-impl PortalConn {
-    fn connect(tokens: Arc<RestoreToken>) -> Result<PortalConn, Availability> {
+impl Service for PortalService {
+    type Session = Session;
+    type Kept = RestoreToken;
+    const BACKEND: &'static str = "portal";
+    const INPUT_BOUND: Duration = REPLY_BOUND.saturating_mul(4);
+    const NO_CURSOR: &'static str =
+        "the portal tells clients no pointer position: give the point (x, y) explicitly";
+    const NO_FOCUS: &'static str = "the portal offers clients no way to raise or focus a window";
+    const HOW_TO_FOCUS: &'static str = "focus a window first (`gui focus`)";
+
+    fn kept(store: Arc<dyn SecretStore>) -> RestoreToken {
+        RestoreToken::new(store)
+    }
+
+    fn connect(
+        tokens: Arc<RestoreToken>,
+    ) -> Result<(zbus::Connection, PortalService), Availability> {
         let (bus, offer) = block_on(ACTIVATION_BOUND, "asking xdg-desktop-portal", async {
             let bus = zbus::Connection::session()
                 .await
@@ -722,18 +703,12 @@ impl PortalConn {
                   backend installed (xdg-desktop-portal-kde on KDE Plasma)"
                 .into(),
         })?;
-        Ok(PortalConn {
-            bus,
-            offer,
-            tokens,
-            windows: AtspiWindows::new(),
-            session: SessionSlot::new(),
-        })
+        Ok((bus, PortalService { offer, tokens }))
     }
 
-    /// The remote-desktop session, started on first use (and again after the portal closed
-    /// it): the portal asks the person unless the stored token restores the grant.
-    fn start_session(&self) -> DisplayResult<Arc<Session>> {
+    /// Starts the remote-desktop session: the portal asks the person unless the stored token
+    /// restores the grant.
+    fn start_session(&self, bus: &zbus::Connection) -> DisplayResult<Session> {
         let token = if self.offer.restorable() {
             // Without the token the portal asks the person again: safe, only less convenient.
             self.tokens.load().unwrap_or_else(|why| {
@@ -743,7 +718,7 @@ impl PortalConn {
         } else {
             None
         };
-        let (bus, offer) = (self.bus.clone(), self.offer);
+        let (bus, offer) = (bus.clone(), self.offer);
         let started = block_on(
             ANSWER_BOUND + REPLY_BOUND * 6,
             "starting the portal's remote-desktop session",
@@ -761,27 +736,39 @@ impl PortalConn {
             }
         };
         settle_token(&self.tokens, self.offer, started.token, false);
-        let session = Arc::new(started.session);
-        session
-            .frames
-            .wait_first(FIRST_FRAME_BOUND)
-            .map_err(failed)?;
-        Ok(session)
+        Ok(started.session)
     }
 
-    /// Whether the portal still answers and the session (if any) is open.
-    fn healthy(&self) -> bool {
-        let bus = self.bus.clone();
-        !self.session.closed()
-            && block_on(REPLY_BOUND, "asking xdg-desktop-portal", async move {
-                read_offer(&bus).await
-            })
-            .is_ok()
+    /// Whether the portal still answers.
+    fn answers(&self, bus: &zbus::Connection) -> bool {
+        let bus = bus.clone();
+        block_on(REPLY_BOUND, "asking xdg-desktop-portal", async move {
+            read_offer(&bus).await
+        })
+        .is_ok()
+    }
+
+    /// The key events of `text`, or why it cannot be typed through the portal.
+    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
+        remote_desktop::text_events(
+            text,
+            "this desktop (xdg-desktop-portal)",
+            "the portal's NotifyKeyboardKeysym",
+        )
     }
 
     /// The shared monitor (the portal shares one; its place comes with the stream).
-    fn monitor(&self) -> DisplayResult<Rect> {
-        Ok(self.session()?.monitor)
+    fn screen(conn: &SessionConn<PortalService>) -> DisplayResult<Rect> {
+        Ok(conn.session()?.cast().monitor)
+    }
+
+    fn monitors(conn: &SessionConn<PortalService>) -> DisplayResult<Vec<MonitorInfo>> {
+        Ok(vec![MonitorInfo {
+            index: 0,
+            name: "the monitor shared through the portal".into(),
+            rect: PortalService::screen(conn)?,
+            primary: true,
+        }])
     }
 }
 
@@ -798,145 +785,6 @@ fn settle_token(tokens: &RestoreToken, offer: Offer, new: Option<SecretString>, 
         && let Err(why) = tokens.save(token)
     {
         tracing::warn!(%why, "the person will be asked again at the next start");
-    }
-}
-
-impl SessionInput for PortalConn {
-    type Session = Session;
-    const BACKEND: &'static str = "portal";
-    const INPUT_BOUND: Duration = REPLY_BOUND.saturating_mul(4);
-
-    fn session(&self) -> DisplayResult<Arc<Session>> {
-        self.session.open_or_start(|| self.start_session())
-    }
-
-    /// The key events of `text`, or why it cannot be typed through the portal.
-    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>> {
-        remote_desktop::text_events(
-            text,
-            "this desktop (xdg-desktop-portal)",
-            "the portal's NotifyKeyboardKeysym",
-        )
-    }
-}
-
-impl desktop::Desktop for PortalConn {
-    type Frame = RgbFrame;
-
-    fn screen(&self) -> DisplayResult<Rect> {
-        self.monitor()
-    }
-    fn grab(&self, area: Rect) -> DisplayResult<RgbFrame> {
-        let session = self.session()?;
-        let frame = session.frames.latest().map_err(failed)?;
-        frame.crop(session.monitor, area).map_err(failed)
-    }
-    fn same_frame(a: &RgbFrame, b: &RgbFrame) -> bool {
-        a == b
-    }
-    fn to_rgb(&self, frame: &RgbFrame) -> Rgb {
-        frame.to_rgb()
-    }
-    fn monitors(&self) -> DisplayResult<Vec<MonitorInfo>> {
-        Ok(vec![MonitorInfo {
-            index: 0,
-            name: "the monitor shared through the portal".into(),
-            rect: self.monitor()?,
-            primary: true,
-        }])
-    }
-    fn window_ids(&self) -> DisplayResult<Vec<u32>> {
-        Ok(self.windows()?.iter().map(|w| w.id).collect())
-    }
-    fn windows(&self) -> DisplayResult<Vec<WindowInfo>> {
-        self.windows.windows("portal")
-    }
-    fn keyboard_target(&self) -> DisplayResult<Option<u32>> {
-        self.windows.keyboard_target("portal")
-    }
-    fn focus_must_be_known(&self) -> bool {
-        true
-    }
-    fn reads_cursor(&self) -> bool {
-        false
-    }
-    fn knows_owner(&self, window: &WindowInfo) -> bool {
-        window.pid.is_some()
-    }
-    fn places_known(&self) -> bool {
-        false
-    }
-    fn cursor(&self) -> DisplayResult<(i32, i32)> {
-        Err(failed(
-            "the portal tells clients no pointer position: give the point (x, y) explicitly",
-        ))
-    }
-    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
-        SessionInput::move_to(self, x, y)
-    }
-    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        SessionInput::click(self, at, button, count)
-    }
-    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
-        SessionInput::drag(self, from, to, button)
-    }
-    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
-        SessionInput::scroll(self, at, dx, dy)
-    }
-    fn untypable(&self, text: &str) -> Option<String> {
-        <Self as SessionInput>::untypable(text)
-    }
-    fn type_text(&self, text: &str) -> DisplayResult<()> {
-        SessionInput::type_text(self, text)
-    }
-    fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        SessionInput::press_combo(self, combo)
-    }
-    fn focus(&self, _window: u32) -> DisplayResult<bool> {
-        Err(failed(
-            "the portal offers clients no way to raise or focus a window",
-        ))
-    }
-}
-
-/// The process-wide connection to the portal (see [`KeptConn`]).
-pub struct Backend {
-    conn: KeptConn<PortalConn>,
-    tokens: Arc<RestoreToken>,
-}
-
-impl Backend {
-    pub fn new() -> Backend {
-        Backend {
-            conn: KeptConn::new(),
-            tokens: Arc::new(RestoreToken::new(crate::kit::secret_store::system_store())),
-        }
-    }
-}
-
-impl desktop::Backend for Backend {
-    type Conn = PortalConn;
-
-    fn conn(&self) -> Result<Arc<PortalConn>, Availability> {
-        self.conn
-            .get(|| PortalConn::connect(self.tokens.clone()), |_| {})
-    }
-
-    /// Drops a connection after a failed call only if it is broken: the session (and with it
-    /// the person's grant and the devices clients have bound) is kept across calls that
-    /// failed for their own reasons.
-    fn forget(&self, broken: &Arc<PortalConn>) {
-        if !broken.healthy() {
-            self.conn.forget(broken)
-        }
-    }
-
-    fn has(&self, capability: Capability) -> bool {
-        // No window can be raised, and the pointer's position cannot be read.
-        !matches!(
-            capability,
-            Capability::RaiseWindow | Capability::ReadPointer
-        )
     }
 }
 
@@ -1176,7 +1024,7 @@ mod tests {
     }
 
     /// Runs `negotiate` against a stand-in answering Start with `code`, with the token the
-    /// store holds, and keeps what it says about the token as `PortalConn::session` does.
+    /// store holds, and keeps what it says about the token as `PortalService::start_session` does.
     async fn start_against_stand_in(
         store: Arc<Memory>,
         code: u32,

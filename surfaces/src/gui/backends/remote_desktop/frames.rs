@@ -109,6 +109,27 @@ impl Shared {
     }
 }
 
+/// Why the PipeWire side of a stream could not be set up (or stopped).
+#[derive(Debug, thiserror::Error)]
+enum PipeWireError {
+    /// A step of the set-up failed: the main loop, the context, the stream, its listener, the
+    /// formats it accepts, its connection to the node.
+    #[error("PipeWire {step}: {reason}")]
+    Step { step: String, reason: String },
+    #[error("cannot use the PipeWire remote the portal opened: {0}")]
+    Remote(String),
+    #[error("cannot reach the PipeWire daemon (is pipewire running on XDG_RUNTIME_DIR?): {0}")]
+    NoDaemon(String),
+}
+
+/// The error of the set-up step `step`.
+fn step_failed(step: &str) -> impl Fn(pipewire::Error) -> PipeWireError + '_ {
+    move |err| PipeWireError::Step {
+        step: step.to_string(),
+        reason: err.to_string(),
+    }
+}
+
 /// The PipeWire side of one screen-cast stream; its thread stops when this is dropped.
 pub struct FrameStream {
     shared: Arc<Shared>,
@@ -131,7 +152,7 @@ impl FrameStream {
                 let ended = run_stream(node, remote, &for_thread, quit_receiver, &ready);
                 let why = match ended {
                     Ok(()) => "the PipeWire stream was stopped".to_string(),
-                    Err(err) => err,
+                    Err(err) => err.to_string(),
                 };
                 let _ = ready.send(Err(why.clone()));
                 for_thread.end(why);
@@ -201,22 +222,12 @@ fn run_stream(
     shared: &Arc<Shared>,
     quit: pipewire::channel::Receiver<()>,
     ready: &std::sync::mpsc::SyncSender<Result<(), String>>,
-) -> Result<(), String> {
+) -> Result<(), PipeWireError> {
     pipewire::init();
-    let main_loop = pipewire::main_loop::MainLoopRc::new(None)
-        .map_err(|err| format!("PipeWire main loop: {err}"))?;
-    let context = pipewire::context::ContextRc::new(&main_loop, None)
-        .map_err(|err| format!("PipeWire context: {err}"))?;
-    let core = match remote {
-        Some(fd) => context
-            .connect_fd_rc(fd, None)
-            .map_err(|err| format!("cannot use the PipeWire remote the portal opened: {err}"))?,
-        None => context.connect_rc(None).map_err(|err| {
-            format!(
-                "cannot reach the PipeWire daemon (is pipewire running on XDG_RUNTIME_DIR?): {err}"
-            )
-        })?,
-    };
+    let main_loop = pipewire::main_loop::MainLoopRc::new(None).map_err(step_failed("main loop"))?;
+    let context =
+        pipewire::context::ContextRc::new(&main_loop, None).map_err(step_failed("context"))?;
+    let core = connect_core(&context, remote)?;
     let stream = StreamRc::new(
         core.clone(),
         "computer-gui",
@@ -226,10 +237,55 @@ fn run_stream(
             *pipewire::keys::MEDIA_ROLE => "Screen",
         },
     )
-    .map_err(|err| format!("PipeWire stream: {err}"))?;
+    .map_err(step_failed("stream"))?;
+    let _listener = listen(&stream, shared)?;
+    let formats = video_formats()?;
+    let mut params = [
+        Pod::from_bytes(&formats).ok_or_else(|| PipeWireError::Step {
+            step: "format".into(),
+            reason: "not a pod".into(),
+        })?,
+    ];
+    stream
+        .connect(
+            Direction::Input,
+            Some(node),
+            StreamFlags::AUTOCONNECT | StreamFlags::MAP_BUFFERS,
+            &mut params,
+        )
+        .map_err(step_failed(&format!("stream to node {node}")))?;
+    let quitting = main_loop.clone();
+    let _quit = quit.attach(main_loop.loop_(), move |()| quitting.quit());
+    let _ = ready.send(Ok(()));
+    main_loop.run();
+    Ok(())
+}
+
+/// The PipeWire connection: through `remote` (the one the portal opened), else to the daemon
+/// on `XDG_RUNTIME_DIR`.
+fn connect_core(
+    context: &pipewire::context::ContextRc,
+    remote: Option<OwnedFd>,
+) -> Result<pipewire::core::CoreRc, PipeWireError> {
+    match remote {
+        Some(fd) => context
+            .connect_fd_rc(fd, None)
+            .map_err(|err| PipeWireError::Remote(err.to_string())),
+        None => context
+            .connect_rc(None)
+            .map_err(|err| PipeWireError::NoDaemon(err.to_string())),
+    }
+}
+
+/// Listens on `stream`: its format as it is negotiated, each frame it delivers kept in
+/// `shared` as the latest, and an error ending it.
+fn listen(
+    stream: &StreamRc,
+    shared: &Arc<Shared>,
+) -> Result<pipewire::stream::StreamListener<VideoInfoRaw>, PipeWireError> {
     let on_frame = shared.clone();
     let on_state = shared.clone();
-    let _listener = stream
+    stream
         .add_local_listener_with_user_data(VideoInfoRaw::default())
         .state_changed(move |_, _, _, new| {
             if let pipewire::stream::StreamState::Error(why) = new {
@@ -246,45 +302,48 @@ fn run_stream(
             }
         })
         .process(move |stream, format| {
-            let Some(mut buffer) = stream.dequeue_buffer() else {
-                return;
-            };
-            let Some(data) = buffer.datas_mut().first_mut() else {
-                return;
-            };
-            let size = format.size();
-            let chunk = data.chunk();
-            let (offset, length, stride) = (
-                chunk.offset() as usize,
-                chunk.size() as usize,
-                chunk.stride(),
-            );
-            let stride = if stride > 0 {
-                stride as usize
-            } else {
-                size.width as usize * 4
-            };
-            let Some(bytes) = data.data() else { return };
-            let Some(frame) = bytes.get(offset..offset + length) else {
-                return;
-            };
-            if size.width == 0 || frame.len() < stride * size.height as usize {
-                // An empty buffer: Mutter sends those when only the cursor moved.
-                return;
+            if let Some(raw) = take_frame(stream, format) {
+                on_frame.lock().frame = Some(Arc::new(raw));
+                on_frame.arrived.notify_all();
             }
-            let raw = RawFrame {
-                width: size.width,
-                height: size.height,
-                stride,
-                format: format.format(),
-                data: frame.to_vec(),
-            };
-            on_frame.lock().frame = Some(Arc::new(raw));
-            on_frame.arrived.notify_all();
         })
         .register()
-        .map_err(|err| format!("PipeWire stream listener: {err}"))?;
+        .map_err(step_failed("stream listener"))
+}
 
+/// The frame in the stream's next buffer, copied out; None for no buffer or an empty one.
+fn take_frame(stream: &pipewire::stream::Stream, format: &VideoInfoRaw) -> Option<RawFrame> {
+    let mut buffer = stream.dequeue_buffer()?;
+    let data = buffer.datas_mut().first_mut()?;
+    let size = format.size();
+    let chunk = data.chunk();
+    let (offset, length, stride) = (
+        chunk.offset() as usize,
+        chunk.size() as usize,
+        chunk.stride(),
+    );
+    let stride = if stride > 0 {
+        stride as usize
+    } else {
+        size.width as usize * 4
+    };
+    let frame = data.data()?.get(offset..offset + length)?;
+    if size.width == 0 || frame.len() < stride * size.height as usize {
+        // An empty buffer: Mutter sends those when only the cursor moved.
+        return None;
+    }
+    Some(RawFrame {
+        width: size.width,
+        height: size.height,
+        stride,
+        format: format.format(),
+        data: frame.to_vec(),
+    })
+}
+
+/// The formats the stream accepts, as a serialized pod: raw video in any 4-byte RGB order, at
+/// any size and frame rate.
+fn video_formats() -> Result<Vec<u8>, PipeWireError> {
     let formats = pod::object!(
         SpaTypes::ObjectParamFormat,
         ParamType::EnumFormat,
@@ -337,23 +396,13 @@ fn run_stream(
         ),
     );
     let bytes = PodSerializer::serialize(Cursor::new(Vec::new()), &pod::Value::Object(formats))
-        .map_err(|err| format!("PipeWire format: {err:?}"))?
+        .map_err(|err| PipeWireError::Step {
+            step: "format".into(),
+            reason: format!("{err:?}"),
+        })?
         .0
         .into_inner();
-    let mut params = [Pod::from_bytes(&bytes).ok_or("PipeWire format: not a pod")?];
-    stream
-        .connect(
-            Direction::Input,
-            Some(node),
-            StreamFlags::AUTOCONNECT | StreamFlags::MAP_BUFFERS,
-            &mut params,
-        )
-        .map_err(|err| format!("PipeWire stream to node {node}: {err}"))?;
-    let quitting = main_loop.clone();
-    let _quit = quit.attach(main_loop.loop_(), move |()| quitting.quit());
-    let _ = ready.send(Ok(()));
-    main_loop.run();
-    Ok(())
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -6,10 +6,13 @@
 //! `Desktop` methods can be called from any thread (the surface calls some from async tasks).
 //!
 //! # Layout
-//! - `session`: the slot a connection keeps its session in, and the input sent through it.
+//! - `conn`: the connection and backend both are, their `Desktop` and `Backend` written once;
+//!   what differs between them is a `Service`.
+//! - `session`: the session's screen cast and the slot a connection keeps its session in.
 //! - `frames`: the screen-cast stream read over PipeWire.
 //! - `kept`: their items in the keychain (GNOME's consent, the portal's restore token).
 
+pub(super) mod conn;
 pub(super) mod frames;
 pub(super) mod kept;
 pub(super) mod session;

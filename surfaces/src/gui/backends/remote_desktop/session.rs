@@ -1,19 +1,112 @@
-//! What a GNOME or portal connection does with its remote-desktop session, written once: the
-//! slot the session is kept in (started on first use, started again after the other side
-//! closed it), and the input sent through it (pointer moves, clicks, drags, scrolls, typing,
-//! key combinations), each gesture one task on the backends' runtime.
+//! A GNOME or portal remote-desktop session as both backends keep it, written once: the
+//! screen cast joined to it (its frames, the monitor it shows, whether the other side closed
+//! the session) and the slot the session is kept in (started on first use, started again after
+//! the other side closed it).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use super::{InputSink, block_on};
-use crate::gui::desktop::{Button, DisplayResult};
-use crate::gui::keys::Combo;
+use futures::StreamExt;
+use zbus::zvariant::OwnedValue;
 
-/// A remote-desktop session the other side (Mutter, the portal) may close.
+use super::InputSink;
+use super::frames::FrameStream;
+use crate::gui::desktop::{DisplayResult, Rect};
+
+/// A remote-desktop session the other side (Mutter, the portal) may close, with its screen cast.
 pub trait OpenSession: InputSink {
+    /// The screen cast joined to the session.
+    fn cast(&self) -> &Cast;
+
     /// Whether the other side closed it (it restarted, or the person revoked it).
-    fn closed(&self) -> bool;
+    fn closed(&self) -> bool {
+        self.cast().closed.load(Ordering::SeqCst)
+    }
+}
+
+/// The screen cast of a session: the frames its stream delivers, the monitor it shows, and
+/// whether the other side has closed the session; dropped, it ends the session.
+pub struct Cast {
+    pub frames: FrameStream,
+    /// The recorded monitor, in the compositor's logical coordinates: pointer positions are
+    /// given relative to it.
+    pub monitor: Rect,
+    /// Set when the other side closes the session.
+    closed: Arc<AtomicBool>,
+    end: EndCall,
+}
+
+/// The call that ends a session (Mutter's `Stop`, the portal's `Close`) on its object. The
+/// other side also ends the session when this connection closes; the call says so at once.
+pub struct EndCall {
+    pub on: zbus::Proxy<'static>,
+    pub method: &'static str,
+}
+
+impl Cast {
+    /// The cast of `monitor` read from `frames`, marked closed once `closed_signal` (the
+    /// session's `Closed` signal) arrives, ended through `end` when dropped. Runs on the
+    /// backends' runtime (the watch is a task).
+    pub fn new(
+        frames: FrameStream,
+        monitor: Rect,
+        mut closed_signal: zbus::proxy::SignalStream<'static>,
+        end: EndCall,
+    ) -> Cast {
+        let closed = Arc::new(AtomicBool::new(false));
+        let flag = closed.clone();
+        tokio::spawn(async move {
+            if closed_signal.next().await.is_some() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        Cast {
+            frames,
+            monitor,
+            closed,
+            end,
+        }
+    }
+}
+
+impl Drop for Cast {
+    fn drop(&mut self) {
+        let (on, method) = (self.end.on.clone(), self.end.method);
+        super::spawn(async move {
+            let _ = on.call::<_, _, ()>(method, &()).await;
+        });
+    }
+}
+
+/// Why a screen-cast stream's properties name no monitor.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    #[error("{stream} names no monitor size")]
+    NoSize { stream: &'static str },
+    #[error("a negative monitor {0}")]
+    Negative(&'static str),
+}
+
+/// The monitor a screen-cast stream shows, from its `position` and `size` properties (no
+/// position: the origin); `stream` names the stream in the error.
+pub fn monitor_of(
+    properties: &HashMap<String, OwnedValue>,
+    stream: &'static str,
+) -> Result<Rect, MonitorError> {
+    let pair = |key: &str| -> Option<(i32, i32)> {
+        properties
+            .get(key)
+            .and_then(|v| <(i32, i32)>::try_from(v.try_clone().ok()?).ok())
+    };
+    let (x, y) = pair("position").unwrap_or((0, 0));
+    let (width, height) = pair("size").ok_or(MonitorError::NoSize { stream })?;
+    Ok(Rect {
+        x,
+        y,
+        width: u32::try_from(width).map_err(|_| MonitorError::Negative("width"))?,
+        height: u32::try_from(height).map_err(|_| MonitorError::Negative("height"))?,
+    })
 }
 
 /// Where a connection keeps its session.
@@ -63,74 +156,5 @@ impl<S: OpenSession> SessionSlot<S> {
     /// Ends the session kept: the next call that needs one starts it again.
     pub fn end(&self) {
         self.lock().take();
-    }
-}
-
-/// A connection whose input goes through a remote-desktop session: the gestures of `Desktop`
-/// as both backends send them.
-pub trait SessionInput {
-    type Session: OpenSession;
-    /// The backend, as its errors name it.
-    const BACKEND: &'static str;
-    /// How long one gesture may take.
-    const INPUT_BOUND: Duration;
-
-    /// The session, started on first use.
-    fn session(&self) -> DisplayResult<Arc<Self::Session>>;
-
-    /// The key events of `text`, or why it cannot be typed here.
-    fn text_events(text: &str) -> DisplayResult<Vec<(u32, bool)>>;
-
-    /// Runs input calls on the session, in order, as one task.
-    fn input<F, Fut>(&self, what: &str, work: F) -> DisplayResult<()>
-    where
-        F: FnOnce(Arc<Self::Session>) -> Fut,
-        Fut: Future<Output = DisplayResult<()>> + Send + 'static,
-    {
-        let session = self.session()?;
-        block_on(Self::BACKEND, Self::INPUT_BOUND, what, work(session))
-    }
-
-    fn move_to(&self, x: i32, y: i32) -> DisplayResult<()> {
-        self.input("a pointer move", move |s| async move {
-            s.motion(x, y, true).await
-        })
-    }
-
-    fn click(&self, at: Option<(i32, i32)>, button: Button, count: u32) -> DisplayResult<()> {
-        self.input("a click", move |s| async move {
-            super::click(&*s, at, button, count).await
-        })
-    }
-
-    fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> DisplayResult<()> {
-        self.input("a drag", move |s| async move {
-            super::drag(&*s, from, to, button).await
-        })
-    }
-
-    fn scroll(&self, at: Option<(i32, i32)>, dx: i32, dy: i32) -> DisplayResult<()> {
-        self.input("a scroll", move |s| async move {
-            super::scroll(&*s, at, dx, dy).await
-        })
-    }
-
-    fn untypable(text: &str) -> Option<String> {
-        Self::text_events(text).err().map(|err| err.0)
-    }
-
-    fn type_text(&self, text: &str) -> DisplayResult<()> {
-        let events = Self::text_events(text)?;
-        self.input(
-            "typing",
-            move |s| async move { super::keys(&*s, &events).await },
-        )
-    }
-
-    fn press_combo(&self, combo: &Combo) -> DisplayResult<()> {
-        let events = super::combo_events(combo);
-        self.input("a key combination", move |s| async move {
-            super::keys(&*s, &events).await
-        })
     }
 }
