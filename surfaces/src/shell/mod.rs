@@ -199,9 +199,10 @@ impl Surface for ShellSurface {
     }
 
     fn result_fields(&self, command: &str) -> &'static [&'static str] {
-        match command {
-            "run" => RUN_FIELDS,
-            other => session::result_fields(other),
+        if command == RUN.name {
+            RUN_FIELDS
+        } else {
+            session::result_fields(command)
         }
     }
 
@@ -215,7 +216,7 @@ impl Surface for ShellSurface {
         if session::is_session_command(command) {
             return self.prepare_session(command, args, complications, &limits);
         }
-        if command != "run" {
+        if command != RUN.name {
             return Err(
                 ToolError::invalid(format!("unknown shell command `{command}`"))
                     .at("command")
