@@ -58,6 +58,24 @@ fn acted(done: bool, via: Option<&'static str>) -> Acted {
     }
 }
 
+/// What an app answered to `DoAction`.
+enum Answer {
+    /// Whether it did the action, as it said.
+    Said(bool),
+    /// No reply in time, while the app answers other calls: the action's handler is still
+    /// running (Qt 5 runs a dialog the action opened inside it), so it was taken.
+    Held,
+}
+
+impl Answer {
+    fn acted(self) -> Acted {
+        match self {
+            Answer::Said(done) => acted(done, None),
+            Answer::Held => acted(true, Some("reply_held")),
+        }
+    }
+}
+
 impl Acting<'_> {
     fn at(&self) -> &Accessible {
         &self.node.element
@@ -80,9 +98,9 @@ impl Acting<'_> {
     }
 
     /// Does the toolkit's action at `index` (`Action.DoAction`).
-    async fn do_action(&self, index: i32) -> Result<bool, BusError> {
+    async fn do_action(&self, index: i32) -> Result<Answer, BusError> {
         let at = self.at();
-        bus::call::<_, bool>(
+        let answer = bus::call::<_, bool>(
             self.conn,
             self.deadline,
             &at.bus,
@@ -91,12 +109,25 @@ impl Acting<'_> {
             "DoAction",
             &(index,),
         )
-        .await
+        .await;
+        match answer {
+            Ok(done) => Ok(Answer::Said(done)),
+            // Qt 5 answers an action once its handler returns, and a handler that opens a modal
+            // dialog (a menu's "Save As") returns when the dialog closes; meanwhile the app
+            // answers other calls. An app that answers none is busy or frozen: the timeout.
+            Err(err @ BusError::Timeout { .. }) => {
+                match bus::states(self.conn, self.deadline, &at.bus, &at.path).await {
+                    Ok(_) => Ok(Answer::Held),
+                    Err(_) => Err(err),
+                }
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// Does the first of the `wanted` actions the element has; `verb` names the act in the
     /// error when it has none.
-    async fn do_first_of(&self, wanted: &[&str], verb: ActName) -> Result<bool, Failure> {
+    async fn do_first_of(&self, wanted: &[&str], verb: ActName) -> Result<Answer, Failure> {
         let index = pick_action(&self.node.actions, wanted)
             .ok_or_else(|| self.no_way(&format!("{verb:?}").to_lowercase()))?;
         Ok(self.do_action(index).await?)
@@ -125,15 +156,15 @@ impl Acting<'_> {
     /// `press`, `activate` and `toggle`: the toolkit's own action of that name, or its nearest.
     async fn named_action(&self, action: ActName) -> Result<Acted, Failure> {
         let wanted: &[&str] = match action {
-            ActName::Press => &["click", "press", "activate", "jump", "open", "push"],
-            ActName::Activate => &["activate", "click", "press", "jump", "open", "push"],
+            ActName::Press => PRESS_ACTIONS,
+            ActName::Activate => ACTIVATE_ACTIONS,
             // Web check boxes (Chromium, Firefox) say "check" or "uncheck", whichever their
             // state makes the press do.
             _ => &[
                 "toggle", "click", "press", "check", "uncheck", "activate", "switch",
             ],
         };
-        Ok(acted(self.do_first_of(wanted, action).await?, None))
+        Ok(self.do_first_of(wanted, action).await?.acted())
     }
 
     /// `expand` and `collapse`, checked against the element's `expanded` state after.
@@ -162,6 +193,7 @@ impl Acting<'_> {
                 "expand",
                 "expand or contract",
                 "open",
+                "showmenu",
                 "activate",
                 "toggle",
                 "press",
@@ -181,9 +213,11 @@ impl Acting<'_> {
                 "open",
             ]
         };
-        let done = self.do_first_of(wanted, action).await?
+        let answer = self.do_first_of(wanted, action).await?;
+        let mut acted = answer.acted();
+        acted.done = acted.done
             && (!expandable || self.settles(|s| s.contains(State::Expanded) == want).await);
-        Ok(acted(done, None))
+        Ok(acted)
     }
 
     /// `focus`, through `Component`.
@@ -588,6 +622,17 @@ async fn select_row_of_cell(
     }
 }
 
+/// What `press` does, first found first: GTK says "click", Chromium "press", GTK's expanders
+/// "activate"; a Qt 5 menu that opens a submenu has only "ShowMenu".
+const PRESS_ACTIONS: &[&str] = &[
+    "click", "press", "activate", "jump", "open", "push", "showmenu",
+];
+
+/// What `activate` does, first found first.
+const ACTIVATE_ACTIONS: &[&str] = &[
+    "activate", "click", "press", "jump", "open", "push", "showmenu",
+];
+
 /// The first of `wanted` (case-insensitive) among an object's action names.
 fn pick_action(actions: &[String], wanted: &[&str]) -> Option<i32> {
     wanted.iter().find_map(|w| {
@@ -616,5 +661,38 @@ async fn settles(
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn qt_action_names_are_found_whatever_their_case() {
+        // Qt 5: a button, a check box, a menu with a submenu, a combo box.
+        assert_eq!(
+            pick_action(&names(&["Press", "SetFocus"]), PRESS_ACTIONS),
+            Some(0)
+        );
+        assert_eq!(
+            pick_action(&names(&["Toggle"]), &["toggle", "click"]),
+            Some(0)
+        );
+        assert_eq!(pick_action(&names(&["ShowMenu"]), PRESS_ACTIONS), Some(0));
+        assert_eq!(
+            pick_action(&names(&["ShowMenu"]), ACTIVATE_ACTIONS),
+            Some(0)
+        );
+        // A combo box's "Press" opens its popup too; a click or press is still taken first.
+        assert_eq!(
+            pick_action(&names(&["ShowMenu", "Press"]), PRESS_ACTIONS),
+            Some(1)
+        );
+        assert_eq!(pick_action(&names(&["SetFocus"]), PRESS_ACTIONS), None);
     }
 }
