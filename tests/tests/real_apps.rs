@@ -895,5 +895,46 @@ fn featherpad_saves_through_its_qt_dialog_and_buttons() {
             std::fs::read_to_string(&file).unwrap_or_default()
         ),
     );
+    featherpad_save_as_from_its_menu(&daemon, &app, &mut findings);
     findings.finish(&daemon, &[&app]);
+}
+
+/// FeatherPad's "Save As" menu item pressed through `ax act`: Qt 5 answers the action only once
+/// the modal dialog it opens closes, so the act is `done` with `via: "reply_held"` (the app
+/// answers other calls meanwhile); the dialog then shows as `dialog` and its Cancel button
+/// closes it.
+fn featherpad_save_as_from_its_menu(daemon: &Daemon, app: &RealApp, findings: &mut Findings) {
+    let press = ax(
+        daemon,
+        "act",
+        json!({"app": app.pid(), "selector": "menuItem \"Save As\"", "action": "press"}),
+    );
+    findings.check(
+        press["ok"] == true && press["done"] == true,
+        format!("press on the menu's Save As should be done: {press}"),
+    );
+    let waited = ax(
+        daemon,
+        "wait",
+        json!({"app": app.pid(), "selector": "dialog", "timeout_ms": 20000}),
+    );
+    findings.check(
+        waited["met"] == true,
+        format!("no dialog after the menu's Save As: {waited}"),
+    );
+    let cancel = ax(
+        daemon,
+        "act",
+        json!({"app": app.pid(), "selector": "dialog > button \"Cancel\"", "action": "press"}),
+    );
+    findings.act_effect("press on the dialog's Cancel", &cancel, &["confirmed"]);
+    let gone = ax(
+        daemon,
+        "wait",
+        json!({"app": app.pid(), "selector": "dialog", "until": "disappears", "timeout_ms": 20000}),
+    );
+    findings.check(
+        gone["met"] == true,
+        format!("the dialog stayed after Cancel: {gone}"),
+    );
 }
