@@ -17,10 +17,8 @@ use crate::jobs::Jobs;
 use crate::policy::{Caller, Policy};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
-use crate::stages::{
-    Asking, Early, Refusal, Shaped, Stages, approval_request, error_result, observe_only_refusal,
-    unreceipted_error,
-};
+use crate::replies::{Shaped, error_result, unreceipted_error};
+use crate::stages::{Asking, Early, Refusal, Stages, approval_request, observe_only_refusal};
 use crate::steps::StepLimits;
 use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
 

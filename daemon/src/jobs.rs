@@ -25,9 +25,8 @@ use tokio_util::task::TaskTracker;
 use crate::budget::Budget;
 use crate::own::{DETACHABLE, JobArgs, JobOp, MAX_WAIT};
 use crate::policy::{Caller, Decision};
-use crate::stages::{
-    Early, Open, Stages, digest, error_result, failure_body, reply, run_until_cancelled,
-};
+use crate::replies::{attach_field, error_result, failure_body, reply, unreceipted_error};
+use crate::stages::{Early, Open, Stages, digest, run_until_cancelled};
 
 /// How long `job cancel` waits for the job to end (its processes killed and counted) before it
 /// answers; the job still ends after that, only the reply no longer says how.
@@ -335,7 +334,7 @@ impl Jobs {
         });
         let open = match stages.write_intent(call_id, &early, intent).await {
             Ok(open) => open,
-            Err(error) => return crate::stages::unreceipted_error(&error),
+            Err(error) => return unreceipted_error(&error),
         };
         let (reply, body) = match self
             .serve(stages, call_id, caller, call, &args, cancelled, progress)
@@ -803,7 +802,7 @@ fn view_reply(call_id: &str, op: &str, view: Value) -> (CallToolResult, Value) {
 /// Adds fields to a result's structured content, keeping its text rendering in step.
 fn add_fields(result: &mut CallToolResult, fields: &[(&str, Value)]) {
     for (key, value) in fields {
-        crate::stages::attach_field(result, key, value.clone());
+        attach_field(result, key, value.clone());
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`mcp`]: the MCP handler of a connection, and the tasks extension's adapter.
 //! - [`stages`]: the stages of one call, each written once: admit → decide → approve → write
 //!   intent → execute → shape → finish; every caller below composes them.
+//! - [`replies`]: what a call answers: a reply in its three parts, errors as replies, a failed
+//!   action's error and result body.
 //! - [`gateway`]: a single call, composed of the stages; hands `steps` and jobs on.
 //! - [`steps`]: multi-step calls: every step decided, approved (one request) and receipted on its
 //!   own, refs between steps, waits, `stop_on_error`, `return.select`.
@@ -62,6 +64,7 @@ pub mod policy;
 pub mod ratelimit;
 pub mod reaper;
 pub mod receipts;
+pub mod replies;
 pub mod schema;
 pub mod secrets;
 pub mod server;

@@ -23,7 +23,8 @@ use crate::approval::{PendingRequest, Resolution};
 use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
-use crate::stages::{self, Asking, Decided, Early, Refusal, Shaped, Stages};
+use crate::replies::{self, Shaped};
+use crate::stages::{self, Asking, Decided, Early, Refusal, Stages};
 
 pub use crate::config::StepLimits;
 
@@ -122,7 +123,7 @@ pub(crate) async fn handle(
                 "the steps were refused because their receipt could not be written: {}",
                 error.message
             );
-            return stages::unreceipted_error(&error);
+            return replies::unreceipted_error(&error);
         }
     };
 
@@ -1174,7 +1175,7 @@ fn reply(
             }
         }
     }
-    stages::reply(Some(call_id), failed.is_empty(), visible)
+    replies::reply(Some(call_id), failed.is_empty(), visible)
 }
 
 /// Every `{"ref": "$…"}` inside `value`, with its JSON path.
