@@ -315,6 +315,10 @@ fn choose() -> Chosen {
 
 /// What the log and `computer doctor` say about the backend: which, why, what is missing.
 pub(crate) fn backend_name() -> &'static str {
+    #[cfg(target_os = "linux")]
+    if let PlatformBackend::X11(backend) = &chosen().backend {
+        return backend.described(&chosen().description);
+    }
     #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
         &chosen().description

@@ -79,6 +79,10 @@ struct GuiSection {
     /// How long gui input stays paused after the person's last input (default 1500).
     #[serde(default)]
     person_quiet_ms: Option<u64>,
+    /// On X11, whether gui input goes through the agent's own XInput2 pointer and keyboard
+    /// (off by default; needs XInput 2.2), leaving the person's alone.
+    #[serde(default)]
+    own_pointer: Option<bool>,
 }
 
 fn unavailable(why: Availability) -> ToolError {
@@ -135,6 +139,8 @@ impl<B: Backend> Surface for GuiSurface<B> {
             });
         }
         person::watch().configure(settings.yield_to_person.unwrap_or(true), quiet_ms);
+        #[cfg(target_os = "linux")]
+        super::backends::x11::configure_own_pointer(settings.own_pointer);
         if let Some(apps) = settings.terminal_apps {
             if let Some(index) = apps.iter().position(|app| app.trim().is_empty()) {
                 return Err(crate::SectionError {

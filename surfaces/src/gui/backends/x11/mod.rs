@@ -8,8 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use x11rb::connection::{Connection, RequestConnection};
-use x11rb::cookie::Cookie;
-use x11rb::protocol::randr;
 use x11rb::protocol::randr::ConnectionExt as _;
 use x11rb::protocol::res::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
@@ -19,12 +17,17 @@ use x11rb::protocol::xproto::{
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
+mod agent;
+mod listing;
 mod person_devices;
+
+pub use agent::configure as configure_own_pointer;
 
 use super::kept_conn::KeptConn;
 use crate::Availability;
 use crate::gui::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
 use crate::gui::keys::{Combo, char_keysym};
+use listing::{AskedWindow, monitors_of, window_of};
 
 x11rb::atom_manager! {
     Atoms: AtomsCookie {
@@ -89,6 +92,8 @@ pub struct XConn {
     listed: Mutex<Option<Arc<Listing>>>,
     /// Set by every event the connection receives; a listing made before it is not trusted.
     changed: AtomicBool,
+    /// The agent's own pointer and keyboard, once input asked for them.
+    agent: Mutex<agent::AgentState>,
 }
 
 /// What one listing read from the display: the display says when any of it changes (the events
@@ -243,6 +248,7 @@ impl XConn {
             input: Mutex::new(Keyboard::default()),
             listed: Mutex::new(None),
             changed: AtomicBool::new(false),
+            agent: Mutex::new(agent::AgentState::Untried),
         };
         xconn.watch_root().map_err(|e| failed(&e))?;
         Ok(xconn)
@@ -298,6 +304,9 @@ impl XConn {
 
     /// One round trip: when it returns, the server has processed every earlier request.
     pub fn sync(&self) -> XResult<()> {
+        if let Some(agent) = self.agent_if_open() {
+            agent.conn.get_input_focus()?.reply()?;
+        }
         self.conn.get_input_focus()?.reply()?;
         Ok(())
     }
@@ -419,7 +428,7 @@ impl XConn {
 
     /// Every managed window with its title, app, pid and bounds.
     pub fn windows(&self) -> XResult<Vec<WindowInfo>> {
-        Ok(self.listing()?.windows.clone())
+        self.with_agent_focus(self.listing()?.windows.clone())
     }
 
     /// Reads the windows and monitors afresh, on the watching connection, in two round trips:
@@ -540,7 +549,10 @@ impl XConn {
     /// None, the root, a frame or a popup of no managed window).
     pub fn keyboard_target(&self) -> XResult<Option<u32>> {
         let clients = self.window_ids()?;
-        let mut window = self.conn.get_input_focus()?.reply()?.focus;
+        let mut window = match self.agent_if_open() {
+            Some(agent) => agent.focus()?,
+            None => self.conn.get_input_focus()?.reply()?.focus,
+        };
         // A window's ancestry is short; the bound only guards against a server that lies.
         for _ in 0..64 {
             // 0 is None and 1 is PointerRoot: keys then go where the pointer is, which may
@@ -557,12 +569,18 @@ impl XConn {
     }
 
     pub fn cursor(&self) -> XResult<(i32, i32)> {
+        if let Some(agent) = self.agent() {
+            return agent.pointer(self.root);
+        }
         let reply = self.conn.query_pointer(self.root)?.reply()?;
         Ok((i32::from(reply.root_x), i32::from(reply.root_y)))
     }
 
     fn fake(&self, kind: u8, detail: u8, x: i32, y: i32) -> XResult<()> {
-        self.conn
+        let agent = self.agent_if_open();
+        agent
+            .as_ref()
+            .map_or(&self.conn, |agent| &agent.conn)
             .xtest_fake_input(kind, detail, 0, self.root, x as i16, y as i16, 0)?;
         Ok(())
     }
@@ -590,8 +608,11 @@ impl XConn {
         self.fake(kind, keycode, 0, 0)
     }
 
+    /// Takes the input lock, and the agent's own devices for what follows (made at first).
     fn lock_input(&self) -> std::sync::MutexGuard<'_, Keyboard> {
-        self.input.lock().unwrap_or_else(|e| e.into_inner())
+        let keyboard = self.input.lock().unwrap_or_else(|e| e.into_inner());
+        self.agent();
+        keyboard
     }
 
     pub fn move_to(&self, x: i32, y: i32) -> XResult<()> {
@@ -605,16 +626,19 @@ impl XConn {
         if let Some((x, y)) = at {
             self.motion(x, y)?;
         }
+        let lent = self.lend_client_pointer()?;
         for _ in 0..count {
             self.button(button_number(button), true)?;
             self.button(button_number(button), false)?;
         }
+        self.agent_click_focus(lent)?;
         self.sync()
     }
 
     pub fn drag(&self, from: (i32, i32), to: (i32, i32), button: Button) -> XResult<()> {
         let _input = self.lock_input();
         self.motion(from.0, from.1)?;
+        let lent = self.lend_client_pointer()?;
         self.button(button_number(button), true)?;
         // Toolkits start a drag only after the pointer moved a few pixels while pressed: pass
         // through intermediate points so they see motion, not a jump.
@@ -628,6 +652,7 @@ impl XConn {
             if crate::gui::person::watch().paused() {
                 // The person took the pointer: let go where it is and send nothing more.
                 self.button(button_number(button), false)?;
+                self.agent_click_focus(lent)?;
                 self.sync()?;
                 return Err(person_took_over());
             }
@@ -640,6 +665,7 @@ impl XConn {
             }
         }
         self.button(button_number(button), false)?;
+        self.agent_click_focus(lent)?;
         self.sync()
     }
 
@@ -875,9 +901,15 @@ impl XConn {
     /// an EWMH `_NET_WM_PING` it answers only after reading the events queued ahead of it.
     /// Clients that do not take part in pings get a fixed grace instead.
     fn focused_client_caught_up(&self) -> XResult<()> {
+        self.client_caught_up(self.key_window()?)
+    }
+
+    /// Waits (bounded) until `window`'s client has read every event sent before now (see
+    /// [`XConn::focused_client_caught_up`]); a fixed grace for no window.
+    fn client_caught_up(&self, window: Option<u32>) -> XResult<()> {
         const GRACE: Duration = Duration::from_millis(150);
         const BOUND: Duration = Duration::from_secs(2);
-        let Some(window) = self.active_window()? else {
+        let Some(window) = window else {
             std::thread::sleep(GRACE);
             return Ok(());
         };
@@ -1051,6 +1083,9 @@ impl XConn {
         const BOUND: Duration = Duration::from_secs(1);
         // The root's event mask on this connection is shared with the ping wait: one at a time.
         let _input = self.lock_input();
+        if let Some(agent) = self.agent_if_open() {
+            return self.agent_focus(&agent, window);
+        }
         // The window manager says so by changing the root's _NET_ACTIVE_WINDOW: see it as an
         // event, for the duration of the wait only.
         self.conn.change_window_attributes(
@@ -1100,133 +1135,6 @@ fn person_took_over() -> XError {
     XError("the person's input came in the middle of this input; the rest was not sent".into())
 }
 
-/// A window's requests of a listing, sent and not yet answered.
-struct AskedWindow<'c> {
-    id: u32,
-    net_name: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
-    name: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
-    class: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
-    pid: Cookie<'c, RustConnection, xproto::GetPropertyReply>,
-    geometry: Cookie<'c, RustConnection, xproto::GetGeometryReply>,
-    origin: Cookie<'c, RustConnection, xproto::TranslateCoordinatesReply>,
-    client_pid: Option<Cookie<'c, RustConnection, res::QueryClientIdsReply>>,
-}
-
-/// The monitors RandR tells (`names`: their names asked), or the whole screen as one.
-fn monitors_of(
-    randr_monitors: &[randr::MonitorInfo],
-    names: Vec<Cookie<'_, RustConnection, xproto::GetAtomNameReply>>,
-    screen: Rect,
-) -> Vec<MonitorInfo> {
-    let mut monitors = Vec::new();
-    for (index, (monitor, name)) in randr_monitors.iter().zip(names).enumerate() {
-        let name = name
-            .reply()
-            .map(|n| String::from_utf8_lossy(&n.name).into_owned())
-            .unwrap_or_default();
-        monitors.push(MonitorInfo {
-            index,
-            name,
-            rect: Rect {
-                x: i32::from(monitor.x),
-                y: i32::from(monitor.y),
-                width: u32::from(monitor.width),
-                height: u32::from(monitor.height),
-            },
-            primary: monitor.primary,
-        });
-    }
-    if monitors.is_empty() {
-        monitors.push(MonitorInfo {
-            index: 0,
-            name: "screen".into(),
-            rect: screen,
-            primary: true,
-        });
-    }
-    monitors
-}
-
-/// A window as its answers tell it (`active`: the active window's id); None for one that
-/// closed between the list and its properties.
-fn window_of(
-    asked: AskedWindow<'_>,
-    active: Option<u32>,
-    monitors: &[MonitorInfo],
-) -> Option<WindowInfo> {
-    let AskedWindow {
-        id,
-        net_name,
-        name,
-        class,
-        pid,
-        geometry,
-        origin,
-        client_pid,
-    } = asked;
-    let (Ok(geometry), Ok(origin)) = (geometry.reply(), origin.reply()) else {
-        return None;
-    };
-    let text = |r: Result<xproto::GetPropertyReply, _>| {
-        r.ok()
-            .filter(|r| !r.value.is_empty())
-            .map(|r| String::from_utf8_lossy(&r.value).into_owned())
-    };
-    let title = text(net_name.reply()).or_else(|| text(name.reply()));
-    // WM_CLASS is "instance\0class\0"; the class names the application.
-    let (instance, app) = text(class.reply())
-        .map(|c| {
-            let mut parts = c.split('\0').filter(|p| !p.is_empty());
-            let instance = parts.next().unwrap_or_default().to_string();
-            let class = parts
-                .next()
-                .map_or_else(|| instance.clone(), str::to_string);
-            (instance, class)
-        })
-        .unwrap_or_default();
-    // The pid the server took from the client's socket (XRes) where it has one:
-    // `_NET_WM_PID` is a property any client may write, on any window, so a terminal
-    // could be made to name a process without a pty (and an approver's window another
-    // process). A client the server cannot tell (over TCP) has only its word.
-    let told = client_pid
-        .and_then(|cookie| cookie.reply().ok())
-        .and_then(|reply| {
-            reply
-                .ids
-                .into_iter()
-                .find(|id| id.spec.mask.contains(res::ClientIdMask::LOCAL_CLIENT_PID))
-                .and_then(|id| id.value.first().copied())
-        });
-    let pid = told.or_else(|| {
-        pid.reply()
-            .ok()
-            .and_then(|r| r.value32().and_then(|mut v| v.next()))
-    });
-    let rect = Rect {
-        x: i32::from(origin.dst_x),
-        y: i32::from(origin.dst_y),
-        width: u32::from(geometry.width),
-        height: u32::from(geometry.height),
-    };
-    let (cx, cy) = (
-        rect.x + rect.width as i32 / 2,
-        rect.y + rect.height as i32 / 2,
-    );
-    Some(WindowInfo {
-        id,
-        title: title.unwrap_or_default(),
-        app,
-        instance,
-        pid,
-        rect,
-        focused: active == Some(id),
-        monitor: monitors
-            .iter()
-            .find(|m| m.rect.contains(cx, cy))
-            .map(|m| m.index),
-    })
-}
-
 /// The process-wide connection to the X server (see [`KeptConn`]).
 pub struct Backend {
     conn: KeptConn<XConn>,
@@ -1246,6 +1154,11 @@ impl Backend {
                 person_devices::watch_person_once();
             }
         })
+    }
+
+    /// The connection, if one is kept now (none is made).
+    fn current(&self) -> Option<Arc<XConn>> {
+        self.conn.current()
     }
 
     /// Drops a connection that failed, so the next use reconnects.
