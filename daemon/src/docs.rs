@@ -69,7 +69,7 @@ fn tool_page(registry: &computer_surfaces::Registry) -> String {
         crate::schema::description(registry, &all, false).trim_end()
     );
     for surface in &all {
-        let help = crate::schema::help_text(registry, surface.as_ref(), None)
+        let help = crate::schema::help_text(registry, surface.as_ref(), None, false)
             .unwrap_or_else(|err| format!("(no help: {})", err.message));
         let _ = write!(
             text,

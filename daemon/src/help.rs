@@ -15,13 +15,16 @@ use serde_json::{Map, Value};
 use crate::own::{HELP_COMMAND, HelpArgs};
 
 /// A `help` call, checked: an unknown command is refused here with the surface's commands.
+/// On an observe-only connection (`observe_only`) the reference holds only what observes.
 pub fn prepare(
     registry: &Registry,
     surface: &Arc<dyn Surface>,
     args: &Map<String, Value>,
+    observe_only: bool,
 ) -> Result<Box<dyn PreparedAction>, ToolError> {
     let args: HelpArgs = decode_args(args)?;
-    let text = crate::schema::help_text(registry, surface.as_ref(), args.command.as_deref())?;
+    let command = args.command.as_deref();
+    let text = crate::schema::help_text(registry, surface.as_ref(), command, observe_only)?;
     Ok(Box::new(Help {
         describe: match &args.command {
             Some(command) => format!("read the help of {}.{command}", surface.name()),

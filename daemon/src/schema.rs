@@ -193,25 +193,36 @@ fn needed_args(schema: &Value, seen: &mut Vec<String>) -> String {
 }
 
 /// A surface's full reference, for `help`: one line per command (`- gui.click {…} (act) → …`),
-/// or only `command`'s, then the complications the surface honours and how replies read.
+/// or only `command`'s, then the complications the surface honours and how replies read. On an
+/// observe-only connection (`observe_only`) only the commands that observe are there.
 pub fn help_text(
     registry: &Registry,
     surface: &dyn Surface,
     command: Option<&str>,
+    observe_only: bool,
 ) -> Result<String, ToolError> {
-    let lines = command_lines(surface);
+    let lines = command_lines(surface, observe_only);
     if let Some(command) = command {
         let line = lines
             .iter()
             .find(|(names, _)| names.contains(&command))
             .map(|(_, line)| line.clone());
         return line.ok_or_else(|| {
-            ToolError::invalid(format!(
-                "the {} surface has no command `{command}`",
-                surface.name()
-            ))
+            let acts = commands_of(surface).iter().any(|spec| spec.name == command);
+            ToolError::invalid(match observe_only && acts {
+                true => format!(
+                    "{}.{command} acts, and this connection is observe-only: it offers the commands that observe",
+                    surface.name()
+                ),
+                false => format!("the {} surface has no command `{command}`", surface.name()),
+            })
             .at("args.command")
-            .valid(commands_of(surface).iter().map(|spec| spec.name))
+            .valid(
+                commands_of(surface)
+                    .iter()
+                    .filter(|spec| !observe_only || spec.risk == Risk::Observe)
+                    .map(|spec| spec.name),
+            )
         });
     }
     let mut text: String = lines.into_iter().map(|(_, line)| line).collect();
@@ -240,9 +251,13 @@ pub fn help_text(
 
 /// Each command's line, commands with the same args, risk and result fields sharing one:
 /// `- gui.cursor|move {} → x, y`. Returned with the names each line covers.
-fn command_lines(surface: &dyn Surface) -> Vec<(Vec<&'static str>, String)> {
+fn command_lines(surface: &dyn Surface, observe_only: bool) -> Vec<(Vec<&'static str>, String)> {
     let mut lines: Vec<(Vec<&'static str>, String, Risk, String)> = Vec::new();
-    for spec in &commands_of(surface) {
+    let specs = commands_of(surface);
+    for spec in specs
+        .iter()
+        .filter(|spec| !observe_only || spec.risk == Risk::Observe)
+    {
         // One line per command: a doc comment that spans lines is joined.
         let args = args_text(&(spec.args)().to_value()).replace('\n', " ");
         let fields = result_fields_of(surface, spec.name).join(", ");
@@ -735,7 +750,7 @@ mod tests {
     fn help_lists_every_command_with_its_args_and_results() {
         let registry = Registry::for_this_platform(&Default::default());
         for surface in all_surfaces(&registry) {
-            let text = help_text(&registry, surface.as_ref(), None).unwrap();
+            let text = help_text(&registry, surface.as_ref(), None, false).unwrap();
             for spec in commands_of(surface.as_ref()) {
                 let line = text
                     .lines()
@@ -767,7 +782,7 @@ mod tests {
                     spec.name
                 );
                 // One command asked for: its line alone.
-                let one = help_text(&registry, surface.as_ref(), Some(spec.name)).unwrap();
+                let one = help_text(&registry, surface.as_ref(), Some(spec.name), false).unwrap();
                 assert_eq!(one, line.to_string() + "\n");
             }
             for honoured in surface.complications() {
@@ -786,7 +801,7 @@ mod tests {
     fn help_for_a_command_the_surface_lacks_names_the_ones_it_has() {
         let registry = Registry::for_this_platform(&Default::default());
         let shell = shell(&registry);
-        let error = help_text(&registry, shell.as_ref(), Some("click")).unwrap_err();
+        let error = help_text(&registry, shell.as_ref(), Some("click"), false).unwrap_err();
         assert_eq!(error.path.as_deref(), Some("args.command"));
         let valid = error.valid;
         assert!(
@@ -801,7 +816,7 @@ mod tests {
     fn a_command_line_carries_its_own_docs() {
         let registry = Registry::for_this_platform(&Default::default());
         let shell = shell(&registry);
-        let text = help_text(&registry, shell.as_ref(), None).unwrap();
+        let text = help_text(&registry, shell.as_ref(), None, false).unwrap();
         let line = |prefix: &str| {
             text.lines()
                 .find(|line| line.starts_with(prefix))

@@ -256,7 +256,7 @@ impl Deciding<'_> {
         )?;
         // `help` is the daemon's, on every surface; everything else is the surface's own.
         let action = if call.command == crate::own::HELP_COMMAND {
-            crate::help::prepare(self.registry, &surface, &call.args)?
+            crate::help::prepare(self.registry, &surface, &call.args, caller.observe_only)?
         } else {
             surface.prepare(&call.command, &call.args, &call.complications)?
         };

@@ -160,6 +160,21 @@ fn the_observe_only_relay_serves_a_read_only_tool_and_acts_are_refused_not_asked
     assert_eq!(jobs["ok"], true, "{jobs}");
     let help = relay.call(json!({"surface": "shell", "command": "help"}));
     assert_eq!(help["ok"], true, "{help}");
+    // `help` holds what observes, as the listing does: no act, and none by name.
+    let reference = help["help"].as_str().unwrap_or_default();
+    assert!(
+        reference.contains("shell.job") && !reference.contains("shell.run"),
+        "observe-only help lists an act: {reference}"
+    );
+    let one =
+        relay.call(json!({"surface": "shell", "command": "help", "args": {"command": "run"}}));
+    assert_eq!(one["ok"], false, "{one}");
+    assert!(
+        one["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("observe-only")),
+        "{one}"
+    );
 
     // An act is refused at once, nobody is asked, nothing ran; so as a step and detached.
     let touch = relay.call(run(json!(["touch", made.to_str().unwrap()])));
@@ -193,6 +208,13 @@ fn the_observe_only_relay_serves_a_read_only_tool_and_acts_are_refused_not_asked
     assert_eq!(
         listed["result"]["tools"][0]["annotations"]["readOnlyHint"], false,
         "{listed}"
+    );
+    let help = full.call(json!({"surface": "shell", "command": "help"}));
+    assert!(
+        help["help"]
+            .as_str()
+            .is_some_and(|h| h.contains("shell.run")),
+        "the full tool's help lists its acts: {help}"
     );
     let full_commands = command_enum(&listed["result"]["tools"][0]);
     assert!(
