@@ -193,27 +193,51 @@ fn open_page(daemon: &Daemon, browser: &RealApp, url: &str, findings: &mut Findi
     findings.check(typed["ok"] == true, format!("typing the address: {typed}"));
 }
 
+/// The order form's text field.
+const FORM_FIELD: &str = "textInput \"Full name\"";
+
+/// What a web-form task starts from: the desk held, the order form open in the browser (its
+/// text field found), a daemon on the desktop, and the task's findings.
+struct FormTask {
+    _desk: MutexGuard<'static, ()>,
+    browser: &'static RealApp,
+    daemon: Daemon,
+    findings: Findings,
+}
+
+fn form_task(browser: fn() -> &'static Arc<RealApp>, tag: &str, task: &'static str) -> FormTask {
+    let server = WebServer::shared();
+    let desk = desk();
+    let browser: &'static RealApp = browser();
+    let daemon = Daemon::start_on_desktop("");
+    let mut findings = Findings::new(task);
+    let url = server.url(&format!("/form/{tag}"));
+    open_page(&daemon, browser, &url, &mut findings);
+    let found = wait_found(&daemon, browser, FORM_FIELD, Duration::from_secs(45));
+    assert!(
+        found.is_some(),
+        "{task}: the form's text field never showed through `ax find {FORM_FIELD}`; failures so \
+         far: {:?}",
+        findings.failures
+    );
+    FormTask {
+        _desk: desk,
+        browser,
+        daemon,
+        findings,
+    }
+}
+
 /// Fills and submits the order form through `ax act` and checks what the server received.
 fn web_form(browser: fn() -> &'static Arc<RealApp>, tag: &'static str, task: &'static str) {
     let server = WebServer::shared();
-    let _desk = desk();
-    let browser: &RealApp = browser();
-    let daemon = Daemon::start_on_desktop("");
-    let mut findings = Findings::new(task);
-    open_page(
-        &daemon,
+    let FormTask {
+        _desk,
         browser,
-        &server.url(&format!("/form/{tag}")),
-        &mut findings,
-    );
-    let field = "textInput \"Full name\"";
-    let found = wait_found(&daemon, browser, field, Duration::from_secs(45));
-    assert!(
-        found.is_some(),
-        "{task}: the form's text field never showed through `ax find {field}`; failures so far: \
-         {:?}",
-        findings.failures
-    );
+        daemon,
+        mut findings,
+    } = form_task(browser, tag, task);
+    let field = FORM_FIELD;
 
     // Neither browser takes a web field's text through the accessibility API (Chromium exposes
     // no editable text, Firefox's accepts the call and changes nothing): `set_value` types it,
@@ -364,23 +388,13 @@ fn set_value_while_a_terminal_has_the_keyboard(
     browser: fn() -> &'static Arc<RealApp>,
     task: &'static str,
 ) {
-    let server = WebServer::shared();
-    let _desk = desk();
-    let browser: &RealApp = browser();
-    let daemon = Daemon::start_on_desktop("");
-    let mut findings = Findings::new(task);
-    open_page(
-        &daemon,
+    let FormTask {
+        _desk,
         browser,
-        &server.url("/form/terminal"),
-        &mut findings,
-    );
-    let field = "textInput \"Full name\"";
-    assert!(
-        wait_found(&daemon, browser, field, Duration::from_secs(45)).is_some(),
-        "the form never showed; failures so far: {:?}",
-        findings.failures
-    );
+        daemon,
+        mut findings,
+    } = form_task(browser, "terminal", task);
+    let field = FORM_FIELD;
     // The field has the browser's focus before the terminal takes the keyboard.
     let focused = ax(
         &daemon,
