@@ -13,7 +13,9 @@
 //!
 //! Every D-Bus call runs on the small runtime `remote_desktop` keeps, so the blocking `Desktop`
 //! methods can be called from any thread (the surface calls some from async tasks); the
-//! gestures built from Mutter's input events and the AT-SPI windows live there too.
+//! gestures built from Mutter's input events and the AT-SPI windows live there too, and so do
+//! the connection and backend themselves (`remote_desktop::conn`), which this module's
+//! `Mutter` service completes.
 
 mod consent;
 

@@ -11,8 +11,17 @@
 //!
 //! The portal lists no windows and tells no pointer position: windows, their apps, pids and
 //! which one is active come from AT-SPI (`remote_desktop::AtspiWindows`); keys are refused
-//! while AT-SPI names no single active window; no window can be raised.
+//! while AT-SPI names no single active window; no window can be raised. The connection and
+//! backend are `remote_desktop::conn`'s, which this module's `PortalService` completes.
+//!
+//! # Layout
+//! - `request`: the portal's requests and how their answers are read.
+//! - `start`: how a session starts (CreateSession, SelectDevices, SelectSources, Start, the
+//!   PipeWire remote) and what a start that failed says about the restore token.
+//! - `token`: the restore token, kept in the keychain.
 
+mod request;
+mod start;
 mod token;
 
 use std::collections::HashMap;
@@ -149,173 +158,6 @@ async fn read_offer(bus: &zbus::Connection) -> DisplayResult<Offer> {
     })
 }
 
-/// How a request ended: granted with its results, refused by the person, or failed otherwise.
-#[derive(Debug)]
-enum Answer {
-    Granted(HashMap<String, OwnedValue>),
-    /// Response code 1: the person cancelled the dialog.
-    Refused,
-    /// Response code 2 (or another): the portal ended the interaction otherwise.
-    Ended(u32),
-}
-
-/// One connection to the portal: makes request tokens and waits for their answers.
-struct Portal {
-    bus: zbus::Connection,
-    /// The bus's unique name as request paths spell it (`:1.42` → `1_42`).
-    sender: String,
-    counter: AtomicU64,
-}
-
-impl Portal {
-    fn new(bus: zbus::Connection) -> DisplayResult<Portal> {
-        let sender = bus
-            .unique_name()
-            .ok_or_else(|| failed("the session bus gave this connection no name"))?
-            .trim_start_matches(':')
-            .replace('.', "_");
-        Ok(Portal {
-            bus,
-            sender,
-            counter: AtomicU64::new(0),
-        })
-    }
-
-    /// A token unique to this process, valid in an object path.
-    fn token(&self) -> String {
-        format!(
-            "computer_{}_{}",
-            std::process::id(),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
-    async fn proxy(
-        &self,
-        path: String,
-        interface: &'static str,
-    ) -> DisplayResult<zbus::Proxy<'static>> {
-        zbus::proxy::Builder::<zbus::Proxy<'static>>::new(&self.bus)
-            .destination(PORTAL)
-            .and_then(|b| b.path(path))
-            .and_then(|b| b.interface(interface))
-            .map_err(dbus_failed(interface))?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await
-            .map_err(dbus_failed(interface))
-    }
-
-    /// A request (see `request`) that must be granted: its results, or why it was not.
-    async fn ask<B>(
-        &self,
-        interface: &'static str,
-        method: &'static str,
-        token: &str,
-        body: &B,
-        bound: Duration,
-    ) -> DisplayResult<HashMap<String, OwnedValue>>
-    where
-        B: serde::Serialize + zbus::zvariant::DynamicType,
-    {
-        let answer = self.request(interface, method, token, body, bound).await?;
-        // The step as errors name it: `RemoteDesktop.Start`.
-        let short = interface.rsplit('.').next().unwrap_or(interface);
-        granted(&format!("{short}.{method}"), answer)
-    }
-
-    /// Calls `method` (whose options carry `handle_token: token`) and waits, at most `bound`,
-    /// for the answer on the request object; subscribes to it first, so no answer is missed.
-    async fn request<B>(
-        &self,
-        interface: &'static str,
-        method: &'static str,
-        token: &str,
-        body: &B,
-        bound: Duration,
-    ) -> DisplayResult<Answer>
-    where
-        B: serde::Serialize + zbus::zvariant::DynamicType,
-    {
-        let path = format!("{PORTAL_PATH}/request/{}/{token}", self.sender);
-        let request = self.proxy(path.clone(), REQUEST).await?;
-        let mut responses = request
-            .receive_signal("Response")
-            .await
-            .map_err(dbus_failed("Request.Response"))?;
-        let handle: OwnedObjectPath = self
-            .proxy(PORTAL_PATH.into(), interface)
-            .await?
-            .call(method, body)
-            .await
-            .map_err(|err| failed(format!("{interface}.{method}: {err}")))?;
-        if handle.as_str() != path {
-            // A portal older than 0.9 names its requests itself: listen there (the answer may
-            // have come already, which the bound then reports).
-            let request = self.proxy(handle.to_string(), REQUEST).await?;
-            responses = request
-                .receive_signal("Response")
-                .await
-                .map_err(dbus_failed("Request.Response"))?;
-        }
-        let answer = match tokio::time::timeout(bound, responses.next()).await {
-            Ok(Some(message)) => message,
-            Ok(None) => {
-                return Err(failed(format!(
-                    "{interface}.{method}: the portal went away"
-                )));
-            }
-            Err(_) => {
-                // Takes the dialog down, so no later answer grants what nobody waits for.
-                let _ = request.call::<_, _, ()>("Close", &()).await;
-                return Err(failed(format!(
-                    "{interface}.{method} got no answer within {bound:?} (the person did not \
-                     answer the desktop's dialog, or the portal hung); nothing was granted. {}",
-                    token::how_to_grant()
-                )));
-            }
-        };
-        let (code, results): (u32, HashMap<String, OwnedValue>) = answer
-            .body()
-            .deserialize()
-            .map_err(|err| failed(format!("{interface}.{method}'s answer: {err}")))?;
-        Ok(match code {
-            0 => Answer::Granted(results),
-            1 => Answer::Refused,
-            other => Answer::Ended(other),
-        })
-    }
-}
-
-/// The error for a request that was not granted.
-fn not_granted(step: &str, answer: Answer) -> DisplayError {
-    match answer {
-        Answer::Granted(_) => failed(format!("{step} was granted")),
-        Answer::Refused => failed(format!(
-            "the person refused to share the screen and allow remote control in the desktop's \
-             dialog ({step} answered 1: cancelled); nothing was captured or sent. {}",
-            token::how_to_grant()
-        )),
-        Answer::Ended(code) => failed(format!(
-            "the portal ended the request ({step} answered {code}: the dialog was closed, or a \
-             kept grant was revoked or is no longer valid); nothing was captured or sent. {}",
-            token::how_to_grant()
-        )),
-    }
-}
-
-fn granted(step: &str, answer: Answer) -> DisplayResult<HashMap<String, OwnedValue>> {
-    match answer {
-        Answer::Granted(results) => Ok(results),
-        other => Err(not_granted(step, other)),
-    }
-}
-
-/// The options every request carries: its handle token.
-fn options(token: &str) -> HashMap<&'static str, Value<'static>> {
-    HashMap::from([("handle_token", Value::from(token.to_string()))])
-}
-
 /// The remote-desktop session and its stream: made on the first call that needs the screen or
 /// input, kept for the connection's life (a virtual keyboard and pointer that last), closed
 /// when dropped.
@@ -331,215 +173,7 @@ pub struct Session {
     cast: Cast,
 }
 
-/// A start that failed, and whether it spent the stored token (the portal honours a token
-/// once: a Start that was answered invalidated it, whatever the answer).
-struct StartFailure {
-    error: DisplayError,
-    token_spent: bool,
-    /// The token a Start that was granted returned, when a later step failed: it replaces the
-    /// spent one, so the next start is not asked again for the step's failure.
-    new_token: Option<SecretString>,
-}
-
-impl From<DisplayError> for StartFailure {
-    fn from(error: DisplayError) -> StartFailure {
-        StartFailure {
-            error,
-            token_spent: false,
-            new_token: None,
-        }
-    }
-}
-
-/// A started session and the token that restores it next time, if the portal gave one.
-struct Started {
-    session: Session,
-    token: Option<SecretString>,
-}
-
-/// What Start granted: the session, the devices allowed, the shared stream, the next token.
-struct Negotiated {
-    handle: OwnedObjectPath,
-    session: zbus::Proxy<'static>,
-    closed_signal: zbus::proxy::SignalStream<'static>,
-    devices: u32,
-    node: u32,
-    monitor: Rect,
-    token: Option<SecretString>,
-}
-
-/// CreateSession, SelectDevices (persisted, with `token`, where the portal can), SelectSources
-/// and Start, which the portal answers once the person has (or the token restored the grant).
-async fn negotiate(
-    portal: &Portal,
-    offer: Offer,
-    token: Option<SecretString>,
-) -> Result<Negotiated, StartFailure> {
-    let handle = create_session(portal).await?;
-    let restoring = offer.restorable() && token.is_some();
-    select_devices(portal, &handle, offer, token).await?;
-    select_monitor(portal, &handle).await?;
-    let session = portal.proxy(handle.to_string(), SESSION).await?;
-    let closed_signal = session
-        .receive_signal("Closed")
-        .await
-        .map_err(dbus_failed("Session.Closed"))?;
-    let results = start(portal, &handle).await.map_err(|error| StartFailure {
-        error,
-        token_spent: restoring,
-        new_token: None,
-    })?;
-    let devices = results
-        .get("devices")
-        .and_then(|v| u32::try_from(v).ok())
-        .unwrap_or(0);
-    let new_token = results
-        .get("restore_token")
-        .and_then(|v| <&str>::try_from(v).ok())
-        .map(|t| SecretString::from(t.to_string()));
-    let (node, monitor) = first_stream(&results)?;
-    Ok(Negotiated {
-        handle,
-        session,
-        closed_signal,
-        devices,
-        node,
-        monitor,
-        token: new_token,
-    })
-}
-
-/// RemoteDesktop.CreateSession: the new session's handle.
-async fn create_session(portal: &Portal) -> DisplayResult<OwnedObjectPath> {
-    let token = portal.token();
-    let mut create = options(&token);
-    create.insert("session_handle_token", Value::from(portal.token()));
-    let results = portal
-        .ask(
-            REMOTE_DESKTOP,
-            "CreateSession",
-            &token,
-            &(create,),
-            REPLY_BOUND,
-        )
-        .await?;
-    session_handle(&results)
-}
-
-/// RemoteDesktop.SelectDevices: keyboard and pointer, asked to persist (with the stored
-/// `token`, if any) where the portal can keep a grant.
-async fn select_devices(
-    portal: &Portal,
-    handle: &OwnedObjectPath,
-    offer: Offer,
-    token: Option<SecretString>,
-) -> DisplayResult<()> {
-    let select_token = portal.token();
-    let mut select = options(&select_token);
-    select.insert("types", Value::from(KEYBOARD | POINTER));
-    if offer.restorable() {
-        select.insert("persist_mode", Value::from(PERSIST_UNTIL_REVOKED));
-        if let Some(token) = &token {
-            select.insert(
-                "restore_token",
-                Value::from(token.expose_secret().to_string()),
-            );
-        }
-    }
-    let body = (handle.as_ref(), select);
-    portal
-        .ask(
-            REMOTE_DESKTOP,
-            "SelectDevices",
-            &select_token,
-            &body,
-            REPLY_BOUND,
-        )
-        .await
-        .map(drop)
-}
-
-/// ScreenCast.SelectSources: one monitor.
-async fn select_monitor(portal: &Portal, handle: &OwnedObjectPath) -> DisplayResult<()> {
-    let token = portal.token();
-    let mut sources = options(&token);
-    sources.insert("types", Value::from(MONITOR));
-    sources.insert("multiple", Value::from(false));
-    let body = (handle.as_ref(), sources);
-    portal
-        .ask(SCREEN_CAST, "SelectSources", &token, &body, REPLY_BOUND)
-        .await
-        .map(drop)
-}
-
-/// RemoteDesktop.Start: the person's answer (or the restored grant), with the devices allowed,
-/// the streams shared and the next restore token.
-async fn start(
-    portal: &Portal,
-    handle: &OwnedObjectPath,
-) -> DisplayResult<HashMap<String, OwnedValue>> {
-    let token = portal.token();
-    let body = (handle.as_ref(), "", options(&token));
-    portal
-        .ask(REMOTE_DESKTOP, "Start", &token, &body, ANSWER_BOUND)
-        .await
-}
-
 impl Session {
-    async fn start(
-        bus: zbus::Connection,
-        offer: Offer,
-        token: Option<SecretString>,
-    ) -> Result<Started, StartFailure> {
-        let portal = Portal::new(bus)?;
-        let Negotiated {
-            handle,
-            session,
-            closed_signal,
-            devices,
-            node,
-            monitor,
-            token: new_token,
-        } = negotiate(&portal, offer, token).await?;
-        let connected = async {
-            let remote_desktop = portal.proxy(PORTAL_PATH.into(), REMOTE_DESKTOP).await?;
-            let screen_cast = portal.proxy(PORTAL_PATH.into(), SCREEN_CAST).await?;
-            let no_options: HashMap<&str, Value<'_>> = HashMap::new();
-            let remote: zbus::zvariant::OwnedFd = screen_cast
-                .call("OpenPipeWireRemote", &(handle.as_ref(), no_options))
-                .await
-                .map_err(dbus_failed("ScreenCast.OpenPipeWireRemote"))?;
-            let frames = FrameStream::connect(node, Some(remote.into())).map_err(failed)?;
-            let close = EndCall {
-                on: session,
-                method: "Close",
-            };
-            let session = Session {
-                remote_desktop,
-                handle,
-                node,
-                devices,
-                cast: Cast::new(frames, monitor, closed_signal, close),
-            };
-            if devices & (KEYBOARD | POINTER) == KEYBOARD | POINTER {
-                remote_desktop::prime(&session).await?;
-            }
-            Ok(session)
-        }
-        .await;
-        match connected {
-            Ok(session) => Ok(Started {
-                session,
-                token: new_token,
-            }),
-            Err(error) => Err(StartFailure {
-                error,
-                token_spent: false,
-                new_token,
-            }),
-        }
-    }
-
     /// Refuses input of a kind the person did not allow.
     fn allowed(&self, device: u32) -> DisplayResult<()> {
         if self.devices & device != 0 {
@@ -562,38 +196,6 @@ impl Session {
     fn no_options() -> HashMap<&'static str, Value<'static>> {
         HashMap::new()
     }
-}
-
-/// CreateSession's `session_handle` (a string in the specification, an object path in some
-/// portals).
-fn session_handle(results: &HashMap<String, OwnedValue>) -> DisplayResult<OwnedObjectPath> {
-    let value = results
-        .get("session_handle")
-        .ok_or_else(|| failed("CreateSession answered without a session handle"))?;
-    if let Ok(text) = <&str>::try_from(value) {
-        return OwnedObjectPath::try_from(text.to_string())
-            .map_err(|err| failed(format!("the session handle {text:?}: {err}")));
-    }
-    OwnedObjectPath::try_from(value.try_clone().map_err(failed)?)
-        .map_err(|err| failed(format!("the session handle: {err}")))
-}
-
-/// Start's first stream: its PipeWire node and the monitor it shows.
-fn first_stream(results: &HashMap<String, OwnedValue>) -> DisplayResult<(u32, Rect)> {
-    type Streams = Vec<(u32, HashMap<String, OwnedValue>)>;
-    let streams: Streams = results
-        .get("streams")
-        .ok_or_else(|| failed("Start answered without a stream (no monitor was shared)"))?
-        .try_clone()
-        .map_err(failed)?
-        .try_into()
-        .map_err(|err| failed(format!("Start's streams: {err}")))?;
-    let (node, properties) = streams
-        .into_iter()
-        .next()
-        .ok_or_else(|| failed("Start answered with no stream (no monitor was shared)"))?;
-    let monitor = monitor_of(&properties, "the shared stream").map_err(failed)?;
-    Ok((node, monitor))
 }
 
 impl InputSink for Session {
@@ -792,6 +394,8 @@ fn settle_token(tokens: &RestoreToken, offer: Offer, new: Option<SecretString>, 
 mod tests {
     use std::sync::Mutex;
 
+    use super::request::{Answer, Portal, not_granted};
+    use super::start::{first_stream, negotiate};
     use super::token::tests::Memory;
     use super::*;
 
