@@ -130,17 +130,9 @@ impl WlConn {
             .flush()
             .map_err(|err| failed(format!("flush: {err}")))?;
         if let Some(guard) = queue.prepare_read() {
-            match guard.read() {
-                Ok(_) => {}
-                Err(wayland_client::backend::WaylandError::Io(err))
-                    if err.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(err) => return Err(failed(format!("read: {err}"))),
-            }
+            read_socket(guard)?;
         }
-        queue
-            .dispatch_pending(state)
-            .map(|_| ())
-            .map_err(|err| failed(format!("dispatch: {err}")))
+        dispatch_pending(queue, state).map(|_| ())
     }
 
     /// Milliseconds for input events' timestamps.
@@ -159,11 +151,7 @@ impl WlConn {
         queue
             .flush()
             .map_err(|err| failed(format!("flush: {err}")))?;
-        if queue
-            .dispatch_pending(state)
-            .map_err(|err| failed(format!("dispatch: {err}")))?
-            > 0
-        {
+        if dispatch_pending(queue, state)? > 0 {
             return Ok(());
         }
         let Some(guard) = queue.prepare_read() else {
@@ -181,18 +169,30 @@ impl WlConn {
         // SAFETY: one valid pollfd for the call's duration.
         let ready = unsafe { libc::poll(&mut poll, 1, left.as_millis().max(1) as i32) };
         if ready > 0 {
-            match guard.read() {
-                Ok(_) => {}
-                Err(wayland_client::backend::WaylandError::Io(err))
-                    if err.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(err) => return Err(failed(format!("read: {err}"))),
-            }
+            read_socket(guard)?;
         }
-        queue
-            .dispatch_pending(state)
-            .map(|_| ())
-            .map_err(|err| failed(format!("dispatch: {err}")))
+        dispatch_pending(queue, state).map(|_| ())
     }
+}
+
+/// Reads what the socket holds now into the queue (nothing there is no error).
+fn read_socket(guard: wayland_client::backend::ReadEventsGuard) -> DisplayResult<()> {
+    match guard.read() {
+        Ok(_) => Ok(()),
+        Err(wayland_client::backend::WaylandError::Io(err))
+            if err.kind() == std::io::ErrorKind::WouldBlock =>
+        {
+            Ok(())
+        }
+        Err(err) => Err(failed(format!("read: {err}"))),
+    }
+}
+
+/// Handles the events the queue holds; how many it handled.
+fn dispatch_pending(queue: &mut EventQueue<State>, state: &mut State) -> DisplayResult<usize> {
+    queue
+        .dispatch_pending(state)
+        .map_err(|err| failed(format!("dispatch: {err}")))
 }
 
 /// Binds the outputs the compositor lists now, and xdg-output where it is offered (whether it
