@@ -18,7 +18,9 @@ use crate::policy::{Caller, Policy};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
 use crate::replies::{Shaped, error_result, unreceipted_error};
-use crate::stages::{Asking, Early, Refusal, Stages, approval_request, observe_only_refusal};
+use crate::stages::{
+    Asking, CallScope, Early, Refusal, Stages, approval_request, observe_only_refusal,
+};
 use crate::steps::StepLimits;
 use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
 
@@ -210,6 +212,12 @@ impl Gateway {
     ) -> CallToolResult {
         let (cancelled, _watching) = cancel.watch();
         let call_id = uuid::Uuid::now_v7().to_string();
+        let scope = CallScope {
+            id: &call_id,
+            caller,
+            cancelled: &cancelled,
+            progress,
+        };
         let raw = Value::Object(arguments.unwrap_or_default());
         let stages = &self.stages;
         let refuse =
@@ -225,17 +233,7 @@ impl Gateway {
             return refuse(Early::from_raw(&raw), error.into()).await;
         }
         if raw.get("steps").is_some() {
-            return crate::steps::handle(
-                stages,
-                self.step_limits(),
-                caller,
-                &call_id,
-                &raw,
-                &cancel,
-                &cancelled,
-                progress,
-            )
-            .await;
+            return crate::steps::handle(stages, self.step_limits(), scope, &raw, &cancel).await;
         }
         let policy = stages.policy();
         let deciding = stages.deciding(&policy);
@@ -253,10 +251,7 @@ impl Gateway {
             if caller.observe_only && call.args.get("op") == Some(&json!("cancel")) {
                 return refuse(early, observe_only_refusal(&call).into()).await;
             }
-            return self
-                .jobs
-                .command(stages, &call_id, caller, early, &call, &cancelled, progress)
-                .await;
+            return self.jobs.command(stages, scope, early, &call).await;
         }
         if let Err(error) = self.jobs.check_detach(&call, caller) {
             return refuse(early, error.into()).await;
@@ -274,23 +269,14 @@ impl Gateway {
             &decided.decision.asked_because(),
             call.complications.cwd.clone(),
         );
-        let asking = Asking::Person {
-            request: Box::new(request),
-            cancelled: &cancelled,
-            progress,
-        };
-        let approval = match stages
-            .approve(&early, &call_id, caller, &decided, asking)
-            .await
-        {
+        let asking = Asking::Person(Box::new(request));
+        let approval = match stages.approve(scope, &early, &decided, asking).await {
             Ok(approval) => approval,
             Err(refusal) => return refuse(early, refusal).await,
         };
 
-        self.run(
-            &call_id, caller, &early, &call, decided, approval, &cancel, &cancelled,
-        )
-        .await
+        self.run(scope, &early, &call, decided, approval, &cancel)
+            .await
     }
 
     /// A programmatic call: one sent from inside a run that was given tools, through the same
@@ -308,6 +294,13 @@ impl Gateway {
     ) -> CallToolResult {
         let (cancelled, _watching) = cancel.watch();
         let call_id = uuid::Uuid::now_v7().to_string();
+        // Nobody waits on a run's call with a progress bar: its progress goes nowhere.
+        let scope = CallScope {
+            id: &call_id,
+            caller,
+            cancelled: &cancelled,
+            progress: &|_| {},
+        };
         let raw = Value::Object(arguments.unwrap_or_default());
         let stages = &self.stages;
         let tagged = |mut early: Early| {
@@ -349,10 +342,7 @@ impl Gateway {
             Err(error) => return refuse(early, error.into()).await,
         };
         if crate::own::is_job_call(&call) {
-            return self
-                .jobs
-                .command(stages, &call_id, caller, early, &call, &cancelled, &|_| {})
-                .await;
+            return self.jobs.command(stages, scope, early, &call).await;
         }
         if call.complications.detach {
             let error = ToolError::invalid("a run's calls end within the run; `detach` is refused")
@@ -388,40 +378,28 @@ impl Gateway {
         let asking = Asking::Nobody(
             "policy would ask a person for this call, and nobody is asked on a run's behalf; make the call yourself, outside the run",
         );
-        if let Err(refusal) = stages
-            .approve(&early, &call_id, caller, &decided, asking)
-            .await
-        {
+        if let Err(refusal) = stages.approve(scope, &early, &decided, asking).await {
             return refuse(early, refusal).await;
         }
-        self.run(
-            &call_id,
-            caller,
-            &early,
-            &call,
-            decided,
-            Value::Null,
-            &cancel,
-            &cancelled,
-        )
-        .await
+        self.run(scope, &early, &call, decided, Value::Null, &cancel)
+            .await
     }
 
     /// Write intent → (a job, or) execute → finish, for a decided, approved call.
-    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
-        call_id: &str,
-        caller: &Caller,
+        scope: CallScope<'_>,
         early: &Early,
         call: &computer_ipc::ComputerCall,
         mut decided: crate::stages::Decided,
         approval: Value,
         cancel: &CallCancel,
-        cancelled: &tokio_util::sync::CancellationToken,
     ) -> CallToolResult {
         let stages = &self.stages;
-        let call_id = call_id.to_string();
+        let CallScope {
+            caller, cancelled, ..
+        } = scope;
+        let call_id = scope.id.to_string();
         let intent = Stages::intent_body(caller, early, &decided, &approval);
         let open = match stages
             .write_intent_looking(&call_id, early, intent, decided.action.as_mut())

@@ -26,7 +26,7 @@ use crate::budget::Budget;
 use crate::own::{DETACHABLE, JobArgs, JobOp, MAX_WAIT};
 use crate::policy::{Caller, Decision};
 use crate::replies::{attach_field, error_result, failure_body, reply, unreceipted_error};
-use crate::stages::{Early, Open, Stages, digest, run_until_cancelled};
+use crate::stages::{CallScope, Early, Open, Stages, digest, run_until_cancelled};
 
 /// How long `job cancel` waits for the job to end (its processes killed and counted) before it
 /// answers; the job still ends after that, only the reply no longer says how.
@@ -306,17 +306,14 @@ impl Jobs {
     }
 
     /// Serves one `job` call: decodes it, writes its intent, does the op, writes its result.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn command(
         &self,
         stages: &Stages,
-        call_id: &str,
-        caller: &Caller,
+        scope: CallScope<'_>,
         early: Early,
         call: &ComputerCall,
-        cancelled: &CancellationToken,
-        progress: &(dyn Fn(String) + Send + Sync),
     ) -> CallToolResult {
+        let (call_id, caller) = (scope.id, scope.caller);
         let args: JobArgs = match decode_args(&call.args) {
             Ok(args) => args,
             Err(error) => return stages.refuse(call_id, caller, early, error.into()).await,
@@ -336,10 +333,7 @@ impl Jobs {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };
-        let (reply, body) = match self
-            .serve(stages, call_id, caller, call, &args, cancelled, progress)
-            .await
-        {
+        let (reply, body) = match self.serve(stages, scope, call, &args).await {
             Ok((reply, body)) => (reply, body),
             Err(error) => (
                 error_result(call_id, &error),
@@ -350,18 +344,15 @@ impl Jobs {
     }
 
     /// The op itself: the reply and the result receipt's body.
-    #[allow(clippy::too_many_arguments)]
     async fn serve(
         &self,
         stages: &Stages,
-        call_id: &str,
-        caller: &Caller,
+        scope: CallScope<'_>,
         call: &ComputerCall,
         args: &JobArgs,
-        cancelled: &CancellationToken,
-        progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<(CallToolResult, Value), ToolError> {
-        let agent = caller.agent.as_str();
+        let call_id = scope.id;
+        let agent = scope.caller.agent.as_str();
         let id = match (args.op, args.id.as_deref()) {
             (JobOp::List, _) => {
                 let jobs = self.list(agent);
@@ -388,7 +379,7 @@ impl Jobs {
             JobOp::Cancel => self.cancel(call_id, id, agent).await,
             JobOp::Result => {
                 let wait = Duration::from_millis(args.wait_ms.unwrap_or(0));
-                self.wait_for_end(id, agent, wait, cancelled, progress)
+                self.wait_for_end(id, agent, wait, scope.cancelled, scope.progress)
                     .await?;
                 self.result(stages, call_id, id, agent, call).await
             }

@@ -445,21 +445,27 @@ impl Drop for Open {
     }
 }
 
-/// Why a call ends before it runs: the error its caller gets, and the policy and approval
-/// context its receipt records.
+/// One call as the stages see it: its receipt id, who made it, when it is stopped, and where
+/// its progress goes (a person's wait is reported there while it lasts). A step is its parent
+/// call with its own id.
+#[derive(Clone, Copy)]
+pub(crate) struct CallScope<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) caller: &'a Caller,
+    pub(crate) cancelled: &'a CancellationToken,
+    pub(crate) progress: &'a (dyn Fn(String) + Send + Sync),
+}
+
 /// Who can answer a call that policy asks about.
-pub(crate) enum Asking<'a> {
-    /// A person, through the approvers: the request they are shown, and the call's cancel and
-    /// progress (the wait is reported while it lasts).
-    Person {
-        request: Box<PendingRequest>,
-        cancelled: &'a CancellationToken,
-        progress: &'a (dyn Fn(String) + Send + Sync),
-    },
+pub(crate) enum Asking {
+    /// A person, through the approvers, shown this request.
+    Person(Box<PendingRequest>),
     /// Nobody (a run's own calls): an ask is refused, saying why.
     Nobody(&'static str),
 }
 
+/// Why a call ends before it runs: the error its caller gets, and the policy and approval
+/// context its receipt records.
 pub(crate) struct Refusal {
     pub(crate) error: ToolError,
     pub(crate) context: Value,
@@ -558,11 +564,10 @@ impl Stages {
     /// is approved the same way whoever sent it.
     pub(crate) fn approve<'a>(
         &'a self,
+        scope: CallScope<'a>,
         early: &'a Early,
-        call_id: &'a str,
-        caller: &Caller,
         decided: &Decided,
-        asking: Asking<'a>,
+        asking: Asking,
     ) -> impl Future<Output = Result<Value, Refusal>> + Send + 'a {
         // What the approval needs of the decided call, taken now: the call's action is not
         // `Sync`, so the future holds no reference to it.
@@ -570,7 +575,7 @@ impl Stages {
         let consent = decided.facts.consent.clone();
         let grant_key = decided.grant_key.clone();
         let intent = matches!(decision, Decision::Ask { .. })
-            .then(|| Stages::intent_body(caller, early, decided, &Value::Null));
+            .then(|| Stages::intent_body(scope.caller, early, decided, &Value::Null));
         async move {
             let refusal = |message: String, approval: Option<Value>| {
                 let mut context = json!({"policy": decision});
@@ -582,27 +587,16 @@ impl Stages {
                     context,
                 }
             };
-            let (request, cancelled, progress) = match (&decision, asking) {
+            let request = match (&decision, asking) {
                 (Decision::Allow { .. }, _) => return Ok(Value::Null),
                 (Decision::Deny { reason, .. }, _) => return Err(refusal(reason.clone(), None)),
                 (Decision::Ask { .. }, Asking::Nobody(why)) => {
                     return Err(refusal(why.into(), None));
                 }
-                (
-                    Decision::Ask { .. },
-                    Asking::Person {
-                        request,
-                        cancelled,
-                        progress,
-                    },
-                ) => (request, cancelled, progress),
+                (Decision::Ask { .. }, Asking::Person(request)) => request,
             };
             let intent = intent.unwrap_or_default();
-            let resolution = self
-                .ask(
-                    early, call_id, intent, *request, &grant_key, cancelled, progress,
-                )
-                .await;
+            let resolution = self.ask(scope, early, intent, *request, &grant_key).await;
             let recorded = serde_json::to_value(&resolution).unwrap_or_default();
             match &resolution {
                 Resolution::Denied { reason, .. } => {
@@ -621,17 +615,20 @@ impl Stages {
     /// with `approval: pending` and the request's id, is made durable before anyone is asked,
     /// so a daemon that dies while the person thinks leaves an intent the next start closes as
     /// interrupted. A request whose intent cannot be written is denied, never shown.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn ask(
         &self,
+        scope: CallScope<'_>,
         early: &Early,
-        call_id: &str,
         intent: Value,
         request: PendingRequest,
         grant_key: &str,
-        cancelled: &CancellationToken,
-        progress: &(dyn Fn(String) + Send + Sync),
     ) -> Resolution {
+        let CallScope {
+            id: call_id,
+            cancelled,
+            progress,
+            ..
+        } = scope;
         let record = |id: u64| {
             let mut body = intent;
             body["approval"] = json!({"outcome": "pending", "request": id});

@@ -24,7 +24,7 @@ use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
 use crate::replies::{self, Shaped};
-use crate::stages::{self, Asking, Decided, Early, Refusal, Stages};
+use crate::stages::{self, Asking, CallScope, Decided, Early, Refusal, Stages};
 
 pub use crate::config::StepLimits;
 
@@ -57,17 +57,19 @@ struct StepEnd {
 /// Handles a call carrying `steps`. Always answers with a tool result and always leaves
 /// receipts: the parent's, and every decided step's. Each stage before the steps run ends the
 /// call with a [`Refusal`], receipted in one place.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn handle(
     stages: &Stages,
     limits: StepLimits,
-    caller: &Caller,
-    call_id: &str,
+    scope: CallScope<'_>,
     raw: &Value,
     cancel: &CallCancel,
-    cancelled: &CancellationToken,
-    progress: &(dyn Fn(String) + Send + Sync),
 ) -> CallToolResult {
+    let CallScope {
+        id: call_id,
+        caller,
+        cancelled,
+        ..
+    } = scope;
     let parent = Early {
         surface: PARENT_SURFACE.into(),
         command: PARENT_COMMAND.into(),
@@ -83,15 +85,13 @@ pub(crate) async fn handle(
     };
     let run = Steps {
         stages,
-        caller,
-        call_id,
+        scope,
         ids: plans
             .iter()
             .map(|_| uuid::Uuid::now_v7().to_string())
             .collect(),
         stop_on_error: call.stop_on_error.unwrap_or(true),
         cancel,
-        progress,
     };
     let decided = match run.admit(&plans) {
         Ok(()) => run.decide_up_front(&plans).await,
@@ -108,10 +108,7 @@ pub(crate) async fn handle(
         "args_sha256": stages::digest(raw),
         "steps": summary,
     });
-    if let Err(refusal) = run
-        .approve(&plans, &mut upfront, &parent, &intent, cancelled)
-        .await
-    {
+    if let Err(refusal) = run.approve(&plans, &mut upfront, &parent, &intent).await {
         return stages.refuse(call_id, caller, parent, refusal).await;
     }
     let mut intent = intent;
@@ -196,13 +193,12 @@ struct Ran {
 /// One multi-step call in progress: what every stage needs.
 struct Steps<'a> {
     stages: &'a Stages,
-    caller: &'a Caller,
-    call_id: &'a str,
+    /// The parent call.
+    scope: CallScope<'a>,
     /// Each step's own receipt id.
     ids: Vec<String>,
     stop_on_error: bool,
     cancel: &'a CallCancel,
-    progress: &'a (dyn Fn(String) + Send + Sync),
 }
 
 impl Steps<'_> {
@@ -215,13 +211,13 @@ impl Steps<'_> {
             .count();
         let more = u32::try_from(calls.saturating_sub(1)).unwrap_or(u32::MAX);
         self.stages
-            .admit_more(self.caller, more)
+            .admit_more(self.scope.caller, more)
             .map_err(|retry_after| {
                 ToolError::new(
                     ErrorCode::RateLimited,
                     format!(
                         "agent `{}` is over its rate limit (a call with {calls} call steps counts as {calls} calls; none of them was counted); retry in {} ms",
-                        self.caller.agent,
+                        self.scope.caller.agent,
                         retry_after.as_millis()
                     ),
                 )
@@ -242,7 +238,7 @@ impl Steps<'_> {
                 continue;
             };
             let step_raw = Value::Object(call.to_arguments());
-            let refused = match decide(self.stages, self.caller, call, &step_raw, n) {
+            let refused = match decide(self.stages, self.scope.caller, call, &step_raw, n) {
                 Ok(step) => match &step.decision {
                     Decision::Deny { reason, .. } => {
                         let error = step_error(index, call, ErrorCode::Denied, reason);
@@ -285,7 +281,6 @@ impl Steps<'_> {
         upfront: &mut Upfront,
         parent: &Early,
         intent: &Value,
-        cancelled: &CancellationToken,
     ) -> Result<(), Refusal> {
         upfront.asking = upfront
             .decided
@@ -298,8 +293,8 @@ impl Steps<'_> {
             return Ok(());
         }
         let request = approval_request(
-            self.call_id,
-            self.caller,
+            self.scope.id,
+            self.scope.caller,
             plans,
             &upfront.decided,
             &upfront.skipped,
@@ -312,15 +307,7 @@ impl Steps<'_> {
         let grant_key = stages::digest(&json!(keys));
         let resolution = self
             .stages
-            .ask(
-                parent,
-                self.call_id,
-                intent.clone(),
-                request,
-                &grant_key,
-                cancelled,
-                self.progress,
-            )
+            .ask(self.scope, parent, intent.clone(), request, &grant_key)
             .await;
         let recorded = serde_json::to_value(&resolution).unwrap_or_default();
         let Resolution::Denied { reason, .. } = &resolution else {
@@ -653,8 +640,7 @@ impl Steps<'_> {
         results: &[Option<Value>],
         cancelled: &CancellationToken,
     ) -> Result<(Decided, Value), ToolError> {
-        let (stages, caller, progress, parent_id) =
-            (self.stages, self.caller, self.progress, self.call_id);
+        let (stages, caller, parent_id) = (self.stages, self.scope.caller, self.scope.id);
         let at = format!("steps[{}]", index - 1);
         let mut resolved = call.clone();
         let args = resolve(
@@ -696,16 +682,14 @@ impl Steps<'_> {
             "step {index} of a multi-step call, with values from earlier steps: {}",
             request.action
         );
-        let asking = Asking::Person {
-            request: Box::new(request),
-            cancelled,
-            progress,
-        };
+        let asking = Asking::Person(Box::new(request));
         let step_id = self.ids[index - 1].clone();
-        match stages
-            .approve(&early, &step_id, caller, &step, asking)
-            .await
-        {
+        let step_scope = CallScope {
+            id: &step_id,
+            cancelled,
+            ..self.scope
+        };
+        match stages.approve(step_scope, &early, &step, asking).await {
             Ok(approval) => Ok((step, approval)),
             Err(refusal) => {
                 let message = match &step.decision {
@@ -842,7 +826,7 @@ impl Steps<'_> {
         approval: Value,
         cancelled: &CancellationToken,
     ) -> StepEnd {
-        let (stages, caller, cancel) = (self.stages, self.caller, self.cancel);
+        let (stages, caller, cancel) = (self.stages, self.scope.caller, self.cancel);
         let step_id = self.ids[index - 1].as_str();
         let step_raw = Value::Object(call.to_arguments());
         let early = self.step_early(index, call, &step_raw, Some(&step.stated));
@@ -912,7 +896,7 @@ impl Steps<'_> {
         let mut early = Early::of(call, step_raw);
         early.stated = stated.cloned();
         early.tags = Map::from_iter([
-            ("parent".to_string(), json!(self.call_id)),
+            ("parent".to_string(), json!(self.scope.id)),
             ("step".to_string(), json!(index)),
         ]);
         early
@@ -928,7 +912,7 @@ impl Steps<'_> {
         wait: WaitStep,
         cancelled: &CancellationToken,
     ) -> StepEnd {
-        let (stages, caller, parent_id) = (self.stages, self.caller, self.call_id);
+        let (stages, caller, parent_id) = (self.stages, self.scope.caller, self.scope.id);
         let step_id = self.ids[index - 1].as_str();
         let started = Instant::now();
         let finished = tokio::select! {
@@ -1029,7 +1013,7 @@ impl Steps<'_> {
         // The step does not run either way; the parent's own receipt still records the error.
         let _ = self
             .stages
-            .record_refusal(step_id, self.caller, &early, error, &context)
+            .record_refusal(step_id, self.scope.caller, &early, error, &context)
             .await;
     }
 }
