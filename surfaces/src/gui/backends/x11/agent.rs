@@ -18,7 +18,7 @@ use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{self, AtomEnum, ConnectionExt as _};
 use x11rb::rust_connection::RustConnection;
 
-use super::{XConn, XError, XResult};
+use super::{Listing, XConn, XError, XResult};
 use crate::gui::desktop::WindowInfo;
 
 /// The name given to the pair: the server names its devices "computer-agent pointer",
@@ -115,37 +115,65 @@ pub struct Devices {
 pub struct AgentInput {
     pub conn: RustConnection,
     pub devices: Devices,
+    /// Bumped whenever input may follow (every use of the route for input): a cached focus
+    /// from before is not trusted.
+    inputs: std::sync::atomic::AtomicU64,
+    /// The window the agent's keys go to, as read for (listing, inputs): `windows` answers
+    /// from it without a round trip, as it does from a listing no event has changed (so a
+    /// display that holds its requests holds only the acts, not their preparation).
+    focus_seen: std::sync::Mutex<Option<(usize, u64, Option<u32>)>>,
 }
 
 impl AgentInput {
     /// Finds the agent's pair or makes it (removing one left unusable), registers this process
     /// as a user, and opens the connection input goes through.
     pub fn open() -> XResult<AgentInput> {
-        let (conn, _) = RustConnection::connect(None)
+        let (conn, screen) = RustConnection::connect(None)
             .map_err(|err| XError(format!("cannot connect to the X server: {err}")))?;
         if let Some(why) = unsupported(&conn) {
             return Err(XError(why));
         }
-        // Asked before this connection's ClientPointer is the agent's: the person's focus.
+        // Asked before this connection's ClientPointer is the agent's: the person's focus and
+        // pointer.
         let persons_focus = conn.get_input_focus()?.reply()?.focus;
+        let root = conn.setup().roots[screen].root;
+        let persons_pointer = conn.query_pointer(root)?.reply()?;
         // One process at a time decides whether the pair is there and who uses it.
         conn.grab_server()?;
         let found = find_or_make(&conn);
-        let registered = found
-            .as_ref()
-            .map_err(|e| XError(e.0.clone()))
-            .and_then(|devices| update_users(&conn, devices.pointer, Some(std::process::id())));
+        let registered =
+            found
+                .as_ref()
+                .map_err(|e| XError(e.0.clone()))
+                .and_then(|(devices, _)| {
+                    update_users(&conn, devices.pointer, Some(std::process::id()))
+                });
         conn.ungrab_server()?;
-        let devices = found?;
+        let (devices, made) = found?;
         registered?;
         conn.xinput_xi_set_client_pointer(x11rb::NONE, devices.pointer)?
             .check()?;
         register_exit_cleanup();
-        let agent = AgentInput { conn, devices };
+        let agent = AgentInput {
+            conn,
+            devices,
+            inputs: Default::default(),
+            focus_seen: Default::default(),
+        };
         // A new pair's keys go where the person's went (the window the agent saw focused);
         // one found in use keeps its own focus.
         if agent.focus()? <= 1 && persons_focus > 1 {
             agent.set_focus(persons_focus)?;
+        }
+        // A new pair's pointer starts where the person's is (what `cursor` said before there
+        // was a pair); one found in use stays where it is.
+        if made {
+            let fixed = |v: i16| i32::from(v) << 16;
+            let (x, y) = (fixed(persons_pointer.root_x), fixed(persons_pointer.root_y));
+            agent
+                .conn
+                .xinput_xi_warp_pointer(x11rb::NONE, root, 0, 0, 0, 0, x, y, devices.pointer)?
+                .check()?;
         }
         tracing::info!(
             ?devices,
@@ -273,14 +301,15 @@ fn scan(conn: &RustConnection) -> XResult<Scan> {
 /// makes it. One left disabled or without its XTEST devices is enabled first (removing a
 /// disabled master crashes some X servers, Xvfb 21 among them, and the desktop is the
 /// person's), then used if whole, else removed and made anew.
-fn find_or_make(conn: &RustConnection) -> XResult<Devices> {
+/// Returns the pair and whether it was made now.
+fn find_or_make(conn: &RustConnection) -> XResult<(Devices, bool)> {
     match scan(conn)? {
         Scan::Whole(devices) => {
             tracing::info!(
                 ?devices,
                 "found the agent's pointer and keyboard; using them"
             );
-            return Ok(devices);
+            return Ok((devices, false));
         }
         Scan::Broken(master) => {
             tracing::warn!(
@@ -293,7 +322,7 @@ fn find_or_make(conn: &RustConnection) -> XResult<Devices> {
                 enable(conn, keyboard)?;
             }
             match scan(conn)? {
-                Scan::Whole(devices) => return Ok(devices),
+                Scan::Whole(devices) => return Ok((devices, false)),
                 // Enabled now, and still without its XTEST devices: removed and made anew.
                 Scan::Broken(master) if is_enabled(conn, master)? => {
                     tracing::warn!(master, "removing the agent's broken pointer and keyboard");
@@ -322,12 +351,13 @@ fn find_or_make(conn: &RustConnection) -> XResult<Devices> {
         }),
     }])?
     .check()?;
-    find(conn)?.ok_or_else(|| {
+    let devices = find(conn)?.ok_or_else(|| {
         XError(format!(
             "the X server made no whole master pair \"{MASTER_NAME}\" (XIChangeHierarchy \
              AddMaster answered without error)"
         ))
-    })
+    })?;
+    Ok((devices, true))
 }
 
 /// Whether a device is enabled (false for one not there).
@@ -522,21 +552,43 @@ impl XConn {
         }
     }
 
-    /// The agent's pair if input has made it (and the configuration still wants it).
+    /// The agent's pair for input if input has made it (and the configuration still wants
+    /// it); what was read of its focus before is not trusted after.
     pub(super) fn agent_if_open(&self) -> Option<Arc<AgentInput>> {
+        let agent = self.agent_peek()?;
+        agent.inputs.fetch_add(1, Ordering::Relaxed);
+        Some(agent)
+    }
+
+    /// The agent's pair if input has made it, to read from.
+    pub(super) fn agent_peek(&self) -> Option<Arc<AgentInput>> {
         match &*self.agent_state() {
             AgentState::Open(agent) if wanted() => Some(agent.clone()),
             _ => None,
         }
     }
 
-    /// The windows, `focused` being the window the agent's keys go to when the agent has its
-    /// own keyboard (the window manager's active window is the person's).
-    pub(super) fn with_agent_focus(&self, windows: Vec<WindowInfo>) -> XResult<Vec<WindowInfo>> {
-        if self.agent_if_open().is_none() {
+    /// The listing's windows, `focused` being the window the agent's keys go to when the agent
+    /// has its own keyboard (the window manager's active window is the person's).
+    pub(super) fn with_agent_focus(&self, listing: &Arc<Listing>) -> XResult<Vec<WindowInfo>> {
+        let windows = listing.windows.clone();
+        let Some(agent) = self.agent_peek() else {
             return Ok(windows);
-        }
-        let target = self.keyboard_target()?;
+        };
+        let key = (
+            Arc::as_ptr(listing) as usize,
+            agent.inputs.load(Ordering::Relaxed),
+        );
+        let seen = *agent.focus_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let target = match seen {
+            Some((listing, inputs, target)) if (listing, inputs) == key => target,
+            _ => {
+                let target = self.keyboard_target()?;
+                *agent.focus_seen.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((key.0, key.1, target));
+                target
+            }
+        };
         Ok(windows
             .into_iter()
             .map(|w| WindowInfo {

@@ -428,7 +428,7 @@ impl XConn {
 
     /// Every managed window with its title, app, pid and bounds.
     pub fn windows(&self) -> XResult<Vec<WindowInfo>> {
-        self.with_agent_focus(self.listing()?.windows.clone())
+        self.with_agent_focus(&self.listing()?)
     }
 
     /// Reads the windows and monitors afresh, on the watching connection, in two round trips:
@@ -549,7 +549,7 @@ impl XConn {
     /// None, the root, a frame or a popup of no managed window).
     pub fn keyboard_target(&self) -> XResult<Option<u32>> {
         let clients = self.window_ids()?;
-        let mut window = match self.agent_if_open() {
+        let mut window = match self.agent_peek() {
             Some(agent) => agent.focus()?,
             None => self.conn.get_input_focus()?.reply()?.focus,
         };
@@ -569,7 +569,7 @@ impl XConn {
     }
 
     pub fn cursor(&self) -> XResult<(i32, i32)> {
-        if let Some(agent) = self.agent() {
+        if let Some(agent) = self.agent_peek() {
             return agent.pointer(self.root);
         }
         let reply = self.conn.query_pointer(self.root)?.reply()?;
