@@ -437,3 +437,66 @@ async fn the_pair_is_reused_after_a_crash_remade_when_broken_and_removed_at_stop
     );
     assert_eq!(agent_pointer_id(&desktop), None, "no pair made");
 }
+
+/// The absolute bounds `xwininfo` reports for a window: (x, y, width).
+fn bounds(desktop: &Desktop, window: &str) -> (i64, i64, i64) {
+    let out = tool(desktop, "xwininfo", &["-id", window]);
+    let get = |label: &str| -> i64 {
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix(label))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("xwininfo has no {label}: {out}"))
+    };
+    (
+        get("Absolute upper-left X:"),
+        get("Absolute upper-left Y:"),
+        get("Width:"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agents_drag_moves_a_window_by_its_title_bar_and_not_the_persons_pointer() {
+    // Its own desktop: the other tests' windows stay out of the drag's way.
+    let desktop = Desktop::private();
+    let daemon = Daemon::start_with(OWN_POINTER, &desktop.env());
+    let _agents = AgentWindow::launch(&desktop, "Dragged desk", 300, 150);
+    let window = tool(
+        &desktop,
+        "xdotool",
+        &["search", "--onlyvisible", "--name", "^Dragged desk$"],
+    );
+    let top = wait_for(
+        "the window manager to frame the window",
+        Duration::from_secs(10),
+        || {
+            let out = tool(&desktop, "xprop", &["-id", &window, "_NET_FRAME_EXTENTS"]);
+            let (_, values) = out.split_once(" = ")?;
+            values.split(',').nth(2)?.trim().parse::<i64>().ok()
+        },
+    );
+    tool(&desktop, "xdotool", &["mousemove", "900", "700"]);
+    let pointer = persons_pointer(&desktop);
+    let (x, y, w) = bounds(&desktop, &window);
+    let from = (x + w / 2, y - top / 2);
+    let to = (from.0 + 120, from.1 + 90);
+    gui_ok(
+        &daemon,
+        "drag",
+        json!({"from_x": from.0, "from_y": from.1, "to_x": to.0, "to_y": to.1}),
+    )
+    .await;
+    let moved = try_wait_for(Duration::from_secs(10), || {
+        let (nx, ny, _) = bounds(&desktop, &window);
+        ((nx, ny) == (x + 120, y + 90)).then_some(())
+    });
+    assert!(
+        moved.is_some(),
+        "the window moved with the agent's drag: from ({x},{y}) to {:?}",
+        bounds(&desktop, &window)
+    );
+    assert_eq!(
+        persons_pointer(&desktop),
+        pointer,
+        "the person's pointer stays"
+    );
+}
