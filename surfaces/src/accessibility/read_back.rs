@@ -163,27 +163,48 @@ pub fn judge(
     if intent == Intent::Focus && after.states.contains(State::Focused) {
         return EffectReport::new(Effect::Confirmed, format!("{label} reads focused"));
     }
+    // States any press or focus move changes (`focused`, `armed` ...) are told, not counted.
+    let incidental: Vec<String> = after
+        .states
+        .iter()
+        .filter(|s| !before.states.contains(*s))
+        .map(|s| format!("+{}", s.name()))
+        .chain(
+            before
+                .states
+                .iter()
+                .filter(|s| !after.states.contains(*s))
+                .map(|s| format!("-{}", s.name())),
+        )
+        .collect();
+    let nothing = match incidental.is_empty() {
+        true => "nothing about it changed".to_string(),
+        false => format!(
+            "nothing about it changed but states any press or focus move changes ({})",
+            incidental.join(", ")
+        ),
+    };
     if before.insensitive() {
         return EffectReport::new(
             Effect::SuspectedNoop,
-            format!("{label} is insensitive and nothing about it changed"),
+            format!("{label} is insensitive and {nothing}"),
         );
     }
     if !done {
         return EffectReport::new(
             Effect::SuspectedNoop,
-            format!("the app refused the action and nothing about {label} changed"),
+            format!("the app refused the action on {label}, and {nothing}"),
         );
     }
     if before.shows(intent) {
         return EffectReport::new(
             Effect::SuspectedNoop,
-            format!("nothing about {label} changed (its states, value and name read as before)"),
+            format!("{label}: {nothing} (its value and name read as before)"),
         );
     }
     EffectReport::new(
         Effect::Unverifiable,
-        format!("{label} has no state this action changes, and nothing about it changed"),
+        format!("{label} has no state this action changes, and {nothing}"),
     )
 }
 
@@ -222,6 +243,24 @@ mod tests {
         assert_eq!(
             report.evidence,
             "checkBox \"Bold\" reads checked (it did not before)"
+        );
+    }
+
+    #[test]
+    fn states_any_press_changes_are_told_and_not_counted() {
+        let before = view(Role::MenuItem, "File", &[State::Enabled, State::Sensitive]);
+        let after = view(
+            Role::MenuItem,
+            "File",
+            &[State::Enabled, State::Sensitive, State::Focused],
+        );
+        let report = judge(Intent::Press, &before, Some(&after), true);
+        assert_eq!(report.effect, Effect::Unverifiable, "{report:?}");
+        assert!(
+            report
+                .evidence
+                .contains("but states any press or focus move changes (+focused)"),
+            "{report:?}"
         );
     }
 
