@@ -460,10 +460,29 @@ fn register_exit_cleanup() {
 }
 
 extern "C" fn release_at_exit() {
+    // A display another client holds (a server grab) must not hold the exit: the release is
+    // waited for a little, then left (the next user drops this process from the list).
+    const BOUND: std::time::Duration = std::time::Duration::from_secs(2);
     // Nothing may unwind into libc.
     let _ = std::panic::catch_unwind(|| {
-        if let Err(why) = release() {
-            tracing::warn!(%why, "could not remove the agent's pointer and keyboard at exit");
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("x11-agent-release".into())
+            .spawn(move || {
+                let _ = done.send(release());
+            });
+        if spawned.is_err() {
+            return;
+        }
+        match finished.recv_timeout(BOUND) {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                tracing::warn!(%why, "could not remove the agent's pointer and keyboard at exit")
+            }
+            Err(_) => tracing::warn!(
+                "the X server did not answer within 2 s at exit; the agent's pointer and \
+                 keyboard are left for the next daemon"
+            ),
         }
     });
 }
