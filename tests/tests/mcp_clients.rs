@@ -133,6 +133,300 @@ fn gemini_cli_adds_the_relay_as_the_hosts_page_says_and_connects_in_a_trusted_fo
     );
 }
 
+/// A host's own CLI, run as the person would: in `folder`, with a private `HOME`, a `PATH` whose
+/// `computer` is the build under test, and this daemon's socket in its environment.
+struct HostCli {
+    program: PathBuf,
+    home: PathBuf,
+    path: String,
+    daemon_env: Vec<(&'static str, PathBuf)>,
+}
+
+impl HostCli {
+    /// `program` from tests/clients/ts/node_modules/.bin, checked to be installed.
+    fn installed(name: &str, package: &str, root: &Path, daemon: &Daemon) -> HostCli {
+        let program = ts_clients().join("node_modules/.bin").join(name);
+        assert!(
+            program.exists(),
+            "{package} is missing from {}: run packaging/install-deps.sh (it runs `npm ci` there)",
+            ts_clients().display()
+        );
+        let (home, bin) = (root.join("home"), root.join("bin"));
+        for dir in [&home, &bin] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        // `computer` on PATH is the build under test, as the person's install would be.
+        std::os::unix::fs::symlink(computer_bin(), bin.join("computer")).unwrap();
+        HostCli {
+            program,
+            home,
+            path: format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            daemon_env: daemon.env(),
+        }
+    }
+
+    /// Runs the host with `args` in `folder`; returns stdout and stderr, asserting success.
+    fn run(&self, folder: &Path, args: &[&str]) -> String {
+        let out = Command::new(&self.program)
+            .args(args)
+            .current_dir(folder)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .envs(self.daemon_env.iter().map(|(k, v)| (*k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the host");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{:?} {args:?}: {text}", self.program);
+        text
+    }
+}
+
+/// A daemon that logs each MCP connection it serves ("client connected"), so a test can see that
+/// a host's relay reached this daemon and not one it started elsewhere.
+fn daemon_logging_connections() -> Daemon {
+    Daemon::start_with_env(
+        computer_tests::ALLOW_ACTS,
+        &[("RUST_LOG", "info,computer_daemon::server=debug".into())],
+        &["DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS"],
+    )
+}
+
+fn connections_served(daemon: &Daemon) -> usize {
+    daemon.log_text().matches("client connected").count()
+}
+
+/// Waits until the daemon has logged more than `before` connections.
+fn wait_for_a_connection(daemon: &Daemon, before: usize, what: &str) {
+    wait_for(what, Duration::from_secs(10), || {
+        (connections_served(daemon) > before).then_some(())
+    });
+}
+
+/// Claude Code, installed from its own package (pinned in tests/clients/ts), set up exactly as
+/// the hosts page says for every project: `claude mcp add --scope user computer -- computer mcp`
+/// writes the user config, and `claude mcp list` and `claude mcp get computer` start the relay,
+/// which reaches this daemon, and show it connected. No account is needed for either.
+#[test]
+fn claude_code_adds_the_relay_for_every_project_as_the_hosts_page_says_and_connects() {
+    let daemon = daemon_logging_connections();
+    let tmp = tempfile::tempdir().unwrap();
+    let claude = HostCli::installed("claude", "Claude Code", tmp.path(), &daemon);
+    let folder = tmp.path().join("project");
+    std::fs::create_dir_all(&folder).unwrap();
+
+    claude.run(
+        &folder,
+        &[
+            "mcp", "add", "--scope", "user", "computer", "--", "computer", "mcp",
+        ],
+    );
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(claude.home.join(".claude.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["mcpServers"]["computer"],
+        json!({"type": "stdio", "command": "computer", "args": ["mcp"], "env": {}}),
+        "{config}"
+    );
+
+    let before = connections_served(&daemon);
+    let listed = claude.run(&folder, &["mcp", "list"]);
+    assert!(
+        listed.contains("computer: computer mcp - ✔ Connected"),
+        "the relay connects: {listed}"
+    );
+    wait_for_a_connection(
+        &daemon,
+        before,
+        "claude mcp list's relay reaching the daemon",
+    );
+
+    let before = connections_served(&daemon);
+    let shown = claude.run(&folder, &["mcp", "get", "computer"]);
+    assert!(
+        shown.contains("Scope: User config") && shown.contains("Status: ✔ Connected"),
+        "{shown}"
+    );
+    wait_for_a_connection(
+        &daemon,
+        before,
+        "claude mcp get's relay reaching the daemon",
+    );
+}
+
+/// Claude Code's project scope, as the hosts page says: `claude mcp add --scope project` writes
+/// the project's `.mcp.json`, which waits for the person's approval ("Pending approval", the
+/// relay not started) until it is approved. The approval in the project's own
+/// `.claude/settings.json` counts only once the person trusted the folder (recorded by Claude
+/// Code's trust dialog in `~/.claude.json`); then the relay starts and connects.
+#[test]
+fn claude_code_project_mcp_json_waits_for_approval_then_connects() {
+    let daemon = daemon_logging_connections();
+    let tmp = tempfile::tempdir().unwrap();
+    let claude = HostCli::installed("claude", "Claude Code", tmp.path(), &daemon);
+    let folder = tmp.path().join("project");
+    std::fs::create_dir_all(folder.join(".claude")).unwrap();
+
+    claude.run(
+        &folder,
+        &[
+            "mcp", "add", "--scope", "project", "computer", "--", "computer", "mcp",
+        ],
+    );
+    let mcp_json: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(
+        mcp_json,
+        json!({"mcpServers": {"computer":
+            {"type": "stdio", "command": "computer", "args": ["mcp"], "env": {}}}}),
+    );
+
+    let pending = "computer: computer mcp - ⏸ Pending approval";
+    let before = connections_served(&daemon);
+    let listed = claude.run(&folder, &["mcp", "list"]);
+    assert!(listed.contains(pending), "not approved yet: {listed}");
+
+    std::fs::write(
+        folder.join(".claude/settings.json"),
+        json!({"enabledMcpjsonServers": ["computer"]}).to_string(),
+    )
+    .unwrap();
+    let listed = claude.run(&folder, &["mcp", "list"]);
+    assert!(
+        listed.contains(pending),
+        "a project's own settings do not approve its servers in a folder not trusted: {listed}"
+    );
+    assert_eq!(
+        connections_served(&daemon),
+        before,
+        "no relay was started for a server waiting for approval"
+    );
+
+    // What Claude Code's trust dialog records when the person trusts the folder.
+    let config_path = claude.home.join(".claude.json");
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["projects"] = json!({ folder.to_str().unwrap(): {"hasTrustDialogAccepted": true} });
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let listed = claude.run(&folder, &["mcp", "list"]);
+    assert!(
+        listed.contains("computer: computer mcp - ✔ Connected"),
+        "approved in a trusted folder, the relay connects: {listed}"
+    );
+    wait_for_a_connection(
+        &daemon,
+        before,
+        "the project server's relay reaching the daemon",
+    );
+}
+
+/// The MCP Inspector, installed from its own package (pinned in tests/clients/ts), in its CLI
+/// mode exactly as the hosts page runs it (`npx @modelcontextprotocol/inspector --cli computer
+/// mcp ...`): `tools/list` lists `COMPUTER`, the page's `help` call answers, and an observe call
+/// (`shell list`) is the call the daemon receipted. The Inspector starts the relay with a
+/// minimal environment, so this daemon's socket is given with its `-e` (a person's daemon is
+/// found at its usual place without it); the relay's line naming the daemon's config reaches
+/// the Inspector's stderr.
+#[test]
+fn the_mcp_inspector_cli_lists_the_tool_and_makes_a_receipted_call() {
+    let daemon = daemon_logging_connections();
+    let tmp = tempfile::tempdir().unwrap();
+    let inspector = HostCli::installed("inspector", "The MCP Inspector", tmp.path(), &daemon);
+    let socket = format!("COMPUTER_SOCKET={}", daemon.socket.display());
+    let run = |method_args: &[&str]| -> (Value, String) {
+        let out = Command::new("npx")
+            .args([
+                "@modelcontextprotocol/inspector",
+                "--cli",
+                "computer",
+                "mcp",
+            ])
+            .args(["-e", &socket])
+            .args(method_args)
+            .current_dir(ts_clients())
+            .env_clear()
+            .env("HOME", &inspector.home)
+            .env("PATH", &inspector.path)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run npx (Node.js and npm)");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "inspector {method_args:?}: {stderr}");
+        let reply = serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+            panic!(
+                "the Inspector prints JSON ({err}): {}{stderr}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        (reply, stderr)
+    };
+
+    let (listed, stderr) = run(&["--method", "tools/list"]);
+    let tools: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["COMPUTER"], "{listed}");
+    assert!(
+        stderr.contains(&format!(
+            "computer mcp: the running daemon (pid {}) read its config from {}",
+            daemon.pid(),
+            daemon.config.display()
+        )),
+        "the relay names the running daemon's config in the host's log: {stderr}"
+    );
+
+    let tool_call = ["--method", "tools/call", "--tool-name", "COMPUTER"];
+    let (help, _) = run(&[
+        &tool_call[..],
+        &["--tool-arg", "surface=shell", "--tool-arg", "command=help"],
+    ]
+    .concat());
+    assert_eq!(help["isError"], false, "{help}");
+    assert!(
+        help["structuredContent"]["help"]
+            .as_str()
+            .is_some_and(|text| text.contains("- shell.run {")),
+        "{help}"
+    );
+
+    let (listed_sessions, _) = run(&[
+        &tool_call[..],
+        &["--tool-arg", "surface=shell", "--tool-arg", "command=list"],
+    ]
+    .concat());
+    assert_eq!(listed_sessions["isError"], false, "{listed_sessions}");
+    assert_eq!(
+        listed_sessions["structuredContent"]["sessions"],
+        json!([]),
+        "{listed_sessions}"
+    );
+    let receipt = &listed_sessions["structuredContent"]["receipt"];
+    assert_eq!(listed_sessions["_meta"]["receipt"], *receipt);
+    let intent = daemon.receipt_row(receipt, "intent");
+    assert_eq!(
+        (
+            &intent["surface"],
+            &intent["command"],
+            &intent["body"]["risk"]
+        ),
+        (&json!("shell"), &json!("list"), &json!("observe")),
+        "{intent}"
+    );
+    let result = daemon.receipt_row(receipt, "result");
+    assert_eq!(result["body"]["ok"], true, "{result}");
+    assert_eq!(result["body"]["fields"]["sessions"], json!([]), "{result}");
+    daemon.assert_chain_holds();
+}
+
 #[test]
 fn python_sdk_through_the_bridge_starts_a_daemon_and_runs_a_receipted_call() {
     require_python_sdk();
