@@ -61,8 +61,10 @@ impl Portal {
             .map_err(dbus_failed(interface))
     }
 
-    /// A request (see `request`) that must be granted: its results, or why it was not.
-    pub(super) async fn ask<B>(
+    /// Calls `method` (whose options carry `handle_token: token`) and waits, at most `bound`,
+    /// for the answer on the request object (subscribed to first, so no answer is missed): the
+    /// results if it was granted, else why not.
+    pub(super) async fn request<B>(
         &self,
         interface: &'static str,
         method: &'static str,
@@ -70,25 +72,6 @@ impl Portal {
         body: &B,
         bound: Duration,
     ) -> DisplayResult<HashMap<String, OwnedValue>>
-    where
-        B: serde::Serialize + zbus::zvariant::DynamicType,
-    {
-        let answer = self.request(interface, method, token, body, bound).await?;
-        // The step as errors name it: `RemoteDesktop.Start`.
-        let short = interface.rsplit('.').next().unwrap_or(interface);
-        granted(&format!("{short}.{method}"), answer)
-    }
-
-    /// Calls `method` (whose options carry `handle_token: token`) and waits, at most `bound`,
-    /// for the answer on the request object; subscribes to it first, so no answer is missed.
-    async fn request<B>(
-        &self,
-        interface: &'static str,
-        method: &'static str,
-        token: &str,
-        body: &B,
-        bound: Duration,
-    ) -> DisplayResult<Answer>
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
     {
@@ -134,11 +117,14 @@ impl Portal {
             .body()
             .deserialize()
             .map_err(|err| failed(format!("{interface}.{method}'s answer: {err}")))?;
-        Ok(match code {
+        let answer = match code {
             0 => Answer::Granted(results),
             1 => Answer::Refused,
             other => Answer::Ended(other),
-        })
+        };
+        // The step as errors name it: `RemoteDesktop.Start`.
+        let short = interface.rsplit('.').next().unwrap_or(interface);
+        granted(&format!("{short}.{method}"), answer)
     }
 }
 

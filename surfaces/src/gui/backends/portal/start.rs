@@ -90,7 +90,7 @@ async fn create_session(portal: &Portal) -> DisplayResult<OwnedObjectPath> {
     let mut create = options(&token);
     create.insert("session_handle_token", Value::from(portal.token()));
     let results = portal
-        .ask(
+        .request(
             REMOTE_DESKTOP,
             "CreateSession",
             &token,
@@ -123,7 +123,7 @@ async fn select_devices(
     }
     let body = (handle.as_ref(), select);
     portal
-        .ask(
+        .request(
             REMOTE_DESKTOP,
             "SelectDevices",
             &select_token,
@@ -142,7 +142,7 @@ async fn select_monitor(portal: &Portal, handle: &OwnedObjectPath) -> DisplayRes
     sources.insert("multiple", Value::from(false));
     let body = (handle.as_ref(), sources);
     portal
-        .ask(SCREEN_CAST, "SelectSources", &token, &body, REPLY_BOUND)
+        .request(SCREEN_CAST, "SelectSources", &token, &body, REPLY_BOUND)
         .await
         .map(drop)
 }
@@ -156,7 +156,7 @@ async fn start(
     let token = portal.token();
     let body = (handle.as_ref(), "", options(&token));
     portal
-        .ask(REMOTE_DESKTOP, "Start", &token, &body, ANSWER_BOUND)
+        .request(REMOTE_DESKTOP, "Start", &token, &body, ANSWER_BOUND)
         .await
 }
 
