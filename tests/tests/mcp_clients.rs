@@ -1,8 +1,9 @@
 //! MCP clients nobody here wrote, driving `computer mcp` the way real hosts do: the official
 //! Python SDK and the official TypeScript SDK (a current release and one that knows protocol
-//! 2024-11-05 only), and a host's own package (Gemini CLI: its `mcp add` and its trusted
-//! folders). Also what a host does to the relay: closing it, dying under it, stripping
-//! its environment, cancelling a long run; and the daemon the relay starts.
+//! 2024-11-05 only), and hosts from their own packages (Gemini CLI: its `mcp add` and its
+//! trusted folders; Claude Code: `mcp add` at user and project scope, the project's approval;
+//! the MCP Inspector's CLI mode). Also what a host does to the relay: closing it, dying under
+//! it, stripping its environment, cancelling a long run; and the daemon the relay starts.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::DirBuilderExt;
