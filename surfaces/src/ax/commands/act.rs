@@ -327,20 +327,25 @@ async fn typed_over<B: Backend>(
 ) -> Result<Acted, Failure> {
     let text = &text.replace("\r\n", "\n");
     typable_into(text, node.states, described)?;
+    let mut watch = ax.backend.watch(&node.element, deadline).await;
     let focus = ax
         .backend
         .act(node, ActName::Focus, None, described, deadline)
         .await?;
-    let focused = match focus.done {
-        true => ax.backend.read(&node.element, deadline).await?,
-        false => None,
-    };
-    if !focused.is_some_and(|now| now.states.contains(State::Focused)) {
+    // Firefox moves the focus in its content process and says so later, the later the busier
+    // the machine: the field is read until it reads focused, within the settle bound.
+    let focused = focus.done
+        && reads_until(ax, node, watch.as_mut(), deadline, |now| {
+            now.states.contains(State::Focused)
+        })
+        .await?
+        .is_some();
+    if !focused {
         return Err(said(format!(
-            "{described} takes text only from keys and did not take the keyboard focus, so              keys would reach something else; nothing was typed"
+            "{described} takes text only from keys and did not take the keyboard focus, so \
+             keys would reach something else; nothing was typed"
         )));
     }
-    let mut watch = ax.backend.watch(&node.element, deadline).await;
     let owner = ax
         .backend
         .app_key_of(&node.element)
@@ -358,24 +363,48 @@ async fn typed_over<B: Backend>(
     keys.keyboard
         .replace_focused_text(keys.ctx, text, &owner)
         .await?;
-    let started = Instant::now();
-    let mut pause = crate::kit::effect::READ_BACK_FIRST_POLL;
-    loop {
-        let now = ax
+    let shows = |now: &NodeOf<B>| {
+        now.value.as_deref() == Some(text) || (text.is_empty() && now.value.is_none())
+    };
+    let read = reads_until(ax, node, watch.as_mut(), deadline, shows).await?;
+    let now = match read {
+        Some(now) => now.value,
+        // Not shown within the bound: what the field holds now.
+        None => ax
             .backend
             .read(&node.element, deadline)
             .await?
-            .and_then(|n| n.value);
-        let shows = now.as_deref() == Some(text) || (text.is_empty() && now.is_none());
-        if shows
-            || started.elapsed() >= crate::kit::effect::READ_BACK_BOUND
+            .and_then(|n| n.value),
+    };
+    let done = now.as_deref() == Some(text) || (text.is_empty() && now.is_none());
+    Ok(Acted {
+        done,
+        via: Some("keys"),
+        value: now.map(Value::String),
+    })
+}
+
+/// Reads `node` until it meets `wanted` (woken by its change signals where the toolkit sends
+/// them), within the settle bound and the call's deadline: the node as it met it, or `None`.
+async fn reads_until<B: Backend>(
+    ax: &Ax<B>,
+    node: &NodeOf<B>,
+    mut watch: Option<&mut ElementWatch>,
+    deadline: Instant,
+    wanted: impl Fn(&NodeOf<B>) -> bool,
+) -> Result<Option<NodeOf<B>>, Failure> {
+    let started = Instant::now();
+    let mut pause = crate::kit::effect::READ_BACK_FIRST_POLL;
+    loop {
+        if let Some(now) = ax.backend.read(&node.element, deadline).await?
+            && wanted(&now)
+        {
+            return Ok(Some(now));
+        }
+        if started.elapsed() >= crate::kit::effect::READ_BACK_BOUND
             || Instant::now() + pause >= deadline
         {
-            return Ok(Acted {
-                done: shows,
-                via: Some("keys"),
-                value: now.map(Value::String),
-            });
+            return Ok(None);
         }
         match watch.as_mut() {
             Some(watch) => watch.changed_within(pause).await,
@@ -395,7 +424,9 @@ fn typable_into(text: &str, states: StateSet, described: &str) -> Result<(), Fai
         .find(|&c| c.is_control() && !(multi_line && c == '\n'))
     {
         Some('\n') => Err(said(format!(
-            "{described} is a one-line field, which takes text only from keys, and a line break              typed there submits its form; set the text without it, then `gui key` Return if a              submit is meant"
+            "{described} is a one-line field, which takes text only from keys, and a line break \
+             typed there submits its form; set the text without it, then `gui key` Return if a \
+             submit is meant"
         ))),
         Some(c) => Err(said(format!(
             "{described} takes text only from keys, and the value holds control character              U+{:04X}, which types no text; leave it out (a tab moves the focus: use `gui key`)",
