@@ -141,6 +141,16 @@ impl<B: Backend> Surface for GuiSurface<B> {
         person::watch().configure(settings.yield_to_person.unwrap_or(true), quiet_ms);
         #[cfg(target_os = "linux")]
         super::backends::x11::configure_own_pointer(settings.own_pointer);
+        #[cfg(not(target_os = "linux"))]
+        if settings.own_pointer == Some(true) {
+            return Err(crate::SectionError {
+                surface: SurfaceName::Gui,
+                key: "own_pointer".into(),
+                message: "is true, but the agent's own pointer is an X11 one (XInput2): this \
+                          platform's gui backend has none; leave it out or set it false"
+                    .into(),
+            });
+        }
         if let Some(apps) = settings.terminal_apps {
             if let Some(index) = apps.iter().position(|app| app.trim().is_empty()) {
                 return Err(crate::SectionError {

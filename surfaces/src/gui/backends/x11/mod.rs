@@ -563,7 +563,13 @@ impl XConn {
             if clients.contains(&window) {
                 return Ok(Some(window));
             }
-            window = self.conn.query_tree(window)?.reply()?.parent;
+            window = match self.conn.query_tree(window)?.reply() {
+                Ok(tree) => tree.parent,
+                // The window closed while it was walked (as the keys went to it): keys have
+                // no target now, which is what the caller is told, not the X error.
+                Err(x11rb::errors::ReplyError::X11Error(_)) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
         }
         Ok(None)
     }
