@@ -360,6 +360,18 @@ impl Daemon {
             .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log_text()))
     }
 
+    /// One call on a connection of its own, opened and closed around it: the reply as the
+    /// structured content shows it.
+    pub async fn call_once(&self, surface: &str, command: &str, args: Value) -> Value {
+        let client = self.client().await;
+        let result = client
+            .call_raw(serde_json::json!({"surface": surface, "command": command, "args": args}))
+            .await
+            .expect("call");
+        client.close().await;
+        structured(&result)
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.as_ref().expect("daemon running").id() as i32
     }

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use computer_tests::desktop::{App, Desktop, gi_python};
-use computer_tests::{Daemon, structured, try_wait_for, wait_for};
+use computer_tests::{Daemon, try_wait_for, wait_for};
 use serde_json::{Value, json};
 
 /// A GTK window: its upper part prints each button press (root coordinates and server time,
@@ -112,13 +112,7 @@ fn persons_focus(desktop: &Desktop) -> String {
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(json!({"surface": "gui", "command": command, "args": args}))
-        .await
-        .expect("call");
-    client.close().await;
-    structured(&result)
+    daemon.call_once("gui", command, args).await
 }
 
 async fn gui_ok(daemon: &Daemon, command: &str, args: Value) -> Value {

@@ -30,13 +30,7 @@ fn daemon() -> Daemon {
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(json!({"surface": "gui", "command": command, "args": args}))
-        .await
-        .expect("call");
-    client.close().await;
-    structured(&result)
+    daemon.call_once("gui", command, args).await
 }
 
 /// A gui call on a task of its own (it waits for the person's answer in the portal's dialog).

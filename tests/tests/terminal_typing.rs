@@ -25,13 +25,7 @@ const GUI_ALLOWED: &str =
 const TERMINAL_LS: &str = "[[rules]]\nterminal = true\nargv0 = [\"ls\"]\ndecision = \"allow\"\n";
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(json!({"surface": "gui", "command": command, "args": args}))
-        .await
-        .expect("call");
-    client.close().await;
-    structured(&result)
+    daemon.call_once("gui", command, args).await
 }
 
 /// A gui call on its own task, for calls that wait for a person.
