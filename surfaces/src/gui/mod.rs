@@ -170,11 +170,29 @@ fn choose() -> Chosen {
             },
         ));
     }
+    wayland_chosen(
+        &socket,
+        protocols.as_ref(),
+        display.as_deref(),
+        &no_mutter,
+        &no_portal,
+    )
+}
+
+/// The wlroots Wayland backend, connected now, and why it was chosen and what it lacks.
+#[cfg(target_os = "linux")]
+fn wayland_chosen(
+    socket: &str,
+    protocols: Option<&wayland::Protocols>,
+    display: Option<&str>,
+    no_mutter: &str,
+    no_portal: &str,
+) -> Chosen {
     let backend = Arc::new(wayland::Backend::new());
     // Connects now: the virtual pointer and keyboard then exist long before the first call.
     let _ = backend.protocols();
     let compositor = compositor_name();
-    let description = match &protocols {
+    let description = match protocols {
         Some(p) if p.is_wlroots() => format!(
             "wayland-wlroots ({}; {compositor}); chosen because WAYLAND_DISPLAY={socket} and the \
              compositor offers the wlroots protocols; missing: {}; Xwayland apps: {}",

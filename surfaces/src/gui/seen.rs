@@ -166,117 +166,110 @@ pub fn check<D: Desktop>(
         .at(snapshot::SEEN_PATH)));
     };
     let now = conn.windows()?;
-    let now_stacking = conn.stacking()?;
-    let stale = |what: String| {
-        Ok(Err(snapshot::stale(format!(
+    let change = match aim {
+        Aim::Points(points) => points_change(then, then_windows, &now, conn.stacking()?, points),
+        Aim::Keys => keys_change(then_windows, &now, conn.keyboard_target()?),
+        Aim::Window(id) => match then_windows.iter().find(|w| w.id == *id) {
+            Some(was) => moved_or_closed(was, &now),
+            None => Some(format!("window {id} was not listed")),
+        },
+    };
+    Ok(match change {
+        Some(what) => Err(snapshot::stale(format!(
             "{what} since snapshot {}; {}",
             seen.id,
             then.look_again()
-        ))))
+        ))),
+        None => Ok(()),
+    })
+}
+
+/// How the window as seen (`was`) differs from the same window now: closed, moved, resized.
+fn moved_or_closed(was: &WindowInfo, now: &[WindowInfo]) -> Option<String> {
+    let Some(is) = now.iter().find(|w| w.id == was.id) else {
+        return Some(format!("{} closed", name(was)));
     };
-    // The window as seen, against the same window now.
-    let same_place = |was: &WindowInfo| -> Option<String> {
-        let Some(is) = now.iter().find(|w| w.id == was.id) else {
-            return Some(format!("{} closed", name(was)));
-        };
-        let (a, b) = (was.rect, is.rect);
-        let moved = (a.x, a.y) != (b.x, b.y);
-        let resized = (a.width, a.height) != (b.width, b.height);
-        match (moved, resized) {
-            (false, false) => None,
-            (true, false) => Some(format!(
-                "{} moved from {},{} to {},{}",
-                name(was),
-                a.x,
-                a.y,
-                b.x,
-                b.y
-            )),
-            (false, true) => Some(format!(
-                "{} resized from {}x{} to {}x{}",
-                name(was),
-                a.width,
-                a.height,
-                b.width,
-                b.height
-            )),
-            (true, true) => Some(format!(
-                "{} moved and resized from {}x{} at {},{} to {}x{} at {},{}",
-                name(was),
-                a.width,
-                a.height,
-                a.x,
-                a.y,
-                b.width,
-                b.height,
-                b.x,
-                b.y
-            )),
+    let (a, b) = (was.rect, is.rect);
+    let moved = (a.x, a.y) != (b.x, b.y);
+    let resized = (a.width, a.height) != (b.width, b.height);
+    let was = name(was);
+    match (moved, resized) {
+        (false, false) => None,
+        (true, false) => Some(format!(
+            "{was} moved from {},{} to {},{}",
+            a.x, a.y, b.x, b.y
+        )),
+        (false, true) => Some(format!(
+            "{was} resized from {}x{} to {}x{}",
+            a.width, a.height, b.width, b.height
+        )),
+        (true, true) => Some(format!(
+            "{was} moved and resized from {}x{} at {},{} to {}x{} at {},{}",
+            a.width, a.height, a.x, a.y, b.width, b.height, b.x, b.y
+        )),
+    }
+}
+
+/// What changed at the points pointer input lands on: the window on top there then moved or
+/// closed, another is on top now, or one lies where none did.
+fn points_change(
+    then: &GuiSnapshot,
+    then_windows: &[WindowInfo],
+    now: &[WindowInfo],
+    now_stacking: Option<Vec<u32>>,
+    points: &[(i32, i32)],
+) -> Option<String> {
+    for &point in points {
+        let was = on_top(then_windows, then.stacking.as_deref(), point);
+        if let Some(was) = was
+            && let Some(what) = moved_or_closed(was, now)
+        {
+            return Some(what);
         }
-    };
-    match aim {
-        Aim::Points(points) => {
-            for &point in points {
-                let was = on_top(then_windows, then.stacking.as_deref(), point);
-                if let Some(was) = was
-                    && let Some(what) = same_place(was)
-                {
-                    return stale(what);
-                }
-                let is = on_top(&now, now_stacking.as_deref(), point);
-                match (was, is) {
-                    (Some(was), Some(is)) if was.id != is.id => {
-                        return stale(format!(
-                            "{} is covered at {},{} by {}, now on top",
-                            name(was),
-                            point.0,
-                            point.1,
-                            name(is)
-                        ));
-                    }
-                    (None, Some(is)) => {
-                        return stale(format!(
-                            "the point {},{} lay on no window, and {} lies there now",
-                            point.0,
-                            point.1,
-                            name(is)
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-            Ok(Ok(()))
-        }
-        Aim::Keys => {
-            let was = then_windows.iter().find(|w| w.focused);
-            let is = conn.keyboard_target()?;
-            match (was, is) {
-                (Some(was), _) if is != Some(was.id) => stale(format!(
-                    "the focus moved from {} to {}",
+        let is = on_top(now, now_stacking.as_deref(), point);
+        match (was, is) {
+            (Some(was), Some(is)) if was.id != is.id => {
+                return Some(format!(
+                    "{} is covered at {},{} by {}, now on top",
                     name(was),
-                    is.and_then(|id| now.iter().find(|w| w.id == id))
-                        .map_or("a window that cannot be told".into(), name)
-                )),
-                (Some(was), _) => match same_place(was) {
-                    Some(what) => stale(what),
-                    None => Ok(Ok(())),
-                },
-                (None, Some(id)) => stale(format!(
-                    "no window had the focus, and {} has it now",
-                    now.iter()
-                        .find(|w| w.id == id)
-                        .map_or(format!("window {id}"), name)
-                )),
-                (None, None) => Ok(Ok(())),
+                    point.0,
+                    point.1,
+                    name(is)
+                ));
             }
+            (None, Some(is)) => {
+                return Some(format!(
+                    "the point {},{} lay on no window, and {} lies there now",
+                    point.0,
+                    point.1,
+                    name(is)
+                ));
+            }
+            _ => {}
         }
-        Aim::Window(id) => match then_windows.iter().find(|w| w.id == *id) {
-            Some(was) => match same_place(was) {
-                Some(what) => stale(what),
-                None => Ok(Ok(())),
-            },
-            None => stale(format!("window {id} was not listed")),
-        },
+    }
+    None
+}
+
+/// What changed for keys: the focus moved (`is`: the keyboard's target now), or the focused
+/// window moved or closed.
+fn keys_change(then_windows: &[WindowInfo], now: &[WindowInfo], is: Option<u32>) -> Option<String> {
+    let was = then_windows.iter().find(|w| w.focused);
+    match (was, is) {
+        (Some(was), _) if is != Some(was.id) => Some(format!(
+            "the focus moved from {} to {}",
+            name(was),
+            is.and_then(|id| now.iter().find(|w| w.id == id))
+                .map_or("a window that cannot be told".into(), name)
+        )),
+        (Some(was), _) => moved_or_closed(was, now),
+        (None, Some(id)) => Some(format!(
+            "no window had the focus, and {} has it now",
+            now.iter()
+                .find(|w| w.id == id)
+                .map_or(format!("window {id}"), name)
+        )),
+        (None, None) => None,
     }
 }
 

@@ -9,6 +9,14 @@ use x11rb::rust_connection::RustConnection;
 
 use crate::gui::desktop::{MonitorInfo, Rect, WindowInfo};
 
+/// The window a `_NET_ACTIVE_WINDOW` property names, if any (0 is none).
+pub(super) fn active_of(reply: &xproto::GetPropertyReply) -> Option<u32> {
+    reply
+        .value32()
+        .and_then(|mut v| v.next())
+        .filter(|&id| id != 0)
+}
+
 /// A window's requests of a listing, sent and not yet answered.
 pub(super) struct AskedWindow<'c> {
     pub(super) id: u32,

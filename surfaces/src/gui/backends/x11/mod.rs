@@ -27,7 +27,7 @@ use super::kept_conn::KeptConn;
 use crate::Availability;
 use crate::gui::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
 use crate::gui::keys::{Combo, char_keysym};
-use listing::{AskedWindow, monitors_of, window_of};
+use listing::{AskedWindow, active_of, monitors_of, window_of};
 
 x11rb::atom_manager! {
     Atoms: AtomsCookie {
@@ -123,14 +123,6 @@ pub struct RawImage {
     pub width: u32,
     pub height: u32,
     pub data: Vec<u8>,
-}
-
-/// The window a `_NET_ACTIVE_WINDOW` property names, if any (0 is none).
-fn active_of(reply: &xproto::GetPropertyReply) -> Option<u32> {
-    reply
-        .value32()
-        .and_then(|mut v| v.next())
-        .filter(|&id| id != 0)
 }
 
 /// A mouse button as X numbers it.
