@@ -396,120 +396,134 @@ impl Before {
     fn judge(&self, after: &Seen, started: Instant) -> EffectReport {
         let within = format!("within {} ms", started.elapsed().as_millis());
         let windows = window_changes(self.seen.windows.as_deref(), after.windows.as_deref());
-        let windows_said = || EffectReport::new(Effect::Confirmed, windows.join("; "));
         match &self.aim {
-            Aim::Pointer(x, y) => match after.pointer {
-                Some(at) if at == (*x, *y) => {
-                    EffectReport::new(Effect::Confirmed, format!("the pointer reads ({x},{y})"))
-                }
-                Some((ax, ay)) => EffectReport::new(
-                    Effect::SuspectedNoop,
-                    format!("the pointer reads ({ax},{ay}), not ({x},{y})"),
-                ),
-                None => EffectReport::new(
-                    Effect::Unverifiable,
-                    "the pointer's position cannot be read on this backend",
-                ),
-            },
-            Aim::Focus(id) => {
-                let Some(list) = &after.windows else {
-                    return EffectReport::new(
-                        Effect::Unverifiable,
-                        "the windows could not be read back",
-                    );
-                };
-                match list.iter().find(|w| w.focused) {
-                    Some(w) if w.id == *id => EffectReport::new(
-                        Effect::Confirmed,
-                        format!("{} is the active window", w.named()),
-                    ),
-                    Some(w) => EffectReport::new(
-                        Effect::SuspectedNoop,
-                        format!("the active window is {}, not window {id}", w.named()),
-                    ),
-                    None => EffectReport::new(
-                        Effect::SuspectedNoop,
-                        format!("no window is active {within}, not window {id}"),
-                    ),
-                }
-            }
-            Aim::Text(typed) => {
-                if let (Some(before), Some(now)) = (&self.seen.text, &after.text) {
-                    let report = text_landed(before, now, typed.as_deref(), &within);
-                    return match typed {
-                        Some(typed) => submitted(typed, report),
-                        None => report,
-                    };
-                }
-                // A window that changed shows that keys arrived somewhere, not that the text
-                // landed: it is told as what was seen, never as confirmation.
-                let seen = if windows.is_empty() {
-                    format!("no window appeared, closed, moved or took focus {within}")
-                } else {
-                    format!("meanwhile {}", windows.join("; "))
-                };
-                EffectReport::new(
-                    Effect::Unverifiable,
-                    format!("no focused field could be read through AT-SPI; {seen}"),
-                )
-            }
-            Aim::Key => {
-                if !windows.is_empty() {
-                    return windows_said();
-                }
-                if let (Some(before), Some(now)) = (&self.seen.text, &after.text)
-                    && before != now
-                {
-                    return EffectReport::new(
-                        Effect::Confirmed,
-                        "the focused field's text changed",
-                    );
-                }
-                EffectReport::new(
-                    Effect::Unverifiable,
-                    format!(
-                        "nothing readable shows it: no window appeared, closed, moved, was \
-                         retitled or took focus {within}{}",
-                        if self.seen.text.is_some() {
-                            ", and the focused field's text did not change"
-                        } else {
-                            ""
-                        }
-                    ),
-                )
-            }
-            Aim::Click(..) => {
-                let element = match (&self.seen.element, &after.element) {
-                    (Some(Some(before)), Some(now)) => {
-                        Some(read_back::judge(Intent::Press, before, now.as_ref(), true))
-                    }
-                    _ => None,
-                };
-                match element {
-                    Some(report) if report.effect == Effect::Confirmed => report,
-                    _ if !windows.is_empty() => windows_said(),
-                    Some(report) => EffectReport::new(
-                        report.effect,
-                        format!("{}; no window changed {within}", report.evidence),
-                    ),
-                    None if self.on_no_window => EffectReport::new(
-                        Effect::Unverifiable,
-                        "no window lies under the point, so nothing readable there can show the \
-                         click; no window appeared, closed, moved, was retitled or took focus \
-                         right after it",
-                    ),
-                    None => nothing_readable(&within),
-                }
-            }
-            Aim::Windows => {
-                if windows.is_empty() {
-                    nothing_readable(&within)
-                } else {
-                    windows_said()
-                }
-            }
+            Aim::Pointer(x, y) => pointer_at((*x, *y), after.pointer),
+            Aim::Focus(id) => focused(*id, after.windows.as_deref(), &within),
+            Aim::Text(typed) => self.text_typed(typed.as_deref(), after, &windows, &within),
+            Aim::Key => self.key_pressed(after, &windows, &within),
+            Aim::Click(..) => self.clicked(after, &windows, &within),
+            Aim::Windows if windows.is_empty() => nothing_readable(&within),
+            Aim::Windows => windows_changed(&windows),
         }
     }
+
+    /// Typed text: what the focused field read before and after, else what the windows show
+    /// (never as confirmation: keys arrived somewhere, not that the text landed).
+    fn text_typed(
+        &self,
+        typed: Option<&str>,
+        after: &Seen,
+        windows: &[String],
+        within: &str,
+    ) -> EffectReport {
+        if let (Some(before), Some(now)) = (&self.seen.text, &after.text) {
+            let report = text_landed(before, now, typed, within);
+            return match typed {
+                Some(typed) => submitted(typed, report),
+                None => report,
+            };
+        }
+        let seen = if windows.is_empty() {
+            format!("no window appeared, closed, moved or took focus {within}")
+        } else {
+            format!("meanwhile {}", windows.join("; "))
+        };
+        EffectReport::new(
+            Effect::Unverifiable,
+            format!("no focused field could be read through AT-SPI; {seen}"),
+        )
+    }
+
+    /// A key combo: a window that changed, else the focused field's text that changed.
+    fn key_pressed(&self, after: &Seen, windows: &[String], within: &str) -> EffectReport {
+        if !windows.is_empty() {
+            return windows_changed(windows);
+        }
+        if let (Some(before), Some(now)) = (&self.seen.text, &after.text)
+            && before != now
+        {
+            return EffectReport::new(Effect::Confirmed, "the focused field's text changed");
+        }
+        EffectReport::new(
+            Effect::Unverifiable,
+            format!(
+                "nothing readable shows it: no window appeared, closed, moved, was retitled or \
+                 took focus {within}{}",
+                if self.seen.text.is_some() {
+                    ", and the focused field's text did not change"
+                } else {
+                    ""
+                }
+            ),
+        )
+    }
+
+    /// A click: the element under the point judged as pressed, else the windows that changed.
+    fn clicked(&self, after: &Seen, windows: &[String], within: &str) -> EffectReport {
+        let element = match (&self.seen.element, &after.element) {
+            (Some(Some(before)), Some(now)) => {
+                Some(read_back::judge(Intent::Press, before, now.as_ref(), true))
+            }
+            _ => None,
+        };
+        match element {
+            Some(report) if report.effect == Effect::Confirmed => report,
+            _ if !windows.is_empty() => windows_changed(windows),
+            Some(report) => EffectReport::new(
+                report.effect,
+                format!("{}; no window changed {within}", report.evidence),
+            ),
+            None if self.on_no_window => EffectReport::new(
+                Effect::Unverifiable,
+                "no window lies under the point, so nothing readable there can show the click; \
+                 no window appeared, closed, moved, was retitled or took focus right after it",
+            ),
+            None => nothing_readable(within),
+        }
+    }
+}
+
+/// A pointer move: where the pointer reads now (`None`: the backend cannot read it).
+fn pointer_at((x, y): (i32, i32), now: Option<(i32, i32)>) -> EffectReport {
+    match now {
+        Some(at) if at == (x, y) => {
+            EffectReport::new(Effect::Confirmed, format!("the pointer reads ({x},{y})"))
+        }
+        Some((ax, ay)) => EffectReport::new(
+            Effect::SuspectedNoop,
+            format!("the pointer reads ({ax},{ay}), not ({x},{y})"),
+        ),
+        None => EffectReport::new(
+            Effect::Unverifiable,
+            "the pointer's position cannot be read on this backend",
+        ),
+    }
+}
+
+/// A focus: which window is active now (`None`: the windows could not be read back).
+fn focused(id: u32, windows: Option<&[WindowFacts]>, within: &str) -> EffectReport {
+    let Some(list) = windows else {
+        return EffectReport::new(Effect::Unverifiable, "the windows could not be read back");
+    };
+    match list.iter().find(|w| w.focused) {
+        Some(w) if w.id == id => EffectReport::new(
+            Effect::Confirmed,
+            format!("{} is the active window", w.named()),
+        ),
+        Some(w) => EffectReport::new(
+            Effect::SuspectedNoop,
+            format!("the active window is {}, not window {id}", w.named()),
+        ),
+        None => EffectReport::new(
+            Effect::SuspectedNoop,
+            format!("no window is active {within}, not window {id}"),
+        ),
+    }
+}
+
+/// What the windows show, as confirmation of an act that changes windows.
+fn windows_changed(windows: &[String]) -> EffectReport {
+    EffectReport::new(Effect::Confirmed, windows.join("; "))
 }
 
 fn nothing_readable(within: &str) -> EffectReport {
