@@ -4,6 +4,12 @@
 //!
 //! Scripts are parsed with `brush-parser`, a maintained pure-Rust POSIX/bash parser: a parse
 //! error makes a script opaque rather than guessed at.
+//!
+//! # Layout
+//! - this file: scripts and argvs read into their commands, paths and variables.
+//! - `wrappers`: the commands wrappers run (`env`, `sudo`, `xargs`, `find -exec` ...).
+
+mod wrappers;
 
 use brush_parser::ParserOptions;
 use brush_parser::ast::{
@@ -11,6 +17,7 @@ use brush_parser::ast::{
     IoRedirect, SimpleCommand,
 };
 use brush_parser::word::{WordPiece, WordPieceWithSource};
+use wrappers::wrapped;
 
 /// How deep `sh -c` and substitutions may nest before a script is called opaque.
 const MAX_DEPTH: usize = 8;
@@ -544,125 +551,6 @@ fn command_and_wrapped(
     found.opaque("wrappers nest deeper than this daemon follows");
 }
 
-/// The command a wrapper runs, if `name` is one and runs one.
-fn wrapped(
-    name: &str,
-    args: &[String],
-    stdin: Option<&str>,
-    depth: usize,
-    found: &mut ScriptCommands,
-) -> Option<Vec<String>> {
-    let rest = |skip: usize| -> Option<Vec<String>> {
-        let rest: Vec<String> = args.get(skip..)?.to_vec();
-        (!rest.is_empty()).then_some(rest)
-    };
-    match name {
-        "nohup" | "builtin" => rest(0),
-        "command" => rest(skip_options(args, &[])),
-        "exec" => rest(skip_options(args, &["-a"])),
-        "nice" => rest(skip_options(args, &["-n", "--adjustment"])),
-        "time" => rest(skip_options(args, &["-f", "--format", "-o", "--output"])),
-        "stdbuf" => rest(skip_options(args, &["-i", "-o", "-e"])),
-        "setsid" => rest(skip_options(args, &[])),
-        // The first operand is the new root.
-        "chroot" => rest(skip_options(args, &["--userspec", "--groups"]) + 1),
-        "ionice" => rest(skip_options(args, &["-c", "-n", "-p", "-P", "-u"])),
-        "timeout" => {
-            let at = skip_options(args, &["-s", "--signal", "-k", "--kill-after"]);
-            // The first operand is the duration.
-            rest(at + 1)
-        }
-        "env" => {
-            let mut at = 0;
-            while let Some(arg) = args.get(at) {
-                if arg == "-S" || arg.starts_with("--split-string") || arg.starts_with("-S") {
-                    found.opaque("`env -S` splits a string into a command at run time");
-                    return None;
-                }
-                if matches!(arg.as_str(), "-u" | "--unset" | "-C" | "--chdir") {
-                    at += 2;
-                } else if arg == "--" {
-                    at += 1;
-                    break;
-                } else if arg.starts_with('-') && arg.len() > 1 {
-                    at += 1;
-                } else if let Some((var, _)) = arg.split_once('=') {
-                    found.assigned.push(var.to_string());
-                    at += 1;
-                } else {
-                    break;
-                }
-            }
-            rest(at)
-        }
-        "sudo" | "doas" => {
-            let at = skip_options(
-                args,
-                &[
-                    "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user",
-                    "--group", "--chdir", "--host", "--prompt", "--role", "--type",
-                ],
-            );
-            if at >= args.len() {
-                if args.iter().any(|a| a == "-s" || a == "-i") {
-                    found.opaque(format!("`{name}` starts a shell that reads its input"));
-                }
-                return None;
-            }
-            rest(at)
-        }
-        "xargs" => rest(skip_options(
-            args,
-            &[
-                "-I",
-                "-i",
-                "-n",
-                "-d",
-                "-P",
-                "-L",
-                "-l",
-                "-s",
-                "-E",
-                "-e",
-                "-a",
-                "--arg-file",
-                "--delimiter",
-                "--max-args",
-                "--max-procs",
-                "--max-lines",
-                "--replace",
-                "--max-chars",
-                "--eof",
-            ],
-        ))
-        .or_else(|| Some(vec!["echo".into()])),
-        "find" => {
-            // `-exec cmd … ;` and its kin run cmd for every file found.
-            let mut at = 0;
-            while at < args.len() {
-                if matches!(args[at].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
-                    let end = args[at + 1..]
-                        .iter()
-                        .position(|a| a == ";" || a == "+")
-                        .map_or(args.len(), |p| at + 1 + p);
-                    let command: Vec<String> = args[at + 1..end].to_vec();
-                    if !command.is_empty() {
-                        command_and_wrapped(command, None, depth, found);
-                    }
-                    at = end;
-                }
-                at += 1;
-            }
-            None
-        }
-        shell if SHELLS.contains(&shell) => {
-            shell_text(shell, args, stdin, depth, found);
-            None
-        }
-        _ => None,
-    }
-}
-
 /// Follows `sh -c TEXT` into TEXT, and `sh` reading its input into the run's stdin.
 fn shell_text(
     shell: &str,
@@ -721,26 +609,6 @@ fn shell_text(
             )),
         },
     }
-}
-
-/// The index of the first operand after options (`-x`, `--long`, `--long=v`, and the given
-/// options that take a value in the next argument).
-fn skip_options(args: &[String], with_value: &[&str]) -> usize {
-    let mut at = 0;
-    while let Some(arg) = args.get(at) {
-        if arg == "--" {
-            return at + 1;
-        }
-        if !arg.starts_with('-') || arg.len() == 1 {
-            return at;
-        }
-        at += if with_value.contains(&arg.as_str()) {
-            2
-        } else {
-            1
-        };
-    }
-    at
 }
 
 /// A program's file name: `/usr/bin/rm` → `rm`.
