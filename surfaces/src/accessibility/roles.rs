@@ -92,6 +92,16 @@ impl State {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct StateSet(u64);
 
+impl FromIterator<State> for StateSet {
+    fn from_iter<I: IntoIterator<Item = State>>(states: I) -> StateSet {
+        let mut set = StateSet::empty();
+        for state in states {
+            set.insert(state);
+        }
+        set
+    }
+}
+
 impl StateSet {
     pub const fn empty() -> StateSet {
         StateSet(0)

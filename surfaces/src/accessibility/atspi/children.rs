@@ -192,11 +192,7 @@ mod tests {
     use super::*;
 
     fn states(list: &[State]) -> StateSet {
-        let mut set = StateSet::empty();
-        for &s in list {
-            set.insert(s);
-        }
-        set
+        list.iter().copied().collect()
     }
 
     #[test]
