@@ -65,27 +65,43 @@ impl Keyboard {
         text: &str,
         owner: &FieldOwner,
     ) -> Result<(), Failure> {
-        self.send("key", json!({"combo": SELECT_ALL}), ctx, owner)
-            .await?;
-        match text.is_empty() {
-            true => {
-                self.send("key", json!({"combo": "BackSpace"}), ctx, owner)
-                    .await
-            }
-            false => self.send("type", json!({"text": text}), ctx, owner).await,
+        let last = match text.is_empty() {
+            true => ("key", json!({"combo": "BackSpace"})),
+            false => ("type", json!({"text": text})),
+        };
+        // Every step is prepared and checked before the first key goes: a select-all must not
+        // reach a terminal whose typing would then be refused.
+        let mut steps = Vec::with_capacity(2);
+        for (command, args) in [("key", json!({"combo": SELECT_ALL})), last] {
+            steps.push((command, self.checked(command, args, owner)?));
         }
+        for (command, action) in steps {
+            let outcome = action.run(ctx.clone()).await.map_err(|err| match err {
+                crate::SurfaceError::Refused { message }
+                | crate::SurfaceError::NothingSent { message } => Failure::Refused(message),
+                other => said(format!(
+                    "the field takes text only from keys, and sending them failed: {other}"
+                )),
+            })?;
+            if !outcome.success {
+                return Err(said(format!(
+                    "the field takes text only from keys, and `gui {command}` did not succeed"
+                )));
+            }
+        }
+        Ok(())
     }
 
-    /// One gui command, prepared and run as the gui surface runs any call, with what no
-    /// decision of this call covered refused: keys into a terminal (a shell run in disguise,
-    /// decided as one) and the backend's consent (the person's answer to its own question).
-    async fn send(
+    /// One gui command, prepared as the gui surface prepares any call, with what no decision
+    /// of this call covered refused: keys into a terminal (a shell run in disguise, decided as
+    /// one), into another app's window, and the backend's consent (the person's answer to its
+    /// own question).
+    fn checked(
         &self,
         command: &str,
         args: Value,
-        ctx: &CallContext,
         owner: &FieldOwner,
-    ) -> Result<(), Failure> {
+    ) -> Result<Box<dyn crate::PreparedAction>, Failure> {
         let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
         let action = self
             .gui
@@ -125,19 +141,7 @@ impl Keyboard {
                  person's consent: {question}"
             )));
         }
-        let outcome = action.run(ctx.clone()).await.map_err(|err| match err {
-            crate::SurfaceError::Refused { message }
-            | crate::SurfaceError::NothingSent { message } => Failure::Refused(message),
-            other => said(format!(
-                "the field takes text only from keys, and sending them failed: {other}"
-            )),
-        })?;
-        match outcome.success {
-            true => Ok(()),
-            false => Err(said(format!(
-                "the field takes text only from keys, and `gui {command}` did not succeed"
-            ))),
-        }
+        Ok(action)
     }
 }
 
