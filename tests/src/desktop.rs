@@ -374,6 +374,35 @@ impl Desktop {
         command
     }
 
+    /// What an X tool (xdotool, xwininfo ...) prints on this desktop, trimmed; it must succeed.
+    pub fn tool_output(&self, program: &str, args: &[&str]) -> String {
+        let out = self
+            .command(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(out.status.success(), "{program} {args:?} failed");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A window's place and size as xwininfo reads them, from outside the daemon:
+    /// (x, y, width, height).
+    pub fn xwininfo_bounds(&self, window: &str) -> (i64, i64, i64, i64) {
+        let out = self.tool_output("xwininfo", &["-id", window]);
+        let get = |label: &str| -> i64 {
+            out.lines()
+                .find_map(|l| l.trim().strip_prefix(label))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("xwininfo has no {label}: {out}"))
+        };
+        (
+            get("Absolute upper-left X:"),
+            get("Absolute upper-left Y:"),
+            get("Width:"),
+            get("Height:"),
+        )
+    }
+
     /// Starts a long-lived application on this desktop; it dies with the test process at the
     /// latest, and when the returned guard drops.
     pub fn launch(&self, program: &str, args: &[&str]) -> App {

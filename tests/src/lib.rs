@@ -398,6 +398,16 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits (at most 10 s) until the daemon's log holds `line`: what it says once a part of it
+    /// is ready.
+    pub fn wait_for_log(&self, line: &str) {
+        wait_for(
+            &format!("the daemon to log {line:?}"),
+            Duration::from_secs(10),
+            || self.log_text().contains(line).then_some(()),
+        );
+    }
+
     /// CPU time the daemon has used so far (user and system), from /proc/PID/stat.
     pub fn cpu_time(&self) -> Duration {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).expect("stat");

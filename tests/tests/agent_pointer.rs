@@ -87,13 +87,7 @@ impl AgentWindow {
 
 /// `program args` on `desktop`, its stdout.
 fn tool(desktop: &Desktop, program: &str, args: &[&str]) -> String {
-    let out = desktop
-        .command(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(out.status.success(), "{program} {args:?} failed");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    desktop.tool_output(program, args)
 }
 
 /// The person's pointer (the core pointer, as xdotool reads it): "x:.. y:..".
@@ -289,16 +283,7 @@ async fn the_person_watch_pauses_on_the_persons_input_and_not_on_the_agents() {
         &format!("{OWN_POINTER}person_quiet_ms = 3000\n"),
         &desktop.env(),
     );
-    wait_for(
-        "the daemon to watch for the person's input",
-        Duration::from_secs(10),
-        || {
-            daemon
-                .log_text()
-                .contains("watching for the person's input")
-                .then_some(())
-        },
-    );
+    daemon.wait_for_log("watching for the person's input");
     // The agent's own devices come and go unwatched; its acts never pause it.
     for round in 0..10 {
         let out = gui(&daemon, "click", json!({"x": 300 + round * 7, "y": 300})).await;
@@ -434,18 +419,8 @@ async fn the_pair_is_reused_after_a_crash_remade_when_broken_and_removed_at_stop
 
 /// The absolute bounds `xwininfo` reports for a window: (x, y, width).
 fn bounds(desktop: &Desktop, window: &str) -> (i64, i64, i64) {
-    let out = tool(desktop, "xwininfo", &["-id", window]);
-    let get = |label: &str| -> i64 {
-        out.lines()
-            .find_map(|l| l.trim().strip_prefix(label))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("xwininfo has no {label}: {out}"))
-    };
-    (
-        get("Absolute upper-left X:"),
-        get("Absolute upper-left Y:"),
-        get("Width:"),
-    )
+    let (x, y, width, _) = desktop.xwininfo_bounds(window);
+    (x, y, width)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -192,19 +192,7 @@ fn pointer_reaches(to: (i64, i64)) {
 
 /// The absolute bounds `xwininfo` reports for a window: (x, y, width, height).
 fn xwininfo_bounds(window: u32) -> (i64, i64, i64, i64) {
-    let out = xtool("xwininfo", &["-id", &window.to_string()]);
-    let get = |label: &str| -> i64 {
-        out.lines()
-            .find_map(|l| l.trim().strip_prefix(label))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("xwininfo has no {label}: {out}"))
-    };
-    (
-        get("Absolute upper-left X:"),
-        get("Absolute upper-left Y:"),
-        get("Width:"),
-        get("Height:"),
-    )
+    Desktop::shared().xwininfo_bounds(&window.to_string())
 }
 
 /// The window manager's frame around a window, as `xprop` reads `_NET_FRAME_EXTENTS`:

@@ -599,16 +599,7 @@ struct Person {
 /// watches. Its runs are contained as an agent's are (they still reach the X display).
 fn daemon_watching_the_person() -> Daemon {
     let daemon = Daemon::start_with("[gui]\nperson_quiet_ms = 3000\n", &persons_desktop().env());
-    wait_for(
-        "the daemon to watch for the person's input",
-        Duration::from_secs(10),
-        || {
-            daemon
-                .log_text()
-                .contains("watching for the person's input")
-                .then_some(())
-        },
-    );
+    daemon.wait_for_log("watching for the person's input");
     daemon
 }
 
