@@ -15,6 +15,8 @@
 //!   (AT-SPI on Linux, AXUIElement on macOS), windows, elements and the read-back of an act on
 //!   one. No surface owns it; `ax` and `gui` both use it.
 //! - [`ax`]: the ax surface: accessibility trees as outlines, selectors and actions.
+//! - [`desktops`]: desktops of the agents' own (Linux): their servers and buses, the
+//!   environment that puts a program there, and gui and ax surfaces bound to them alone.
 //! - [`applescript`]: AppleScript and JXA through `osascript` (offered on macOS only).
 //! - [`registry`]: the per-OS factory that picks the backends and logs its choice.
 
@@ -22,6 +24,7 @@ pub mod accessibility;
 pub mod applescript;
 pub mod ax;
 mod contract;
+pub mod desktops;
 pub mod gui;
 pub mod keychain;
 pub mod kit;

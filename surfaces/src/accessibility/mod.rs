@@ -131,6 +131,14 @@ impl ElementReader {
         }
     }
 
+    /// The reader on the accessibility bus at `address` (an agent's own desktop's).
+    #[cfg(target_os = "linux")]
+    pub fn on_bus(address: &str) -> ElementReader {
+        let atspi = std::sync::OnceLock::new();
+        let _ = atspi.set(atspi::Atspi::on_bus(address));
+        ElementReader { atspi }
+    }
+
     #[cfg(target_os = "linux")]
     fn atspi(&self) -> &atspi::Atspi {
         self.atspi.get_or_init(atspi::Atspi::from_env)

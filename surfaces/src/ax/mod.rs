@@ -71,6 +71,16 @@ pub fn surface(keyboard: Option<Keyboard>) -> Option<Arc<dyn Surface>> {
     None
 }
 
+/// The ax surface on the accessibility bus at `address` (an agent's own desktop's), whatever the
+/// process environment names; `keyboard` types what a field takes only from keys.
+#[cfg(target_os = "linux")]
+pub fn surface_on_bus(address: &str, keyboard: Option<Keyboard>) -> Arc<dyn Surface> {
+    Arc::new(AxSurface::new(
+        crate::accessibility::atspi::Atspi::on_bus(address),
+        keyboard,
+    ))
+}
+
 pub struct AxSurface<B: Backend> {
     ax: Arc<Ax<B>>,
     /// What observations showed, for the acts bound to them.

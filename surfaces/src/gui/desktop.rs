@@ -181,6 +181,11 @@ pub trait Desktop: Send + Sync + 'static {
     fn press_combo(&self, combo: &Combo) -> DisplayResult<()>;
     /// Raises and focuses a window; whether it is focused afterwards.
     fn focus(&self, window: u32) -> DisplayResult<bool>;
+    /// Whether input here pauses for the person's own (`[gui] yield_to_person`): not on an
+    /// agent's own desktop, where no person's hands are.
+    fn yields_to_person(&self) -> bool {
+        true
+    }
 }
 
 /// How a platform makes, shares and drops its connection.

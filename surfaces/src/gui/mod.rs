@@ -382,6 +382,21 @@ pub fn surface() -> Option<Arc<dyn Surface>> {
     }
 }
 
+/// The gui surface and evidence capturer on an agent's own X11 desktop at `display`, whose
+/// acts' read-back reads elements on its accessibility bus at `atspi_address`: neither reaches
+/// the person's display or buses, whatever the process environment names.
+#[cfg(target_os = "linux")]
+pub(crate) fn on_x_display(
+    display: &str,
+    atspi_address: &str,
+) -> (Arc<dyn Surface>, Option<Arc<dyn EvidenceCapture>>) {
+    let backend = Arc::new(x11::Backend::on_display(display));
+    let reader = crate::accessibility::ElementReader::on_bus(atspi_address);
+    let surface: Arc<dyn Surface> =
+        Arc::new(surface::GuiSurface::reading_with(backend.clone(), reader));
+    (surface, evidence_over(&backend))
+}
+
 /// The evidence capturer over a backend that can capture the screen now.
 #[cfg(target_os = "linux")]
 fn evidence_over<B: desktop::Backend>(backend: &Arc<B>) -> Option<Arc<dyn EvidenceCapture>> {

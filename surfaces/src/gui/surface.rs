@@ -48,13 +48,19 @@ const GUI_COMPLICATIONS: &[&str] = &["timeout_ms", "evidence", "return", "seen"]
 impl<B: Backend> GuiSurface<B> {
     /// The surface over `backend`, with the default list of terminal apps until `configure`.
     pub fn new(backend: Arc<B>) -> Self {
+        GuiSurface::reading_with(backend, ElementReader::new())
+    }
+
+    /// The surface over `backend` whose acts' read-back reads elements through `reader` (an
+    /// agent's own desktop reads them on its own accessibility bus).
+    pub fn reading_with(backend: Arc<B>, reader: ElementReader) -> Self {
         GuiSurface {
             backend,
             terminals: Arc::new(Terminals {
                 apps: std::sync::RwLock::new(TerminalApps::default()),
                 lines: LineTracker::default(),
             }),
-            reader: Arc::new(ElementReader::new()),
+            reader: Arc::new(reader),
             read_back: Arc::new(AtomicBool::new(true)),
             snapshots: Arc::new(Snapshots::new("gui")),
         }
@@ -482,7 +488,7 @@ fn execute<D: Desktop>(
 ) -> Result<Outcome, Failure> {
     let reach = act.reach();
     let input = !matches!(reach, Reach::Nothing);
-    if input {
+    if input && conn.yields_to_person() {
         // The person at the desk goes first: nothing is sent while they use it.
         person::watch().check().map_err(refused_as)?;
     }
@@ -524,7 +530,9 @@ fn execute<D: Desktop>(
     };
     let outcome = match act.perform(conn, &running) {
         // Input the person's own cut short: theirs, not a broken display.
-        Err(Failure::Display(_)) if input && person::watch().paused() => {
+        Err(Failure::Display(_))
+            if input && conn.yields_to_person() && person::watch().paused() =>
+        {
             Err(refused_as(person::watch().refusal()))
         }
         other => other,

@@ -92,6 +92,8 @@ pub struct Bus {
     /// Whether walks may be seeded from the apps' own caches (off: node by node, for comparison
     /// and for apps whose cache misleads).
     pub use_app_caches: bool,
+    /// The accessibility bus of an agent's own desktop; None: the process environment's.
+    pub address: Option<String>,
 }
 
 /// How long a listing waits for an app that recently did not answer.
@@ -103,6 +105,7 @@ impl Bus {
     pub fn new(use_app_caches: bool) -> Bus {
         Bus {
             use_app_caches,
+            address: None,
             state: tokio::sync::Mutex::new(None),
             last_failure: Mutex::new(None),
             apps: Mutex::new(HashMap::new()),
@@ -128,7 +131,11 @@ impl Bus {
             return Ok(conn.clone());
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let opened = tokio::time::timeout(left.min(Duration::from_secs(5)), open()).await;
+        let opened = tokio::time::timeout(
+            left.min(Duration::from_secs(5)),
+            open(self.address.as_deref()),
+        )
+        .await;
         let result = match opened {
             Ok(result) => result,
             Err(_) => Err("connecting to the accessibility bus timed out".to_string()),
@@ -246,11 +253,12 @@ impl Bus {
     }
 }
 
-/// Opens a connection to the accessibility bus: `AT_SPI_BUS_ADDRESS`, else the address the
-/// session bus's `org.a11y.Bus` gives.
-async fn open() -> Result<zbus::Connection, String> {
-    let address = match std::env::var("AT_SPI_BUS_ADDRESS") {
-        Ok(address) if !address.is_empty() => address,
+/// Opens a connection to the accessibility bus: `named` (an agent's own desktop's), else
+/// `AT_SPI_BUS_ADDRESS`, else the address the session bus's `org.a11y.Bus` gives.
+async fn open(named: Option<&str>) -> Result<zbus::Connection, String> {
+    let address = match (named, std::env::var("AT_SPI_BUS_ADDRESS")) {
+        (Some(named), _) => named.to_string(),
+        (None, Ok(address)) if !address.is_empty() => address,
         _ => {
             let session = zbus::Connection::session()
                 .await

@@ -146,6 +146,14 @@ impl Atspi {
         }
     }
 
+    /// The backend on the accessibility bus at `address` (an agent's own desktop's), whatever
+    /// the process environment names.
+    pub fn on_bus(address: &str) -> Atspi {
+        let mut atspi = Atspi::from_env();
+        atspi.bus.address = Some(address.to_string());
+        atspi
+    }
+
     async fn conn(&self, deadline: Instant) -> Result<zbus::Connection, BusError> {
         self.bus.connection(deadline).await
     }
@@ -289,7 +297,8 @@ impl Backend for Atspi {
     };
 
     fn probe(&self) -> Availability {
-        let has_bus = std::env::var_os("AT_SPI_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
+        let has_bus = self.bus.address.is_some()
+            || std::env::var_os("AT_SPI_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
             || std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
             || std::env::var_os("XDG_RUNTIME_DIR")
                 .is_some_and(|dir| std::path::Path::new(&dir).join("bus").exists());

@@ -20,10 +20,11 @@ use x11rb::rust_connection::RustConnection;
 mod agent;
 mod listing;
 mod person_devices;
+mod place;
 
 pub use agent::configure as configure_own_pointer;
+pub use place::{Backend, no_display};
 
-use super::kept_conn::KeptConn;
 use crate::Availability;
 use crate::gui::desktop::{self, Button, DisplayResult, MonitorInfo, Rect, Rgb, WindowInfo};
 use crate::gui::keys::{Combo, char_keysym};
@@ -94,6 +95,9 @@ pub struct XConn {
     changed: AtomicBool,
     /// The agent's own pointer and keyboard, once input asked for them.
     agent: Mutex<agent::AgentState>,
+    /// Whether this is an agent's own desktop (a display named to [`Backend::on_display`]):
+    /// no person's hands are on it to yield to, and no agent pointer pair is made there.
+    agent_desktop: bool,
 }
 
 /// What one listing read from the display: the display says when any of it changes (the events
@@ -136,37 +140,19 @@ fn button_number(button: Button) -> u8 {
 
 const SHIFT_L: u32 = 0xffe1;
 
-/// Why the display cannot be used, as `probe` reports it.
-pub fn no_display() -> Option<Availability> {
-    match std::env::var_os("DISPLAY").filter(|d| !d.is_empty()) {
-        Some(_) => None,
-        None => Some(match std::env::var("WAYLAND_DISPLAY") {
-            Ok(wayland) if !wayland.is_empty() => Availability::Unavailable {
-                reason: format!(
-                    "this is a Wayland session (WAYLAND_DISPLAY={wayland}) without an X display; \
-                     the gui surface drives X11 only for now"
-                ),
-                fix: "enable Xwayland and start the daemon with DISPLAY set (e.g. DISPLAY=:0), \
-                      or log in to an X11 session"
-                    .into(),
-            },
-            _ => Availability::Unavailable {
-                reason: "no X display: DISPLAY is not set in the daemon's environment".into(),
-                fix: "start the daemon from a desktop session or set DISPLAY (e.g. \
-                      `DISPLAY=:0 computer serve`); headless: `Xvfb :99 & DISPLAY=:99 computer serve`"
-                    .into(),
-            },
-        }),
-    }
-}
-
 impl XConn {
-    /// Connects to `$DISPLAY` and checks for XTEST.
-    pub fn connect() -> Result<XConn, Availability> {
-        if let Some(why) = no_display() {
+    /// Connects to `display` (an agent's own desktop), or to `$DISPLAY` when None, and checks
+    /// for XTEST.
+    pub fn connect_to(named: Option<&str>) -> Result<XConn, Availability> {
+        if named.is_none()
+            && let Some(why) = no_display()
+        {
             return Err(why);
         }
-        let display = std::env::var("DISPLAY").unwrap_or_default();
+        let display = match named {
+            Some(display) => display.to_string(),
+            None => std::env::var("DISPLAY").unwrap_or_default(),
+        };
         let unavailable = |reason: String| Availability::Unavailable {
             reason,
             fix: format!(
@@ -174,7 +160,7 @@ impl XConn {
                  connect to it (XAUTHORITY, `xhost`); `xdpyinfo` should answer"
             ),
         };
-        let (conn, screen) = RustConnection::connect(None)
+        let (conn, screen) = RustConnection::connect(named)
             .map_err(|err| unavailable(format!("cannot connect to X server {display}: {err}")))?;
         let failed = |err: &dyn std::fmt::Display| {
             unavailable(format!("X server {display} failed a request: {err}"))
@@ -222,7 +208,7 @@ impl XConn {
             green_mask: visual.green_mask,
             blue_mask: visual.blue_mask,
         };
-        let (watcher, _) = RustConnection::connect(None)
+        let (watcher, _) = RustConnection::connect(named)
             .map_err(|err| unavailable(format!("cannot connect to X server {display}: {err}")))?;
         let has_randr = conn
             .extension_information(x11rb::protocol::randr::X11_EXTENSION_NAME)
@@ -240,7 +226,13 @@ impl XConn {
             input: Mutex::new(Keyboard::default()),
             listed: Mutex::new(None),
             changed: AtomicBool::new(false),
-            agent: Mutex::new(agent::AgentState::Untried),
+            // An agent's own desktop has its core pointer to itself: no pair is made there.
+            agent: Mutex::new(if named.is_some() {
+                agent::AgentState::Refused
+            } else {
+                agent::AgentState::Untried
+            }),
+            agent_desktop: named.is_some(),
         };
         xconn.watch_root().map_err(|e| failed(&e))?;
         Ok(xconn)
@@ -647,7 +639,7 @@ impl XConn {
             self.motion(x, y)?;
             // Each step is its own event batch: a round trip keeps the motions distinct.
             self.sync()?;
-            if crate::gui::person::watch().paused() {
+            if self.person_paused() {
                 // The person took the pointer: let go where it is and send nothing more.
                 self.button(button_number(button), false)?;
                 self.agent_click_focus(lent)?;
@@ -792,7 +784,7 @@ impl XConn {
                 self.keymap()?
             };
             for &sym in &keysyms[start..end] {
-                if crate::gui::person::watch().paused() {
+                if self.person_paused() {
                     // The person is typing or moving the mouse: stop between two keys.
                     self.sync()?;
                     return Err(person_took_over());
@@ -1127,49 +1119,17 @@ impl XConn {
     }
 }
 
+impl XConn {
+    /// Whether input pauses for the person's own now: never on an agent's own desktop.
+    fn person_paused(&self) -> bool {
+        !self.agent_desktop && crate::gui::person::watch().paused()
+    }
+}
+
 /// The failure of input the person's own input cut short (the surface tells it apart through
 /// the watch and answers `interrupted_by_person`).
 fn person_took_over() -> XError {
     XError("the person's input came in the middle of this input; the rest was not sent".into())
-}
-
-/// The process-wide connection to the X server (see [`KeptConn`]).
-pub struct Backend {
-    conn: KeptConn<XConn>,
-}
-
-impl Backend {
-    pub fn new() -> Backend {
-        Backend {
-            conn: KeptConn::new(),
-        }
-    }
-
-    /// The connection, or why there is none.
-    pub fn conn(&self) -> Result<Arc<XConn>, Availability> {
-        self.conn.get(XConn::connect, |_| {
-            if crate::gui::person::watch().enabled() {
-                person_devices::watch_person_once();
-            }
-        })
-    }
-
-    /// The connection, if one is kept now (none is made).
-    fn current(&self) -> Option<Arc<XConn>> {
-        self.conn.current()
-    }
-
-    /// Drops a connection that failed, so the next use reconnects.
-    pub fn forget(&self, broken: &Arc<XConn>) {
-        self.conn.forget(broken)
-    }
-
-    pub fn availability(&self) -> Availability {
-        match self.conn() {
-            Ok(_) => Availability::Ready,
-            Err(why) => why,
-        }
-    }
 }
 
 impl desktop::Desktop for XConn {
@@ -1227,18 +1187,7 @@ impl desktop::Desktop for XConn {
     fn focus(&self, window: u32) -> DisplayResult<bool> {
         XConn::focus(self, window)
     }
-}
-
-impl desktop::Backend for Backend {
-    type Conn = XConn;
-
-    fn conn(&self) -> Result<Arc<XConn>, Availability> {
-        Backend::conn(self)
-    }
-    fn forget(&self, broken: &Arc<XConn>) {
-        Backend::forget(self, broken)
-    }
-    fn availability(&self) -> Availability {
-        Backend::availability(self)
+    fn yields_to_person(&self) -> bool {
+        !self.agent_desktop
     }
 }

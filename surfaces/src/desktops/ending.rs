@@ -1,0 +1,208 @@
+//! Finding every process that runs on an agent's desktop, and ending them with its servers.
+//!
+//! A process is on the desktop when its environment names the desktop (its `DISPLAY`, its
+//! session or accessibility bus, or `COMPUTER_DESKTOP`), when it is a client of the desktop's
+//! X server (the X-Resource extension gives each local client's pid: a program that cleared its
+//! environment is still found while it has a window), or when it descends from such a process
+//! (a program started by one that cleared its environment for its child).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::linux::Running;
+
+/// How long processes get to end after SIGTERM, and after SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How often a wait for processes to end looks again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Every process on the desktop now, its servers excepted, and never this process.
+pub(super) fn found(running: &Running) -> Vec<u32> {
+    let me = std::process::id();
+    let servers: HashSet<u32> = running.server_pids().into_iter().collect();
+    let mut marks: Vec<Vec<u8>> = vec![format!("COMPUTER_DESKTOP={}", running.id).into_bytes()];
+    if !running.display.is_empty() {
+        marks.push(format!("DISPLAY={}", running.display).into_bytes());
+        marks.push(format!("DISPLAY={}.0", running.display).into_bytes());
+    }
+    for (name, value) in [
+        ("DBUS_SESSION_BUS_ADDRESS", &running.dbus_address),
+        ("AT_SPI_BUS_ADDRESS", &running.atspi_address),
+    ] {
+        if !value.is_empty() {
+            marks.push(format!("{name}={value}").into_bytes());
+        }
+    }
+    let table = processes();
+    let mut on: HashSet<u32> = table
+        .keys()
+        .copied()
+        .filter(|pid| environ_names(*pid, &marks))
+        .collect();
+    if !running.display.is_empty() {
+        on.extend(x_client_pids(&running.display));
+    }
+    // Descendants of any process on it, or of its servers (what the buses start).
+    let mut roots: Vec<u32> = on.iter().copied().chain(servers.iter().copied()).collect();
+    while let Some(parent) = roots.pop() {
+        for (&pid, &ppid) in &table {
+            if ppid == parent && on.insert(pid) {
+                roots.push(pid);
+            }
+        }
+    }
+    on.retain(|pid| *pid != me && *pid > 1 && !servers.contains(pid) && alive(*pid));
+    let mut pids: Vec<u32> = on.into_iter().collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Ends what runs on the desktop, then its servers (the X server last), waiting for each.
+pub(super) fn end(running: &mut Running) {
+    let apps = found(running);
+    signal_and_wait(&apps);
+    // Closing apps may have started others (a crash reporter): once more.
+    let late = found(running);
+    signal_and_wait(&late);
+    let mut servers =
+        std::mem::take(&mut *running.servers.lock().unwrap_or_else(|e| e.into_inner()));
+    // Servers are kept newest first; the X server was started first and ends last.
+    for server in &mut servers {
+        let pid = server.child.id();
+        signal(pid, libc::SIGTERM);
+        let deadline = Instant::now() + TERM_GRACE;
+        while Instant::now() < deadline {
+            if matches!(server.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+        if !matches!(server.child.try_wait(), Ok(Some(_))) {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+        }
+        // Its process group: what it started that did not die with it.
+        // SAFETY: kill on a process group this desktop made (process_group(0) at spawn).
+        unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+    }
+    tracing::info!(
+        desktop = %running.id,
+        ended = apps.len() + late.len(),
+        "an agent's own desktop is closed; every process on it ended"
+    );
+}
+
+/// SIGTERM, a grace, SIGKILL for what is left, and a wait until none is left.
+fn signal_and_wait(pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    for &pid in pids {
+        signal(pid, libc::SIGTERM);
+    }
+    if wait_gone(pids, TERM_GRACE) {
+        return;
+    }
+    for &pid in pids {
+        if alive(pid) {
+            signal(pid, libc::SIGKILL);
+        }
+    }
+    if !wait_gone(pids, KILL_GRACE) {
+        let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        tracing::warn!(?left, "processes of an agent's desktop outlived SIGKILL");
+    }
+}
+
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory effects; a pid gone since is answered ESRCH.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+/// Waits until none of `pids` is alive, at most `bound`; whether none is.
+fn wait_gone(pids: &[u32], bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        if !pids.iter().any(|p| alive(*p)) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Whether `pid` runs (a zombie has ended: only its parent's wait is left).
+pub(super) fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Every process now: pid → parent pid.
+fn processes() -> HashMap<u32, u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// Whether `pid`'s environment holds one of `marks` as a whole entry.
+fn environ_names(pid: u32, marks: &[Vec<u8>]) -> bool {
+    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    environ
+        .split(|b| *b == 0)
+        .any(|entry| marks.iter().any(|mark| entry == mark.as_slice()))
+}
+
+/// The pids of the local clients of the X server at `display` (X-Resource), this process's own
+/// connection not among them.
+fn x_client_pids(display: &str) -> Vec<u32> {
+    use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _};
+    let Ok((conn, _)) = x11rb::connect(Some(display)) else {
+        return Vec::new();
+    };
+    let spec = ClientIdSpec {
+        client: 0,
+        mask: ClientIdMask::LOCAL_CLIENT_PID,
+    };
+    let Ok(Ok(reply)) = conn.res_query_client_ids(&[spec]).map(|c| c.reply()) else {
+        return Vec::new();
+    };
+    reply
+        .ids
+        .iter()
+        .filter(|id| id.spec.mask.contains(ClientIdMask::LOCAL_CLIENT_PID))
+        .filter_map(|id| id.value.first().copied())
+        .collect()
+}
+
+/// A process's resident memory (VmRSS), in bytes; 0 when it is gone.
+pub(super) fn resident_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                let kb = line.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?;
+                kb.trim().parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kb| kb * 1024)
+}

@@ -1,0 +1,623 @@
+//! Starting an agent's X11 desktop: the X server (Xvfb, or Xephyr on the person's display), a
+//! private session bus (dbus-daemon), the accessibility bus (at-spi-bus-launcher) and the window
+//! manager (openbox), each waited for until it answers, and the surfaces bound to them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use super::{AgentDesktop, DesktopError, DesktopKind, DesktopSpec, HostSession, ending};
+
+/// How long one server may take to answer.
+const START_BOUND: Duration = Duration::from_secs(20);
+/// How often a start that gives no event to wait on is looked at again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Where at-spi-bus-launcher lives on the distributions this runs on.
+const ATSPI_LAUNCHERS: &[&str] = &[
+    "/usr/libexec/at-spi-bus-launcher",
+    "/usr/lib/at-spi2-core/at-spi-bus-launcher",
+    "/usr/lib/at-spi-bus-launcher",
+    "/usr/lib64/at-spi-bus-launcher",
+];
+
+/// A server the desktop started, with its log.
+pub(super) struct Server {
+    pub name: &'static str,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+/// What runs for an open desktop, and what finds and ends it.
+pub(super) struct Running {
+    pub id: String,
+    pub dir: PathBuf,
+    pub display: String,
+    pub display_number: u32,
+    pub dbus_address: String,
+    pub atspi_address: String,
+    /// The window manager, buses and, last, the X server.
+    pub servers: Mutex<Vec<Server>>,
+    pub ended: bool,
+}
+
+impl Running {
+    fn new(id: String, dir: PathBuf) -> Running {
+        Running {
+            id,
+            dir,
+            display: String::new(),
+            display_number: 0,
+            dbus_address: String::new(),
+            atspi_address: String::new(),
+            servers: Mutex::new(Vec::new()),
+            ended: false,
+        }
+    }
+
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        let mut sockets = vec![PathBuf::from(format!(
+            "/tmp/.X11-unix/X{}",
+            self.display_number
+        ))];
+        sockets.extend(socket_path(&self.dbus_address));
+        sockets.extend(socket_path(&self.atspi_address));
+        sockets.push(self.dir.clone());
+        sockets
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = self.server_pids();
+        for pid in ending::found(self) {
+            if !pids.contains(&pid) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    pub fn server_pids(&self) -> Vec<u32> {
+        let servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        servers.iter().map(|s| s.child.id()).collect()
+    }
+
+    pub fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        ending::end(self);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The path of a `unix:path=` D-Bus address.
+fn socket_path(address: &str) -> Option<PathBuf> {
+    address
+        .strip_prefix("unix:path=")
+        .map(|rest| PathBuf::from(rest.split(',').next().unwrap_or(rest)))
+}
+
+/// A program on PATH (or at one of `paths`), or why it is missing.
+fn program(
+    name: &'static str,
+    package: &'static str,
+    kind: DesktopKind,
+) -> Result<PathBuf, DesktopError> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    found.ok_or(DesktopError::MissingProgram {
+        program: name,
+        package,
+        kind,
+    })
+}
+
+fn atspi_launcher(kind: DesktopKind) -> Result<PathBuf, DesktopError> {
+    ATSPI_LAUNCHERS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or(DesktopError::MissingProgram {
+            program: "at-spi-bus-launcher",
+            package: "at-spi2-core",
+            kind,
+        })
+}
+
+/// A name no other desktop of any process has.
+fn new_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{nanos:x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The desktop's private directory (mode 0700): its runtime dir, its buses' sockets, its logs.
+fn private_dir(id: &str) -> Result<PathBuf, DesktopError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = std::env::temp_dir().join(format!("computer-desktop-{id}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&path)
+        .map_err(|err| DesktopError::PrivateDir {
+            path: path.clone(),
+            why: err.to_string(),
+        })?;
+    Ok(path)
+}
+
+/// The last lines of a log, for an error.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(6).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// Spawns on one long-lived thread, so that PR_SET_PDEATHSIG (which fires when the spawning
+/// thread ends, not the process) ends the servers only with the daemon.
+fn spawn(command: Command) -> std::io::Result<Child> {
+    type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: Mutex<Option<mpsc::Sender<Request>>> = Mutex::new(None);
+    let mut command = command;
+    // SAFETY: prctl is async-signal-safe and changes only the child's own settings.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (reply, answer) = mpsc::channel();
+    let sent = {
+        let mut spawner = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = spawner.get_or_insert_with(|| {
+            let (requests, incoming) = mpsc::channel::<Request>();
+            let started = std::thread::Builder::new()
+                .name("desktop-spawner".into())
+                .spawn(move || {
+                    for (mut command, reply) in incoming {
+                        let _ = reply.send(command.spawn());
+                    }
+                });
+            if let Err(why) = started {
+                tracing::warn!(%why, "cannot start the desktop spawner thread");
+            }
+            requests
+        });
+        sender.send((command, reply.clone()))
+    };
+    if let Err(mpsc::SendError((mut command, _))) = sent {
+        // The spawner thread is gone: spawn here (PDEATHSIG then follows this thread).
+        return command.spawn();
+    }
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("the desktop spawner thread is gone"))?
+}
+
+/// A command for one of the desktop's own processes: the desktop's environment, a fresh one
+/// otherwise (nothing of the person's session), stdin closed, stderr to its log.
+fn server_command(
+    program: &Path,
+    env: &[(String, String)],
+    log: &Path,
+) -> Result<Command, DesktopError> {
+    let log_file = std::fs::File::create(log).map_err(|err| DesktopError::PrivateDir {
+        path: log.to_path_buf(),
+        why: err.to_string(),
+    })?;
+    let mut command = Command::new(program);
+    command.env_clear();
+    for name in ["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SHELL"] {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .process_group(0);
+    Ok(command)
+}
+
+/// What is started so far: all of it ends if a later step fails (the drop), and none of it when
+/// [`Starting::opened`] hands it over.
+struct Starting {
+    running: Running,
+}
+
+impl Starting {
+    /// Spawns one of the desktop's servers; it is ended with the rest.
+    fn start(
+        &mut self,
+        name: &'static str,
+        what: &'static str,
+        command: Command,
+        log: PathBuf,
+    ) -> Result<(), DesktopError> {
+        let child = spawn(command).map_err(|err| DesktopError::Start {
+            what,
+            why: format!("{name} could not be started: {err}"),
+            log: String::new(),
+        })?;
+        self.servers().insert(0, Server { name, child, log });
+        Ok(())
+    }
+
+    fn servers(&self) -> std::sync::MutexGuard<'_, Vec<Server>> {
+        self.running
+            .servers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for `ready` to give a value, or fails with the newest server's log after the
+    /// bound or when it exits first.
+    fn wait_for<T>(
+        &self,
+        what: &'static str,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T, DesktopError> {
+        let started = Instant::now();
+        let mut servers = self.servers();
+        let server = servers.first_mut();
+        let mut server = server;
+        loop {
+            if let Some(value) = ready() {
+                return Ok(value);
+            }
+            if let Some(server) = server.as_deref_mut()
+                && let Ok(Some(status)) = server.child.try_wait()
+            {
+                return Err(DesktopError::Start {
+                    what,
+                    why: format!("{} exited ({status})", server.name),
+                    log: tail(&server.log),
+                });
+            }
+            if started.elapsed() > START_BOUND {
+                return Err(DesktopError::Timeout {
+                    what,
+                    after: START_BOUND,
+                    log: server.map(|s| tail(&s.log)).unwrap_or_default(),
+                });
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// What runs, handed over to the open desktop.
+    fn opened(mut self) -> Running {
+        let mut nothing = Running::new(String::new(), PathBuf::new());
+        nothing.ended = true;
+        std::mem::replace(&mut self.running, nothing)
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        self.running.end();
+    }
+}
+
+/// The programs a kind of desktop runs, found before anything starts.
+struct Programs {
+    x_server: PathBuf,
+    dbus: PathBuf,
+    openbox: PathBuf,
+    atspi: PathBuf,
+}
+
+impl Programs {
+    fn find(kind: DesktopKind) -> Result<Programs, DesktopError> {
+        Ok(Programs {
+            x_server: match kind {
+                DesktopKind::Xephyr => program("Xephyr", "xserver-xephyr", kind)?,
+                _ => program("Xvfb", "xvfb", kind)?,
+            },
+            dbus: program("dbus-daemon", "dbus-daemon", kind)?,
+            openbox: program("openbox", "openbox", kind)?,
+            atspi: atspi_launcher(kind)?,
+        })
+    }
+}
+
+/// Opens an X11 desktop (see [`AgentDesktop::open_in`]).
+pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDesktop, DesktopError> {
+    let kind = match (&host.display, spec.visible) {
+        (Some(_), true) => DesktopKind::Xephyr,
+        _ => DesktopKind::Xvfb,
+    };
+    let programs = Programs::find(kind)?;
+    let id = new_id();
+    let dir = private_dir(&id)?;
+    let mut starting = Starting {
+        running: Running::new(id.clone(), dir.clone()),
+    };
+    let mut env = vec![("COMPUTER_DESKTOP".to_string(), id.clone())];
+    let number = start_x_server(&mut starting, &programs.x_server, kind, spec, host, &env)?;
+    let display = format!(":{number}");
+    starting.running.display = display.clone();
+    starting.running.display_number = number;
+    env.push(("DISPLAY".into(), display.clone()));
+    env.push(("XDG_RUNTIME_DIR".into(), dir.display().to_string()));
+
+    let dbus_address = start_session_bus(&mut starting, &programs.dbus, &env)?;
+    starting.running.dbus_address = dbus_address.clone();
+    env.push(("DBUS_SESSION_BUS_ADDRESS".into(), dbus_address.clone()));
+
+    let log = dir.join("at-spi-bus-launcher.log");
+    let mut command = server_command(&programs.atspi, &env, &log)?;
+    command.arg("--launch-immediately");
+    let what = "the accessibility bus (at-spi-bus-launcher)";
+    starting.start("at-spi-bus-launcher", what, command, log)?;
+    let atspi_address = starting.wait_for(what, || accessibility_address(&dbus_address))?;
+    starting.running.atspi_address = atspi_address.clone();
+    env.push(("AT_SPI_BUS_ADDRESS".into(), atspi_address.clone()));
+
+    // The window manager: EWMH (the gui surface's window list) and focus.
+    let log = dir.join("openbox.log");
+    let what = "the window manager (openbox)";
+    starting.start(
+        "openbox",
+        what,
+        server_command(&programs.openbox, &env, &log)?,
+        log,
+    )?;
+    starting.wait_for(what, || window_manager_ready(&display).then_some(()))?;
+
+    env.extend(
+        [
+            ("XDG_SESSION_TYPE", "x11"),
+            ("GDK_BACKEND", "x11"),
+            ("QT_QPA_PLATFORM", "xcb"),
+            ("NO_AT_BRIDGE", "0"),
+            ("QT_ACCESSIBILITY", "1"),
+            ("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let (gui, evidence) = crate::gui::on_x_display(&display, &atspi_address);
+    let keyboard = crate::ax::Keyboard::over(gui.clone());
+    let ax = crate::ax::surface_on_bus(&atspi_address, Some(keyboard));
+    let opened = format!("{kind} on {display}");
+    tracing::info!(desktop = %id, %opened, "an agent's own desktop is open");
+    Ok(AgentDesktop {
+        kind,
+        size: spec.size,
+        env,
+        gui,
+        ax,
+        evidence,
+        running: starting.opened(),
+    })
+}
+
+/// Starts the X server; its display number once it accepts connections. It picks a free
+/// display and writes the number to a pipe; it listens on its socket file only (no abstract
+/// socket, no TCP), which a sandbox can allow or not.
+fn start_x_server(
+    starting: &mut Starting,
+    program: &Path,
+    kind: DesktopKind,
+    spec: &DesktopSpec,
+    host: &HostSession,
+    env: &[(String, String)],
+) -> Result<u32, DesktopError> {
+    let (width, height) = spec.size;
+    let log = starting.running.dir.join("xserver.log");
+    let mut env = env.to_vec();
+    if let (DesktopKind::Xephyr, Some(outer)) = (kind, &host.display) {
+        env.push(("DISPLAY".into(), outer.clone()));
+    }
+    let mut command = server_command(program, &env, &log)?;
+    let (name, what) = match kind {
+        DesktopKind::Xephyr => {
+            command.args([
+                "-screen",
+                &format!("{width}x{height}x24"),
+                // The person's keyboard and pointer are never grabbed by the window.
+                "-no-host-grab",
+                "-title",
+                &format!("computer: agent desktop {}", starting.running.id),
+            ]);
+            ("Xephyr", "the nested X server (Xephyr)")
+        }
+        _ => {
+            command.args(["-screen", "0", &format!("{width}x{height}x24")]);
+            ("Xvfb", "the virtual X server (Xvfb)")
+        }
+    };
+    let (read_end, write_end) = pipe().map_err(|err| DesktopError::Start {
+        what,
+        why: format!("no pipe for its display number: {err}"),
+        log: String::new(),
+    })?;
+    let keep_fd = write_end.as_raw_fd();
+    command.args(["-displayfd", &keep_fd.to_string()]).args([
+        "-nolisten",
+        "tcp",
+        "-nolisten",
+        "local",
+    ]);
+    // SAFETY: fcntl on an fd this process owns, in the child before exec, so it survives exec.
+    unsafe {
+        command.pre_exec(move || {
+            let flags = libc::fcntl(keep_fd, libc::F_GETFD);
+            libc::fcntl(keep_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            Ok(())
+        });
+    }
+    starting.start(name, what, command, log.clone())?;
+    drop(write_end);
+    read_display_number(read_end, what, &log)
+}
+
+/// Starts the session bus on a socket file in the private directory; its address.
+fn start_session_bus(
+    starting: &mut Starting,
+    program: &Path,
+    env: &[(String, String)],
+) -> Result<String, DesktopError> {
+    let what = "the session bus (dbus-daemon)";
+    let dir = starting.running.dir.clone();
+    let log = dir.join("dbus.log");
+    let mut command = server_command(program, env, &log)?;
+    command
+        .args(["--session", "--nofork", "--print-address=1"])
+        .arg(format!("--address=unix:path={}", dir.join("bus").display()))
+        .stdout(Stdio::piped());
+    starting.start("dbus-daemon", what, command, log.clone())?;
+    let stdout = starting.servers()[0].child.stdout.take();
+    let mut address = String::new();
+    if let Some(stdout) = stdout {
+        let _ = BufReader::new(stdout).read_line(&mut address);
+    }
+    let address = address.trim().to_string();
+    if address.is_empty() {
+        return Err(DesktopError::Start {
+            what,
+            why: "it printed no address".into(),
+            log: tail(&log),
+        });
+    }
+    Ok(address)
+}
+
+fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds this process then owns.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just made and are owned by nothing else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// The display number the X server writes once it accepts connections (the pipe closes
+/// without one when it exits first).
+fn read_display_number(
+    read_end: std::os::fd::OwnedFd,
+    what: &'static str,
+    log: &Path,
+) -> Result<u32, DesktopError> {
+    let mut text = String::new();
+    let read = std::fs::File::from(read_end)
+        .take(32)
+        .read_to_string(&mut text);
+    let failed = |why: String| DesktopError::Start {
+        what,
+        why,
+        log: tail(log),
+    };
+    read.map_err(|err| failed(format!("reading its display number failed: {err}")))?;
+    text.trim().parse().map_err(|_| {
+        failed(format!(
+            "it exited without naming a display (wrote {:?})",
+            text.trim()
+        ))
+    })
+}
+
+/// The accessibility bus's address, once org.a11y.Bus answers on the session bus (and with
+/// accessibility switched on, which AccessKit-based apps wait for).
+fn accessibility_address(session: &str) -> Option<String> {
+    let session = session.to_string();
+    on_own_runtime(async move {
+        let conn = zbus::connection::Builder::address(session.as_str())
+            .ok()?
+            .build()
+            .await
+            .ok()?;
+        let reply = conn
+            .call_method(
+                Some("org.a11y.Bus"),
+                "/org/a11y/bus",
+                Some("org.a11y.Bus"),
+                "GetAddress",
+                &(),
+            )
+            .await
+            .ok()?;
+        let address: String = reply.body().deserialize().ok()?;
+        conn.call_method(
+            Some("org.a11y.Bus"),
+            "/org/a11y/bus",
+            Some("org.freedesktop.DBus.Properties"),
+            "Set",
+            &(
+                "org.a11y.Status",
+                "IsEnabled",
+                zbus::zvariant::Value::from(true),
+            ),
+        )
+        .await
+        .ok()?;
+        Some(address).filter(|a| !a.is_empty())
+    })
+}
+
+/// Runs `work` on a thread of its own with a runtime of its own: `open` may be called from
+/// inside the daemon's runtime, where blocking on another is not allowed.
+fn on_own_runtime<T: Send + 'static>(
+    work: impl std::future::Future<Output = Option<T>> + Send + 'static,
+) -> Option<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?
+                    .block_on(work)
+            })
+            .join()
+            .ok()
+            .flatten()
+    })
+}
+
+/// Whether a window manager runs on `display` (it set `_NET_SUPPORTING_WM_CHECK`).
+fn window_manager_ready(display: &str) -> bool {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let Ok((conn, screen)) = x11rb::connect(Some(display)) else {
+        return false;
+    };
+    let root = conn.setup().roots[screen].root;
+    let atom = match conn
+        .intern_atom(true, b"_NET_SUPPORTING_WM_CHECK")
+        .map(|c| c.reply())
+    {
+        Ok(Ok(reply)) if reply.atom != 0 => reply.atom,
+        _ => return false,
+    };
+    conn.get_property(false, root, atom, AtomEnum::WINDOW, 0, 1)
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .is_some_and(|reply| reply.value_len > 0)
+}
