@@ -87,9 +87,9 @@ if ! python3 -c 'import check_jsonschema' >/dev/null 2>&1; then
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'check-jsonschema>=0.29'
 fi
 # The official MCP TypeScript SDK (the one most hosts are built on) and the hosts the suite sets
-# up from their own packages (Gemini CLI, Claude Code, the MCP Inspector), at the releases pinned
-# in tests/clients/ts/package-lock.json: the suite drives `computer mcp` with them and never
-# downloads at test time. Needs Node.js 20 or later (Gemini CLI); the Inspector's package asks
+# up from their own packages (Gemini CLI, Claude Code, Codex, the MCP Inspector), at the
+# releases pinned in tests/clients/ts/package-lock.json: the suite drives `computer mcp` with
+# them and never downloads at test time. Needs Node.js 20 or later (Gemini CLI); the Inspector's package asks
 # for 22 and prints an engine warning on 20, where its CLI mode, the one the suite uses, runs.
 ts_clients="$(cd "$(dirname "$0")/.." && pwd)/tests/clients/ts"
 if ! command -v npm >/dev/null 2>&1; then

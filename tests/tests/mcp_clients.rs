@@ -2,7 +2,8 @@
 //! Python SDK and the official TypeScript SDK (a current release and one that knows protocol
 //! 2024-11-05 only), and hosts from their own packages (Gemini CLI: its `mcp add` and its
 //! trusted folders; Claude Code: `mcp add` at user and project scope, the project's approval;
-//! the MCP Inspector's CLI mode). Also what a host does to the relay: closing it, dying under
+//! Codex: `mcp add`, the config edits, and calls from `codex exec` with a scripted model; the MCP
+//! Inspector's CLI mode). Also what a host does to the relay: closing it, dying under
 //! it, stripping its environment, cancelling a long run; and the daemon the relay starts.
 
 use std::io::{BufRead, BufReader, Write};
@@ -168,6 +169,19 @@ impl HostCli {
 
     /// Runs the host with `args` in `folder`; returns stdout and stderr, asserting success.
     fn run(&self, folder: &Path, args: &[&str]) -> String {
+        let (stdout, stderr) = self.outputs(folder, args);
+        format!("{stdout}{stderr}")
+    }
+
+    /// Runs the host with `args` in `folder`; returns what it printed as JSON on stdout.
+    fn run_json(&self, folder: &Path, args: &[&str]) -> Value {
+        let (stdout, stderr) = self.outputs(folder, args);
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("{args:?} prints JSON ({e}): {stdout}{stderr}"))
+    }
+
+    /// Runs the host with `args` in `folder`; returns stdout and stderr apart, asserting success.
+    fn outputs(&self, folder: &Path, args: &[&str]) -> (String, String) {
         let out = Command::new(&self.program)
             .args(args)
             .current_dir(folder)
@@ -178,13 +192,16 @@ impl HostCli {
             .stdin(Stdio::null())
             .output()
             .expect("run the host");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
         );
-        assert!(out.status.success(), "{:?} {args:?}: {text}", self.program);
-        text
+        assert!(
+            out.status.success(),
+            "{:?} {args:?}: {stdout}{stderr}",
+            self.program
+        );
+        (stdout, stderr)
     }
 }
 
@@ -325,6 +342,514 @@ fn claude_code_project_mcp_json_waits_for_approval_then_connects() {
         before,
         "the project server's relay reaching the daemon",
     );
+}
+
+// ---- Codex ----
+
+/// The Codex section of the hosts page: its `sh` command and its `toml` blocks, in order.
+fn codex_section_of_the_hosts_page() -> (String, Vec<toml::Table>) {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/guide/hosts.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    let (_, section) = text
+        .split_once("\n## Codex\n")
+        .expect("the hosts page has a Codex part");
+    let section = section.split("\n## ").next().unwrap();
+    let (mut commands, mut tables) = (Vec::new(), Vec::new());
+    let mut blocks = section.split("```").skip(1).step_by(2);
+    for block in blocks.by_ref() {
+        let (info, body) = block.split_once('\n').unwrap();
+        match info {
+            "sh" => commands.push(body.trim().to_owned()),
+            "toml" => tables.push(toml::from_str(body).unwrap_or_else(|e| panic!("{body}: {e}"))),
+            other => panic!("an unexpected {other:?} block in the Codex part: {body}"),
+        }
+    }
+    assert_eq!(
+        commands.len(),
+        1,
+        "one command in the Codex part: {commands:?}"
+    );
+    (commands.remove(0), tables)
+}
+
+/// The `[mcp_servers.NAME]` entry of a Codex config.
+fn codex_entry<'a>(config: &'a toml::Table, name: &str) -> &'a toml::Table {
+    config["mcp_servers"][name]
+        .as_table()
+        .unwrap_or_else(|| panic!("no [mcp_servers.{name}] in {config}"))
+}
+
+/// A model Codex can be pointed at without an account (a model provider of the person's own is
+/// Codex's documented way to use another model): a Responses API endpoint on 127.0.0.1 that
+/// answers each request with the next scripted turn, streamed as server-sent events, and keeps
+/// what Codex sent, tool results included.
+struct ScriptedModel {
+    port: u16,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    server: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ScriptedModel {
+    /// Serves `turns` in order, then a closing message for any later request, until dropped.
+    fn serve(turns: Vec<Vec<Value>>) -> ScriptedModel {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&requests);
+        let server = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                // Dropping the model knocks with an empty connection: the end.
+                let Some((request_line, body)) = read_http_request(&stream) else {
+                    return;
+                };
+                let reply = if request_line.starts_with("POST ")
+                    && request_line.contains("/responses")
+                {
+                    let mut kept = kept.lock().unwrap();
+                    kept.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                    let turn = kept.len() - 1;
+                    let events = turns
+                        .get(turn)
+                        .cloned()
+                        .unwrap_or_else(|| closing_turn(turn));
+                    let stream: String = events
+                        .iter()
+                        .map(|event| {
+                            format!(
+                                "event: {}\ndata: {event}\n\n",
+                                event["type"].as_str().unwrap()
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{stream}",
+                        stream.len()
+                    )
+                } else {
+                    "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        .into()
+                };
+                let _ = (&stream).write_all(reply.as_bytes());
+            }
+        });
+        ScriptedModel {
+            port,
+            requests,
+            server: Some(server),
+        }
+    }
+
+    /// `-c` settings that make `codex` use this model.
+    fn codex_settings(&self) -> Vec<String> {
+        vec![
+            "-c".into(),
+            "model_provider=\"scripted\"".into(),
+            "-c".into(),
+            format!(
+                "model_providers.scripted={{name=\"scripted\",base_url=\"http://127.0.0.1:{}/v1\",wire_api=\"responses\"}}",
+                self.port
+            ),
+            "-m".into(),
+            "scripted".into(),
+        ]
+    }
+
+    /// What Codex handed the model as the result of call `call_id`: its text, parts joined.
+    fn tool_output(&self, call_id: &str) -> String {
+        let requests = self.requests.lock().unwrap();
+        let output = requests
+            .iter()
+            .flat_map(|request| request["input"].as_array().into_iter().flatten())
+            .find(|item| item["type"] == "function_call_output" && item["call_id"] == call_id)
+            .map(|item| item["output"].clone())
+            .unwrap_or_else(|| panic!("Codex sent no result of {call_id}"));
+        match output {
+            Value::String(text) => text,
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|part| part["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => panic!("{call_id}: an unexpected output {other}"),
+        }
+    }
+
+    /// The tool's JSON reply inside Codex's result text ("Wall time: …\nOutput:\n{…}").
+    fn tool_reply(&self, call_id: &str) -> Value {
+        let text = self.tool_output(call_id);
+        let json = text
+            .split_once("Output:\n")
+            .map_or(text.as_str(), |(_, json)| json);
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{call_id}: {e}: {text}"))
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(server) = self.server.take() {
+            let _ = server.join();
+        }
+    }
+}
+
+/// One HTTP request: its request line and body, or None when the peer sent nothing.
+fn read_http_request(stream: &std::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).ok()? == 0 {
+        return None;
+    }
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).ok()? == 0 || header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    std::io::Read::read_exact(&mut reader, &mut body).ok()?;
+    Some((request_line, body))
+}
+
+/// Usage figures a Responses turn ends with.
+fn turn_completed(turn: usize) -> Value {
+    json!({"type": "response.completed", "response": {"id": format!("turn{turn}"), "usage": {
+        "input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
+        "output_tokens_details": null, "total_tokens": 2}}})
+}
+
+/// A model turn that calls functions: `(call id, namespace or "", function, arguments)`.
+fn calling_turn(turn: usize, calls: &[(&str, &str, &str, Value)]) -> Vec<Value> {
+    let mut events =
+        vec![json!({"type": "response.created", "response": {"id": format!("turn{turn}")}})];
+    for (call_id, namespace, name, arguments) in calls {
+        let mut item = json!({"type": "function_call", "id": format!("item-{call_id}"),
+            "call_id": call_id, "name": name, "arguments": arguments.to_string()});
+        if !namespace.is_empty() {
+            item["namespace"] = json!(namespace);
+        }
+        events.push(json!({"type": "response.output_item.done", "item": item}));
+    }
+    events.push(turn_completed(turn));
+    events
+}
+
+/// The model's last word: a message, no call.
+fn closing_turn(turn: usize) -> Vec<Value> {
+    vec![
+        json!({"type": "response.created", "response": {"id": format!("turn{turn}")}}),
+        json!({"type": "response.output_item.done", "item": {"type": "message", "role": "assistant",
+            "id": format!("message{turn}"), "content": [{"type": "output_text", "text": "done"}]}}),
+        turn_completed(turn),
+    ]
+}
+
+/// `COMPUTER` through the Codex server `server` (Codex names its namespace `mcp__` and the
+/// server's name with `-` as `_`).
+fn computer_call(
+    call_id: &'static str,
+    server: &str,
+    call: Value,
+) -> (&'static str, String, Value) {
+    (call_id, format!("mcp__{}", server.replace('-', "_")), call)
+}
+
+/// Codex, installed from its own package (pinned in tests/clients/ts), in a private `HOME`, set up
+/// exactly as the hosts page says: its `codex mcp add` line, then the page's edits of
+/// `~/.codex/config.toml` (the timeout, the observe-only entry).
+struct Codex {
+    cli: HostCli,
+    folder: PathBuf,
+    config: PathBuf,
+    /// The page's three `toml` blocks: the full entry with its timeout, the observe-only entry,
+    /// the full entry that leaves approval to the daemon.
+    page: [toml::Table; 3],
+    socket: PathBuf,
+}
+
+impl Codex {
+    fn set_up_as_the_hosts_page_says(root: &Path, daemon: &Daemon) -> Codex {
+        let cli = HostCli::installed("codex", "Codex", root, daemon);
+        let folder = root.join("project");
+        std::fs::create_dir_all(&folder).unwrap();
+        let (add, tables) = codex_section_of_the_hosts_page();
+        let page: [toml::Table; 3] = tables
+            .try_into()
+            .unwrap_or_else(|tables| panic!("three toml blocks in the Codex part: {tables:?}"));
+        let args: Vec<&str> = add.split_whitespace().collect();
+        assert_eq!(args[0], "codex", "{add}");
+        cli.run(&folder, &args[1..]);
+        let codex = Codex {
+            config: cli.home.join(".codex/config.toml"),
+            cli,
+            folder,
+            page,
+            socket: daemon.socket.clone(),
+        };
+        // The page's entry is what `codex mcp add` wrote, plus the timeout.
+        let written = codex.read_config();
+        let mut expected = codex_entry(&codex.page[0], "computer").clone();
+        assert_eq!(
+            expected.remove("tool_timeout_sec"),
+            Some(toml::Value::Integer(300))
+        );
+        assert_eq!(*codex_entry(&written, "computer"), expected, "{written}");
+        codex.edit_as_the_page_says(0);
+        codex.edit_as_the_page_says(1);
+        codex
+    }
+
+    fn read_config(&self) -> toml::Table {
+        toml::from_str(&std::fs::read_to_string(&self.config).unwrap()).unwrap()
+    }
+
+    /// Puts the entries of the page's `toml` block `block` into the config, as a person would.
+    fn edit_as_the_page_says(&self, block: usize) {
+        let mut config = self.read_config();
+        let servers = config["mcp_servers"].as_table_mut().unwrap();
+        for (name, entry) in self.page[block]["mcp_servers"].as_table().unwrap() {
+            servers.insert(name.clone(), entry.clone());
+        }
+        std::fs::write(&self.config, toml::to_string(&config).unwrap()).unwrap();
+    }
+
+    /// `codex exec` with `model`: stdout and stderr (Codex's warnings included). Only the
+    /// scripted model is reached: no plugin or app sync, no analytics (whose host Codex would
+    /// otherwise look up). The one setting beyond the page's is `env_vars`, so that the relay
+    /// finds this test's daemon rather than the person's.
+    fn exec(&self, model: &ScriptedModel) -> String {
+        let out = Command::new(&self.cli.program)
+            .args(["exec", "--skip-git-repo-check", "--strict-config"])
+            .args(["-c", "analytics.enabled=false"])
+            .args(["--disable", "plugins", "--disable", "remote_plugin"])
+            .args(["--disable", "apps"])
+            .args(model.codex_settings())
+            .args(["-c", r#"mcp_servers.computer.env_vars=["COMPUTER_SOCKET"]"#])
+            .args([
+                "-c",
+                r#"mcp_servers.computer-observe.env_vars=["COMPUTER_SOCKET"]"#,
+            ])
+            .arg("use the computer")
+            .current_dir(&self.folder)
+            .env_clear()
+            .env("HOME", &self.cli.home)
+            .env("PATH", &self.cli.path)
+            .env("RUST_LOG", "warn")
+            .env("COMPUTER_SOCKET", &self.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run codex exec");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "codex exec: {text}");
+        text
+    }
+}
+
+/// After the hosts page's `codex mcp add` and edits, `codex mcp list` shows both entries and
+/// `--json` their timeout, and `codex mcp get computer --json` the full entry with it.
+#[test]
+fn codex_mcp_list_and_get_show_the_hosts_pages_entries_with_their_timeout() {
+    let daemon = daemon_logging_connections();
+    let tmp = tempfile::tempdir().unwrap();
+    let codex = Codex::set_up_as_the_hosts_page_says(tmp.path(), &daemon);
+    let run = |args: &[&str]| codex.cli.run(&codex.folder, args);
+    let run_json = |args: &[&str]| codex.cli.run_json(&codex.folder, args);
+
+    let listed = run(&["mcp", "list"]);
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with("computer ") && line.contains("enabled"))
+            && listed
+                .lines()
+                .any(|line| line.starts_with("computer-observe ") && line.contains("enabled")),
+        "{listed}"
+    );
+    let listed = run_json(&["mcp", "list", "--json"]);
+    let timeouts: Vec<(&str, &Value)> = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|server| {
+            (
+                server["name"].as_str().unwrap(),
+                &server["tool_timeout_sec"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        timeouts,
+        [
+            ("computer", &json!(300.0)),
+            ("computer-observe", &json!(300.0))
+        ],
+        "{listed}"
+    );
+    let shown = run_json(&["mcp", "get", "computer", "--json"]);
+    assert_eq!(
+        (
+            &shown["transport"]["command"],
+            &shown["transport"]["args"],
+            &shown["tool_timeout_sec"]
+        ),
+        (&json!("computer"), &json!(["mcp"]), &json!(300.0)),
+        "{shown}"
+    );
+}
+
+/// `codex exec` with a scripted model on 127.0.0.1 (no account), Codex set up as the hosts page
+/// says, calls as a model would: an observation through the observe-only entry runs and is
+/// receipted; an act through it is refused by the daemon; the same act through the full entry
+/// is failed by Codex itself (its own approval, with nobody to ask) and never reaches the
+/// daemon, until the page's `default_tools_approval_mode` line, after which it runs and is
+/// receipted. Codex's resource tools list none, and Codex logs no warning about the server.
+#[test]
+fn codex_exec_calls_through_the_observe_only_and_the_full_entry_each_receipted() {
+    let daemon = daemon_logging_connections();
+    let tmp = tempfile::tempdir().unwrap();
+    let codex = Codex::set_up_as_the_hosts_page_says(tmp.path(), &daemon);
+    let echo =
+        json!({"surface": "shell", "command": "run", "args": {"argv": ["echo", "from codex"]}});
+    let calls = [
+        computer_call(
+            "observe",
+            "computer-observe",
+            json!({"surface": "shell", "command": "list"}),
+        ),
+        computer_call("act-observe-only", "computer-observe", echo.clone()),
+        computer_call("act", "computer", echo.clone()),
+    ];
+    let resources = [
+        (
+            "resources",
+            "",
+            "list_mcp_resources",
+            json!({"server": "computer"}),
+        ),
+        (
+            "templates",
+            "",
+            "list_mcp_resource_templates",
+            json!({"server": "computer"}),
+        ),
+    ];
+    let turns = calls
+        .iter()
+        .enumerate()
+        .map(|(turn, (id, namespace, call))| {
+            calling_turn(turn, &[(id, namespace, "COMPUTER", call.clone())])
+        })
+        .chain([calling_turn(calls.len(), &resources)])
+        .collect();
+    let model = ScriptedModel::serve(turns);
+    let before = connections_served(&daemon);
+    let said = codex.exec(&model);
+    assert!(
+        connections_served(&daemon) >= before + 2,
+        "both entries' relays reached this daemon"
+    );
+
+    let observed = model.tool_reply("observe");
+    assert_eq!(
+        (&observed["ok"], &observed["sessions"]),
+        (&json!(true), &json!([])),
+        "{observed}"
+    );
+    let intent = daemon.receipt_row(&observed["receipt"], "intent");
+    assert_eq!(
+        (&intent["surface"], &intent["command"]),
+        (&json!("shell"), &json!("list")),
+        "{intent}"
+    );
+    assert_eq!(
+        daemon.receipt_row(&observed["receipt"], "result")["body"]["ok"],
+        true
+    );
+
+    let refused = model.tool_reply("act-observe-only");
+    assert_eq!(refused["error"]["code"], "denied", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("observe-only"),
+        "{refused}"
+    );
+    let result = daemon.receipt_row(&refused["receipt"], "result");
+    assert_eq!(result["body"]["ok"], false, "{result}");
+
+    let gated = model.tool_output("act");
+    assert!(
+        gated.contains("MCP tool call requires approval"),
+        "Codex gates the full entry: {gated}"
+    );
+    let runs_asked = daemon
+        .receipts()
+        .iter()
+        .filter(|row| row["kind"] == "intent" && row["command"] == "run")
+        .count();
+    assert_eq!(
+        runs_asked, 1,
+        "only the observe-only entry's act reached the daemon (and was refused there)"
+    );
+
+    assert_eq!(
+        model.tool_reply("resources"),
+        json!({"server": "computer", "resources": []})
+    );
+    assert_eq!(
+        model.tool_reply("templates"),
+        json!({"server": "computer", "resourceTemplates": []})
+    );
+    let warnings: Vec<&str> = said
+        .lines()
+        .filter(|line| {
+            (line.contains(" WARN ") || line.contains(" ERROR ")) && line.contains("computer")
+        })
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "Codex warned about the server: {warnings:?}\n{said}"
+    );
+    drop(model);
+
+    // The page's line that leaves the decision to the daemon: the act runs, receipted.
+    codex.edit_as_the_page_says(2);
+    let (id, namespace, call) = &calls[2];
+    let model = ScriptedModel::serve(vec![calling_turn(
+        0,
+        &[(id, namespace, "COMPUTER", call.clone())],
+    )]);
+    codex.exec(&model);
+    let ran = model.tool_reply("act");
+    assert_eq!(
+        (&ran["ok"], &ran["stdout"]),
+        (&json!(true), &json!("from codex\n")),
+        "{ran}"
+    );
+    let intent = daemon.receipt_row(&ran["receipt"], "intent");
+    assert_eq!(
+        (&intent["surface"], &intent["command"]),
+        (&json!("shell"), &json!("run")),
+        "{intent}"
+    );
+    assert_eq!(
+        intent["body"]["args"]["args"]["argv"],
+        json!(["echo", "from codex"]),
+        "{intent}"
+    );
+    daemon.assert_chain_holds();
 }
 
 /// The MCP Inspector, installed from its own package (pinned in tests/clients/ts), in its CLI
