@@ -1852,7 +1852,7 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
 }
 
 #[test]
-fn the_relay_and_doctor_name_the_config_the_running_daemon_read_and_resources_list_empty() {
+fn the_relay_doctor_and_approve_name_the_config_the_running_daemon_read_and_resources_list_empty() {
     let session = Session::new();
     let host = session.stripped_env();
     let mut relay = session
@@ -1930,4 +1930,24 @@ fn the_relay_and_doctor_name_the_config_the_running_daemon_read_and_resources_li
         .unwrap();
     let doctor: Value = serde_json::from_slice(&doctor.stdout).unwrap();
     assert_eq!(doctor["config"]["daemon_read"], json!(config), "{doctor}");
+    // `computer approve` says it first: its answers are decided under that file.
+    let approve = session
+        .computer(&terminal)
+        .arg("approve")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let approve = String::from_utf8_lossy(&approve.stdout);
+    assert_eq!(
+        approve.lines().next(),
+        Some(
+            format!(
+                "the running daemon (pid {}) read its config from {}",
+                stop.0.unwrap(),
+                config.display()
+            )
+            .as_str()
+        ),
+        "{approve}"
+    );
 }
