@@ -229,7 +229,8 @@ fn wait_for_a_connection(daemon: &Daemon, before: usize, what: &str) {
 /// Claude Code, installed from its own package (pinned in tests/clients/ts), set up exactly as
 /// the hosts page says for every project: `claude mcp add --scope user computer -- computer mcp`
 /// writes the user config, and `claude mcp list` and `claude mcp get computer` start the relay,
-/// which reaches this daemon, and show it connected. No account is needed for either.
+/// which reaches this daemon, and show it connected; so is the observe-only entry added beside
+/// it. No account is needed for either.
 #[test]
 fn claude_code_adds_the_relay_for_every_project_as_the_hosts_page_says_and_connects() {
     let daemon = daemon_logging_connections();
@@ -275,6 +276,28 @@ fn claude_code_adds_the_relay_for_every_project_as_the_hosts_page_says_and_conne
         &daemon,
         before,
         "claude mcp get's relay reaching the daemon",
+    );
+
+    // The observe-only entry beside it, as README and the hosts page add it for plan mode.
+    claude.run(
+        &folder,
+        &[
+            "mcp",
+            "add",
+            "--scope",
+            "user",
+            "computer-observe",
+            "--",
+            "computer",
+            "mcp",
+            "--observe-only",
+        ],
+    );
+    let listed = claude.run(&folder, &["mcp", "list"]);
+    assert!(
+        listed.contains("computer: computer mcp - ✔ Connected")
+            && listed.contains("computer-observe: computer mcp --observe-only - ✔ Connected"),
+        "both entries connect: {listed}"
     );
 }
 
