@@ -201,6 +201,10 @@ fn kill_app(leader: u32) {
     }
 }
 
+/// The suite these apps serve, whose desktop they start on (the browsers are kept for the
+/// process, so every suite that used them would share them and that desktop).
+const SUITE: &str = "real_apps";
+
 /// Every app launched by this process, for the guard and for the kill at exit.
 fn launched() -> &'static Mutex<Vec<Arc<RealApp>>> {
     static LAUNCHED: OnceLock<Mutex<Vec<Arc<RealApp>>>> = OnceLock::new();
@@ -279,7 +283,7 @@ pub struct Launch<'a> {
 /// directories under its scratch dir, watched by the memory guard; returns once it is on
 /// AT-SPI with a window (at most `startup`).
 pub fn launch(launch: Launch<'_>, startup: Duration) -> Arc<RealApp> {
-    let desktop = Desktop::shared();
+    let desktop = Desktop::shared_of(SUITE);
     let root = launch.dir.path().to_path_buf();
     let mut command = desktop.command(launch.program);
     for sub in ["config", "data", "cache", "runtime"] {
@@ -495,7 +499,7 @@ pub fn libreoffice(kind: &str) -> Arc<RealApp> {
 pub fn featherpad() -> Arc<RealApp> {
     // Qt 5 gives up on AT-SPI for good when the a11y bus it is told of is not up yet (the bus
     // launcher starts it on the first request for its address): ask for it first.
-    if let Err(err) = a11y_address(Desktop::shared()) {
+    if let Err(err) = a11y_address(Desktop::shared_of(SUITE)) {
         panic!("the desktop's a11y bus has no address for FeatherPad: {err}");
     }
     launch(

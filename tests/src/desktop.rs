@@ -1,10 +1,10 @@
 //! The desktop the surface suites drive. On Linux a private headless one: Xvfb, an EWMH window
-//! manager (openbox), a private D-Bus session bus with AT-SPI enabled, started once per test
-//! binary and torn down with it: every process is spawned from one long-lived thread with
-//! PR_SET_PDEATHSIG, so nothing outlives the test process (and nothing holds CI's output pipes
-//! open). On macOS the runner's own desktop (the logged-in Aqua session: WindowServer,
-//! accessibility, Apple events), which the harness neither starts nor stops; apps it launches
-//! end when their [`App`] guard drops.
+//! manager (openbox), a private D-Bus session bus with AT-SPI enabled, started once per suite
+//! (see [`crate::suite`]) and torn down with the test process: every process is spawned from
+//! one long-lived thread with PR_SET_PDEATHSIG, so nothing outlives the test process (and
+//! nothing holds CI's output pipes open). On macOS the runner's own desktop (the logged-in
+//! Aqua session: WindowServer, accessibility, Apple events), which the harness neither starts
+//! nor stops; apps it launches end when their [`App`] guard drops.
 
 use std::io::Read;
 #[cfg(target_os = "linux")]
@@ -99,16 +99,22 @@ impl Drop for Desktop {
 }
 
 impl Desktop {
-    /// The desktop shared by this test binary, started on first use.
+    /// The desktop shared by the calling suite's tests (see [`crate::suite`]), started on first
+    /// use: each suite has its own, as when each was a test process of its own.
+    #[track_caller]
     pub fn shared() -> &'static Desktop {
-        static DESKTOP: OnceLock<Desktop> = OnceLock::new();
-        DESKTOP.get_or_init(Desktop::start)
+        Desktop::shared_of(crate::suite::calling_suite())
+    }
+
+    /// The desktop shared by `suite`'s tests, for harness code that serves one suite.
+    pub fn shared_of(suite: &str) -> &'static Desktop {
+        crate::suite::per_suite(suite, || Desktop::start(suite))
     }
 
     /// A desktop of the test's own, for what would disturb the shared one (a grabbed or stopped
     /// X server); it ends when dropped.
     pub fn private() -> Desktop {
-        Desktop::start()
+        Desktop::start(&private_label())
     }
 
     /// A private desktop whose input devices are not XTEST ones, as a person's mouse and
@@ -118,7 +124,7 @@ impl Desktop {
     /// desktop (the daemon's, `xdotool` here) comes from its XTEST devices as on any server.
     #[cfg(target_os = "linux")]
     pub fn private_with_a_person() -> Desktop {
-        Desktop::start_on(true)
+        Desktop::start_on(&private_label(), true)
     }
 
     /// Elsewhere the desk is the session's own, where no input can be told the person's by
@@ -149,8 +155,8 @@ impl Desktop {
     /// The session's own desktop: there is nothing to start, only a place for logs. Surface
     /// suites on macOS need a logged-in GUI session (GitHub's macOS runners have one).
     #[cfg(target_os = "macos")]
-    fn start() -> Desktop {
-        let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
+    fn start(label: &str) -> Desktop {
+        let log_dir = log_dir_for(label);
         std::fs::create_dir_all(&log_dir).unwrap();
         Desktop {
             processes: Vec::new(),
@@ -162,7 +168,7 @@ impl Desktop {
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    fn start() -> Desktop {
+    fn start(_label: &str) -> Desktop {
         panic!(
             "the test desktop exists on Linux (Xvfb, openbox, AT-SPI) and macOS (the session's \
              own) only"
@@ -170,8 +176,8 @@ impl Desktop {
     }
 
     #[cfg(target_os = "linux")]
-    fn start() -> Desktop {
-        Desktop::start_on(false)
+    fn start(label: &str) -> Desktop {
+        Desktop::start_on(label, false)
     }
 
     /// Starts an X server (`Xvfb`, or `Xephyr` inside `outer`) on a free display; returns it
@@ -232,9 +238,8 @@ impl Desktop {
 
     /// The desktop, on Xvfb or (`with_a_person`) on Xephyr inside a bare Xvfb.
     #[cfg(target_os = "linux")]
-    fn start_on(with_a_person: bool) -> Desktop {
-        let log_dir = std::env::temp_dir().join(format!("computer-desktop-{}", std::process::id()));
-        std::fs::create_dir_all(&log_dir).unwrap();
+    fn start_on(label: &str, with_a_person: bool) -> Desktop {
+        let log_dir = log_dir_for(label);
         let log =
             |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
 
@@ -406,16 +411,38 @@ impl Desktop {
     /// Starts a long-lived application on this desktop; it dies with the test process at the
     /// latest, and when the returned guard drops.
     pub fn launch(&self, program: &str, args: &[&str]) -> App {
-        let mut command = self.command(program);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(self.log_dir.join(format!("{program}.log"))).unwrap(),
-            ));
-        App(spawn_tied(command))
+        launch_app(self.command(program), &self.log_dir, args)
     }
+}
+
+/// Where a desktop's processes log: one folder per desktop (`label`: the suite's name, or
+/// `private-N`), as the suites' desktops live side by side in one test process.
+fn log_dir_for(label: &str) -> std::path::PathBuf {
+    let log_dir =
+        std::env::temp_dir().join(format!("computer-desktop-{}-{label}", std::process::id()));
+    std::fs::create_dir_all(&log_dir).unwrap();
+    log_dir
+}
+
+/// A label no other private desktop of this process has.
+fn private_label() -> String {
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let number = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("private-{number}")
+}
+
+/// Starts `command` (a program on some test desktop) as a long-lived app with `args`, its
+/// stdout piped and its stderr in `log_dir` under the program's name; it dies when the guard
+/// drops, or with the test process at the latest.
+pub fn launch_app(mut command: Command, log_dir: &std::path::Path, args: &[&str]) -> App {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let log = log_dir.join(format!("{program}.log"));
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(log).unwrap()));
+    App(spawn_tied(command))
 }
 
 /// A launched application; killed on drop.
@@ -473,11 +500,14 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// The app on the calling suite's shared desktop.
+    #[track_caller]
     pub fn launch(title: &str) -> TestApp {
         TestApp::launch_with(title, &[])
     }
 
     /// The app with extra arguments (`--more` adds the widgets for the other actions).
+    #[track_caller]
     pub fn launch_with(title: &str, extra: &[&str]) -> TestApp {
         TestApp::launch_on(Desktop::shared(), title, extra)
     }

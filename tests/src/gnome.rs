@@ -1,7 +1,8 @@
-//! A private headless GNOME compositor (Mutter) for the GNOME suites, started once per test
-//! binary and torn down with it: a private session bus, then `pipewire` and `wireplumber` on a
-//! runtime directory of the suite's own (Mutter's screen casts reach clients over PipeWire),
-//! then `mutter --headless --wayland --no-x11 --virtual-monitor 1920x1080`, which owns
+//! A private headless GNOME compositor (Mutter) for the GNOME suites, started once per suite
+//! (see [`crate::suite`]) and torn down with the test process: a private session bus, then
+//! `pipewire` and `wireplumber` on a runtime directory of the suite's own (Mutter's screen
+//! casts reach clients over PipeWire), then
+//! `mutter --headless --wayland --no-x11 --virtual-monitor 1920x1080`, which owns
 //! `org.gnome.Mutter.RemoteDesktop` and `ScreenCast` on that bus. Mutter runs as root (unlike
 //! sway). GTK apps reach it with `GDK_BACKEND=wayland` and register on AT-SPI through the bus.
 //! A Secret Service (gnome-keyring, unlocked) on the same bus holds the person's consent.
@@ -11,12 +12,12 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::desktop::{App, gi_python, spawn_tied};
+use crate::desktop::{App, gi_python, launch_app, spawn_tied};
 use crate::keyring::Keyring;
 use crate::wait_for;
 
@@ -34,14 +35,21 @@ pub struct Mutter {
 }
 
 impl Mutter {
-    /// The compositor shared by this test binary, started on first use.
+    /// The compositor shared by the calling suite's tests, started on first use: each suite
+    /// has its own (the GNOME and portal suites both keep the person's consent in its keychain).
+    #[track_caller]
     pub fn shared() -> &'static Mutter {
-        static MUTTER: OnceLock<Mutter> = OnceLock::new();
-        MUTTER.get_or_init(Mutter::start)
+        Mutter::shared_of(crate::suite::calling_suite())
     }
 
-    fn start() -> Mutter {
-        let log_dir = std::env::temp_dir().join(format!("computer-mutter-{}", std::process::id()));
+    /// The compositor shared by `suite`'s tests.
+    pub fn shared_of(suite: &str) -> &'static Mutter {
+        crate::suite::per_suite(suite, || Mutter::start(suite))
+    }
+
+    fn start(suite: &str) -> Mutter {
+        let log_dir =
+            std::env::temp_dir().join(format!("computer-mutter-{}-{suite}", std::process::id()));
         std::fs::create_dir_all(&log_dir).unwrap();
         let log =
             |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
@@ -146,15 +154,7 @@ impl Mutter {
     /// Starts a long-lived app on this compositor; it dies when the guard drops, or with the
     /// test process at the latest.
     pub fn launch(&self, program: &str, args: &[&str]) -> App {
-        let mut command = self.command(program);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(self.log_dir.join(format!("{program}.log"))).unwrap(),
-            ));
-        App(spawn_tied(command))
+        launch_app(self.command(program), &self.log_dir, args)
     }
 }
 
@@ -162,10 +162,13 @@ impl Mutter {
 /// a session of its own): `gst-launch-1.0 pipewiresrc` takes frames from its PipeWire node.
 pub struct IndependentCast {
     app: App,
+    mutter: &'static Mutter,
     pub node: u32,
 }
 
 impl IndependentCast {
+    /// A cast of the calling suite's compositor.
+    #[track_caller]
     pub fn start() -> IndependentCast {
         let mutter = Mutter::shared();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/mutter_screencast.py");
@@ -186,12 +189,13 @@ impl IndependentCast {
             .trim()
             .parse()
             .unwrap_or_else(|_| panic!("a PipeWire node id, not {line:?}"));
-        IndependentCast { app, node }
+        IndependentCast { app, mutter, node }
     }
 
     /// One frame through `gst-launch-1.0 pipewiresrc path=NODE num-buffers=1`, as a PNG file.
     pub fn capture(&self, path: &std::path::Path) -> Vec<u8> {
-        let status = Mutter::shared()
+        let status = self
+            .mutter
             .command("gst-launch-1.0")
             .args(["-q", "pipewiresrc"])
             .arg(format!("path={}", self.node))
@@ -217,8 +221,9 @@ impl IndependentCast {
     }
 }
 
-/// `secret-tool ARGS` on the compositor's bus (an independent view of the keychain); its
-/// stdout and stderr.
+/// `secret-tool ARGS` on the calling suite's compositor's bus (an independent view of the
+/// keychain); its stdout and stderr.
+#[track_caller]
 pub fn secret_tool(args: &[&str]) -> String {
     let out = Mutter::shared()
         .command("secret-tool")
@@ -251,6 +256,8 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// The probe on the calling suite's compositor.
+    #[track_caller]
     pub fn launch(title: &str) -> Probe {
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_fullscreen_probe.py");
@@ -314,18 +321,21 @@ impl Probe {
 /// test binary; both die with the test process.
 pub struct Portal {
     _processes: Vec<Child>,
+    /// The compositor whose bus the portal is on.
+    mutter: &'static Mutter,
     /// The process showing the dialog.
     pub dialog_pid: u32,
 }
 
 impl Portal {
+    /// The portal on the calling suite's compositor, started on first use.
+    #[track_caller]
     pub fn shared() -> &'static Portal {
-        static PORTAL: OnceLock<Portal> = OnceLock::new();
-        PORTAL.get_or_init(Portal::start)
+        let suite = crate::suite::calling_suite();
+        crate::suite::per_suite(suite, || Portal::start(Mutter::shared_of(suite)))
     }
 
-    fn start() -> Portal {
-        let mutter = Mutter::shared();
+    fn start(mutter: &'static Mutter) -> Portal {
         let daemon = |program: &str| {
             // Started here rather than activated by the bus: the bus daemon's environment has
             // no WAYLAND_DISPLAY, and the dialog must reach Mutter.
@@ -357,6 +367,7 @@ impl Portal {
             || mutter.owned("org.freedesktop.portal.Desktop").then_some(()),
         );
         Portal {
+            mutter,
             dialog_pid: backend.id(),
             _processes: vec![backend, portal],
         }
@@ -368,7 +379,7 @@ impl Portal {
     pub fn answer(&self, answer: &str, allow_input: bool) -> Value {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/portal_dialog.py");
         let run = || {
-            let mut command = Mutter::shared().command(&gi_python());
+            let mut command = self.mutter.command(&gi_python());
             command
                 .arg(&script)
                 .arg(self.dialog_pid.to_string())

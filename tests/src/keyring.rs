@@ -6,7 +6,6 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::desktop::spawn_tied;
@@ -27,10 +26,11 @@ pub struct Keyring {
 }
 
 impl Keyring {
-    /// The unlocked keyring shared by this test binary, started on first use.
+    /// The unlocked keyring shared by the calling suite's tests (see [`crate::suite`]),
+    /// started on first use.
+    #[track_caller]
     pub fn shared() -> &'static Keyring {
-        static KEYRING: OnceLock<Keyring> = OnceLock::new();
-        KEYRING.get_or_init(Keyring::start)
+        crate::suite::per_suite(crate::suite::calling_suite(), Keyring::start)
     }
 
     /// A keyring of its own (for a test that locks it), unlocked.

@@ -11,6 +11,8 @@
 //! - [`gnome`]: a private headless Mutter with PipeWire for the GNOME suite (Linux).
 //! - [`receivers`]: where the export suites send receipts: a private rsyslogd (TCP or TLS), a
 //!   journald namespace, an OTLP/HTTP collector; and the check that what arrived is the chain.
+//! - [`suite`]: which suite a call comes from, and what the harness keeps once per suite (the
+//!   suites share one test process).
 
 #[cfg(target_os = "linux")]
 pub mod apps;
@@ -20,6 +22,7 @@ pub mod gnome;
 #[cfg(target_os = "linux")]
 pub mod keyring;
 pub mod receivers;
+pub mod suite;
 #[cfg(target_os = "linux")]
 pub mod wayland;
 
@@ -162,7 +165,9 @@ impl Daemon {
         Daemon::start_with(toml, &[])
     }
 
-    /// Starts a daemon on the shared headless desktop (see [`desktop::Desktop`]).
+    /// Starts a daemon on the calling suite's shared headless desktop (see
+    /// [`desktop::Desktop::shared`]).
+    #[track_caller]
     pub fn start_on_desktop(toml: &str) -> Daemon {
         let desktop = desktop::Desktop::shared();
         let env: Vec<(&str, String)> = desktop.env();
@@ -319,6 +324,23 @@ impl Daemon {
         }
     }
 
+    /// Adds an agent as a person does (`computer agents add NAME`); its token.
+    pub fn add_agent(&self, name: &str) -> String {
+        self.add_agent_with(&["agents", "add", name])
+    }
+
+    /// Adds an agent whose calls may use only `surfaces` (comma-separated, as
+    /// `computer agents add NAME --surfaces` takes them); its token.
+    pub fn add_agent_for_surfaces(&self, name: &str, surfaces: &str) -> String {
+        self.add_agent_with(&["agents", "add", name, "--surfaces", surfaces])
+    }
+
+    fn add_agent_with(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(out.status.success(), "computer {args:?}: {}", out.stderr);
+        out.stdout.trim().to_string()
+    }
+
     pub fn control_socket(&self) -> PathBuf {
         self.socket.with_file_name("control.sock")
     }
@@ -363,11 +385,17 @@ impl Daemon {
     /// One call on a connection of its own, opened and closed around it: the reply as the
     /// structured content shows it.
     pub async fn call_once(&self, surface: &str, command: &str, args: Value) -> Value {
+        self.call_raw_once(
+            serde_json::json!({"surface": surface, "command": command, "args": args}),
+        )
+        .await
+    }
+
+    /// One call with the tool's whole `arguments` (a single call with its complications, or
+    /// `steps`) on a connection of its own: the reply as the structured content shows it.
+    pub async fn call_raw_once(&self, arguments: Value) -> Value {
         let client = self.client().await;
-        let result = client
-            .call_raw(serde_json::json!({"surface": surface, "command": command, "args": args}))
-            .await
-            .expect("call");
+        let result = client.call_raw(arguments).await.expect("call");
         client.close().await;
         structured(&result)
     }

@@ -1,7 +1,8 @@
-//! A private headless sway (wlroots) for the Wayland suites, started once per test binary and
-//! torn down with it. sway refuses to run as root, so it runs as a user made for the suite
-//! (`useradd -m` when missing) with its own `XDG_RUNTIME_DIR`; root (the tests, the daemon and
-//! the apps) reaches it by the socket's absolute path. Apps get a private session bus.
+//! A private headless sway (wlroots) for the Wayland suites, started once per suite (see
+//! [`crate::suite`]) and torn down with the test process. sway refuses to run as root, so it
+//! runs as a user made for the suite (`useradd -m` when missing) with its own
+//! `XDG_RUNTIME_DIR`; root (the tests, the daemon and the apps) reaches it by the socket's
+//! absolute path. Apps get a private session bus.
 //! Independent checkers: `grim` (screencopy), `swaymsg` (sway's IPC), and what apps report.
 
 use std::io::{BufRead, BufReader};
@@ -9,12 +10,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::desktop::{App, spawn_tied};
+use crate::desktop::{App, launch_app, spawn_tied};
 use crate::wait_for;
 
 /// The user sway runs as.
@@ -37,10 +37,12 @@ pub struct Sway {
 }
 
 impl Sway {
-    /// The compositor shared by this test binary, started on first use.
+    /// The compositor shared by the calling suite's tests (see [`crate::suite`]), started on
+    /// first use.
+    #[track_caller]
     pub fn shared() -> &'static Sway {
-        static SWAY: OnceLock<Sway> = OnceLock::new();
-        SWAY.get_or_init(|| Sway::start("shared"))
+        let suite = crate::suite::calling_suite();
+        crate::suite::per_suite(suite, || Sway::start(suite))
     }
 
     /// A compositor of the caller's own, for a test that changes what others rely on (sway
@@ -154,15 +156,7 @@ impl Sway {
     /// Starts a long-lived app on this compositor; it dies when the guard drops, or with the
     /// test process at the latest.
     pub fn launch(&self, program: &str, args: &[&str]) -> App {
-        let mut command = self.command(program);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(self.log_dir.join(format!("{program}.log"))).unwrap(),
-            ));
-        App(spawn_tied(command))
+        launch_app(self.command(program), &self.log_dir, args)
     }
 
     /// `swaymsg ARGS` (sway's IPC, an independent view of windows and focus); its stdout.
@@ -223,6 +217,8 @@ pub struct TypingTarget {
 }
 
 impl TypingTarget {
+    /// The target on the calling suite's compositor.
+    #[track_caller]
     pub fn launch(app_id: &str) -> TypingTarget {
         let sway = Sway::shared();
         let file = sway.log_dir.join(format!("{app_id}.typed"));

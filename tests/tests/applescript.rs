@@ -1,7 +1,6 @@
 //! The applescript surface where it does not exist (Linux): absent from the tool's schema, a
 //! call naming it gets a clear `unavailable` error and a receipt, `computer doctor` says why,
 //! and the daemon keeps serving. On macOS the surface itself is exercised by `macos.rs`.
-#![cfg(not(target_os = "macos"))]
 
 use computer_tests::Daemon;
 use serde_json::json;

@@ -394,6 +394,37 @@ fn summary_lists_every_page_and_only_pages_that_exist() {
     );
 }
 
+/// The index from feature to suite in docs/src/dev/testing.md names every suite the test
+/// binary declares (`mod NAME;` in tests/tests/main.rs), and only those.
+#[test]
+fn the_testing_page_indexes_every_suite_and_only_suites() {
+    let main = std::fs::read_to_string(repo().join("tests/tests/main.rs")).expect("main.rs");
+    let declared: BTreeSet<String> = main
+        .lines()
+        .filter_map(|line| line.strip_prefix("mod ")?.strip_suffix(';'))
+        .map(String::from)
+        .collect();
+    assert!(declared.len() > 30, "main.rs declares only {declared:?}");
+    let page = std::fs::read_to_string(repo().join("docs/src/dev/testing.md")).expect("testing.md");
+    // A row of the index: `| feature | `suite` | what it checks |`.
+    let indexed: BTreeSet<String> = page
+        .lines()
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.strip_prefix('|')?.split(" | ").collect();
+            let suite = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some(suite.to_string())
+        })
+        .collect();
+    let unindexed: Vec<&String> = declared.difference(&indexed).collect();
+    let stray: Vec<&String> = indexed.difference(&declared).collect();
+    assert!(
+        unindexed.is_empty() && stray.is_empty(),
+        "docs/src/dev/testing.md's index has no row for {unindexed:?} (suites \
+         tests/tests/main.rs declares) and rows for {stray:?} (which it does not declare); a \
+         row is `| feature | `NAME` | what it checks |`"
+    );
+}
+
 fn is_partial(block: &Block) -> bool {
     block
         .marker
@@ -839,7 +870,7 @@ fn the_generated_pages_of_the_book_are_current() {
     assert!(
         stale.is_empty(),
         "generated pages out of date: {stale:?} under docs/src; write them again with \
-         `COMPUTER_BLESS=1 cargo test -p computer-tests --test docs` (or `computer docs --out \
-         docs/src`) and commit them"
+         `COMPUTER_BLESS=1 cargo test -p computer-tests --test suite docs::` (or \
+         `computer docs --out docs/src`) and commit them"
     );
 }

@@ -5,7 +5,6 @@
 //! from AT-SPI, input refused where its target cannot be confirmed, and the person's consent to
 //! the remote-desktop session: asked once through the approval path, kept in the keychain
 //! across daemon restarts, a refusal or a revoked grant saying how to grant it.
-#![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
 use std::time::Duration;

@@ -6,7 +6,6 @@
 //! revealed value passed on (a later step's ref, a detached job, a run's programmatic call,
 //! pasted into a later call) in no receipt, log line or export sink; the daemon's own items never
 //! deleted through the surface; `list` unshaken by items deleted while it lists.
-#![cfg(target_os = "linux")]
 
 use std::io::Write;
 use std::path::Path;
@@ -16,7 +15,7 @@ use std::time::Duration;
 use base64::Engine;
 use computer_tests::keyring::Keyring;
 use computer_tests::receivers::Rsyslog;
-use computer_tests::{Daemon, shell_run, structured, wait_for};
+use computer_tests::{Daemon, shell_run, wait_for};
 use serde_json::{Value, json};
 
 fn daemon_on(keyring: &Keyring, toml: &str) -> Daemon {
@@ -527,14 +526,6 @@ async fn with_a_secret_service_the_tool_lists_the_keychain() {
     assert!(commands.contains(&"get".to_string()), "{commands:?}");
 }
 
-/// One call (a single call or `steps`) through the agent socket; its structured reply.
-async fn call_raw(daemon: &Daemon, arguments: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client.call_raw(arguments).await.expect("call");
-    client.close().await;
-    structured(&result)
-}
-
 /// `value` as it is, in base64 and in hex: the forms a run prints it in that the masker knows.
 fn forms_of(value: &str) -> [String; 3] {
     [
@@ -578,16 +569,14 @@ async fn a_revealed_value_passed_on_is_in_no_receipt_log_or_export_sink() {
     let print_forms = "printf %s \"$1\" > \"$2\"; printf '%s ' \"$1\"; \
                        printf %s \"$1\" | base64 | tr -d '\\n'; printf ' '; \
                        printf %s \"$1\" | od -An -tx1 | tr -d ' \\n'";
-    let reply = call_raw(
-        &daemon,
-        json!({"steps": [
+    let reply = daemon
+        .call_raw_once(json!({"steps": [
             {"surface": "keychain", "command": "get",
              "args": {"reference": "keychain://passed-on.example/ci", "reveal": true}},
             {"surface": "shell", "command": "run",
              "args": {"argv": ["sh", "-c", print_forms, "sh", {"ref": "$1.value"}, got]}},
-        ], "return": {"select": ["$1.value", "$2.stdout"]}}),
-    )
-    .await;
+        ], "return": {"select": ["$1.value", "$2.stdout"]}}))
+        .await;
     assert_eq!(reply["ok"], true, "{reply}");
     // The reveal's reply carries the value; step 2 ran with it, and its output, which reaches
     // the same caller, shows every form of it masked, as a run's output shows a secret it used.
@@ -600,11 +589,12 @@ async fn a_revealed_value_passed_on_is_in_no_receipt_log_or_export_sink() {
     let parent = reply["receipt"].clone();
 
     // Pasted by the model into a later call, and into a detached job, it is masked as well.
-    let pasted = call_raw(
-        &daemon,
-        shell_run(json!({"argv": ["printf", "%s", value]}), json!({})),
-    )
-    .await;
+    let pasted = daemon
+        .call_raw_once(shell_run(
+            json!({"argv": ["printf", "%s", value]}),
+            json!({}),
+        ))
+        .await;
     assert_eq!(pasted["stdout"], "[masked revealed]", "{pasted}");
     let job = daemon.shell_run_json(
         &json!({"argv": ["printf", "%s", value]}),
@@ -621,9 +611,7 @@ async fn a_revealed_value_passed_on_is_in_no_receipt_log_or_export_sink() {
 
     // In a run's programmatic call (over its tools channel, the value in the call's args): the
     // answer the script gets back, so the run's output, is masked, and the call is receipted.
-    let bridged = call_raw(
-        &daemon,
-        shell_run(
+    let bridged = daemon.call_raw_once(shell_run(
             json!({"script": format!(
                 "computer call shell job --json --args '{{\"op\": \"status\", \"id\": \"{value}\"}}'; true"
             )}),
@@ -772,7 +760,7 @@ async fn list_goes_on_while_items_are_deleted_under_it() {
     let mut rounds = 0;
     loop {
         let done = deleter.is_finished();
-        let reply = call_raw(&daemon, json!({"steps": lists})).await;
+        let reply = daemon.call_raw_once(json!({"steps": lists})).await;
         assert_eq!(reply["ok"], true, "a list failed: {reply}");
         rounds += 1;
         if done {

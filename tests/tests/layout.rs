@@ -2,7 +2,6 @@
 //! `packaging/function-order.txt` onto whatever symbols a build of the same code has, and lld
 //! lays the functions out in that order (daemon/build.rs, BENCHMARKS.md "Code laid out by use").
 //! Real rustc, real lld, real objects; x86_64 Linux only, where rustc links with lld.
-#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::path::Path;
 use std::process::Command;

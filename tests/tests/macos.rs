@@ -7,7 +7,6 @@
 //! Written for GitHub's macOS runners, whose TCC database grants the runner's shell
 //! Accessibility, Screen Recording and Apple events to System Events and Finder. Compiled on
 //! Linux by `packaging/check-macos.sh`; run only there.
-#![cfg(target_os = "macos")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

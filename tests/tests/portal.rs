@@ -9,7 +9,6 @@
 //! the restore token through the keychain surface or a secret reference.
 //! This portal's RemoteDesktop is version 1, which has no restore token: the token's keeping
 //! is tested with the keychain (an agent cannot forge it) and in unit tests.
-#![cfg(target_os = "linux")]
 
 use std::time::Duration;
 

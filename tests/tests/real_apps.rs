@@ -5,7 +5,6 @@
 //! the saved files, the file system), with a memory guard on every app and the check that no app
 //! was harmed (still running, still answering AT-SPI). One binary, one desktop, one instance of
 //! each browser; tests that type hold the desk (one keyboard focus per desktop).
-#![cfg(target_os = "linux")]
 
 use std::fmt::Display;
 use std::path::Path;

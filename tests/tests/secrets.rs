@@ -5,8 +5,6 @@
 //! run's command line never holds it; approvers are told which secret goes where; and what an
 //! agent can do against it (transforms, env overrides) fails or is shown for what it is.
 
-#![cfg(target_os = "linux")]
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -106,13 +104,6 @@ fn daemon(toml: &str) -> Daemon {
     let mut env = Desktop::shared().env();
     env.push(("RUST_LOG", "debug".into()));
     Daemon::start_with(toml, &env)
-}
-
-async fn call(daemon: &Daemon, request: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client.call_raw(request).await.expect("call");
-    client.close().await;
-    structured(&result)
 }
 
 /// Every form of `value` the masker promises: raw, hex (both cases), base64 (both alphabets, the
@@ -259,14 +250,12 @@ async fn a_secret_printed_in_every_form_is_masked_in_reply_artifact_receipts_and
     let daemon = daemon(&format!(
         "{ALLOW_SUITE_SECRETS}[shell]\ncapture_memory_bytes = 16384\n"
     ));
-    let out = call(
-        &daemon,
-        shell_run(
+    let out = daemon
+        .call_raw_once(shell_run(
             json!({"script": PRINT_EVERY_FORM}),
             json!({"secrets": {"TOKEN": token, "KEY": key}, "return": {"max_bytes": 8000}}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     let stdout = out["stdout"].as_str().unwrap();
     assert!(stdout.contains("end-of-forms"), "{stdout}");
@@ -329,11 +318,12 @@ printf 'rev:'; printf '%s' "$P" | rev; echo
 printf 'base32:'; printf '%s' "$P" | base32 -w0; echo
 printf 'sed:'; printf '%s' "$P" | sed 's/./&-/g'; echo
 "#;
-    let out = call(
-        &daemon,
-        shell_run(json!({"script": script}), json!({"secrets": {"P": plain}})),
-    )
-    .await;
+    let out = daemon
+        .call_raw_once(shell_run(
+            json!({"script": script}),
+            json!({"secrets": {"P": plain}}),
+        ))
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     let stdout = out["stdout"].as_str().unwrap();
     let line = |prefix: &str| -> String {
@@ -375,9 +365,7 @@ printf 'sed:'; printf '%s' "$P" | sed 's/./&-/g'; echo
 
     // An agent cannot overwrite the secret's variable through `env` (nor the reverse): one
     // name, one source, refused before anything runs.
-    let out = call(
-        &daemon,
-        shell_run(
+    let out = daemon.call_raw_once(shell_run(
             json!({"argv": ["printenv", "P"]}),
             json!({"secrets": {"P": format!("keychain://{SERVICE}/plain")}, "env": {"P": "chosen-by-agent"}}),
         ),
@@ -393,23 +381,22 @@ printf 'sed:'; printf '%s' "$P" | sed 's/./&-/g'; echo
         (json!({"X": "op://vault/item"}), "complications.secrets.X"),
         (json!({"1X": "keychain://a/b"}), "complications.secrets.1X"),
     ] {
-        let out = call(
-            &daemon,
-            shell_run(json!({"argv": ["true"]}), json!({"secrets": secrets})),
-        )
-        .await;
+        let out = daemon
+            .call_raw_once(shell_run(
+                json!({"argv": ["true"]}),
+                json!({"secrets": secrets}),
+            ))
+            .await;
         assert_eq!(out["error"]["code"], "invalid_call", "{out}");
         assert_eq!(out["error"]["path"], path, "{out}");
     }
     // The ordinary call beside them still works.
-    let out = call(
-        &daemon,
-        shell_run(
+    let out = daemon
+        .call_raw_once(shell_run(
             json!({"argv": ["printenv", "P"]}),
             json!({"secrets": {"P": plain}}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(out["stdout"], "[masked P]\n", "{out}");
 }
 
@@ -472,11 +459,9 @@ async fn a_call_with_a_secret_is_asked_and_the_approver_is_told_which_secret_goe
     assert_state_clean(&daemon, &["approval-secret-value"]);
 
     // Without a secret, the rule allows the same program.
-    let out = call(
-        &daemon,
-        shell_run(json!({"argv": ["printenv", "HOME"]}), json!({})),
-    )
-    .await;
+    let out = daemon
+        .call_raw_once(shell_run(json!({"argv": ["printenv", "HOME"]}), json!({})))
+        .await;
     assert_eq!(out["ok"], true, "{out}");
 }
 
@@ -496,14 +481,12 @@ async fn a_detached_job_keeps_masking_after_its_start_call_returned() {
         ready.display(),
         go.display()
     );
-    let started = call(
-        &daemon,
-        shell_run(
+    let started = daemon
+        .call_raw_once(shell_run(
             json!({"script": script}),
             json!({"secrets": {"T": reference}, "detach": true}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(started["status"], "running", "{started}");
     let id = started["job"].clone();
     // The job says when its first line is out (its output count lags: the start of what could
@@ -514,12 +497,10 @@ async fn a_detached_job_keeps_masking_after_its_start_call_returned() {
         })
     });
     std::fs::write(&go, "").unwrap();
-    let result = call(
-        &daemon,
-        json!({"surface": "shell", "command": "job",
-               "args": {"op": "result", "id": id, "wait_ms": 30000}}),
-    )
-    .await;
+    let result = daemon
+        .call_raw_once(json!({"surface": "shell", "command": "job",
+               "args": {"op": "result", "id": id, "wait_ms": 30000}}))
+        .await;
     assert_eq!(result["status"], "done", "{result}");
     let stdout = result["stdout"].as_str().unwrap();
     assert!(stdout.starts_with("early:[masked T]\n"), "{result}");
@@ -550,28 +531,24 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     );
 
     // shell: a failing run that prints the value on stderr.
-    let out = call(
-        &daemon,
-        shell_run(
+    let out = daemon
+        .call_raw_once(shell_run(
             json!({"script": "printf '%s' \"$T\" >&2; exit 3"}),
             json!({"secrets": {"T": token}}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(
         (out["ok"].clone(), out["exit_code"].clone()),
         (json!(false), json!(3))
     );
     assert_eq!(out["stderr"], "[masked T]", "{out}");
     // A reference to nothing: the error names it and says what to do.
-    let out = call(
-        &daemon,
-        shell_run(
+    let out = daemon
+        .call_raw_once(shell_run(
             json!({"argv": ["true"]}),
             json!({"secrets": {"T": format!("keychain://{SERVICE}/missing")}}),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(out["error"]["code"], "action_failed", "{out}");
     let message = out["error"]["message"].as_str().unwrap();
     assert!(
@@ -581,11 +558,11 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
 
     // gui: a value holding a line break is not typed into anything (it would press Return).
     let key = stored("errors-key", KEY);
-    let out = call(
-        &daemon,
-        json!({"surface": "gui", "command": "type", "args": {"text": {"secret": key}}}),
-    )
-    .await;
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "gui", "command": "type", "args": {"text": {"secret": key}}}),
+        )
+        .await;
     assert_eq!(out["error"]["code"], "action_failed", "{out}");
     assert!(
         out["error"]["message"]
@@ -596,20 +573,20 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
     );
     assert_no_form(out.to_string().as_bytes(), &[KEY], "a gui error");
     // ax: an element that is not there.
-    let out = call(
-        &daemon,
-        json!({"surface": "ax", "command": "act", "args": {"app": "no-such-app-xyz",
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "ax", "command": "act", "args": {"app": "no-such-app-xyz",
             "selector": "textInput", "action": "set_value", "value": {"secret": token}}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(out["ok"], false, "{out}");
     assert_no_form(out.to_string().as_bytes(), &[TOKEN], "an ax error");
     // Malformed secrets in place of text say what is valid.
-    let out = call(
-        &daemon,
-        json!({"surface": "gui", "command": "type", "args": {"text": {"secret": 7}}}),
-    )
-    .await;
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "gui", "command": "type", "args": {"text": {"secret": 7}}}),
+        )
+        .await;
     assert_eq!(out["error"]["path"], "args.text", "{out}");
 
     // Progress while a secret call waits for a person (it is asked: no rule names this one).
@@ -647,12 +624,10 @@ async fn no_secret_reaches_the_tool_list_errors_or_progress_notifications() {
 
 /// One `shell` session command through the socket, as the agent.
 async fn session_call(daemon: &Daemon, command: &str, args: Value) -> Value {
-    call(
-        daemon,
-        json!({"surface": "shell", "command": command, "args": args,
-               "complications": {"timeout_ms": 20000}}),
-    )
-    .await
+    daemon
+        .call_raw_once(json!({"surface": "shell", "command": command, "args": args,
+               "complications": {"timeout_ms": 20000}}))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -664,13 +639,11 @@ async fn a_session_answers_a_password_prompt_from_a_secret_and_masks_it_everywhe
     let daemon = daemon(ALLOW_SUITE_SECRETS);
 
     // `open` puts a secret into the program's environment, resolved when the session starts.
-    let opened = call(
-        &daemon,
-        json!({"surface": "shell", "command": "open",
+    let opened = daemon
+        .call_raw_once(json!({"surface": "shell", "command": "open",
                "args": {"argv": ["bash", "--norc", "--noprofile"]},
-               "complications": {"secrets": {"API_KEY": api_key_ref}}}),
-    )
-    .await;
+               "complications": {"secrets": {"API_KEY": api_key_ref}}}))
+        .await;
     assert_eq!(opened["ok"], true, "{opened}");
     let session = opened["session"].clone();
     let intent = daemon.receipt_row(&opened["receipt"], "intent");
@@ -864,17 +837,15 @@ async fn gui_types_a_secret_into_a_real_terminal_unseen() {
     let window = tokio::task::block_in_place(|| daemon.wait_for_window(pid, title))["id"]
         .as_u64()
         .unwrap();
-    let focused = call(
-        &daemon,
-        json!({"surface": "gui", "command": "focus", "args": {"window": window}}),
-    )
-    .await;
+    let focused = daemon
+        .call_raw_once(json!({"surface": "gui", "command": "focus", "args": {"window": window}}))
+        .await;
     assert_eq!(focused["focused"], true, "{focused}");
-    let out = call(
-        &daemon,
-        json!({"surface": "gui", "command": "type", "args": {"text": {"secret": reference}}}),
-    )
-    .await;
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "gui", "command": "type", "args": {"text": {"secret": reference}}}),
+        )
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     assert_eq!(out["secret"], "typed", "{out}");
     let typed = tokio::task::block_in_place(|| {
@@ -918,25 +889,25 @@ async fn ax_sets_a_secret_as_an_elements_value_unseen() {
                 .then_some(())
         })
     });
-    let out = call(
-        &daemon,
-        json!({"surface": "ax", "command": "act", "args": {"app": pid,
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "ax", "command": "act", "args": {"app": pid,
             "selector": "textInput \"Your name\"", "action": "set_value",
             "value": {"secret": reference}}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     // The element's value read back after the act is the secret: masked.
     assert_eq!(out["value"], "[masked secret]", "{out}");
     assert_no_form(out.to_string().as_bytes(), &[value], "the reply");
     // The value arrived in the application: asked to, it prints its entry's text on its own
     // stdout (the press's reply shows only the button).
-    let out = call(
-        &daemon,
-        json!({"surface": "ax", "command": "act", "args": {"app": pid,
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "ax", "command": "act", "args": {"app": pid,
             "selector": "button \"Print Entry\"", "action": "press"}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     app.wait_line(&format!("entry={value}"));
     let receipts = serde_json::to_string(&daemon.receipts()).unwrap();
@@ -946,11 +917,11 @@ async fn ax_sets_a_secret_as_an_elements_value_unseen() {
 
     // What masking cannot do: a later call that reads a field showing the value gets it back
     // (README, "What it cannot protect"). Passwords belong in password fields.
-    let read = call(
-        &daemon,
-        json!({"surface": "ax", "command": "read", "args": {"app": pid,
+    let read = daemon
+        .call_raw_once(
+            json!({"surface": "ax", "command": "read", "args": {"app": pid,
             "selector": "textInput \"Your name\""}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(read["text"], value, "{read}");
 }

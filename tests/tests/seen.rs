@@ -7,7 +7,6 @@
 //! a hand's on physical ones) pauses gui input while ax goes on, and stops a long `type` between
 //! two keys (the keys the X server took counted from its raw events), while input an agent's run
 //! sends through a master device of its own (`xinput create-master`) pauses nothing.
-#![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -471,20 +470,14 @@ async fn a_ref_bound_to_a_find_is_stale_once_its_dialog_was_replaced() {
     assert_eq!(app.lines_starting("dialog closed").len(), 2);
 }
 
-fn add_agent(daemon: &Daemon, name: &str) -> String {
-    let out = daemon.cli(&["agents", "add", name]);
-    assert!(out.status.success(), "{}", out.stderr);
-    out.stdout.trim().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn another_agents_snapshot_reads_as_unknown_and_binds_nothing() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let daemon = Daemon::start_on_desktop("");
-    let alice = Client::connect_as(&daemon.socket, Some(&add_agent(&daemon, "alice")))
+    let alice = Client::connect_as(&daemon.socket, Some(&daemon.add_agent("alice")))
         .await
         .expect("alice");
-    let mallory = Client::connect_as(&daemon.socket, Some(&add_agent(&daemon, "mallory")))
+    let mallory = Client::connect_as(&daemon.socket, Some(&daemon.add_agent("mallory")))
         .await
         .expect("mallory");
     let shot = call_as(

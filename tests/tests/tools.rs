@@ -5,8 +5,6 @@
 //! daemon's is reachable from inside, and the capability dies with its run.
 //! Linux: runs are contained there (and the nodes read are AT-SPI's).
 
-#![cfg(target_os = "linux")]
-
 use std::time::{Duration, Instant};
 
 use computer_tests::desktop::{TestApp, gi_python};

@@ -3,7 +3,6 @@
 //! sway's IPC (`swaymsg`), Unicode typing and key combos checked by `foot` (a terminal in raw
 //! mode writing what it receives to a file), clicks checked by a GTK app on Wayland, evidence
 //! shots, and keys refused where their window cannot be confirmed.
-#![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -11,7 +10,7 @@ use std::time::Duration;
 
 use computer_tests::desktop::App;
 use computer_tests::wayland::{Sway, TypingTarget};
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 /// The suites share one compositor: one test at a time owns its windows and focus.
@@ -23,18 +22,9 @@ fn daemon() -> Daemon {
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
-    call(
-        daemon,
-        json!({"surface": "gui", "command": command, "args": args}),
-    )
-    .await
-}
-
-async fn call(daemon: &Daemon, arguments: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client.call_raw(arguments).await.expect("call");
-    client.close().await;
-    structured(&result)
+    daemon
+        .call_raw_once(json!({"surface": "gui", "command": command, "args": args}))
+        .await
 }
 
 /// A GTK window on Wayland that prints each button press with its window-local point.
@@ -425,12 +415,12 @@ async fn clicks_land_at_the_point_in_a_gtk_app_on_wayland() {
 async fn evidence_shots_are_taken_on_wayland() {
     let _sway = ONE_AT_A_TIME.lock().await;
     let daemon = daemon();
-    let out = call(
-        &daemon,
-        json!({"surface": "shell", "command": "run", "args": {"argv": ["true"]},
+    let out = daemon
+        .call_raw_once(
+            json!({"surface": "shell", "command": "run", "args": {"argv": ["true"]},
                "complications": {"evidence": "full"}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     for label in ["before", "after"] {
         let shot = &out["evidence"][label];
