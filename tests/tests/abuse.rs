@@ -84,7 +84,7 @@ async fn a_connection_that_never_sends_a_request_is_closed() {
     );
 
     // Authenticating is no request: the clock keeps running.
-    let token = add_agent(&daemon, "quiet");
+    let token = daemon.add_agent("quiet");
     let mut authenticated = RawConnection::connect(&daemon.socket);
     authenticated.send(&json!({"jsonrpc": "2.0", "method": "computer/authenticate",
                                "params": {"token": token}}));
@@ -305,7 +305,7 @@ fn duplicate_keys_are_refused_naming_the_key() {
     );
 
     // Two tokens in one authentication: neither is taken.
-    let token = add_agent(&daemon, "twice");
+    let token = daemon.add_agent("twice");
     let mut twice = UnixStream::connect(&daemon.socket).unwrap();
     let auth = format!(
         r#"{{"jsonrpc":"2.0","id":"a","method":"computer/authenticate","params":{{"token":"{token}","token":"{token}"}}}}"#
@@ -353,16 +353,10 @@ fn a_batch_gets_an_error_reply() {
     );
 }
 
-fn add_agent(daemon: &Daemon, name: &str) -> String {
-    let out = daemon.cli(&["agents", "add", name]);
-    assert!(out.status.success(), "{}", out.stderr);
-    out.stdout.trim().to_string()
-}
-
 #[test]
 fn authenticate_sent_with_an_id_is_answered() {
     let daemon = Daemon::start();
-    let token = add_agent(&daemon, "builder");
+    let token = daemon.add_agent("builder");
 
     let mut raw = RawConnection::connect(&daemon.socket);
     raw.send(

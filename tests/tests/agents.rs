@@ -5,16 +5,6 @@ use computer_ipc::Client;
 use computer_tests::{Daemon, RawConnection, computer_bin, shell_run, structured};
 use serde_json::{Value, json};
 
-fn add_agent(daemon: &Daemon, name: &str, surfaces: Option<&str>) -> String {
-    let mut args = vec!["agents", "add", name];
-    if let Some(surfaces) = surfaces {
-        args.extend(["--surfaces", surfaces]);
-    }
-    let out = daemon.cli(&args);
-    assert!(out.status.success(), "{}", out.stderr);
-    out.stdout.trim().to_string()
-}
-
 fn surface_enum(tools: &[rmcp::model::Tool]) -> Value {
     Value::Object((*tools[0].input_schema).clone())["properties"]["surface"]["enum"].clone()
 }
@@ -22,9 +12,9 @@ fn surface_enum(tools: &[rmcp::model::Tool]) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn tokens_name_agents_and_scopes_narrow_what_they_see_and_do() {
     let daemon = Daemon::start();
-    let token = add_agent(&daemon, "builder", Some("shell"));
+    let token = daemon.add_agent_for_surfaces("builder", "shell");
     assert!(token.starts_with("ct_"));
-    let narrow = add_agent(&daemon, "reader", Some("ax"));
+    let narrow = daemon.add_agent_for_surfaces("reader", "ax");
 
     let client = Client::connect_as(&daemon.socket, Some(&token))
         .await
@@ -75,7 +65,7 @@ async fn tokens_name_agents_and_scopes_narrow_what_they_see_and_do() {
 #[test]
 fn wrong_and_revoked_tokens_are_refused_not_downgraded() {
     let daemon = Daemon::start();
-    let token = add_agent(&daemon, "temp", None);
+    let token = daemon.add_agent("temp");
     let listed = daemon.cli(&["agents", "list"]);
     assert!(listed.stdout.contains("temp"), "{}", listed.stdout);
     assert!(

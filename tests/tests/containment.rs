@@ -680,12 +680,6 @@ mod terminals {
         })
     }
 
-    fn add_agent(daemon: &Daemon, name: &str) -> String {
-        let out = daemon.cli(&["agents", "add", name]);
-        assert!(out.status.success(), "{}", out.stderr);
-        out.stdout.trim().to_string()
-    }
-
     /// Reads `session` (as `token`) until `pattern` shows in its new output; that output.
     fn session_read_until(daemon: &Daemon, token: &str, session: u64, pattern: &str) -> String {
         let read = shell_as(
@@ -741,8 +735,8 @@ mod terminals {
     #[test]
     fn another_agents_run_job_and_session_cannot_reach_a_sessions_terminal_or_the_persons() {
         let daemon = Daemon::start_with_config(ALLOW_SHELL);
-        let owner = add_agent(&daemon, "owner");
-        let intruder = add_agent(&daemon, "intruder");
+        let owner = daemon.add_agent("owner");
+        let intruder = daemon.add_agent("intruder");
         let (mut person, person_tty) = persons_terminal();
 
         // The owner's session, and the name its terminal has (inside its own run).

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use computer_tests::desktop::TestApp;
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 /// Tests that send input or move focus take turns on the shared desktop.
@@ -16,22 +16,12 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 const ALLOW_ACTS: &str = "[defaults]\nact = \"allow\"\n";
 
-async fn call(daemon: &Daemon, surface: &str, command: &str, args: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(json!({"surface": surface, "command": command, "args": args}))
-        .await
-        .expect("call");
-    client.close().await;
-    structured(&result)
-}
-
 /// Launches the test app with its insensitive button and waits until AT-SPI shows it.
 async fn app_on_bus(daemon: &Daemon, title: &str) -> TestApp {
     let app = TestApp::launch_with(title, &["--effects"]);
     let pid = app.pid();
     wait_for("the app on AT-SPI", Duration::from_secs(20), || {
-        let tree = futures_block(call(daemon, "ax", "tree", json!({"app": pid})));
+        let tree = futures_block(daemon.call_once("ax", "tree", json!({"app": pid})));
         tree["tree"]
             .as_str()
             .is_some_and(|t| t.contains("Unavailable"))
@@ -46,13 +36,9 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
 
 /// The screen point at the middle of the element `selector` names in the app.
 async fn middle_of(daemon: &Daemon, pid: u32, selector: &str) -> (i64, i64) {
-    let read = call(
-        daemon,
-        "ax",
-        "read",
-        json!({"app": pid, "selector": selector}),
-    )
-    .await;
+    let read = daemon
+        .call_once("ax", "read", json!({"app": pid, "selector": selector}))
+        .await;
     let bounds = read["bounds"]
         .as_array()
         .unwrap_or_else(|| panic!("no bounds for {selector}: {read}"));
@@ -83,13 +69,13 @@ async fn ax_act_reads_back_a_toggled_check_button_and_suspects_an_insensitive_bu
     let app = app_on_bus(&daemon, "Effects Ax").await;
     let pid = app.pid();
 
-    let toggled = call(
-        &daemon,
-        "ax",
-        "act",
-        json!({"app": pid, "selector": "checkBox \"Dark mode\"", "action": "press"}),
-    )
-    .await;
+    let toggled = daemon
+        .call_once(
+            "ax",
+            "act",
+            json!({"app": pid, "selector": "checkBox \"Dark mode\"", "action": "press"}),
+        )
+        .await;
     app.wait_line("check=True");
     assert_eq!(effect_of(&daemon, &toggled), "confirmed", "{toggled}");
     assert!(
@@ -99,13 +85,13 @@ async fn ax_act_reads_back_a_toggled_check_button_and_suspects_an_insensitive_bu
         "{toggled}"
     );
 
-    let noop = call(
-        &daemon,
-        "ax",
-        "act",
-        json!({"app": pid, "selector": "button \"Unavailable\"", "action": "press"}),
-    )
-    .await;
+    let noop = daemon
+        .call_once(
+            "ax",
+            "act",
+            json!({"app": pid, "selector": "button \"Unavailable\"", "action": "press"}),
+        )
+        .await;
     assert_eq!(effect_of(&daemon, &noop), "suspected_noop", "{noop}");
     assert!(
         app.lines_starting("unavailable").is_empty(),
@@ -128,7 +114,9 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
 
     // A click on the check button: its state read back through AT-SPI.
     let (x, y) = middle_of(&daemon, pid, "checkBox \"Dark mode\"").await;
-    let clicked = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    let clicked = daemon
+        .call_once("gui", "click", json!({"x": x, "y": y}))
+        .await;
     app.wait_line("check=True");
     assert_eq!(effect_of(&daemon, &clicked), "confirmed", "{clicked}");
     assert!(
@@ -149,14 +137,18 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
 
     // Clicked again, it unchecks: the hit test asks the path it found the first time all at
     // once, and that path still holds.
-    let again = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    let again = daemon
+        .call_once("gui", "click", json!({"x": x, "y": y}))
+        .await;
     app.wait_line("check=False");
     assert_eq!(effect_of(&daemon, &again), "confirmed", "{again}");
 
     // A click on the insensitive button: readable, and nothing changed. The path the check
     // button's clicks took parts from this one: the element judged is the button.
     let (x, y) = middle_of(&daemon, pid, "button \"Unavailable\"").await;
-    let noop = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    let noop = daemon
+        .call_once("gui", "click", json!({"x": x, "y": y}))
+        .await;
     assert_eq!(effect_of(&daemon, &noop), "suspected_noop", "{noop}");
     assert!(
         noop["effect_evidence"]
@@ -167,12 +159,16 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
 
     // A scroll over the status label: nothing readable can show what it did.
     let (x, y) = middle_of(&daemon, pid, "label").await;
-    let scrolled = call(&daemon, "gui", "scroll", json!({"x": x, "y": y, "dy": 1})).await;
+    let scrolled = daemon
+        .call_once("gui", "scroll", json!({"x": x, "y": y, "dy": 1}))
+        .await;
     assert_eq!(effect_of(&daemon, &scrolled), "unverifiable", "{scrolled}");
 
     // A click that opens a dialog: the window appeared.
     let (x, y) = middle_of(&daemon, pid, "button \"Open Dialog\"").await;
-    let opened = call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
+    let opened = daemon
+        .call_once("gui", "click", json!({"x": x, "y": y}))
+        .await;
     app.wait_line("dialog opened");
     assert_eq!(effect_of(&daemon, &opened), "confirmed", "{opened}");
     assert!(
@@ -182,20 +178,24 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
         "{opened}"
     );
     // Closed through ax: the button went away with its window.
-    let closed = call(
-        &daemon,
-        "ax",
-        "act",
-        json!({"app": pid, "selector": "button \"Close Dialog\"", "action": "press"}),
-    )
-    .await;
+    let closed = daemon
+        .call_once(
+            "ax",
+            "act",
+            json!({"app": pid, "selector": "button \"Close Dialog\"", "action": "press"}),
+        )
+        .await;
     app.wait_line("dialog closed");
     assert_eq!(effect_of(&daemon, &closed), "confirmed", "{closed}");
 
     // Text typed into the focused entry landed there; the evidence does not quote it.
     let (x, y) = middle_of(&daemon, pid, "textInput \"Your name\"").await;
-    call(&daemon, "gui", "click", json!({"x": x, "y": y})).await;
-    let typed = call(&daemon, "gui", "type", json!({"text": "landed"})).await;
+    daemon
+        .call_once("gui", "click", json!({"x": x, "y": y}))
+        .await;
+    let typed = daemon
+        .call_once("gui", "type", json!({"text": "landed"}))
+        .await;
     assert_eq!(effect_of(&daemon, &typed), "confirmed", "{typed}");
     let evidence = typed["effect_evidence"].as_str().unwrap();
     assert!(evidence.contains("typed text"), "{typed}");
@@ -205,11 +205,13 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
     );
 
     // The pointer read back where it was moved.
-    let moved = call(&daemon, "gui", "move", json!({"x": x + 3, "y": y})).await;
+    let moved = daemon
+        .call_once("gui", "move", json!({"x": x + 3, "y": y}))
+        .await;
     assert_eq!(effect_of(&daemon, &moved), "confirmed", "{moved}");
 
     // A click where no window lies: unverifiable from the first read after it, said so.
-    let listed = call(&daemon, "gui", "windows", json!({})).await;
+    let listed = daemon.call_once("gui", "windows", json!({})).await;
     let windows = listed["windows"].as_array().cloned().unwrap_or_default();
     let covers = |(x, y): (i64, i64)| {
         windows.iter().any(|w| {
@@ -225,7 +227,9 @@ async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
         .into_iter()
         .find(|point| !covers(*point))
         .expect("a corner of the screen with no window");
-    let on_nothing = call(&daemon, "gui", "click", json!({"x": bare.0, "y": bare.1})).await;
+    let on_nothing = daemon
+        .call_once("gui", "click", json!({"x": bare.0, "y": bare.1}))
+        .await;
     let evidence = on_nothing["effect_evidence"].as_str().unwrap_or_default();
     // The window manager may take the focus from the app on a click on the root, and the read
     // right after may already show it; else nothing readable can show the click.
@@ -245,18 +249,22 @@ async fn a_denied_act_says_refused_in_reply_and_receipt_and_read_back_can_be_tur
     let daemon = Daemon::start_on_desktop(
         "[defaults]\nact = \"allow\"\n[[rules]]\nsurface = \"gui\"\ncommand = \"click\"\ndecision = \"deny\"\n",
     );
-    let denied = call(&daemon, "gui", "click", json!({"x": 5, "y": 5})).await;
+    let denied = daemon
+        .call_once("gui", "click", json!({"x": 5, "y": 5}))
+        .await;
     assert_eq!(denied["error"]["code"], "denied", "{denied}");
     assert_eq!(effect_of(&daemon, &denied), "refused", "{denied}");
     // An ordinary act still runs and reads back.
-    let moved = call(&daemon, "gui", "move", json!({"x": 7, "y": 9})).await;
+    let moved = daemon
+        .call_once("gui", "move", json!({"x": 7, "y": 9}))
+        .await;
     assert_eq!(effect_of(&daemon, &moved), "confirmed", "{moved}");
     // A read that is not an act carries no effect.
-    let windows = call(&daemon, "gui", "windows", json!({})).await;
+    let windows = daemon.call_once("gui", "windows", json!({})).await;
     assert!(windows.get("effect").is_none(), "{windows}");
 
     let off = Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n[gui]\nread_back = false\n");
-    let moved = call(&off, "gui", "move", json!({"x": 8, "y": 9})).await;
+    let moved = off.call_once("gui", "move", json!({"x": 8, "y": 9})).await;
     assert_eq!(effect_of(&off, &moved), "unverifiable", "{moved}");
     assert_eq!(moved["effect_evidence"], "read-back off", "{moved}");
 }
@@ -264,40 +272,38 @@ async fn a_denied_act_says_refused_in_reply_and_receipt_and_read_back_can_be_tur
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_send_is_confirmed_when_the_screen_changed_and_suspected_when_it_did_not() {
     let daemon = Daemon::start_with_config(ALLOW_ACTS);
-    let opened = call(&daemon, "shell", "open", json!({"argv": ["cat"]})).await;
+    let opened = daemon
+        .call_once("shell", "open", json!({"argv": ["cat"]}))
+        .await;
     let session = opened["session"].clone();
-    let echoed = call(
-        &daemon,
-        "shell",
-        "send",
-        json!({"session": session, "text": "echoed\n"}),
-    )
-    .await;
+    let echoed = daemon
+        .call_once(
+            "shell",
+            "send",
+            json!({"session": session, "text": "echoed\n"}),
+        )
+        .await;
     assert_eq!(effect_of(&daemon, &echoed), "confirmed", "{echoed}");
 
     // A terminal that echoes nothing and a program that prints nothing: the screen stays.
-    let opened = call(
-        &daemon,
-        "shell",
-        "open",
-        json!({"argv": ["sh", "-c", "stty -echo; echo ready; exec cat > /dev/null"]}),
-    )
-    .await;
+    let opened = daemon
+        .call_once(
+            "shell",
+            "open",
+            json!({"argv": ["sh", "-c", "stty -echo; echo ready; exec cat > /dev/null"]}),
+        )
+        .await;
     let quiet = opened["session"].clone();
-    let ready = call(
-        &daemon,
-        "shell",
-        "read",
-        json!({"session": quiet, "until": "ready"}),
-    )
-    .await;
+    let ready = daemon
+        .call_once("shell", "read", json!({"session": quiet, "until": "ready"}))
+        .await;
     assert_eq!(ready["met"], true, "{ready}");
-    let unseen = call(
-        &daemon,
-        "shell",
-        "send",
-        json!({"session": quiet, "text": "unseen\n"}),
-    )
-    .await;
+    let unseen = daemon
+        .call_once(
+            "shell",
+            "send",
+            json!({"session": quiet, "text": "unseen\n"}),
+        )
+        .await;
     assert_eq!(effect_of(&daemon, &unseen), "suspected_noop", "{unseen}");
 }

@@ -67,12 +67,6 @@ fn wait_for_output(daemon: &Daemon, id: &Value, bytes: u64) -> Value {
     })
 }
 
-fn add_agent(daemon: &Daemon, name: &str) -> String {
-    let out = daemon.cli(&["agents", "add", name]);
-    assert!(out.status.success(), "{}", out.stderr);
-    out.stdout.trim().to_string()
-}
-
 #[test]
 fn a_detached_run_answers_at_once_and_outlives_its_client() {
     let daemon = Daemon::start();
@@ -188,7 +182,7 @@ fn another_agent_can_neither_see_nor_cancel_a_job() {
     let work = tempfile::tempdir().unwrap();
     let go = work.path().join("go");
     let id = detach(&daemon, &gated_script(&go))["job"].clone();
-    let intruder = add_agent(&daemon, "intruder");
+    let intruder = daemon.add_agent("intruder");
     let token = Some(intruder.as_str());
 
     for op in ["status", "result", "cancel"] {
@@ -664,7 +658,7 @@ fn an_agent_cannot_flood_the_daemon_with_jobs() {
     // Beside it: an attached run, and another agent's job, go through.
     let plain = daemon.shell_run_json(&json!({"argv": ["echo", "attached"]}), &json!({}));
     assert_eq!(plain["stdout"], "attached\n", "{plain}");
-    let other = add_agent(&daemon, "other");
+    let other = daemon.add_agent("other");
     let mut command = daemon.command();
     let out = command
         .env("COMPUTER_TOKEN", &other)

@@ -16,16 +16,6 @@ const CONFIG: &str = "[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"1s\"\
      [[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n\
      [[rules]]\nargv0 = [\"touch\"]\ndecision = \"ask\"\n";
 
-fn add_agent(daemon: &Daemon, name: &str, surfaces: Option<&str>) -> String {
-    let mut args = vec!["agents", "add", name];
-    if let Some(surfaces) = surfaces {
-        args.extend(["--surfaces", surfaces]);
-    }
-    let out = daemon.cli(&args);
-    assert!(out.status.success(), "{}", out.stderr);
-    out.stdout.trim().to_string()
-}
-
 async fn call_as(daemon: &Daemon, token: &str, arguments: Value) -> Value {
     let client = Client::connect_as(&daemon.socket, Some(token))
         .await
@@ -68,9 +58,9 @@ fn receipted_decision(daemon: &Daemon, receipt: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_caller_gets_the_same_error_and_the_same_decision() {
     let daemon = Daemon::start_with_config(CONFIG);
-    let agent = add_agent(&daemon, "worker", None);
-    let narrow = add_agent(&daemon, "narrow", Some("shell"));
-    let owner = add_agent(&daemon, "owner", None);
+    let agent = daemon.add_agent("worker");
+    let narrow = daemon.add_agent_for_surfaces("narrow", "shell");
+    let owner = daemon.add_agent("owner");
     let opened = call_as(
         &daemon,
         &owner,
@@ -345,7 +335,7 @@ async fn a_denied_ask_has_its_intent_and_its_result() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rate_limited_steps_call_uses_none_of_the_window() {
     let daemon = Daemon::start_with_config("[limits]\ncalls = 3\nwindow = \"600s\"\n");
-    let token = add_agent(&daemon, "counted", None);
+    let token = daemon.add_agent("counted");
     let echo = |word: &str| shell("run", json!({"argv": ["echo", word]}));
 
     // Four call steps do not fit in three: refused, and none of them counted.

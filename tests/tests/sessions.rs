@@ -435,17 +435,11 @@ fn an_idle_session_closes_and_says_so() {
     assert!(message.contains("without use"), "{message}");
 }
 
-fn add_agent(daemon: &Daemon, name: &str) -> String {
-    let out = daemon.cli(&["agents", "add", name]);
-    assert!(out.status.success(), "{}", out.stderr);
-    out.stdout.trim().to_string()
-}
-
 #[test]
 fn another_agent_can_neither_drive_nor_see_a_session() {
     let daemon = Daemon::start_with_config(CONTAINED);
-    let owner = add_agent(&daemon, "owner");
-    let intruder = add_agent(&daemon, "intruder");
+    let owner = daemon.add_agent("owner");
+    let intruder = daemon.add_agent("intruder");
     let opened = call_as(
         &daemon,
         Some(&owner),
@@ -773,8 +767,8 @@ fn a_session_runs_contained_like_a_run() {
 fn one_agent_cannot_take_every_session_slot() {
     let daemon =
         Daemon::start_with_config(&format!("{CONTAINED}[shell]\nmax_sessions_per_agent = 2\n"));
-    let hog = add_agent(&daemon, "hog");
-    let other = add_agent(&daemon, "other");
+    let hog = daemon.add_agent("hog");
+    let other = daemon.add_agent("other");
     let open_as = |token: &str| {
         call_as(
             &daemon,

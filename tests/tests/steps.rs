@@ -18,13 +18,6 @@ fn run(argv: Value) -> Value {
     json!({"surface": "shell", "command": "run", "args": {"argv": argv}})
 }
 
-async fn call(daemon: &Daemon, arguments: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client.call_raw(arguments).await.expect("call");
-    client.close().await;
-    structured(&result)
-}
-
 fn call_task(daemon: &Daemon, arguments: Value) -> tokio::task::JoinHandle<Value> {
     let socket = daemon.socket.clone();
     tokio::spawn(async move {
@@ -68,9 +61,7 @@ async fn ten_steps_over_shell_and_ax_with_refs_are_one_round_and_each_is_receipt
     wait_for_window(&daemon, pid).await;
 
     let close = "dialog \"Confirm\" > button \"Close Dialog\"";
-    let out = call(
-        &daemon,
-        json!({"steps": [
+    let out = daemon.call_raw_once(json!({"steps": [
             run(json!(["printf", "%s", path])),
             run(json!(["touch", {"ref": "$1.stdout"}])),
             {"surface": "ax", "command": "act", "args": {"app": pid, "selector": "textInput \"Your name\"", "action": "set_value", "value": {"ref": "$1.stdout"}}},
@@ -138,16 +129,14 @@ async fn a_step_acts_on_the_ref_of_a_match_an_earlier_find_returned() {
         if let Some(format) = format {
             find_args["format"] = json!(format);
         }
-        let out = call(
-            &daemon,
-            json!({"steps": [
+        let out = daemon
+            .call_raw_once(json!({"steps": [
                 {"surface": "ax", "command": "find", "args": find_args},
                 {"surface": "ax", "command": "act",
                  "args": {"app": pid, "ref": {"ref": "$1.matches[0].ref"}, "action": "press"}},
             ],
-            "return": {"select": ["$1.matches[0].name", "$1.matches[0].ref", "$2.ok"]}}),
-        )
-        .await;
+            "return": {"select": ["$1.matches[0].name", "$1.matches[0].ref", "$2.ok"]}}))
+            .await;
         assert_eq!(out["ok"], true, "format {format:?}: {out}");
         assert_eq!(out["$1.matches[0].name"], "Say Hello", "{out}");
         assert!(out["$1.matches[0].ref"].is_u64(), "{out}");
@@ -159,13 +148,11 @@ async fn a_step_acts_on_the_ref_of_a_match_an_earlier_find_returned() {
 /// Waits (through the daemon's own bounded `ax wait`) until the test app's window is on the
 /// accessibility bus.
 async fn wait_for_window(daemon: &Daemon, pid: u32) {
-    let seen = call(
-        daemon,
-        json!({"surface": "ax", "command": "wait",
+    let seen = daemon
+        .call_raw_once(json!({"surface": "ax", "command": "wait",
                "args": {"app": pid, "selector": "button \"Say Hello\"", "timeout_ms": 30000},
-               "complications": {"timeout_ms": 30000}}),
-    )
-    .await;
+               "complications": {"timeout_ms": 30000}}))
+        .await;
     assert_eq!(
         seen["met"], true,
         "the test app's window never reached the accessibility bus: {seen}"
@@ -182,7 +169,7 @@ async fn stop_on_error_stops_at_a_failed_step_or_runs_the_rest() {
         run(json!(["touch", after]))
     ]);
 
-    let stopped = call(&daemon, json!({"steps": steps})).await;
+    let stopped = daemon.call_raw_once(json!({"steps": steps})).await;
     assert_eq!(stopped["ok"], false, "{stopped}");
     assert_eq!(stopped["failed_step"], 1, "{stopped}");
     assert_eq!(stopped["exit_code"], 3, "{stopped}");
@@ -192,7 +179,9 @@ async fn stop_on_error_stops_at_a_failed_step_or_runs_the_rest() {
     let result = daemon.receipt_row(&stopped["receipt"], "result");
     assert_eq!(result["body"]["not_run"], json!([2]), "{result}");
 
-    let went_on = call(&daemon, json!({"steps": steps, "stop_on_error": false})).await;
+    let went_on = daemon
+        .call_raw_once(json!({"steps": steps, "stop_on_error": false}))
+        .await;
     assert_eq!(went_on["ok"], false, "{went_on}");
     assert_eq!(went_on["failed"][0]["step"], 1, "{went_on}");
     assert_eq!(went_on["failed"][0]["exit_code"], 3, "{went_on}");
@@ -216,7 +205,7 @@ async fn a_denied_step_in_the_middle_stops_the_call_before_anything_runs_or_is_s
         run(json!(["touch", last])),
     ]);
 
-    let refused = call(&daemon, json!({"steps": steps})).await;
+    let refused = daemon.call_raw_once(json!({"steps": steps})).await;
     assert_eq!(refused["ok"], false, "{refused}");
     assert_eq!(refused["error"]["code"], "denied", "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
@@ -231,7 +220,9 @@ async fn a_denied_step_in_the_middle_stops_the_call_before_anything_runs_or_is_s
         .unwrap();
     assert_eq!(denied["body"]["error"]["code"], "denied");
 
-    let skipped = call(&daemon, json!({"steps": steps, "stop_on_error": false})).await;
+    let skipped = daemon
+        .call_raw_once(json!({"steps": steps, "stop_on_error": false}))
+        .await;
     assert_eq!(skipped["ok"], false, "{skipped}");
     assert_eq!(skipped["failed"][0]["step"], 2, "{skipped}");
     assert_eq!(skipped["failed"][0]["error"]["code"], "denied", "{skipped}");
@@ -350,14 +341,12 @@ async fn a_ref_cannot_smuggle_a_denied_command_past_policy() {
     std::fs::write(&victim, "keep").unwrap();
 
     // The program name comes from step 1's output: policy decides step 2 on the resolved argv.
-    let out = call(
-        &daemon,
-        json!({"steps": [
+    let out = daemon
+        .call_raw_once(json!({"steps": [
             run(json!(["printf", "rm"])),
             run(json!([{"ref": "$1.stdout"}, victim])),
-        ]}),
-    )
-    .await;
+        ]}))
+        .await;
     assert_eq!(out["ok"], false, "{out}");
     assert_eq!(out["failed_step"], 2, "{out}");
     assert_eq!(out["error"]["code"], "denied", "{out}");
@@ -369,9 +358,7 @@ async fn a_ref_cannot_smuggle_a_denied_command_past_policy() {
     assert!(victim.exists());
 
     // The same through a script whose text is step 1's output.
-    let out = call(
-        &daemon,
-        json!({"steps": [
+    let out = daemon.call_raw_once(json!({"steps": [
             {"surface": "shell", "command": "run", "args": {"argv": ["printf", "%s", format!("true; rm -f {}", victim.display())]}},
             {"surface": "shell", "command": "run", "args": {"script": {"ref": "$1.stdout"}}},
         ]}),
@@ -382,14 +369,12 @@ async fn a_ref_cannot_smuggle_a_denied_command_past_policy() {
 
     // The ordinary use beside it: a program name taken from an earlier step runs.
     let made = dir.path().join("made");
-    let out = call(
-        &daemon,
-        json!({"steps": [
+    let out = daemon
+        .call_raw_once(json!({"steps": [
             run(json!(["printf", "touch"])),
             run(json!([{"ref": "$1.stdout"}, made])),
-        ]}),
-    )
-    .await;
+        ]}))
+        .await;
     assert_eq!(out["ok"], true, "{out}");
     assert!(made.exists());
 }
@@ -401,14 +386,12 @@ async fn bad_refs_and_bad_shapes_get_clear_errors_and_the_daemon_stays_up() {
     let first = dir.path().join("first");
 
     // A ref to a field step 1's result does not have: which step, where, and what is there.
-    let out = call(
-        &daemon,
-        json!({"steps": [
+    let out = daemon
+        .call_raw_once(json!({"steps": [
             run(json!(["touch", first])),
             run(json!(["echo", {"ref": "$1.matches[0].ref"}])),
-        ]}),
-    )
-    .await;
+        ]}))
+        .await;
     assert_eq!(out["ok"], false, "{out}");
     assert_eq!(out["failed_step"], 2, "{out}");
     assert_eq!(out["error"]["path"], "steps[1].args.argv[1]", "{out}");
@@ -428,39 +411,33 @@ async fn bad_refs_and_bad_shapes_get_clear_errors_and_the_daemon_stays_up() {
         let message = out["error"]["message"].as_str().unwrap();
         assert!(message.contains(words), "{words:?} not in {message}");
     };
-    let both = call(
-        &daemon,
-        json!({"steps": [run(json!(["true"]))], "surface": "shell", "command": "run"}),
-    )
-    .await;
+    let both = daemon
+        .call_raw_once(
+            json!({"steps": [run(json!(["true"]))], "surface": "shell", "command": "run"}),
+        )
+        .await;
     invalid(&both, "surface", "either `steps` or `surface`");
-    let nested = call(
-        &daemon,
-        json!({"steps": [{"steps": [run(json!(["true"]))]}]}),
-    )
-    .await;
+    let nested = daemon
+        .call_raw_once(json!({"steps": [{"steps": [run(json!(["true"]))]}]}))
+        .await;
     invalid(&nested, "steps[0].steps", "nested `steps` are refused");
-    let forward = call(
-        &daemon,
-        json!({"steps": [run(json!(["echo", {"ref": "$2.stdout"}])), run(json!(["true"]))]}),
-    )
-    .await;
+    let forward = daemon
+        .call_raw_once(
+            json!({"steps": [run(json!(["echo", {"ref": "$2.stdout"}])), run(json!(["true"]))]}),
+        )
+        .await;
     invalid(
         &forward,
         "steps[0].args.argv[1]",
         "refers to step 2, which does not run before it",
     );
-    let many = call(
-        &daemon,
-        json!({"steps": vec![json!({"wait": {"ms": 1}}); 4]}),
-    )
-    .await;
+    let many = daemon
+        .call_raw_once(json!({"steps": vec![json!({"wait": {"ms": 1}}); 4]}))
+        .await;
     invalid(&many, "steps", "more than the 3 one call may carry");
-    let surface = call(
-        &daemon,
-        json!({"steps": [{"surface": "shel", "command": "run"}]}),
-    )
-    .await;
+    let surface = daemon
+        .call_raw_once(json!({"steps": [{"surface": "shel", "command": "run"}]}))
+        .await;
     // In the words a single call gets, naming the ready surfaces.
     invalid(&surface, "steps[0].surface", "unknown surface `shel`");
     assert!(
@@ -472,9 +449,7 @@ async fn bad_refs_and_bad_shapes_get_clear_errors_and_the_daemon_stays_up() {
 
     // The call's deadline stops what is left.
     let late = dir.path().join("late");
-    let out = call(
-        &daemon,
-        json!({"steps": [{"wait": {"ms": 5000}}, run(json!(["touch", late]))], "timeout_ms": 200}),
+    let out = daemon.call_raw_once(json!({"steps": [{"wait": {"ms": 5000}}, run(json!(["touch", late]))], "timeout_ms": 200}),
     )
     .await;
     assert_eq!(out["ok"], false, "{out}");
@@ -482,6 +457,6 @@ async fn bad_refs_and_bad_shapes_get_clear_errors_and_the_daemon_stays_up() {
     assert!(!late.exists());
 
     // And the daemon still serves an ordinary call.
-    let ok = call(&daemon, run(json!(["true"]))).await;
+    let ok = daemon.call_raw_once(run(json!(["true"]))).await;
     assert_eq!(ok["ok"], true, "{ok}");
 }
