@@ -300,6 +300,7 @@ mod tests {
             ),
             warnings: Vec::new(),
             cwd: None,
+            desktop: None,
             risk: "act".into(),
             rule: "defaults.act".into(),
             asked_at_ms: 0,

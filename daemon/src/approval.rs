@@ -464,6 +464,7 @@ mod tests {
             will_run: Default::default(),
             warnings: Vec::new(),
             cwd: None,
+            desktop: None,
             risk: "act".into(),
             rule: "defaults.act".into(),
             asked_at_ms: 0,

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
 
-use computer_ipc::{ErrorCode, Evidence, SurfaceName, TOOL_NAME, ToolError};
+use computer_ipc::{ErrorCode, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::Registry;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
@@ -187,6 +187,7 @@ impl Gateway {
             config,
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            desktops: self.stages.desktops.facts(),
         }
     }
 
@@ -197,6 +198,11 @@ impl Gateway {
     /// Refuses new calls from now on (calls already running finish).
     pub fn close(&self) {
         self.stages.close();
+    }
+
+    /// The desktops of agents' own open in the daemon.
+    pub fn desktops(&self) -> Arc<crate::desktops::Desktops> {
+        self.stages.desktops.clone()
     }
 
     /// Handles one `tools/call`: the stages of `stages.rs`, composed for a single call (a call
@@ -443,14 +449,13 @@ impl Gateway {
             let body = json!({"ok": false, "error": error, "cancelled": {"by": by}});
             return open.finish(body, error_result(&call_id, &error)).await;
         }
-        let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let Shaped { reply, mut body } = stages
             .execute(
                 &call_id,
                 decided.action,
                 ctx,
                 &decided.budget,
-                evidence,
+                stages.shots(call),
                 cancelled,
             )
             .await;

@@ -19,6 +19,8 @@
 //! - [`approval`]: pending requests, answers, session grants; deny on every failure.
 //! - [`ancestry`]: whether a peer process descends from this daemon (both sockets refuse those).
 //! - [`control`]: the control socket where people (never agents) answer approvals.
+//! - [`desktops`]: desktops of agents' own (`gui desktop`), whose each is, and the surfaces a
+//!   call naming one acts through.
 //! - [`descriptors`]: the descriptor limit raised at start, and the budget of connections peers
 //!   may hold, which leaves a reserve for the daemon's own work and the control socket.
 //! - [`export`]: receipts sent on to syslog from a durable cursor behind the ledger.
@@ -52,6 +54,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod descriptors;
+pub mod desktops;
 pub mod docs;
 pub mod export;
 pub mod gateway;

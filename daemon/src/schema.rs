@@ -302,7 +302,8 @@ fn complications_text(registry: &Registry, surface: &dyn Surface) -> String {
     };
     let mut parts = Vec::new();
     for (name, property) in properties {
-        if !surface.complications().contains(&name.as_str()) {
+        let routed = name == "desktop" && crate::desktops::honoured_on(surface.name());
+        if !surface.complications().contains(&name.as_str()) && !routed {
             continue;
         }
         if name == "evidence" && registry.evidence().is_none() {
@@ -332,6 +333,10 @@ pub(crate) fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static
         crate::own::JOB_RESULT_FIELDS
     } else if command == crate::own::HELP_COMMAND {
         crate::own::HELP_RESULT_FIELDS
+    } else if crate::desktops::is_desktop_call(surface.name(), command)
+        && crate::desktops::honoured_on(surface.name())
+    {
+        crate::desktops::DESKTOP_RESULT_FIELDS
     } else {
         surface.result_fields(command)
     }
@@ -343,6 +348,9 @@ pub(crate) fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
     let mut commands = surface.commands().to_vec();
     if crate::own::offered_on(surface.name()) {
         commands.push(crate::own::job_spec());
+    }
+    if surface.name() == SurfaceName::Gui && crate::desktops::honoured_on(surface.name()) {
+        commands.push(crate::desktops::desktop_spec());
     }
     commands.push(crate::own::help_spec());
     commands

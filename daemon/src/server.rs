@@ -276,6 +276,11 @@ pub async fn run(
             );
         }
     }
+    // Desktops of agents' own end with the daemon, and everything that ran in them.
+    let desktops = gateway.desktops();
+    tokio::task::spawn_blocking(move || desktops.close_all())
+        .await
+        .ok();
     tracing::info!("stopped");
     Ok(())
 }

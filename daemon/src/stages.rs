@@ -16,8 +16,8 @@ use computer_ipc::shown::WillRun;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, ToolError};
 use computer_surfaces::kit::effect::EFFECT_FIELD;
 use computer_surfaces::{
-    ActionFacts, Availability, CallContext, Effect, EvidenceShot, Outcome, PreparedAction,
-    Registry, Surface, SurfaceError, receipt_value,
+    ActionFacts, Availability, CallContext, Effect, EvidenceCapture, EvidenceShot, Outcome,
+    PreparedAction, Registry, Surface, SurfaceError, receipt_value,
 };
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approvals, PendingRequest, Resolution};
 use crate::budget::Budget;
+use crate::desktops::{Desktops, is_desktop_call};
 use crate::policy::{Caller, Decision, Policy, PolicyInput};
 use crate::ratelimit::RateLimiter;
 use crate::receipts::{LedgerError, NewRow, RowKind};
@@ -46,6 +47,8 @@ pub struct Stages {
     pub(crate) artifact_dir: PathBuf,
     /// What runs given tools may call (`[tools]`, and the commands the daemon serves).
     pub(crate) tools: RwLock<Arc<crate::tools::ToolRules>>,
+    /// Desktops of agents' own (`gui desktop`), which calls naming one act on.
+    pub(crate) desktops: Arc<Desktops>,
     closing: AtomicBool,
 }
 
@@ -90,7 +93,11 @@ impl Early {
             command: call.command.clone(),
             args: raw.clone(),
             stated: None,
-            tags: Map::new(),
+            // Every row of a call on a desktop of an agent's own names the desktop.
+            tags: match &call.complications.desktop {
+                Some(id) => Map::from_iter([("desktop".to_string(), json!(id))]),
+                None => Map::new(),
+            },
         }
     }
 
@@ -158,6 +165,8 @@ pub struct Deciding<'a> {
     pub policy: &'a dyn Policy,
     /// What runs given tools may call.
     pub tools: Arc<crate::tools::ToolRules>,
+    /// The desktops of agents' own open in the daemon (none for `policy explain`).
+    pub desktops: Option<&'a Arc<Desktops>>,
 }
 
 impl Deciding<'_> {
@@ -213,6 +222,22 @@ impl Deciding<'_> {
             .at("surface")
             .valid(scope));
         }
+        if let Some(id) = &call.complications.desktop {
+            return match self.desktops {
+                Some(desktops) if !is_desktop_call(call.surface, &call.command) => {
+                    desktops.surface(&caller.agent, id, call.surface)
+                }
+                Some(_) => Err(ToolError::invalid(
+                    "`gui desktop` opens, closes and lists desktops: it takes no `complications.desktop`",
+                )
+                .at("complications.desktop")),
+                None => Err(ToolError::new(
+                    ErrorCode::Unavailable,
+                    "no desktops of agents' own are open outside the daemon",
+                )
+                .at("complications.desktop")),
+            };
+        }
         let Some(surface) = self.registry.get(call.surface) else {
             let why = match Registry::why_absent(call.surface) {
                 Availability::Unavailable { reason, fix } => format!("{reason}; {fix}"),
@@ -225,6 +250,10 @@ impl Deciding<'_> {
             .at("surface")
             .valid(self.ready_surfaces()));
         };
+        // A desktop of an agent's own needs no display of the person's: with none, it is virtual.
+        if is_desktop_call(call.surface, &call.command) {
+            return Ok(surface.clone());
+        }
         if let Availability::Unavailable { reason, fix } = surface.probe() {
             return Err(
                 ToolError::new(ErrorCode::Unavailable, format!("{reason}; fix: {fix}"))
@@ -257,6 +286,14 @@ impl Deciding<'_> {
         // `help` is the daemon's, on every surface; everything else is the surface's own.
         let action = if call.command == crate::own::HELP_COMMAND {
             crate::help::prepare(self.registry, &surface, &call.args, caller.observe_only)?
+        } else if is_desktop_call(call.surface, &call.command) {
+            let desktops = self.desktops.ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::Unavailable,
+                    "desktops are opened by the running daemon only",
+                )
+            })?;
+            crate::desktops::prepare(desktops, &caller.agent, &call.args)?
         } else {
             surface.prepare(&call.command, &call.args, &call.complications)?
         };
@@ -329,7 +366,11 @@ impl Deciding<'_> {
             .complications
             .evidence
             .is_some_and(|e| e != Evidence::None);
-        if wants_evidence && self.registry.evidence().is_none() {
+        let evidence_here = match (&call.complications.desktop, self.desktops) {
+            (Some(id), Some(desktops)) => desktops.evidence(id).is_some(),
+            _ => self.registry.evidence().is_some(),
+        };
+        if wants_evidence && !evidence_here {
             return Err(ToolError::new(
                 ErrorCode::Unavailable,
                 "the `evidence` complication needs screenshots, which are unavailable here (see `computer doctor` for the gui surface)",
@@ -337,10 +378,10 @@ impl Deciding<'_> {
             .at("complications.evidence"));
         }
         let supported = surface.complications();
-        match complications_used(call)
-            .into_iter()
-            .find(|name| !supported.contains(name))
-        {
+        match complications_used(call).into_iter().find(|name| {
+            !supported.contains(name)
+                && !(*name == "desktop" && crate::desktops::honoured_on(surface.name()))
+        }) {
             None => Ok(()),
             Some(name) => Err(ToolError::new(
                 ErrorCode::Unavailable,
@@ -369,10 +410,34 @@ fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
         ("sandbox", c.sandbox.is_some()),
         ("tools", c.tools.as_ref().is_some_and(|t| t.wanted())),
         ("seen", c.seen.is_some()),
+        ("desktop", c.desktop.is_some()),
     ]
     .into_iter()
     .filter_map(|(name, used)| used.then_some(name))
     .collect()
+}
+
+/// The evidence a call asked for, and what takes it.
+pub(crate) struct Shots {
+    asked: Evidence,
+    capturer: Option<Arc<dyn EvidenceCapture>>,
+}
+
+impl Shots {
+    async fn capture(
+        &self,
+        ctx: &CallContext,
+        label: &str,
+        settle: bool,
+    ) -> Result<EvidenceShot, String> {
+        match &self.capturer {
+            Some(capturer) => capturer
+                .capture(ctx, label, settle)
+                .await
+                .map_err(|err| err.to_string()),
+            None => Err("screenshots are unavailable here".into()),
+        }
+    }
 }
 
 /// A call whose intent is durable and whose result is not yet written. `#[must_use]`: it is let
@@ -490,6 +555,7 @@ impl Stages {
         artifact_dir: PathBuf,
     ) -> Stages {
         Stages {
+            desktops: Arc::new(Desktops::new(registry.shell().cloned())),
             registry,
             policy: RwLock::new(policy),
             approvals,
@@ -544,6 +610,7 @@ impl Stages {
             registry: &self.registry,
             policy: policy.as_ref(),
             tools: self.tool_rules(),
+            desktops: Some(&self.desktops),
         }
     }
 
@@ -826,11 +893,12 @@ impl Stages {
         action: Box<dyn PreparedAction>,
         ctx: CallContext,
         budget: &Budget,
-        evidence: Evidence,
+        shots: Shots,
         cancelled: &CancellationToken,
     ) -> Shaped {
+        let evidence = shots.asked;
         let before = match evidence {
-            Evidence::Full => Some(self.capture_evidence(&ctx, "before", false).await),
+            Evidence::Full => Some(shots.capture(&ctx, "before", false).await),
             _ => None,
         };
         let outcome = run_until_cancelled(action, ctx.clone(), cancelled).await;
@@ -838,7 +906,7 @@ impl Stages {
         let after = match evidence {
             Evidence::None => None,
             _ if cancelled.is_cancelled() => None,
-            _ => Some(self.capture_evidence(&ctx, "after", true).await),
+            _ => Some(shots.capture(&ctx, "after", true).await),
         };
         let mut shaped = match outcome {
             Ok(mut outcome) => {
@@ -868,18 +936,15 @@ impl Stages {
         Shaped { reply, body }
     }
 
-    pub(crate) async fn capture_evidence(
-        &self,
-        ctx: &CallContext,
-        label: &str,
-        settle: bool,
-    ) -> Result<EvidenceShot, String> {
-        match self.registry.evidence() {
-            Some(capturer) => capturer
-                .capture(ctx, label, settle)
-                .await
-                .map_err(|err| err.to_string()),
-            None => Err("screenshots are unavailable here".into()),
+    /// The screenshots a call asked for (`complications.evidence`), of the desktop it acts on:
+    /// an agent's own (`complications.desktop`) or the person's.
+    pub(crate) fn shots(&self, call: &ComputerCall) -> Shots {
+        Shots {
+            asked: call.complications.evidence.unwrap_or(Evidence::None),
+            capturer: match &call.complications.desktop {
+                Some(id) => self.desktops.evidence(id),
+                None => self.registry.evidence().cloned(),
+            },
         }
     }
 
@@ -953,6 +1018,11 @@ pub(crate) fn approval_request(
         will_run,
         warnings: Vec::new(),
         cwd,
+        desktop: early
+            .tags
+            .get("desktop")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         risk: decided.action.risk().name().to_string(),
         rule: rule.to_string(),
         asked_at_ms: 0,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use computer_ipc::control::StepRow;
 use computer_ipc::shown::WillRun;
-use computer_ipc::{ComputerCall, ErrorCode, Evidence, StepsCall, ToolError, WaitStep};
+use computer_ipc::{ComputerCall, ErrorCode, StepsCall, ToolError, WaitStep};
 use computer_surfaces::kit::effect::EFFECT_FIELD;
 use computer_surfaces::{Effect, Risk, receipt_value};
 use rmcp::model::CallToolResult;
@@ -796,6 +796,7 @@ fn approval_request(
         will_run: Default::default(),
         warnings: Vec::new(),
         cwd: None,
+        desktop: None,
         risk: risk.name().to_string(),
         rule: rules.join(", "),
         asked_at_ms: 0,
@@ -839,9 +840,15 @@ impl Steps<'_> {
             Err(error) => return StepEnd::failed(prefixed(index, call, error)),
         };
         let ctx = stages.context(step_id, caller, cancelled, &step.decision);
-        let evidence = call.complications.evidence.unwrap_or(Evidence::None);
         let Shaped { reply, mut body } = stages
-            .execute(step_id, step.action, ctx, &step.budget, evidence, cancelled)
+            .execute(
+                step_id,
+                step.action,
+                ctx,
+                &step.budget,
+                stages.shots(call),
+                cancelled,
+            )
             .await;
         let failed: Option<ToolError> = body
             .get("error")
@@ -895,7 +902,7 @@ impl Steps<'_> {
     ) -> Early {
         let mut early = Early::of(call, step_raw);
         early.stated = stated.cloned();
-        early.tags = Map::from_iter([
+        early.tags.extend([
             ("parent".to_string(), json!(self.scope.id)),
             ("step".to_string(), json!(index)),
         ]);

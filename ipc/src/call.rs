@@ -177,6 +177,10 @@ pub struct Complications {
     /// its target changed since (screenshot coordinates are that image's pixels)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen: Option<String>,
+    /// gui, ax, shell: act on this desktop of your own (the `desktop` id `gui desktop open`
+    /// gave), not on the person's
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desktop: Option<String>,
 }
 
 /// Tighter containment for one call's processes.

@@ -36,6 +36,10 @@ pub struct PendingRequest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
     pub cwd: Option<String>,
+    /// The desktop of the agent's own the call acts on (`gui desktop open` made it); `None`:
+    /// the person's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desktop: Option<String>,
     pub risk: String,
     /// The rule (or default) that asked.
     pub rule: String,
@@ -92,6 +96,19 @@ impl PendingRequest {
                 value: escape(&self.action, Context::Line).text,
                 cut: None,
             });
+        }
+        if let Some(desktop) = &self.desktop {
+            rows.insert(
+                0,
+                Row {
+                    label: "desktop".into(),
+                    value: format!(
+                        "{}, the agent's own (not yours)",
+                        escape(desktop, Context::Line).text
+                    ),
+                    cut: None,
+                },
+            );
         }
         for step in &self.steps {
             rows.push(Row {
@@ -205,6 +222,23 @@ pub struct DaemonFacts {
     pub config_exists: bool,
     pub pid: u32,
     pub version: String,
+    /// The desktops of agents' own open in the daemon now (`gui desktop open`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub desktops: Vec<DesktopFact>,
+}
+
+/// One open desktop of an agent's own, as `doctor` and approvers list it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesktopFact {
+    /// Its id (`d1`), as calls name it in `complications.desktop`.
+    pub id: String,
+    /// The agent it belongs to.
+    pub agent: String,
+    /// What runs it: `xvfb`, `xephyr`, `sway-nested` or `sway-headless`.
+    pub kind: String,
+    pub size: [u32; 2],
+    /// Resident memory of every process it started, in bytes.
+    pub resident_bytes: u64,
 }
 
 impl DaemonFacts {
@@ -430,6 +464,7 @@ mod tests {
             ),
             warnings: Vec::new(),
             cwd: None,
+            desktop: None,
             risk: "act".into(),
             rule: "defaults.act".into(),
             asked_at_ms: 1,

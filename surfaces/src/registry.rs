@@ -20,14 +20,17 @@ pub struct Registry {
     surfaces: Vec<Arc<dyn Surface>>,
     evidence: Option<Arc<dyn EvidenceCapture>>,
     artifact_quota: Arc<ArtifactQuota>,
+    /// The person's shell, from which a desktop of an agent's own makes its own (same limits
+    /// and terminal sessions).
+    shell: Option<Arc<ShellSurface>>,
 }
 
 impl Registry {
     /// Builds the backends for this OS and logs which were chosen and whether each is ready.
     pub fn for_this_platform(limits: &SurfaceLimits) -> Registry {
         // One line per surface.
-        let mut surfaces: Vec<Arc<dyn Surface>> =
-            vec![Arc::new(ShellSurface::new(limits.shell.clone()))];
+        let shell = Arc::new(ShellSurface::new(limits.shell.clone()));
+        let mut surfaces: Vec<Arc<dyn Surface>> = vec![shell.clone()];
         let gui = crate::gui::surface();
         surfaces.extend(gui.clone());
         #[cfg(any(target_os = "linux", target_os = "macos"))]
@@ -52,6 +55,7 @@ impl Registry {
             surfaces,
             evidence,
             artifact_quota: Arc::new(ArtifactQuota::unlimited()),
+            shell: Some(shell),
         }
     }
 
@@ -95,10 +99,16 @@ impl Registry {
             surfaces,
             evidence: None,
             artifact_quota: Arc::new(ArtifactQuota::unlimited()),
+            shell: None,
         }
     }
 
     /// The evidence capturer, when this machine can take screenshots now.
+    /// The person's shell surface as built here (`None` in a registry made for tests).
+    pub fn shell(&self) -> Option<&Arc<ShellSurface>> {
+        self.shell.as_ref()
+    }
+
     pub fn evidence(&self) -> Option<&Arc<dyn EvidenceCapture>> {
         self.evidence.as_ref()
     }

@@ -401,6 +401,7 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
     let deciding = crate::stages::Deciding {
         registry: &registry,
         policy: &policy,
+        desktops: None,
         tools: std::sync::Arc::new(crate::tools::ToolRules {
             config: config.tools.clone(),
             served: crate::own::served_commands(),

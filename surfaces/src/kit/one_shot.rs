@@ -76,6 +76,9 @@ pub struct ShellLimits {
     pub capture: CaptureLimits,
     /// What every run is started under; the default refuses runs until the daemon sets it up.
     pub containment: Arc<Containment>,
+    /// The desktop of an agent's own that runs start their programs on (its display and bus
+    /// variables, which replace the daemon's [`DESKTOP_ENV`]); `None` for the person's.
+    pub desktop_env: Option<Arc<[(String, String)]>>,
 }
 
 impl Default for ShellLimits {
@@ -85,6 +88,7 @@ impl Default for ShellLimits {
             max_timeout: Duration::from_secs(600),
             capture: CaptureLimits::default(),
             containment: Arc::new(Containment::default()),
+            desktop_env: None,
         }
     }
 }
@@ -222,6 +226,7 @@ pub(crate) fn prepare(
         containment: limits.containment.clone(),
         sandbox: run_limits(complications)?,
         tools: complications.tools.as_ref().is_some_and(|t| t.wanted()),
+        base_env: passed_env(limits.desktop_env.as_deref()),
     })
 }
 
@@ -269,8 +274,22 @@ pub(crate) fn checked_cwd_and_env(
     Ok(cwd)
 }
 
-/// What passes through from the daemon's environment to a run: [`PASSED_ENV`] and the locale.
-pub(crate) fn passed_env() -> BTreeMap<OsString, OsString> {
+/// The variables that name the desktop a program shows on and the buses it talks to: on an
+/// agent's own desktop none of the daemon's reach a run, only the desktop's own.
+const DESKTOP_ENV: &[&str] = &[
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_SESSION_TYPE",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "AT_SPI_BUS_ADDRESS",
+    "SWAYSOCK",
+    "XAUTHORITY",
+];
+
+/// What passes through from the daemon's environment to a run: [`PASSED_ENV`] and the locale;
+/// on a desktop of an agent's own (`desktop_env`), its variables in place of the daemon's
+/// [`DESKTOP_ENV`].
+pub(crate) fn passed_env(desktop_env: Option<&[(String, String)]>) -> BTreeMap<OsString, OsString> {
     let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
     for key in PASSED_ENV {
         if let Some(value) = std::env::var_os(key) {
@@ -280,6 +299,12 @@ pub(crate) fn passed_env() -> BTreeMap<OsString, OsString> {
     for (key, value) in std::env::vars_os() {
         if key.to_str().is_some_and(|k| k.starts_with("LC_")) {
             env.insert(key, value);
+        }
+    }
+    if let Some(desktop) = desktop_env {
+        env.retain(|key, _| !DESKTOP_ENV.iter().any(|name| key == *name));
+        for (key, value) in desktop {
+            env.insert(key.into(), value.into());
         }
     }
     env
@@ -325,6 +350,8 @@ pub struct ShellRun {
     tools: bool,
     /// The run made ready while its intent receipt was written (`look_before`).
     ready: Option<Ready>,
+    /// What the run gets of the daemon's environment (and of its desktop's, on an agent's own).
+    base_env: BTreeMap<OsString, OsString>,
 }
 
 /// A contained run made ready before its intent is on disk: its program, environment and
@@ -390,7 +417,7 @@ impl ShellRun {
     /// The environment a run gets from the daemon's and the call's own, before any secret or
     /// tools variable.
     fn plain_env(&self) -> BTreeMap<OsString, OsString> {
-        let mut env = passed_env();
+        let mut env = self.base_env.clone();
         for (key, value) in &self.env {
             env.insert(key.into(), value.into());
         }

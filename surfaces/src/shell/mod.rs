@@ -40,25 +40,42 @@ static COMMANDS: [CommandSpec; 1 + session::COMMANDS.len()] = {
 };
 
 pub struct ShellSurface {
-    /// Replaced by the `[shell]` config section (`configure`).
-    limits: RwLock<ShellLimits>,
+    /// Replaced by the `[shell]` config section (`configure`); shared with every desktop's
+    /// shell made from this one, so a reload reaches them too.
+    limits: Arc<RwLock<ShellLimits>>,
     /// Terminal sessions (`open`, `send`, ...), kept across calls.
     sessions: Arc<Sessions>,
+    /// The desktop of an agent's own this shell starts programs on; `None`: the person's.
+    desktop_env: Option<Arc<[(String, String)]>>,
 }
 
 impl ShellSurface {
     pub fn new(limits: ShellLimits) -> Self {
         ShellSurface {
-            limits: RwLock::new(limits),
+            limits: Arc::new(RwLock::new(limits)),
             sessions: Sessions::new(SessionSettings::default()),
+            desktop_env: None,
+        }
+    }
+
+    /// The same shell (its limits and terminal sessions) starting its programs on a desktop of
+    /// an agent's own, whose display and bus variables (`env`) replace the daemon's.
+    pub fn on_desktop(&self, env: &[(String, String)]) -> ShellSurface {
+        ShellSurface {
+            limits: self.limits.clone(),
+            sessions: self.sessions.clone(),
+            desktop_env: Some(env.into()),
         }
     }
 
     fn limits(&self) -> ShellLimits {
-        self.limits
+        let mut limits = self
+            .limits
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+            .clone();
+        limits.desktop_env = self.desktop_env.clone();
+        limits
     }
 }
 
@@ -245,7 +262,7 @@ impl ShellSurface {
         }
         let start = session::StartLimits {
             containment: limits.containment.clone(),
-            base_env: passed_env(),
+            base_env: passed_env(limits.desktop_env.as_deref()),
             max_wait: limits.max_timeout,
         };
         self.sessions.prepare(command, args, complications, start)

@@ -1,0 +1,362 @@
+//! Desktops of agents' own through the daemon (`gui desktop` and `complications.desktop`): a
+//! virtual desktop opened by a call, a GTK app started there by `shell run`, typed into through
+//! gui and read through ax, screenshots of its size, while the person's desktop (the suite's
+//! Xvfb) sees none of it; two agents' desktops kept apart; receipts and approvers naming the
+//! desktop; closing a desktop, and stopping the daemon, ending what ran in it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use computer_ipc::Client;
+use computer_tests::desktop::Desktop;
+use computer_tests::{Daemon, structured, wait_for};
+use serde_json::{Value, json};
+
+/// How long an app on a fresh desktop may take to show (GTK starts slowly on a loaded machine).
+const APP_BOUND: Duration = Duration::from_secs(60);
+
+/// One call with its whole arguments on a connection of `token`'s agent (`None`: the person's
+/// default agent); the structured reply.
+async fn call_as(daemon: &Daemon, token: Option<&str>, arguments: Value) -> Value {
+    let client = Client::connect_as(&daemon.socket, token)
+        .await
+        .expect("connect");
+    let result = client.call_raw(arguments).await.expect("call");
+    client.close().await;
+    structured(&result)
+}
+
+/// Opens a virtual desktop of `size` for `token`'s agent; its id.
+async fn open_desktop(daemon: &Daemon, token: Option<&str>, size: [u32; 2]) -> String {
+    let reply = call_as(
+        daemon,
+        token,
+        json!({"surface": "gui", "command": "desktop",
+               "args": {"op": "open", "size": size, "visible": false}}),
+    )
+    .await;
+    assert_eq!(reply["ok"], true, "{reply}\n{}", daemon.log_text());
+    assert_eq!(reply["kind"], "xvfb", "{reply}");
+    assert_eq!(reply["size"], json!(size), "{reply}");
+    reply["desktop"].as_str().expect("a desktop id").to_string()
+}
+
+/// Starts zenity's entry dialog titled `title` on `desktop` through a detached `shell run`.
+async fn start_app_on(daemon: &Daemon, token: Option<&str>, desktop: &str, title: &str) -> Value {
+    let reply = call_as(
+        daemon,
+        token,
+        json!({"surface": "shell", "command": "run",
+               "args": {"argv": ["zenity", "--entry", "--title", title, "--text", "name"]},
+               "complications": {"desktop": desktop, "detach": true}}),
+    )
+    .await;
+    assert_eq!(reply["ok"], true, "{reply}");
+    reply
+}
+
+/// The windows the gui surface lists on `desktop` (`None`: the person's).
+async fn windows(daemon: &Daemon, token: Option<&str>, desktop: Option<&str>) -> Vec<Value> {
+    let mut call = json!({"surface": "gui", "command": "windows", "args": {}});
+    if let Some(desktop) = desktop {
+        call["complications"] = json!({"desktop": desktop});
+    }
+    let reply = call_as(daemon, token, call).await;
+    assert_eq!(reply["ok"], true, "{reply}");
+    reply["windows"].as_array().cloned().unwrap_or_default()
+}
+
+fn titled<'a>(windows: &'a [Value], title: &str) -> Option<&'a Value> {
+    windows.iter().find(|w| w["title"] == title)
+}
+
+/// Every pid whose command line names `needle`.
+fn pids_running(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// The person's pointer position and focused window, read from outside the daemon.
+fn person_pointer_and_focus(desktop: &Desktop) -> (String, String) {
+    (
+        desktop.tool_output("xdotool", &["getmouselocation"]),
+        desktop.tool_output("xdotool", &["getwindowfocus"]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
+    let person = Desktop::shared();
+    let daemon = Daemon::start_on_desktop("");
+    let before = person_pointer_and_focus(person);
+    let id = open_desktop(&daemon, None, [800, 600]).await;
+
+    let title = "agent-desk-entry";
+    start_app_on(&daemon, None, &id, title).await;
+    let _window = {
+        let mut found = None;
+        for _ in 0..600 {
+            if let Some(w) = titled(&windows(&daemon, None, Some(&id)).await, title) {
+                found = Some(w.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        found.unwrap_or_else(|| panic!("zenity never showed on {id} within {APP_BOUND:?}"))
+    };
+    assert!(
+        titled(&windows(&daemon, None, None).await, title).is_none(),
+        "the agent's app shows on the person's desktop"
+    );
+
+    // A screenshot of the agent's desktop has the desktop's size.
+    let shot = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "screenshot", "args": {},
+               "complications": {"desktop": id}}),
+    )
+    .await;
+    assert_eq!(shot["ok"], true, "{shot}");
+    let (width, height) = screenshot_size(&daemon, &shot);
+    assert_eq!((width, height), (800, 600), "{shot}");
+
+    // Typed through the desktop's gui, read back through its ax.
+    let typed = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "type",
+               "args": {"text": "on my own desk"},
+               "complications": {"desktop": id}}),
+    )
+    .await;
+    assert_eq!(typed["ok"], true, "{typed}");
+    let found = call_as(
+        &daemon,
+        None,
+        json!({"surface": "ax", "command": "find",
+               "args": {"selector": "textInput", "app": "zenity"},
+               "complications": {"desktop": id}}),
+    )
+    .await;
+    assert_eq!(found["ok"], true, "{found}");
+    assert!(
+        found.to_string().contains("on my own desk"),
+        "the entry does not read what was typed: {found}"
+    );
+    // The person's accessibility bus has no zenity.
+    let persons = call_as(
+        &daemon,
+        None,
+        json!({"surface": "ax", "command": "find",
+               "args": {"selector": "textInput", "app": "zenity"}}),
+    )
+    .await;
+    assert_ne!(persons["ok"], true, "the person's bus shows the agent's app: {persons}");
+
+    assert_eq!(
+        person_pointer_and_focus(person),
+        before,
+        "the person's pointer or focus moved while the agent worked on its own desktop"
+    );
+
+    // Every row of a call on the desktop names it.
+    let rows = daemon.receipts();
+    let typed_rows: Vec<&Value> = rows
+        .iter()
+        .filter(|row| row["command"] == "type" && row["surface"] == "gui")
+        .collect();
+    assert!(!typed_rows.is_empty(), "no receipt for the typing");
+    for row in typed_rows {
+        assert_eq!(row["body"]["desktop"], json!(id), "{row}");
+    }
+
+    // doctor lists the open desktop.
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    assert!(
+        doctor.to_string().contains(&format!("\"{id}\"")),
+        "doctor does not list {id}: {doctor}"
+    );
+
+    // Closing ends the app started in it.
+    let zenity = wait_for("zenity's pid", APP_BOUND, || {
+        let pids = pids_running(title);
+        (!pids.is_empty()).then_some(pids)
+    });
+    let closed = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "desktop", "args": {"op": "close", "id": id}}),
+    )
+    .await;
+    assert_eq!(closed["closed"], json!(id), "{closed}");
+    for pid in zenity {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid),
+            "zenity (pid {pid}) outlived its desktop"
+        );
+    }
+    let after = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "windows", "args": {},
+               "complications": {"desktop": id}}),
+    )
+    .await;
+    assert_eq!(after["ok"], false, "a closed desktop still answers: {after}");
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .unwrap_or(true)
+}
+
+/// The width and height of the PNG a screenshot reply holds (inline or as a file).
+fn screenshot_size(daemon: &Daemon, reply: &Value) -> (u32, u32) {
+    if let (Some(w), Some(h)) = (reply["width"].as_u64(), reply["height"].as_u64()) {
+        return (w as u32, h as u32);
+    }
+    let bytes = if let Some(path) = reply["path"].as_str() {
+        std::fs::read(path).expect("the screenshot file")
+    } else {
+        let data = reply["image"].as_str().unwrap_or_else(|| {
+            panic!("no size, path or image in the reply: {reply}\n{}", daemon.log_text())
+        });
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64")
+    };
+    let image = image::load_from_memory(&bytes).expect("a PNG");
+    (image.width(), image.height())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_agent_cannot_see_or_reach_another_agents_desktop() {
+    let daemon = Daemon::start_on_desktop("");
+    let alice = daemon.add_agent("alice");
+    let bob = daemon.add_agent("bob");
+    let hers = open_desktop(&daemon, Some(&alice), [640, 480]).await;
+    let his = open_desktop(&daemon, Some(&bob), [640, 480]).await;
+    assert_ne!(hers, his);
+
+    // Bob lists his own only.
+    let listed = call_as(
+        &daemon,
+        Some(&bob),
+        json!({"surface": "gui", "command": "desktop", "args": {"op": "list"}}),
+    )
+    .await;
+    assert_eq!(listed["desktops"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed["desktops"][0]["desktop"], json!(his), "{listed}");
+
+    // Bob naming Alice's desktop is refused exactly as a desktop that does not exist.
+    let reach = |desktop: &str| {
+        json!({"surface": "gui", "command": "screenshot", "args": {},
+               "complications": {"desktop": desktop}})
+    };
+    let hers_refused = call_as(&daemon, Some(&bob), reach(&hers)).await;
+    let none_refused = call_as(&daemon, Some(&bob), reach("d999")).await;
+    assert_eq!(hers_refused["ok"], false, "{hers_refused}");
+    assert_eq!(
+        hers_refused["error"]["message"]
+            .as_str()
+            .map(|m| m.replace(&hers, "ID")),
+        none_refused["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("d999", "ID")),
+        "a refusal tells Alice's desktop from none"
+    );
+    // Nor may he close it.
+    let close = call_as(
+        &daemon,
+        Some(&bob),
+        json!({"surface": "gui", "command": "desktop", "args": {"op": "close", "id": hers}}),
+    )
+    .await;
+    assert_eq!(close["ok"], false, "{close}");
+    // While his own answers, and hers still answers her.
+    let own = call_as(&daemon, Some(&bob), reach(&his)).await;
+    assert_eq!(own["ok"], true, "{own}");
+    let alices = call_as(&daemon, Some(&alice), reach(&hers)).await;
+    assert_eq!(alices["ok"], true, "{alices}");
+
+    // A desktop names no surface but gui, ax and shell.
+    let keychain = call_as(
+        &daemon,
+        Some(&bob),
+        json!({"surface": "keychain", "command": "list", "args": {},
+               "complications": {"desktop": his}}),
+    )
+    .await;
+    assert_eq!(keychain["ok"], false, "{keychain}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_daemon_ends_its_desktops() {
+    let mut daemon = Daemon::start_on_desktop("");
+    let id = open_desktop(&daemon, None, [320, 240]).await;
+    let title = "agent-desk-left-running";
+    start_app_on(&daemon, None, &id, title).await;
+    let app = wait_for("the app's pid", APP_BOUND, || {
+        let pids = pids_running(title);
+        (!pids.is_empty()).then_some(pids)
+    });
+    daemon.stop_with(libc::SIGTERM);
+    for pid in app {
+        wait_for("the app to end with the daemon", APP_BOUND, || {
+            (!Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid)).then_some(())
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_desktop_calls_are_refused_clearly_and_receipted() {
+    let daemon = Daemon::start_on_desktop("");
+    let too_big = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "desktop",
+               "args": {"op": "open", "size": [100000, 10]}}),
+    )
+    .await;
+    assert_eq!(too_big["ok"], false, "{too_big}");
+    assert_eq!(too_big["error"]["path"], "args.size", "{too_big}");
+    let no_id = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "desktop", "args": {"op": "close"}}),
+    )
+    .await;
+    assert_eq!(no_id["error"]["path"], "args.id", "{no_id}");
+    let unknown = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "windows", "args": {},
+               "complications": {"desktop": "d42"}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["path"], "complications.desktop", "{unknown}");
+    // Each refusal has its receipt.
+    let receipts = daemon.receipts();
+    for reply in [&too_big, &no_id, &unknown] {
+        let receipt = reply["receipt"].as_str().expect("a receipt id");
+        assert!(
+            receipts.iter().any(|row| row["call_id"] == receipt),
+            "no receipt for {reply}"
+        );
+    }
+}
