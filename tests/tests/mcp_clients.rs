@@ -731,6 +731,63 @@ fn codex_mcp_list_and_get_show_the_hosts_pages_entries_with_their_timeout() {
     );
 }
 
+/// The hosts page's other place for the entry, a project's `.codex/config.toml`: Codex ignores it
+/// in a folder the person has not trusted, and reads it once the folder is (what Codex's trust
+/// prompt records in `~/.codex/config.toml`).
+#[test]
+fn codex_reads_a_projects_entry_only_in_a_trusted_folder() {
+    let daemon = daemon_logging_connections();
+    let tmp = tempfile::tempdir().unwrap();
+    let cli = HostCli::installed("codex", "Codex", tmp.path(), &daemon);
+    let folder = tmp.path().join("project");
+    std::fs::create_dir_all(folder.join(".codex")).unwrap();
+    let (_, page) = codex_section_of_the_hosts_page();
+    std::fs::write(
+        folder.join(".codex/config.toml"),
+        toml::to_string(&page[0]).unwrap(),
+    )
+    .unwrap();
+    let names = |listed: &Value| -> Vec<(String, Value)> {
+        listed
+            .as_array()
+            .unwrap_or_else(|| panic!("{listed}"))
+            .iter()
+            .map(|server| {
+                (
+                    server["name"].as_str().unwrap().to_owned(),
+                    server["tool_timeout_sec"].clone(),
+                )
+            })
+            .collect()
+    };
+    let untrusted = cli.run_json(&folder, &["mcp", "list", "--json"]);
+    assert_eq!(names(&untrusted), [], "{untrusted}");
+
+    std::fs::create_dir_all(cli.home.join(".codex")).unwrap();
+    let mut trust = toml::Table::new();
+    trust.insert(
+        "projects".into(),
+        toml::Value::Table(toml::Table::from_iter([(
+            folder.to_str().unwrap().to_owned(),
+            toml::Value::Table(toml::Table::from_iter([(
+                "trust_level".to_owned(),
+                toml::Value::String("trusted".into()),
+            )])),
+        )])),
+    );
+    std::fs::write(
+        cli.home.join(".codex/config.toml"),
+        toml::to_string(&trust).unwrap(),
+    )
+    .unwrap();
+    let trusted = cli.run_json(&folder, &["mcp", "list", "--json"]);
+    assert_eq!(
+        names(&trusted),
+        [("computer".to_owned(), json!(300.0))],
+        "{trusted}"
+    );
+}
+
 /// `codex exec` with a scripted model on 127.0.0.1 (no account), Codex set up as the hosts page
 /// says, calls as a model would: an observation through the observe-only entry runs and is
 /// receipted; an act through it is refused by the daemon; the same act through the full entry
