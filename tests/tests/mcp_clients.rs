@@ -664,7 +664,8 @@ impl Codex {
             .env_clear()
             .env("HOME", &self.cli.home)
             .env("PATH", &self.cli.path)
-            .env("RUST_LOG", "warn")
+            // Warnings, and what Codex's MCP client logs of a server's stderr.
+            .env("RUST_LOG", "warn,codex_rmcp_client=info")
             .env("COMPUTER_SOCKET", &self.socket)
             .stdin(Stdio::null())
             .output()
@@ -793,7 +794,8 @@ fn codex_reads_a_projects_entry_only_in_a_trusted_folder() {
 /// receipted; an act through it is refused by the daemon; the same act through the full entry
 /// is failed by Codex itself (its own approval, with nobody to ask) and never reaches the
 /// daemon, until the page's `default_tools_approval_mode` line, after which it runs and is
-/// receipted. Codex's resource tools list none, and Codex logs no warning about the server.
+/// receipted. Codex's resource tools list none, Codex logs no warning about the server, and its
+/// log holds the relay's line naming the config the running daemon read.
 #[test]
 fn codex_exec_calls_through_the_observe_only_and_the_full_entry_each_receipted() {
     let daemon = daemon_logging_connections();
@@ -891,6 +893,16 @@ fn codex_exec_calls_through_the_observe_only_and_the_full_entry_each_receipted()
     assert_eq!(
         model.tool_reply("templates"),
         json!({"server": "computer", "resourceTemplates": []})
+    );
+    // The relay's line naming the config the running daemon read, in Codex's log.
+    assert!(
+        said.contains(&format!(
+            "MCP server stderr (computer): computer mcp: the running daemon (pid {}) read its \
+             config from {}",
+            daemon.pid(),
+            daemon.config.display()
+        )),
+        "{said}"
     );
     let warnings: Vec<&str> = said
         .lines()
