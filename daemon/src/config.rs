@@ -30,6 +30,9 @@ pub struct Config {
     pub tools: crate::tools::ToolsConfig,
     /// Where receipts are sent beyond the ledger (`[export]`).
     pub export: crate::export::ExportConfig,
+    /// What each agent works on (`[agents.NAME]`): its own desktop for every call, or the
+    /// person's.
+    pub agents: BTreeMap<String, crate::desktops::AgentDesk>,
     /// The surfaces' own sections, unread here: each surface checks and takes its own.
     pub surfaces: BTreeMap<SurfaceName, toml::Table>,
     /// Where each key of a surface's section was written (`shell.max_timeout_ms` → line), so
@@ -50,6 +53,7 @@ pub(crate) const DAEMON_SECTIONS: &[&str] = &[
     "rules",
     "tools",
     "export",
+    "agents",
 ];
 
 // By hand rather than derived: a surface's section is any table under the surface's name, and
@@ -80,6 +84,7 @@ impl<'de> Deserialize<'de> for Config {
                         "rules" => config.rules = map.next_value()?,
                         "tools" => config.tools = map.next_value()?,
                         "export" => config.export = map.next_value()?,
+                        "agents" => config.agents = map.next_value()?,
                         other => match SurfaceName::parse(other) {
                             Some(surface) => {
                                 config.surfaces.insert(surface, map.next_value()?);
@@ -124,6 +129,9 @@ impl Serialize for Config {
         }
         map.serialize_entry("tools", &self.tools)?;
         map.serialize_entry("export", &self.export)?;
+        if !self.agents.is_empty() {
+            map.serialize_entry("agents", &self.agents)?;
+        }
         for (surface, section) in &self.surfaces {
             map.serialize_entry(surface.as_str(), section)?;
         }

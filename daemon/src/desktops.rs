@@ -5,17 +5,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use computer_ipc::control::DesktopFact;
 use computer_ipc::{ErrorCode, SurfaceName, ToolError};
 use computer_surfaces::desktops::{AgentDesktop, DesktopSpec, SIZE_RANGE};
+use computer_surfaces::kit::one_shot::DESKTOP_ENV;
 use computer_surfaces::shell::ShellSurface;
 use computer_surfaces::{
     ActionFacts, CallContext, CommandSpec, EvidenceCapture, Outcome, PreparedAction, Risk, Surface,
     SurfaceError, decode_args,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// The command, on the gui surface, that opens, closes and lists an agent's desktops.
@@ -75,6 +76,43 @@ pub fn is_desktop_call(surface: SurfaceName, command: &str) -> bool {
     surface == SurfaceName::Gui && command == DESKTOP_COMMAND
 }
 
+/// `[agents.NAME]`: where the agent works.
+///
+/// ```toml
+/// [agents.browser]
+/// desktop = "own"       # every gui, ax and shell call on a desktop of its own
+/// desktop_visible = false
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentDesk {
+    /// `own`: every gui, ax and shell call of the agent goes to a desktop of its own, opened
+    /// at its first such call; it cannot name the person's. `shared` (the default): the
+    /// person's, unless a call names a desktop.
+    pub desktop: DeskChoice,
+    /// Whether that desktop is shown as a window on the person's display (where there is one).
+    pub desktop_visible: bool,
+    /// Its width and height.
+    pub desktop_size: [u32; 2],
+}
+
+impl Default for AgentDesk {
+    fn default() -> Self {
+        AgentDesk {
+            desktop: DeskChoice::Shared,
+            desktop_visible: true,
+            desktop_size: DEFAULT_SIZE,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeskChoice {
+    Shared,
+    Own,
+}
+
 /// One open desktop: whose it is, and the surfaces bound to it.
 struct Open {
     agent: String,
@@ -100,6 +138,12 @@ impl Open {
 pub struct Desktops {
     open: Mutex<BTreeMap<String, Open>>,
     next: AtomicU64,
+    /// `[agents.NAME]`, of the moment (a SIGHUP swaps it).
+    agents: RwLock<BTreeMap<String, AgentDesk>>,
+    /// The desktop each agent confined to its own works on, once opened.
+    own: Mutex<BTreeMap<String, String>>,
+    /// Held while a confined agent's desktop is opened, so that its first calls open one.
+    opening: tokio::sync::Mutex<()>,
     /// The person's shell, from which each desktop's shell is made (same limits and sessions).
     shell: Option<Arc<ShellSurface>>,
 }
@@ -109,8 +153,109 @@ impl Desktops {
         Desktops {
             open: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(1),
+            agents: RwLock::default(),
+            own: Mutex::default(),
+            opening: tokio::sync::Mutex::new(()),
             shell,
         }
+    }
+
+    /// Takes `[agents.NAME]`; a size out of range is refused naming the agent.
+    pub fn set_agents(&self, agents: BTreeMap<String, AgentDesk>) -> Result<(), String> {
+        for (name, desk) in &agents {
+            let [width, height] = desk.desktop_size;
+            if !SIZE_RANGE.contains(&width) || !SIZE_RANGE.contains(&height) {
+                return Err(format!(
+                    "[agents.{name}] desktop_size = [{width}, {height}]: each side must be {} to {} pixels",
+                    SIZE_RANGE.start(),
+                    SIZE_RANGE.end()
+                ));
+            }
+        }
+        *self.agents.write().unwrap_or_else(|p| p.into_inner()) = agents;
+        Ok(())
+    }
+
+    /// The desktop `agent` is confined to by `[agents.NAME] desktop = "own"`, if it is.
+    fn confinement(&self, agent: &str) -> Option<AgentDesk> {
+        self.agents
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent)
+            .filter(|desk| desk.desktop == DeskChoice::Own)
+            .cloned()
+    }
+
+    /// Places a call of an agent confined to its own desktop there: a gui, ax or shell call that
+    /// names no desktop is made to name the agent's own (opened at its first such call), and
+    /// variables that would name another display or bus are refused. Other agents' calls pass
+    /// unchanged.
+    pub async fn confine(
+        self: &Arc<Self>,
+        agent: &str,
+        call: &mut computer_ipc::ComputerCall,
+    ) -> Result<(), ToolError> {
+        let Some(desk) = self.confinement(agent) else {
+            return Ok(());
+        };
+        if !ON_A_DESKTOP.contains(&call.surface) || is_desktop_call(call.surface, &call.command) {
+            return Ok(());
+        }
+        if let Some(name) = call
+            .complications
+            .env
+            .keys()
+            .find(|name| DESKTOP_ENV.contains(&name.as_str()))
+        {
+            return Err(ToolError::invalid(format!(
+                "agent `{agent}` works on a desktop of its own ([agents.{agent}] desktop = \"own\"): its runs get that desktop's {name}, and a call may not name another"
+            ))
+            .at(format!("complications.env.{name}")));
+        }
+        if call.complications.desktop.is_some() {
+            return Ok(());
+        }
+        let _opening = self.opening.lock().await;
+        let open_now = self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent)
+            .filter(|id| self.lock().contains_key(*id))
+            .cloned();
+        let id = match open_now {
+            Some(id) => id,
+            None => {
+                let spec = DesktopSpec {
+                    size: (desk.desktop_size[0], desk.desktop_size[1]),
+                    visible: desk.desktop_visible,
+                };
+                let (me, agent_name) = (self.clone(), agent.to_string());
+                let opened = tokio::task::spawn_blocking(move || me.open_for(&agent_name, &spec))
+                    .await
+                    .map_err(|err| SurfaceError::Failed {
+                        message: err.to_string(),
+                    })
+                    .and_then(|opened| opened);
+                let id = opened.map_err(|err| {
+                    ToolError::new(
+                        ErrorCode::Unavailable,
+                        format!("agent `{agent}`'s own desktop could not be opened: {err}"),
+                    )
+                    .at("complications.desktop")
+                })?["desktop"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                self.own
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(agent.to_string(), id.clone());
+                id
+            }
+        };
+        call.complications.desktop = Some(id);
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Open>> {

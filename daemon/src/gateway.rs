@@ -200,6 +200,14 @@ impl Gateway {
         self.stages.close();
     }
 
+    /// Takes `[agents.NAME]` (which agents work on a desktop of their own).
+    pub fn set_agents(
+        &self,
+        agents: std::collections::BTreeMap<String, crate::desktops::AgentDesk>,
+    ) -> Result<(), String> {
+        self.stages.desktops.set_agents(agents)
+    }
+
     /// The desktops of agents' own open in the daemon.
     pub fn desktops(&self) -> Arc<crate::desktops::Desktops> {
         self.stages.desktops.clone()
@@ -243,10 +251,13 @@ impl Gateway {
         }
         let policy = stages.policy();
         let deciding = stages.deciding(&policy);
-        let call = match deciding.decode(&raw) {
+        let mut call = match deciding.decode(&raw) {
             Ok(call) => call,
             Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
         };
+        if let Err(error) = stages.desktops.confine(&caller.agent, &mut call).await {
+            return refuse(Early::of(&call, &raw), error.into()).await;
+        }
         let mut early = Early::of(&call, &raw);
         let surface = match deciding.reach(caller, &call) {
             Ok(surface) => surface,
@@ -328,10 +339,13 @@ impl Gateway {
         }
         let policy = stages.policy();
         let deciding = stages.deciding(&policy);
-        let call = match deciding.decode(&raw) {
+        let mut call = match deciding.decode(&raw) {
             Ok(call) => call,
             Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
         };
+        if let Err(error) = stages.desktops.confine(&caller.agent, &mut call).await {
+            return refuse(Early::of(&call, &raw), error.into()).await;
+        }
         let early = tagged(Early::of(&call, &raw));
         let name = format!("{}.{}", call.surface, call.command);
         if !callable.contains(&name) {

@@ -79,10 +79,19 @@ pub(crate) async fn handle(
     };
     let policy = stages.policy();
     let unknown_surface = |step: &Value| stages.deciding(&policy).unknown_surface(step);
-    let (call, plans) = match decode(raw, &limits, &unknown_surface) {
+    let (call, mut plans) = match decode(raw, &limits, &unknown_surface) {
         Ok(decoded) => decoded,
         Err(error) => return stages.refuse(call_id, caller, parent, error.into()).await,
     };
+    for (index, plan) in plans.iter_mut().enumerate() {
+        if let Plan::Call { call, .. } = plan
+            && let Err(error) = stages.desktops.confine(&caller.agent, call).await
+        {
+            let path = format!("steps[{index}].{}", error.path.clone().unwrap_or_default());
+            let error = error.at(path);
+            return stages.refuse(call_id, caller, parent, error.into()).await;
+        }
+    }
     let run = Steps {
         stages,
         scope,

@@ -165,7 +165,10 @@ async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
                "args": {"selector": "textInput", "app": "zenity"}}),
     )
     .await;
-    assert_ne!(persons["ok"], true, "the person's bus shows the agent's app: {persons}");
+    assert_ne!(
+        persons["ok"], true,
+        "the person's bus shows the agent's app: {persons}"
+    );
 
     assert_eq!(
         person_pointer_and_focus(person),
@@ -216,12 +219,21 @@ async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
                "complications": {"desktop": id}}),
     )
     .await;
-    assert_eq!(after["ok"], false, "a closed desktop still answers: {after}");
+    assert_eq!(
+        after["ok"], false,
+        "a closed desktop still answers: {after}"
+    );
 }
 
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(true)
 }
 
@@ -234,7 +246,10 @@ fn screenshot_size(daemon: &Daemon, reply: &Value) -> (u32, u32) {
         std::fs::read(path).expect("the screenshot file")
     } else {
         let data = reply["image"].as_str().unwrap_or_else(|| {
-            panic!("no size, path or image in the reply: {reply}\n{}", daemon.log_text())
+            panic!(
+                "no size, path or image in the reply: {reply}\n{}",
+                daemon.log_text()
+            )
         });
         base64::engine::general_purpose::STANDARD
             .decode(data)
@@ -260,7 +275,11 @@ async fn one_agent_cannot_see_or_reach_another_agents_desktop() {
         json!({"surface": "gui", "command": "desktop", "args": {"op": "list"}}),
     )
     .await;
-    assert_eq!(listed["desktops"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(
+        listed["desktops"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
     assert_eq!(listed["desktops"][0]["desktop"], json!(his), "{listed}");
 
     // Bob naming Alice's desktop is refused exactly as a desktop that does not exist.
@@ -349,7 +368,10 @@ async fn bad_desktop_calls_are_refused_clearly_and_receipted() {
                "complications": {"desktop": "d42"}}),
     )
     .await;
-    assert_eq!(unknown["error"]["path"], "complications.desktop", "{unknown}");
+    assert_eq!(
+        unknown["error"]["path"], "complications.desktop",
+        "{unknown}"
+    );
     // Each refusal has its receipt.
     let receipts = daemon.receipts();
     for reply in [&too_big, &no_id, &unknown] {
@@ -359,4 +381,87 @@ async fn bad_desktop_calls_are_refused_clearly_and_receipted() {
             "no receipt for {reply}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_confined_to_its_own_desktop_never_reaches_the_persons() {
+    let person = Desktop::shared();
+    let daemon = Daemon::start_on_desktop(
+        "[agents.boxed]\ndesktop = \"own\"\ndesktop_visible = false\ndesktop_size = [640, 480]\n",
+    );
+    let boxed = daemon.add_agent("boxed");
+    let free = daemon.add_agent("free");
+
+    // Its calls name no desktop, and land on its own: a screen of its size, none of the
+    // person's windows, its runs on its display.
+    let shot = call_as(
+        &daemon,
+        Some(&boxed),
+        json!({"surface": "gui", "command": "screenshot", "args": {}}),
+    )
+    .await;
+    assert_eq!(shot["ok"], true, "{shot}");
+    assert_eq!(screenshot_size(&daemon, &shot), (640, 480), "{shot}");
+    let display = call_as(
+        &daemon,
+        Some(&boxed),
+        json!({"surface": "shell", "command": "run",
+               "args": {"script": "printf %s \"$DISPLAY\""}}),
+    )
+    .await;
+    assert_eq!(display["ok"], true, "{display}");
+    let persons_display = person
+        .env()
+        .into_iter()
+        .find(|(name, _)| *name == "DISPLAY")
+        .map(|(_, value)| value)
+        .expect("the person's DISPLAY");
+    assert_ne!(
+        display["stdout"].as_str(),
+        Some(persons_display.as_str()),
+        "the confined agent's run got the person's display: {display}"
+    );
+    let listed = call_as(
+        &daemon,
+        Some(&boxed),
+        json!({"surface": "gui", "command": "desktop", "args": {"op": "list"}}),
+    )
+    .await;
+    let own = listed["desktops"][0]["desktop"].clone();
+    assert!(own.is_string(), "its own desktop is not listed: {listed}");
+    let rows = daemon.receipts();
+    let shot_receipt = shot["receipt"].as_str().expect("receipt");
+    let shot_rows: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["call_id"] == shot_receipt)
+        .collect();
+    assert!(!shot_rows.is_empty());
+    for row in shot_rows {
+        assert_eq!(row["body"]["desktop"], own, "{row}");
+    }
+
+    // Naming the person's display through the call's variables is refused.
+    let escape = call_as(
+        &daemon,
+        Some(&boxed),
+        json!({"surface": "shell", "command": "run",
+               "args": {"argv": ["xdotool", "getmouselocation"]},
+               "complications": {"env": {"DISPLAY": persons_display}}}),
+    )
+    .await;
+    assert_eq!(escape["ok"], false, "{escape}");
+    assert_eq!(
+        escape["error"]["path"], "complications.env.DISPLAY",
+        "{escape}"
+    );
+
+    // Another agent works on the person's desktop as before.
+    let persons = call_as(
+        &daemon,
+        Some(&free),
+        json!({"surface": "gui", "command": "screenshot", "args": {}}),
+    )
+    .await;
+    assert_eq!(persons["ok"], true, "{persons}");
+    assert_ne!(screenshot_size(&daemon, &persons), (640, 480), "{persons}");
 }

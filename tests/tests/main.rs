@@ -25,6 +25,7 @@
 //! find the suite by the file they are called from.
 
 mod abuse;
+mod agent_desktops;
 mod agent_pointer;
 mod agents;
 #[cfg(not(target_os = "macos"))]

@@ -96,6 +96,10 @@ pub async fn run(json_output: bool) -> u8 {
     let permissions = macos_permissions();
     let keychain = super::secrets::doctor_report().await;
     let export = crate::export::doctor_report(&config.export, &paths::state_dir());
+    let desktops = facts
+        .as_ref()
+        .map(|facts| facts.desktops.clone())
+        .unwrap_or_default();
     if json_output {
         let report = json!({
             "permissions": permissions,
@@ -111,6 +115,7 @@ pub async fn run(json_output: bool) -> u8 {
             "containment": containment,
             "keychain": keychain,
             "export": export,
+            "desktops": desktops,
             "surfaces": surfaces.iter().map(|(name, availability)| json!({"surface": name, "availability": availability, "backend": backend_of(&registry, *name)})).collect::<Vec<_>>(),
         });
         println!("{report}");
@@ -128,6 +133,17 @@ pub async fn run(json_output: bool) -> u8 {
         println!("{}", super::secrets::doctor_line(&keychain));
         for line in crate::export::doctor_lines(&export) {
             println!("{line}");
+        }
+        for desktop in &desktops {
+            println!(
+                "desktop  {} of agent `{}`: {}, {}x{}, {} MiB resident",
+                desktop.id,
+                desktop.agent,
+                desktop.kind,
+                desktop.size[0],
+                desktop.size[1],
+                desktop.resident_bytes / (1024 * 1024)
+            );
         }
         if !permissions.is_empty() {
             println!("permissions (macOS)");

@@ -111,6 +111,9 @@ async fn serve() -> anyhow::Result<()> {
     gateway
         .set_tools(config.tools.clone())
         .map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
+    gateway
+        .set_agents(config.agents.clone())
+        .map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
     gateway.jobs().set_limits(config.jobs.limits());
     gateway.set_config_path(config_path.clone());
     let facts = gateway.clone();
@@ -295,6 +298,9 @@ async fn reload_on_sighup(gateway: Arc<Gateway>, config_path: PathBuf, protected
                 gateway.set_step_limits(config.limits.steps());
                 if let Err(err) = gateway.set_tools(config.tools.clone()) {
                     tracing::error!(error = %err, "SIGHUP: [tools] refused; the tools in force stay");
+                }
+                if let Err(err) = gateway.set_agents(config.agents.clone()) {
+                    tracing::error!(error = %err, "SIGHUP: [agents] refused; the agents' desktops in force stay");
                 }
                 tracing::info!(config = %config_path.display(), rules = config.rules.len(), "SIGHUP: config reloaded");
             }

@@ -276,7 +276,7 @@ pub(crate) fn checked_cwd_and_env(
 
 /// The variables that name the desktop a program shows on and the buses it talks to: on an
 /// agent's own desktop none of the daemon's reach a run, only the desktop's own.
-const DESKTOP_ENV: &[&str] = &[
+pub const DESKTOP_ENV: &[&str] = &[
     "DISPLAY",
     "WAYLAND_DISPLAY",
     "XDG_SESSION_TYPE",
