@@ -318,7 +318,7 @@ impl Probe {
 /// the portal suite: the gnome portal backend serves RemoteDesktop and ScreenCast on top of
 /// Mutter's API and shows its consent dialog as a GTK window on that Mutter, which
 /// `tests/clients/portal_dialog.py` answers through AT-SPI as a person would. Started once per
-/// test binary; both die with the test process.
+/// suite; both die with the test process.
 pub struct Portal {
     _processes: Vec<Child>,
     /// The compositor whose bus the portal is on.

@@ -394,7 +394,18 @@ impl Daemon {
     /// One call with the tool's whole `arguments` (a single call with its complications, or
     /// `steps`) on a connection of its own: the reply as the structured content shows it.
     pub async fn call_raw_once(&self, arguments: Value) -> Value {
-        let client = self.client().await;
+        Daemon::call_then_close(self.client().await, arguments).await
+    }
+
+    /// [`Daemon::call_raw_once`] on a connection that presents `token` (an agent's).
+    pub async fn call_raw_once_as(&self, token: &str, arguments: Value) -> Value {
+        let client = Client::connect_as(&self.socket, Some(token))
+            .await
+            .unwrap_or_else(|err| panic!("connect with a token: {err}\n{}", self.log_text()));
+        Daemon::call_then_close(client, arguments).await
+    }
+
+    async fn call_then_close(client: Client, arguments: Value) -> Value {
         let result = client.call_raw(arguments).await.expect("call");
         client.close().await;
         structured(&result)
@@ -544,6 +555,36 @@ impl Daemon {
     pub fn call_json(&self, surface: &str, command: &str, args: &str) -> Value {
         self.cli(&["call", surface, command, "--json", "--args", args])
             .json()
+    }
+
+    /// One call through `computer call SURFACE COMMAND --json` with its args and complications,
+    /// as the agent whose token is given (`None`: the default agent); its JSON reply.
+    pub fn call_json_as(
+        &self,
+        token: Option<&str>,
+        surface: &str,
+        command: &str,
+        args: &Value,
+        complications: &Value,
+    ) -> Value {
+        let mut cli = self.command();
+        if let Some(token) = token {
+            cli.env("COMPUTER_TOKEN", token);
+        }
+        let out = cli
+            .args(["call", surface, command, "--json", "--args"])
+            .arg(args.to_string())
+            .arg("--complications")
+            .arg(complications.to_string())
+            .output()
+            .expect("run computer call");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+            panic!(
+                "{surface} {command}: not JSON ({err}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
     }
 
     /// Asserts that a reply is the approver protection's refusal, receipted as such.

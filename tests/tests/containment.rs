@@ -662,22 +662,7 @@ mod terminals {
         args: Value,
         complications: Value,
     ) -> Value {
-        let out = daemon
-            .command()
-            .env("COMPUTER_TOKEN", token)
-            .args(["call", "shell", command, "--json", "--args"])
-            .arg(args.to_string())
-            .arg("--complications")
-            .arg(complications.to_string())
-            .output()
-            .expect("run computer call");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-            panic!(
-                "shell {command}: not JSON ({err}): {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
+        daemon.call_json_as(Some(token), "shell", command, &args, &complications)
     }
 
     /// Reads `session` (as `token`) until `pattern` shows in its new output; that output.

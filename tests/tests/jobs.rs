@@ -35,24 +35,7 @@ fn detach(daemon: &Daemon, script: &str) -> Value {
 
 /// One `shell job` call as the agent `token` names (the default agent without one).
 fn job_as(daemon: &Daemon, token: Option<&str>, args: &Value, complications: &Value) -> Value {
-    let mut command = daemon.command();
-    if let Some(token) = token {
-        command.env("COMPUTER_TOKEN", token);
-    }
-    let out = command
-        .args(["call", "shell", "job", "--json", "--args"])
-        .arg(args.to_string())
-        .arg("--complications")
-        .arg(complications.to_string())
-        .output()
-        .expect("run computer call");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-        panic!(
-            "not JSON ({err}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    daemon.call_json_as(token, "shell", "job", args, complications)
 }
 
 fn job(daemon: &Daemon, args: Value) -> Value {

@@ -6,8 +6,7 @@
 
 use std::time::Duration;
 
-use computer_ipc::Client;
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 /// Acts allowed, `rm` denied, `touch` asked, and nobody to answer (a request is denied after
@@ -15,15 +14,6 @@ use serde_json::{Value, json};
 const CONFIG: &str = "[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"1s\"\n\
      [[rules]]\nargv0 = [\"rm\"]\ndecision = \"deny\"\n\
      [[rules]]\nargv0 = [\"touch\"]\ndecision = \"ask\"\n";
-
-async fn call_as(daemon: &Daemon, token: &str, arguments: Value) -> Value {
-    let client = Client::connect_as(&daemon.socket, Some(token))
-        .await
-        .expect("connect");
-    let result = client.call_raw(arguments).await.expect("call");
-    client.close().await;
-    structured(&result)
-}
 
 fn shell(command: &str, args: Value) -> Value {
     json!({"surface": "shell", "command": command, "args": args})
@@ -61,12 +51,12 @@ async fn every_caller_gets_the_same_error_and_the_same_decision() {
     let agent = daemon.add_agent("worker");
     let narrow = daemon.add_agent_for_surfaces("narrow", "shell");
     let owner = daemon.add_agent("owner");
-    let opened = call_as(
-        &daemon,
-        &owner,
-        shell("open", json!({"argv": ["bash", "--norc", "--noprofile"]})),
-    )
-    .await;
+    let opened = daemon
+        .call_raw_once_as(
+            &owner,
+            shell("open", json!({"argv": ["bash", "--norc", "--noprofile"]})),
+        )
+        .await;
     let session = opened["session"].as_u64().expect("a session opened");
 
     // (what, the agent's name and token, the call, whether `detach` applies to it)
@@ -147,13 +137,15 @@ async fn every_caller_gets_the_same_error_and_the_same_decision() {
     ];
 
     for (what, (name, token), call, detachable) in &table {
-        let single = call_as(&daemon, token, call.clone()).await;
+        let single = daemon.call_raw_once_as(token, call.clone()).await;
         assert_eq!(single["ok"], false, "{what}: {single}");
         let error = &single["error"];
         assert!(error["code"].is_string(), "{what}: {single}");
 
         // As the one step of a multi-step call.
-        let steps = call_as(&daemon, token, json!({"steps": [call]})).await;
+        let steps = daemon
+            .call_raw_once_as(token, json!({"steps": [call]}))
+            .await;
         assert_eq!(steps["ok"], false, "{what}: {steps}");
         assert_eq!(
             comparable(&steps["error"], true),
@@ -165,12 +157,12 @@ async fn every_caller_gets_the_same_error_and_the_same_decision() {
         if *detachable {
             let mut detached = call.clone();
             detached["complications"] = json!({"detach": true});
-            let job = call_as(&daemon, token, detached).await;
+            let job = daemon.call_raw_once_as(token, detached).await;
             let job_error = match job["status"].as_str() {
                 Some("running") => {
                     let id = job["job"].clone();
                     let result = shell("job", json!({"op": "result", "id": id, "wait_ms": 20_000}));
-                    let result = call_as(&daemon, token, result).await;
+                    let result = daemon.call_raw_once_as(token, result).await;
                     assert_eq!(result["status"], "failed", "{what}: {result}");
                     result["error"].clone()
                 }
@@ -218,7 +210,7 @@ async fn every_caller_gets_the_same_error_and_the_same_decision() {
     let codes: Vec<String> = {
         let mut codes = Vec::new();
         for (_, (_, token), call, _) in &table {
-            let reply = call_as(&daemon, token, call.clone()).await;
+            let reply = daemon.call_raw_once_as(token, call.clone()).await;
             codes.push(
                 reply["error"]["code"]
                     .as_str()
@@ -340,7 +332,7 @@ async fn a_rate_limited_steps_call_uses_none_of_the_window() {
 
     // Four call steps do not fit in three: refused, and none of them counted.
     let steps = json!({"steps": [echo("1"), echo("2"), {"wait": {"ms": 1}}, echo("3"), echo("4")]});
-    let refused = call_as(&daemon, &token, steps).await;
+    let refused = daemon.call_raw_once_as(&token, steps).await;
     assert_eq!(refused["ok"], false, "{refused}");
     assert_eq!(refused["error"]["code"], "rate_limited", "{refused}");
     assert!(
@@ -352,11 +344,13 @@ async fn a_rate_limited_steps_call_uses_none_of_the_window() {
     );
 
     // So the whole window is still there: two steps (counted as two), then one call.
-    let two = call_as(&daemon, &token, json!({"steps": [echo("a"), echo("b")]})).await;
+    let two = daemon
+        .call_raw_once_as(&token, json!({"steps": [echo("a"), echo("b")]}))
+        .await;
     assert_eq!(two["ok"], true, "{two}");
-    let one = call_as(&daemon, &token, echo("c")).await;
+    let one = daemon.call_raw_once_as(&token, echo("c")).await;
     assert_eq!(one["ok"], true, "{one}");
     // And the window is now used up, exactly.
-    let over = call_as(&daemon, &token, echo("d")).await;
+    let over = daemon.call_raw_once_as(&token, echo("d")).await;
     assert_eq!(over["error"]["code"], "rate_limited", "{over}");
 }

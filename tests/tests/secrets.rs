@@ -17,7 +17,7 @@ use computer_tests::keyring::Keyring;
 use computer_tests::{Daemon, RawConnection, shell_run, structured, wait_for};
 use serde_json::{Value, json};
 
-/// The desktop's keyboard and focus are shared by the gui and ax tests of this binary.
+/// The desktop's keyboard and focus are shared by the gui and ax tests of this suite.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A value with characters every escaping changes: `/` and `+` (URL), `&<>"'` (XML), `"` and a

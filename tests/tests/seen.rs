@@ -573,7 +573,7 @@ async fn another_agents_snapshot_reads_as_unknown_and_binds_nothing() {
 }
 
 /// The desktop of the person tests: its input devices are not XTEST ones (see
-/// [`Desktop::private_with_a_person`]); one for this binary, the tests take turns on it.
+/// [`Desktop::private_with_a_person`]); one for this suite, the tests take turns on it.
 fn persons_desktop() -> &'static Desktop {
     static DESKTOP: std::sync::OnceLock<Desktop> = std::sync::OnceLock::new();
     DESKTOP.get_or_init(Desktop::private_with_a_person)

@@ -27,30 +27,7 @@ fn call_as(
     args: Value,
     complications: Value,
 ) -> Value {
-    let mut cli = daemon.command();
-    if let Some(token) = token {
-        cli.env("COMPUTER_TOKEN", token);
-    }
-    let out = cli
-        .args([
-            "call",
-            "shell",
-            command,
-            "--json",
-            "--args",
-            &args.to_string(),
-            "--complications",
-            &complications.to_string(),
-        ])
-        .output()
-        .expect("run computer");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&stdout).unwrap_or_else(|err| {
-        panic!(
-            "shell {command}: not JSON ({err}): {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    daemon.call_json_as(token, "shell", command, &args, &complications)
 }
 
 fn call(daemon: &Daemon, command: &str, args: Value) -> Value {
