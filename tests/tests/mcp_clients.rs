@@ -944,6 +944,59 @@ fn codex_exec_calls_through_the_observe_only_and_the_full_entry_each_receipted()
     daemon.assert_chain_holds();
 }
 
+/// Why the hosts page has Codex's `tool_timeout_sec` kept above the approval wait: Codex cuts a
+/// call off at that timeout even while it waits for the person (a hard limit, not reset by the
+/// daemon's progress notifications), and the request the person was asked is withdrawn, not left
+/// pending (Codex cancels the call, and its relay goes when Codex exits).
+#[test]
+fn codex_cuts_a_call_waiting_for_approval_at_its_tool_timeout_and_the_request_is_withdrawn() {
+    let daemon = Daemon::start_with_config("[defaults]\nact = \"ask\"\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let codex = Codex::set_up_as_the_hosts_page_says(tmp.path(), &daemon);
+    codex.edit_as_the_page_says(2);
+    let mut config = codex.read_config();
+    config["mcp_servers"]["computer"]
+        .as_table_mut()
+        .unwrap()
+        .insert("tool_timeout_sec".into(), toml::Value::Integer(2));
+    std::fs::write(&codex.config, toml::to_string(&config).unwrap()).unwrap();
+
+    let (id, namespace, call) = computer_call(
+        "asked",
+        "computer",
+        json!({"surface": "shell", "command": "run", "args": {"argv": ["echo", "asked"]}}),
+    );
+    let model = ScriptedModel::serve(vec![calling_turn(0, &[(id, &namespace, "COMPUTER", call)])]);
+    codex.exec(&model);
+    let cut = model.tool_output("asked");
+    assert!(
+        cut.contains("timed out awaiting tools/call after 2s"),
+        "Codex cut the call at its timeout: {cut}"
+    );
+    let intent = daemon
+        .receipts()
+        .into_iter()
+        .find(|row| row["kind"] == "intent" && row["command"] == "run")
+        .expect("the call reached the daemon");
+    assert_eq!(intent["body"]["policy"]["decision"], "ask", "{intent}");
+    wait_for(
+        "the request to be withdrawn",
+        Duration::from_secs(10),
+        || daemon.pending_approvals().is_empty().then_some(()),
+    );
+    let answered = daemon
+        .receipts()
+        .into_iter()
+        .find(|row| {
+            row["call_id"] == intent["call_id"] && row["body"]["approval"]["outcome"] == "denied"
+        })
+        .expect("the request's end is receipted");
+    assert_eq!(
+        answered["body"]["approval"]["reason"], "the agent went away while waiting",
+        "{answered}"
+    );
+}
+
 /// The MCP Inspector, installed from its own package (pinned in tests/clients/ts), in its CLI
 /// mode exactly as the hosts page runs it (`npx @modelcontextprotocol/inspector --cli computer
 /// mcp ...`): `tools/list` lists `COMPUTER`, the page's `help` call answers, and an observe call
