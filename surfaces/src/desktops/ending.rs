@@ -43,6 +43,9 @@ pub(super) fn found(running: &Running) -> Vec<u32> {
     if !running.display.is_empty() {
         on.extend(x_client_pids(&running.display));
     }
+    // This process is a client of the display (its gui surface), and whatever it started
+    // (other desktops' servers among them) is not on this one by descent.
+    on.remove(&me);
     // Descendants of any process on it, or of its servers (what the buses start).
     let mut roots: Vec<u32> = on.iter().copied().chain(servers.iter().copied()).collect();
     while let Some(parent) = roots.pop() {

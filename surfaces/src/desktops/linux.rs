@@ -2,8 +2,7 @@
 //! private session bus (dbus-daemon), the accessibility bus (at-spi-bus-launcher) and the window
 //! manager (openbox), each waited for until it answers, and the surfaces bound to them.
 
-use std::io::{BufRead, BufReader, Read};
-use std::os::fd::AsRawFd;
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -277,14 +276,22 @@ impl Starting {
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T, DesktopError> {
         let started = Instant::now();
-        let mut servers = self.servers();
-        let server = servers.first_mut();
-        let mut server = server;
         loop {
             if let Some(value) = ready() {
                 return Ok(value);
             }
-            if let Some(server) = server.as_deref_mut()
+            let mut servers = self.servers();
+            let server = servers.first_mut();
+            if let Some(server) = &server
+                && started.elapsed() > START_BOUND
+            {
+                return Err(DesktopError::Timeout {
+                    what,
+                    after: START_BOUND,
+                    log: tail(&server.log),
+                });
+            }
+            if let Some(server) = server
                 && let Ok(Some(status)) = server.child.try_wait()
             {
                 return Err(DesktopError::Start {
@@ -293,15 +300,28 @@ impl Starting {
                     log: tail(&server.log),
                 });
             }
-            if started.elapsed() > START_BOUND {
-                return Err(DesktopError::Timeout {
-                    what,
-                    after: START_BOUND,
-                    log: server.map(|s| tail(&s.log)).unwrap_or_default(),
-                });
-            }
+            drop(servers);
             std::thread::sleep(POLL);
         }
+    }
+
+    /// Like [`Starting::wait_for`], but the newest server's exit gives `Ok(None)` (it is
+    /// reaped) rather than an error.
+    fn wait_for_or_exit<T>(
+        &self,
+        what: &'static str,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<Option<T>, DesktopError> {
+        self.wait_for(what, || {
+            if let Some(value) = ready() {
+                return Some(Some(value));
+            }
+            let gone = self
+                .servers()
+                .first_mut()
+                .is_some_and(|s| matches!(s.child.try_wait(), Ok(Some(_))));
+            gone.then_some(None)
+        })
     }
 
     /// What runs, handed over to the open desktop.
@@ -373,16 +393,7 @@ pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDeskto
     starting.running.atspi_address = atspi_address.clone();
     env.push(("AT_SPI_BUS_ADDRESS".into(), atspi_address.clone()));
 
-    // The window manager: EWMH (the gui surface's window list) and focus.
-    let log = dir.join("openbox.log");
-    let what = "the window manager (openbox)";
-    starting.start(
-        "openbox",
-        what,
-        server_command(&programs.openbox, &env, &log)?,
-        log,
-    )?;
-    starting.wait_for(what, || window_manager_ready(&display).then_some(()))?;
+    start_window_manager(&mut starting, &programs.openbox, &env, &display)?;
 
     env.extend(
         [
@@ -411,9 +422,16 @@ pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDeskto
     })
 }
 
-/// Starts the X server; its display number once it accepts connections. It picks a free
-/// display and writes the number to a pipe; it listens on its socket file only (no abstract
-/// socket, no TCP), which a sandbox can allow or not.
+/// The first display number tried: clear of the ones people's sessions and test harnesses
+/// pick (from :0 up).
+const FIRST_DISPLAY: u32 = 100;
+/// How many display numbers are tried before giving up.
+const DISPLAY_TRIES: u32 = 50;
+
+/// Starts the X server; its display number once it accepts connections. It listens on its
+/// socket file only (no abstract socket, no TCP), which a sandbox can allow or not; so the
+/// number is chosen here (the server's own `-displayfd` choice sees only abstract sockets and
+/// would take a number in use) and the server's lock file says whether it got it.
 fn start_x_server(
     starting: &mut Starting,
     program: &Path,
@@ -422,6 +440,64 @@ fn start_x_server(
     host: &HostSession,
     env: &[(String, String)],
 ) -> Result<u32, DesktopError> {
+    let what = match kind {
+        DesktopKind::Xephyr => "the nested X server (Xephyr)",
+        _ => "the virtual X server (Xvfb)",
+    };
+    let mut refused = String::new();
+    for number in (FIRST_DISPLAY..).take(DISPLAY_TRIES as usize) {
+        let lock = PathBuf::from(format!("/tmp/.X{number}-lock"));
+        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{number}"));
+        if lock.exists() || socket.exists() {
+            continue;
+        }
+        let command = x_server_command(starting, program, kind, spec, host, env, number)?;
+        let name = if kind == DesktopKind::Xephyr {
+            "Xephyr"
+        } else {
+            "Xvfb"
+        };
+        let log = starting.running.dir.join("xserver.log");
+        starting.start(name, what, command, log.clone())?;
+        let display = format!(":{number}");
+        let got = starting.wait_for_or_exit(what, || {
+            let ours = std::fs::read_to_string(&lock)
+                .ok()
+                .and_then(|pid| pid.trim().parse::<u32>().ok());
+            (ours == starting_pid(starting) && x11rb::connect(Some(&display)).is_ok()).then_some(())
+        })?;
+        if got.is_some() {
+            return Ok(number);
+        }
+        // Another server took the number first: the next one.
+        refused = tail(&log);
+        starting.servers().remove(0);
+    }
+    Err(DesktopError::Start {
+        what,
+        why: format!(
+            "no free display from :{FIRST_DISPLAY} to :{}",
+            FIRST_DISPLAY + DISPLAY_TRIES - 1
+        ),
+        log: refused,
+    })
+}
+
+/// The newest server's pid.
+fn starting_pid(starting: &Starting) -> Option<u32> {
+    starting.servers().first().map(|s| s.child.id())
+}
+
+/// The X server's command line for display `number`.
+fn x_server_command(
+    starting: &Starting,
+    program: &Path,
+    kind: DesktopKind,
+    spec: &DesktopSpec,
+    host: &HostSession,
+    env: &[(String, String)],
+    number: u32,
+) -> Result<Command, DesktopError> {
     let (width, height) = spec.size;
     let log = starting.running.dir.join("xserver.log");
     let mut env = env.to_vec();
@@ -429,46 +505,51 @@ fn start_x_server(
         env.push(("DISPLAY".into(), outer.clone()));
     }
     let mut command = server_command(program, &env, &log)?;
-    let (name, what) = match kind {
-        DesktopKind::Xephyr => {
-            command.args([
-                "-screen",
-                &format!("{width}x{height}x24"),
-                // The person's keyboard and pointer are never grabbed by the window.
-                "-no-host-grab",
-                "-title",
-                &format!("computer: agent desktop {}", starting.running.id),
-            ]);
-            ("Xephyr", "the nested X server (Xephyr)")
-        }
-        _ => {
-            command.args(["-screen", "0", &format!("{width}x{height}x24")]);
-            ("Xvfb", "the virtual X server (Xvfb)")
-        }
+    command.arg(format!(":{number}"));
+    match kind {
+        DesktopKind::Xephyr => command.args([
+            "-screen",
+            &format!("{width}x{height}x24"),
+            // The person's keyboard and pointer are never grabbed by the window.
+            "-no-host-grab",
+            "-title",
+            &format!("computer: agent desktop {}", starting.running.id),
+        ]),
+        _ => command.args(["-screen", "0", &format!("{width}x{height}x24")]),
     };
-    let (read_end, write_end) = pipe().map_err(|err| DesktopError::Start {
-        what,
-        why: format!("no pipe for its display number: {err}"),
-        log: String::new(),
-    })?;
-    let keep_fd = write_end.as_raw_fd();
-    command.args(["-displayfd", &keep_fd.to_string()]).args([
-        "-nolisten",
-        "tcp",
-        "-nolisten",
-        "local",
-    ]);
-    // SAFETY: fcntl on an fd this process owns, in the child before exec, so it survives exec.
-    unsafe {
-        command.pre_exec(move || {
-            let flags = libc::fcntl(keep_fd, libc::F_GETFD);
-            libc::fcntl(keep_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            Ok(())
-        });
+    // No reset when the last client leaves: a client connecting during one is dropped (the
+    // readiness checks here connect and leave).
+    command.args(["-noreset", "-nolisten", "tcp", "-nolisten", "local"]);
+    Ok(command)
+}
+
+/// Starts the window manager (EWMH: the gui surface's window list, and focus). openbox has been
+/// seen, rarely and on a loaded machine, to exit or never publish its EWMH properties: it is
+/// started again, up to three times.
+fn start_window_manager(
+    starting: &mut Starting,
+    program: &Path,
+    env: &[(String, String)],
+    display: &str,
+) -> Result<(), DesktopError> {
+    let what = "the window manager (openbox)";
+    let log = starting.running.dir.join("openbox.log");
+    let mut attempt = 1;
+    loop {
+        let command = server_command(program, env, &log)?;
+        starting.start("openbox", what, command, log.clone())?;
+        match starting.wait_for(what, || window_manager_ready(display).then_some(())) {
+            Ok(()) => return Ok(()),
+            Err(why) if attempt >= 3 => return Err(why),
+            Err(why) => {
+                tracing::warn!(%why, attempt, "the agent desktop's window manager is started again");
+                let mut failed = starting.servers().remove(0);
+                let _ = failed.child.kill();
+                let _ = failed.child.wait();
+                attempt += 1;
+            }
+        }
     }
-    starting.start(name, what, command, log.clone())?;
-    drop(write_end);
-    read_display_number(read_end, what, &log)
 }
 
 /// Starts the session bus on a socket file in the private directory; its address.
@@ -502,47 +583,6 @@ fn start_session_bus(
     Ok(address)
 }
 
-fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds this process then owns.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just made and are owned by nothing else.
-    Ok(unsafe {
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    })
-}
-
-/// The display number the X server writes once it accepts connections (the pipe closes
-/// without one when it exits first).
-fn read_display_number(
-    read_end: std::os::fd::OwnedFd,
-    what: &'static str,
-    log: &Path,
-) -> Result<u32, DesktopError> {
-    let mut text = String::new();
-    let read = std::fs::File::from(read_end)
-        .take(32)
-        .read_to_string(&mut text);
-    let failed = |why: String| DesktopError::Start {
-        what,
-        why,
-        log: tail(log),
-    };
-    read.map_err(|err| failed(format!("reading its display number failed: {err}")))?;
-    text.trim().parse().map_err(|_| {
-        failed(format!(
-            "it exited without naming a display (wrote {:?})",
-            text.trim()
-        ))
-    })
-}
-
 /// The accessibility bus's address, once org.a11y.Bus answers on the session bus (and with
 /// accessibility switched on, which AccessKit-based apps wait for).
 fn accessibility_address(session: &str) -> Option<String> {
@@ -553,6 +593,24 @@ fn accessibility_address(session: &str) -> Option<String> {
             .build()
             .await
             .ok()?;
+        // Only once the launcher started here owns the name: asking before would have the bus
+        // activate a second launcher of its own.
+        let owned: bool = conn
+            .call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "NameHasOwner",
+                &("org.a11y.Bus",),
+            )
+            .await
+            .ok()?
+            .body()
+            .deserialize()
+            .ok()?;
+        if !owned {
+            return None;
+        }
         let reply = conn
             .call_method(
                 Some("org.a11y.Bus"),
@@ -601,7 +659,9 @@ fn on_own_runtime<T: Send + 'static>(
     })
 }
 
-/// Whether a window manager runs on `display` (it set `_NET_SUPPORTING_WM_CHECK`).
+/// Whether a window manager runs on `display`: it set `_NET_SUPPORTING_WM_CHECK` and
+/// publishes `_NET_CLIENT_LIST` (openbox sets the second a little after the first, and the gui
+/// surface's listing needs it).
 fn window_manager_ready(display: &str) -> bool {
     use x11rb::connection::Connection;
     use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
@@ -609,15 +669,15 @@ fn window_manager_ready(display: &str) -> bool {
         return false;
     };
     let root = conn.setup().roots[screen].root;
-    let atom = match conn
-        .intern_atom(true, b"_NET_SUPPORTING_WM_CHECK")
-        .map(|c| c.reply())
-    {
-        Ok(Ok(reply)) if reply.atom != 0 => reply.atom,
-        _ => return false,
+    let set = |name: &[u8]| {
+        let atom = match conn.intern_atom(true, name).map(|c| c.reply()) {
+            Ok(Ok(reply)) if reply.atom != 0 => reply.atom,
+            _ => return false,
+        };
+        conn.get_property(false, root, atom, AtomEnum::WINDOW, 0, 1)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|reply| reply.type_ != u32::from(AtomEnum::NONE))
     };
-    conn.get_property(false, root, atom, AtomEnum::WINDOW, 0, 1)
-        .ok()
-        .and_then(|c| c.reply().ok())
-        .is_some_and(|reply| reply.value_len > 0)
+    set(b"_NET_SUPPORTING_WM_CHECK") && set(b"_NET_CLIENT_LIST")
 }

@@ -171,6 +171,11 @@ fn a_headless_desktop_shows_its_app_to_its_own_surfaces_only_and_ends_it_at_clos
         idle_bytes / 1024,
         desktop.pids().len()
     );
+    for pid in desktop.pids() {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let kib = ending::resident_bytes(pid) / 1024;
+        eprintln!("  {pid} {}: {kib} KiB", name.trim());
+    }
     let env: std::collections::HashMap<_, _> = desktop.env().iter().cloned().collect();
     for name in [
         "DISPLAY",
