@@ -11,21 +11,22 @@ use std::path::{Component, Path};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// The suite of the code that called the caller: the file or folder under `tests/tests/` that
-/// the `#[track_caller]` chain leads to (`gui` for `tests/tests/gui.rs`). Harness code under
+/// the `#[track_caller]` chain leads to (`gui` for `tests/tests/gui.rs`), or the calling file's
+/// name elsewhere (a bench of its own, `daemon/benches/gui.rs`, is `gui`). Harness code under
 /// `tests/src/` has no suite of its own: a call from there is a harness bug, which this names.
 #[track_caller]
 pub fn calling_suite() -> &'static str {
     let file = Location::caller().file();
     suite_of_file(file).unwrap_or_else(|| {
         panic!(
-            "{file} is not a suite under tests/tests/: harness code must pass the suite on \
-             (a #[track_caller] function, or the *_of(suite) form)"
+            "{file} is harness code, not a suite: it must pass its caller's suite on (a \
+             #[track_caller] function, or the *_of(suite) form)"
         )
     })
 }
 
 /// The suite a source file belongs to: the component after the crate's `tests/tests/` folder,
-/// without `.rs`; None for any other file.
+/// or else the file's own name, without `.rs`; None for the harness's own files.
 fn suite_of_file(file: &'static str) -> Option<&'static str> {
     let parts: Vec<&'static str> = Path::new(file)
         .components()
@@ -34,10 +35,14 @@ fn suite_of_file(file: &'static str) -> Option<&'static str> {
             _ => None,
         })
         .collect();
-    let suites_dir = parts
-        .windows(2)
-        .rposition(|pair| pair == ["tests", "tests"])?;
-    let suite = parts.get(suites_dir + 2)?;
+    let pair_at = |pair: [&str; 2]| parts.windows(2).rposition(|two| two == pair);
+    if pair_at(["tests", "src"]).is_some() {
+        return None;
+    }
+    let suite = match pair_at(["tests", "tests"]) {
+        Some(suites_dir) => parts.get(suites_dir + 2)?,
+        None => parts.last()?,
+    };
     Some(suite.strip_suffix(".rs").unwrap_or(suite))
 }
 
@@ -70,6 +75,10 @@ mod tests {
             Some("real_apps")
         );
         assert_eq!(suite_of_file("tests/tests/gui/pointer.rs"), Some("gui"));
+        assert_eq!(
+            suite_of_file("daemon/benches/real_apps.rs"),
+            Some("real_apps")
+        );
         assert_eq!(suite_of_file("tests/src/gnome.rs"), None);
         assert_eq!(suite_of_file("tests/tests"), None);
     }
