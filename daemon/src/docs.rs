@@ -119,7 +119,9 @@ fn config_page(config: &crate::config::Config) -> String {
     text.push_str(
         "\nNot in the file above because they have no default: `[export]`'s `syslog`, \
          `journald`, `otlp` and `ca_file` (no sink, no extra certificates), `[[rules]]` (none: \
-         every call gets its risk class's `[defaults]`) and the surfaces' own sections (each \
+         every call gets its risk class's `[defaults]`), `[agents.NAME]` (every agent works on \
+         the person's desktop; `desktop = \"own\"` gives one a desktop of its own, with \
+         `desktop_visible = true` and `desktop_size = [1280, 800]` by default) and the surfaces' own sections (each \
          surface's defaults hold). The guide's configuration page explains each key with \
          examples.\n",
     );

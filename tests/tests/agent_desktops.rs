@@ -8,23 +8,20 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
-use computer_ipc::Client;
 use computer_tests::desktop::Desktop;
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 /// How long an app on a fresh desktop may take to show (GTK starts slowly on a loaded machine).
 const APP_BOUND: Duration = Duration::from_secs(60);
 
-/// One call with its whole arguments on a connection of `token`'s agent (`None`: the person's
-/// default agent); the structured reply.
+/// One call with its whole arguments as `token`'s agent (`None`: the person's default agent);
+/// the structured reply.
 async fn call_as(daemon: &Daemon, token: Option<&str>, arguments: Value) -> Value {
-    let client = Client::connect_as(&daemon.socket, token)
-        .await
-        .expect("connect");
-    let result = client.call_raw(arguments).await.expect("call");
-    client.close().await;
-    structured(&result)
+    match token {
+        Some(token) => daemon.call_raw_once_as(token, arguments).await,
+        None => daemon.call_raw_once(arguments).await,
+    }
 }
 
 /// Opens a virtual desktop of `size` for `token`'s agent; its id.
@@ -144,11 +141,13 @@ async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
     )
     .await;
     assert_eq!(typed["ok"], true, "{typed}");
+    // Read back on the desktop's own accessibility bus.
+    assert_eq!(typed["effect"], "confirmed", "{typed}");
     let found = call_as(
         &daemon,
         None,
         json!({"surface": "ax", "command": "find",
-               "args": {"selector": "textInput", "app": "zenity"},
+               "args": {"selector": "textInput", "app": "zenity", "include": ["value"]},
                "complications": {"desktop": id}}),
     )
     .await;
@@ -464,4 +463,48 @@ async fn an_agent_confined_to_its_own_desktop_never_reaches_the_persons() {
     .await;
     assert_eq!(persons["ok"], true, "{persons}");
     assert_ne!(screenshot_size(&daemon, &persons), (640, 480), "{persons}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visible_desktop_is_a_window_on_the_persons_screen() {
+    let daemon = Daemon::start_on_desktop("");
+    let before: Vec<Value> = windows(&daemon, None, None).await;
+    let reply = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "desktop",
+               "args": {"op": "open", "size": [400, 300], "visible": true}}),
+    )
+    .await;
+    assert_eq!(reply["ok"], true, "{reply}\n{}", daemon.log_text());
+    assert_eq!(reply["kind"], "xephyr", "{reply}");
+    let id = reply["desktop"].as_str().expect("an id").to_string();
+    // The person sees it: a new window of the desktop's size on the person's screen.
+    let after = windows(&daemon, None, None).await;
+    let new: Vec<&Value> = after.iter().filter(|w| !before.contains(w)).collect();
+    assert!(
+        new.iter().any(|w| w["width"] == 400 && w["height"] == 300),
+        "no 400x300 window appeared on the person's screen: {new:?}"
+    );
+    // Its own screen has its size.
+    let shot = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "screenshot", "args": {},
+               "complications": {"desktop": id}}),
+    )
+    .await;
+    assert_eq!(screenshot_size(&daemon, &shot), (400, 300), "{shot}");
+    let closed = call_as(
+        &daemon,
+        None,
+        json!({"surface": "gui", "command": "desktop", "args": {"op": "close", "id": id}}),
+    )
+    .await;
+    assert_eq!(closed["ok"], true, "{closed}");
+    let gone = windows(&daemon, None, None).await;
+    assert!(
+        !gone.iter().any(|w| w["width"] == 400 && w["height"] == 300),
+        "the closed desktop's window stays on the person's screen: {gone:?}"
+    );
 }
