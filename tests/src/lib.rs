@@ -341,6 +341,16 @@ impl Daemon {
         out.stdout.trim().to_string()
     }
 
+    /// `computer doctor --json`'s entry for `surface` (its availability, backend and reason).
+    pub fn doctor_surface(&self, surface: &str) -> Value {
+        let doctor = self.cli(&["doctor", "--json"]).json();
+        doctor["surfaces"]
+            .as_array()
+            .and_then(|surfaces| surfaces.iter().find(|s| s["surface"] == surface))
+            .cloned()
+            .unwrap_or_else(|| panic!("doctor lists no {surface} surface: {doctor}"))
+    }
+
     pub fn control_socket(&self) -> PathBuf {
         self.socket.with_file_name("control.sock")
     }

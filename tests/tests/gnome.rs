@@ -134,14 +134,7 @@ async fn shows_the_patches(daemon: &Daemon) -> Value {
 async fn the_gnome_backend_is_chosen_and_doctor_says_why_and_what_is_missing() {
     let _mutter = ONE_AT_A_TIME.lock().await;
     let daemon = daemon();
-    let doctor = daemon.cli(&["doctor", "--json"]).json();
-    let entry = doctor["surfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["surface"] == "gui")
-        .cloned()
-        .unwrap();
+    let entry = daemon.doctor_surface("gui");
     assert_eq!(entry["availability"]["status"], "ready", "{entry}");
     let backend = entry["backend"].as_str().unwrap_or_default();
     assert!(backend.starts_with("gnome-mutter"), "{backend}");

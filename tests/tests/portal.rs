@@ -103,17 +103,6 @@ async fn active_window_of(daemon: &Daemon, pid: u32) -> Value {
     panic!("no active window of pid {pid} in gui windows: {last}");
 }
 
-fn gui_doctor_entry(daemon: &Daemon) -> Value {
-    let doctor = daemon.cli(&["doctor", "--json"]).json();
-    doctor["surfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["surface"] == "gui")
-        .cloned()
-        .unwrap()
-}
-
 /// On GNOME the daemon keeps Mutter's own API although the portal is there; told to take the
 /// portal, it does, and `doctor` names it, why, and what it lacks (no kept grant with this
 /// portal's version); the tool lists only what works there.
@@ -122,7 +111,7 @@ async fn the_portal_is_chosen_when_told_and_doctor_says_why_and_what_is_missing(
     let _portal = ONE_AT_A_TIME.lock().await;
     Portal::shared();
     let gnome = Daemon::start_with_env("", &Mutter::shared().env(), &["DISPLAY", "SWAYSOCK"]);
-    let backend = gui_doctor_entry(&gnome)["backend"]
+    let backend = gnome.doctor_surface("gui")["backend"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -130,7 +119,7 @@ async fn the_portal_is_chosen_when_told_and_doctor_says_why_and_what_is_missing(
     drop(gnome);
 
     let daemon = daemon();
-    let entry = gui_doctor_entry(&daemon);
+    let entry = daemon.doctor_surface("gui");
     assert_eq!(entry["availability"]["status"], "ready", "{entry}");
     let backend = entry["backend"].as_str().unwrap_or_default();
     assert!(
@@ -334,7 +323,7 @@ async fn on_kde_without_a_portal_doctor_says_what_is_missing() {
         ("XDG_CURRENT_DESKTOP", "KDE".into()),
     ]);
     let daemon = Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"]);
-    let entry = gui_doctor_entry(&daemon);
+    let entry = daemon.doctor_surface("gui");
     assert_ne!(entry["availability"]["status"], "ready", "{entry}");
     let backend = entry["backend"].as_str().unwrap_or_default();
     assert!(
@@ -365,7 +354,7 @@ async fn on_kde_doctor_names_kwin_through_xdg_desktop_portal_kde() {
         ("COMPUTER_GUI_BACKEND", "portal".into()),
     ]);
     let daemon = Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"]);
-    let backend = gui_doctor_entry(&daemon)["backend"]
+    let backend = daemon.doctor_surface("gui")["backend"]
         .as_str()
         .unwrap_or_default()
         .to_string();
