@@ -197,8 +197,8 @@ async fn the_agents_clicks_and_typing_land_while_the_persons_pointer_focus_and_t
     // Clicks land in the agent's window, each seen by the app once; the person's pointer and
     // focus do not move.
     let mut seen_times = std::collections::HashSet::new();
-    for round in 0..30 {
-        let (cx, cy) = (x + 20 + (round % 10) * 30, y + 20 + (round / 10) * 40);
+    for round in 0..100 {
+        let (cx, cy) = (x + 20 + (round % 10) * 30, y + 20 + (round / 10) * 20);
         gui_ok(&daemon, "click", json!({"x": cx, "y": cy})).await;
         let click = loop {
             let click = agents.next_with("click");
@@ -224,7 +224,7 @@ async fn the_agents_clicks_and_typing_land_while_the_persons_pointer_focus_and_t
     let cursor = gui_ok(&daemon, "cursor", json!({})).await;
     assert_eq!(
         (cursor["x"].as_i64(), cursor["y"].as_i64()),
-        (Some(x + 20 + 9 * 30), Some(y + 20 + 2 * 40)),
+        (Some(x + 20 + 9 * 30), Some(y + 20 + 9 * 20)),
         "gui cursor reads the agent's pointer"
     );
 
