@@ -508,3 +508,43 @@ async fn a_visible_desktop_is_a_window_on_the_persons_screen() {
         "the closed desktop's window stays on the person's screen: {gone:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_opening_desktops_without_end_is_stopped_at_its_limit_and_others_are_not() {
+    let daemon = Daemon::start_on_desktop("");
+    let greedy = daemon.add_agent("greedy");
+    let other = daemon.add_agent("other");
+    let mut opened = Vec::new();
+    for _ in 0..4 {
+        opened.push(open_desktop(&daemon, Some(&greedy), [64, 64]).await);
+    }
+    let fifth = call_as(
+        &daemon,
+        Some(&greedy),
+        json!({"surface": "gui", "command": "desktop",
+               "args": {"op": "open", "size": [64, 64], "visible": false}}),
+    )
+    .await;
+    assert_eq!(fifth["ok"], false, "{fifth}");
+    let message = fifth["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("at most 4 each") && message.contains("close one first"),
+        "{fifth}"
+    );
+    assert_eq!(
+        fifth["error"]["valid"].as_array().map(Vec::len),
+        Some(4),
+        "the refusal lists the agent's open desktops: {fifth}"
+    );
+    // Another agent still opens one, and a closed desktop makes room again.
+    open_desktop(&daemon, Some(&other), [64, 64]).await;
+    let closed = call_as(
+        &daemon,
+        Some(&greedy),
+        json!({"surface": "gui", "command": "desktop",
+               "args": {"op": "close", "id": opened[0]}}),
+    )
+    .await;
+    assert_eq!(closed["ok"], true, "{closed}");
+    open_desktop(&daemon, Some(&greedy), [64, 64]).await;
+}
