@@ -5,28 +5,21 @@
 //! window. Starts its own Xvfb, session bus and app.
 //! Run: `cargo bench -p computer-daemon --bench ax`.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use computer_tests::Daemon;
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, gi_python};
 use serde_json::{Value, json};
+
+use crate::common::{load_average, median};
 
 const RUNS: usize = 15;
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
 fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/clients")
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 async fn tree(daemon: &Daemon, args: Value) -> Value {
@@ -50,17 +43,6 @@ async fn timed_tree(daemon: &Daemon, args: Value) -> (f64, Value) {
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     client.close().await;
     (ms, computer_tests::structured(&result))
-}
-
-/// The distribution's Python (python3-gi and gir1.2-atspi-2.0 are system packages).
-fn gi_python() -> String {
-    std::env::var("GI_PYTHON").unwrap_or_else(|_| {
-        if std::path::Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3".into()
-        } else {
-            "python3".into()
-        }
-    })
 }
 
 fn python_walk(desktop: &Desktop) -> (f64, u64) {

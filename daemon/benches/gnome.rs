@@ -6,6 +6,8 @@
 //! backend's, interleaved. Run with
 //! `cargo bench -p computer-daemon --bench gnome`; it prints markdown table rows.
 
+mod common;
+
 // Mutter, PipeWire and the anchor (gst-launch) are Linux's: the bench runs there.
 #[cfg(target_os = "linux")]
 mod linux {
@@ -16,21 +18,14 @@ mod linux {
     use computer_tests::{Daemon, RawConnection, wait_for};
     use serde_json::{Value, json};
 
+    use crate::common::{ms, p50};
+
     /// One gui call over a raw connection (no client library in the timing); it must succeed.
     fn gui(raw: &mut RawConnection, command: &str, args: Value) -> Value {
         let (reply, _) =
             raw.call_tool(&json!({"surface": "gui", "command": command, "args": args}));
         assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
         reply["result"].clone()
-    }
-
-    fn p50(mut samples: Vec<Duration>) -> Duration {
-        samples.sort();
-        samples[samples.len() / 2]
-    }
-
-    fn ms(d: Duration) -> String {
-        format!("{:.2} ms", d.as_secs_f64() * 1e3)
     }
 
     /// The person's consent, kept in the fixture's keychain: the first screenshot asks, and the

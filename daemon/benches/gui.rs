@@ -8,11 +8,15 @@
 //! signal heard by a listener that knew what to wait for). Run with
 //! `cargo bench -p computer-daemon --bench gui`; it prints markdown table rows.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use computer_tests::desktop::Desktop;
 use computer_tests::{Daemon, RawConnection};
 use serde_json::{Value, json};
+
+use crate::common::{ms, p50};
 
 /// One gui call over a raw connection (no client library in the timing); it must succeed.
 fn gui(raw: &mut RawConnection, command: &str, args: Value, complications: Value) -> Value {
@@ -20,15 +24,6 @@ fn gui(raw: &mut RawConnection, command: &str, args: Value, complications: Value
         "args": args, "complications": complications}));
     assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
     reply["result"].clone()
-}
-
-fn p50(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
 /// A process's resident set, KiB: all of it, its anonymous part and its file-backed part

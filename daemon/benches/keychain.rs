@@ -5,6 +5,8 @@
 //! Run: `cargo bench -p computer-daemon --bench keychain`; it prints the table recorded in
 //! BENCHMARKS.md.
 
+mod common;
+
 // The anchor and the fixture are gnome-keyring's: the bench runs where it does.
 #[cfg(target_os = "linux")]
 mod linux {
@@ -18,18 +20,9 @@ mod linux {
     use computer_tests::keyring::Keyring;
     use serde_json::json;
 
+    use crate::common::{load_average, median};
+
     const RUNS: usize = 40;
-
-    fn median(mut values: Vec<f64>) -> f64 {
-        values.sort_by(|a, b| a.total_cmp(b));
-        values[values.len() / 2]
-    }
-
-    fn load_average() -> String {
-        std::fs::read_to_string("/proc/loadavg")
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-            .unwrap_or_else(|_| "unknown".into())
-    }
 
     /// Median wall time (ms) of one call over a connection opened beforehand.
     async fn timed_calls(daemon: &Daemon, command: &str) -> f64 {

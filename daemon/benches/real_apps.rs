@@ -8,6 +8,8 @@
 //! real-apps suite's launchers (`computer_tests::apps`).
 //! Run: `cargo bench -p computer-daemon --bench real_apps`.
 
+mod common;
+
 // The apps, their launchers and the Python anchor (libatspi) are Linux's: the bench runs there.
 #[cfg(target_os = "linux")]
 mod linux {
@@ -18,8 +20,10 @@ mod linux {
     use computer_tests::apps::{self, Launch, MemoryBound, RealApp, WebServer};
     use computer_tests::desktop::{Desktop, gi_python};
     use computer_tests::{Daemon, try_wait_for};
-    use rmcp::model::{CallToolResult, ContentBlock};
+    use rmcp::model::CallToolResult;
     use serde_json::{Value, json};
+
+    use crate::common::{load_average, median, visible_bytes};
 
     /// Timed runs of each daemon call; the Python anchor, slower, runs fewer times.
     const RUNS: usize = 9;
@@ -135,37 +139,6 @@ else:
                 String::from_utf8_lossy(&out.stderr)
             )
         })
-    }
-
-    fn median(mut values: Vec<f64>) -> f64 {
-        values.sort_by(|a, b| a.total_cmp(b));
-        values[values.len() / 2]
-    }
-
-    fn load_average() -> String {
-        std::fs::read_to_string("/proc/loadavg")
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-            .unwrap_or_else(|_| "unknown".into())
-    }
-
-    /// What the model receives of one reply: every content block's text (or image data) and
-    /// the structured content as JSON text, as the tasks bench counts it.
-    fn visible_bytes(result: &CallToolResult) -> usize {
-        let content: usize = result
-            .content
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(text) => text.text.len(),
-                ContentBlock::Image(image) => image.data.len(),
-                other => serde_json::to_string(other).map(|s| s.len()).unwrap_or(0),
-            })
-            .sum();
-        let structured = result
-            .structured_content
-            .as_ref()
-            .map(|v| v.to_string().len())
-            .unwrap_or(0);
-        content + structured
     }
 
     /// The daemon's calls, made from this synchronous bench on a runtime of its own (the

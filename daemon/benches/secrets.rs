@@ -6,6 +6,8 @@
 //! `computer_tests::keyring` fixture).
 //! Run: `cargo bench -p computer-daemon --bench secrets`.
 
+mod common;
+
 // The anchor and the fixture are gnome-keyring's: the bench runs where it does.
 #[cfg(target_os = "linux")]
 mod linux {
@@ -18,19 +20,10 @@ mod linux {
     use computer_tests::{Daemon, shell_run};
     use serde_json::{Value, json};
 
+    use crate::common::{load_average, median};
+
     const RUNS: usize = 30;
     const VALUE: &str = "bench-token-0123456789abcdef";
-
-    fn median(mut values: Vec<f64>) -> f64 {
-        values.sort_by(|a, b| a.total_cmp(b));
-        values[values.len() / 2]
-    }
-
-    fn load_average() -> String {
-        std::fs::read_to_string("/proc/loadavg")
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-            .unwrap_or_else(|_| "unknown".into())
-    }
 
     fn secret_tool(desktop: &Desktop, args: &[&str], stdin: Option<&str>) -> std::process::Output {
         let mut child = desktop

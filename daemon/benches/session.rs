@@ -4,11 +4,15 @@
 //! send-keys` and `capture-pane` polled until the pane shows the same. Run with
 //! `cargo bench -p computer-daemon --bench session`; it prints markdown table rows.
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use computer_tests::{Daemon, RawConnection};
 use serde_json::{Value, json};
+
+use crate::common::{ms, p50};
 
 /// The prompt both shells print, so that "the command is done" reads the same in both.
 const PROMPT: &str = "ready> ";
@@ -20,15 +24,6 @@ fn shell(raw: &mut RawConnection, command: &str, args: Value, complications: Val
         "args": args, "complications": complications}));
     assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
     reply["result"]["structuredContent"].clone()
-}
-
-fn p50(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
 /// tmux on a server of this run's own (`-L`), never the person's.

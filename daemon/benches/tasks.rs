@@ -8,6 +8,8 @@
 //! suite also runs against that binary, side by side, as the anchor for "today's replies".
 //! Run: `cargo bench -p computer-daemon --bench tasks`.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -15,28 +17,9 @@ use std::time::Duration;
 
 use computer_tests::Daemon;
 use computer_tests::desktop::Desktop;
-use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
-/// What the model receives of one reply: every content block's text (or image data) and the
-/// structured content, as JSON text.
-fn visible_bytes(result: &CallToolResult) -> usize {
-    let content: usize = result
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(text) => text.text.len(),
-            ContentBlock::Image(image) => image.data.len(),
-            other => serde_json::to_string(other).map(|s| s.len()).unwrap_or(0),
-        })
-        .sum();
-    let structured = result
-        .structured_content
-        .as_ref()
-        .map(|v| v.to_string().len())
-        .unwrap_or(0);
-    content + structured
-}
+use crate::common::visible_bytes;
 
 struct Run {
     rounds: usize,

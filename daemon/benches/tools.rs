@@ -6,12 +6,16 @@
 //! agent socket. Starts its own Xvfb, session bus and app.
 //! Run: `cargo bench -p computer-daemon --bench tools`.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use computer_tests::Daemon;
 use computer_tests::desktop::{TestApp, gi_python};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
+
+use crate::common::{load_average, median};
 
 /// Round trips measured for each way, after as many unmeasured ones.
 const ROUND_TRIPS: usize = 300;
@@ -32,17 +36,6 @@ fn visible_bytes(result: &CallToolResult) -> usize {
         .map(|v| v.to_string().len())
         .unwrap_or(0);
     content + structured
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn read_call(pid: u32, i: usize) -> Value {
