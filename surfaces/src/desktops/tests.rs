@@ -372,3 +372,22 @@ fn a_visible_desktop_is_a_nested_x_server_shown_on_the_persons_display() {
         },
     );
 }
+
+#[test]
+fn a_desktop_of_an_impossible_size_is_refused_before_anything_starts() {
+    let refused = AgentDesktop::open_in(
+        &DesktopSpec {
+            size: (10, 600),
+            visible: false,
+        },
+        &HostSession::default(),
+    );
+    let Err(why) = refused else {
+        panic!("a 10x600 desktop opened");
+    };
+    assert!(
+        matches!(why, super::DesktopError::InvalidSize { width: 10, .. }),
+        "{why}"
+    );
+    assert!(why.to_string().contains("64 to 8192"), "{why}");
+}

@@ -314,11 +314,12 @@ pub async fn call_message<B>(
 where
     B: serde::Serialize + DynamicType,
 {
-    if let Some(held) = unanswered::hold_back(conn, dest).await {
+    let key = app_key(conn, dest);
+    if let Some(held) = unanswered::hold_back(conn, dest, &key).await {
         return Err(held);
     }
     // A permit for this app's calls in flight; waiting for it counts against the deadline.
-    let _permit = match tokio::time::timeout_at(deadline.into(), in_flight::permit(dest)).await {
+    let _permit = match tokio::time::timeout_at(deadline.into(), in_flight::permit(&key)).await {
         Ok(permit) => permit,
         Err(_) => {
             return Err(BusError::Timeout {
@@ -332,7 +333,7 @@ where
         .min(CALL_LIMIT);
     let fut = conn.call_method(Some(dest), path, Some(iface), method, body);
     let timed_out = || {
-        unanswered::note(dest);
+        unanswered::note(&key);
         Err(BusError::Timeout {
             bus: dest.to_string(),
             after: limit,
@@ -346,6 +347,13 @@ where
         Ok(Err(err)) => Err(BusError::from_zbus(err)),
         Ok(Ok(reply)) => Ok(reply),
     }
+}
+
+/// What the per-app bookkeeping below is keyed by: the app's bus name on this bus. Names repeat
+/// across buses (`org.a11y.atspi.Registry` on each, unique names from `:1.0` on each), and the
+/// process may be on several (agents' own desktops each have one).
+fn app_key(conn: &zbus::Connection, dest: &str) -> String {
+    format!("{}/{dest}", conn.server_guid())
 }
 
 /// How many calls one app is asked at once. A walk asks hundreds of nodes in one round; an app
@@ -367,7 +375,8 @@ mod in_flight {
         APPS.get_or_init(|| Mutex::new(HashMap::new()))
     }
 
-    /// A permit to call the app at `dest`, once fewer than [`PER_APP`] calls are in flight.
+    /// A permit to call the app `dest` ([`super::app_key`]), once fewer than [`PER_APP`] calls
+    /// are in flight.
     pub async fn permit(dest: &str) -> OwnedSemaphorePermit {
         let semaphore = {
             let mut apps = apps().lock().unwrap_or_else(|e| e.into_inner());
@@ -413,7 +422,7 @@ mod unanswered {
         APPS.get_or_init(|| Mutex::new(HashMap::new()))
     }
 
-    /// Records that the app at `dest` did not answer in time.
+    /// Records that the app `dest` ([`super::app_key`]) did not answer in time.
     pub fn note(dest: &str) {
         let mut apps = apps().lock().unwrap_or_else(|e| e.into_inner());
         if apps.len() >= REMEMBERED && !apps.contains_key(dest) {
@@ -427,10 +436,10 @@ mod unanswered {
 
     /// `Some` (the error to answer instead) when the app at `dest` has not answered since it
     /// last timed out: pinged at most once a second, and forgotten once it answers.
-    pub async fn hold_back(conn: &zbus::Connection, dest: &str) -> Option<BusError> {
+    pub async fn hold_back(conn: &zbus::Connection, dest: &str, key: &str) -> Option<BusError> {
         let since = {
             let mut apps = apps().lock().unwrap_or_else(|e| e.into_inner());
-            let entry = apps.get_mut(dest)?;
+            let entry = apps.get_mut(key)?;
             if entry.pinged.is_some_and(|at| at.elapsed() < PING_EVERY) {
                 return Some(held(dest, entry.since));
             }
@@ -453,10 +462,7 @@ mod unanswered {
             }
             // It answered (even with an error): it is awake again.
             Ok(_) => {
-                apps()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(dest);
+                apps().lock().unwrap_or_else(|e| e.into_inner()).remove(key);
                 None
             }
         }
