@@ -19,14 +19,14 @@ use crate::ratelimit::RateLimiter;
 use crate::receipts::Ledger;
 use crate::replies::{Shaped, error_result, unreceipted_error};
 use crate::stages::{
-    Asking, CallScope, Early, Refusal, Stages, approval_request, observe_only_refusal,
+    Asking, CallScope, DaemonState, Early, Refusal, approval_request, observe_only_refusal,
 };
 use crate::steps::StepLimits;
 use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
 
 pub struct Gateway {
     /// What every stage of a call needs; shared with detached jobs, which outlive their call.
-    stages: Arc<Stages>,
+    state: Arc<DaemonState>,
     agents_path: PathBuf,
     tool: Tool,
     step_limits: RwLock<StepLimits>,
@@ -53,13 +53,13 @@ impl Gateway {
             crate::agents::store_path(artifact_dir.parent().unwrap_or(std::path::Path::new(".")));
         let jobs = Jobs::new(ledger.path().to_path_buf());
         let ledger = crate::secrets::SealedLedger::new(ledger);
-        let stages = Stages::new(registry, policy, approvals, limiter, ledger, artifact_dir);
-        *stages.tools.write().unwrap() = Arc::new(ToolRules {
+        let state = DaemonState::new(registry, policy, approvals, limiter, ledger, artifact_dir);
+        *state.tools.write().unwrap() = Arc::new(ToolRules {
             config: ToolsConfig::default(),
             served: crate::own::served_commands(),
         });
         Arc::new_cyclic(|me| Gateway {
-            stages: Arc::new(stages),
+            state: Arc::new(state),
             agents_path,
             tool,
             step_limits: RwLock::new(Default::default()),
@@ -76,8 +76,8 @@ impl Gateway {
             config,
             served: crate::own::served_commands(),
         };
-        rules.check(&self.stages.registry)?;
-        *self.stages.tools.write().unwrap() = Arc::new(rules);
+        rules.check(&self.state.registry)?;
+        *self.state.tools.write().unwrap() = Arc::new(rules);
         Ok(())
     }
 
@@ -133,13 +133,13 @@ impl Gateway {
     pub fn tool_for(&self, caller: &Caller) -> Tool {
         if caller.observe_only {
             return crate::schema::observe_only_tool(
-                &self.stages.registry,
+                &self.state.registry,
                 caller.surfaces.as_deref(),
             );
         }
         match &caller.surfaces {
             None => self.tool.clone(),
-            Some(scope) => crate::schema::tool(&self.stages.registry, Some(scope)),
+            Some(scope) => crate::schema::tool(&self.state.registry, Some(scope)),
         }
     }
 
@@ -160,13 +160,13 @@ impl Gateway {
     }
 
     pub fn approvals(&self) -> &Arc<Approvals> {
-        &self.stages.approvals
+        &self.state.approvals
     }
 
     /// Swaps in new rules (SIGHUP); calls already decided keep their decision.
     pub fn set_policy(&self, policy: Arc<dyn Policy>, limiter: RateLimiter) {
-        *self.stages.policy.write().unwrap() = policy;
-        self.stages.limiter.replace(limiter);
+        *self.state.policy.write().unwrap() = policy;
+        self.state.limiter.replace(limiter);
     }
 
     /// Bounds on multi-step calls (from `[limits]`; calls already running keep theirs).
@@ -187,7 +187,7 @@ impl Gateway {
             config,
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            desktops: self.stages.desktops.facts(),
+            desktops: self.state.desktops.facts(),
         }
     }
 
@@ -197,7 +197,7 @@ impl Gateway {
 
     /// Refuses new calls from now on (calls already running finish).
     pub fn close(&self) {
-        self.stages.close();
+        self.state.close();
     }
 
     /// Takes `[agents.NAME]` (which agents work on a desktop of their own).
@@ -205,12 +205,12 @@ impl Gateway {
         &self,
         agents: std::collections::BTreeMap<String, crate::desktops::AgentDesk>,
     ) -> Result<(), String> {
-        self.stages.desktops.set_agents(agents)
+        self.state.desktops.set_agents(agents)
     }
 
     /// The desktops of agents' own open in the daemon.
     pub fn desktops(&self) -> Arc<crate::desktops::Desktops> {
-        self.stages.desktops.clone()
+        self.state.desktops.clone()
     }
 
     /// Handles one `tools/call`: the stages of `stages.rs`, composed for a single call (a call
@@ -233,11 +233,11 @@ impl Gateway {
             progress,
         };
         let raw = Value::Object(arguments.unwrap_or_default());
-        let stages = &self.stages;
+        let state = &self.state;
         let refuse =
-            |early: Early, refusal: Refusal| stages.refuse(&call_id, caller, early, refusal);
+            |early: Early, refusal: Refusal| state.refuse(&call_id, caller, early, refusal);
 
-        if let Err(error) = stages.admit(caller) {
+        if let Err(error) = state.admit(caller) {
             return refuse(Early::from_raw(&raw), error.into()).await;
         }
         if tool_name != TOOL_NAME {
@@ -247,15 +247,15 @@ impl Gateway {
             return refuse(Early::from_raw(&raw), error.into()).await;
         }
         if raw.get("steps").is_some() {
-            return crate::steps::handle(stages, self.step_limits(), scope, &raw, &cancel).await;
+            return crate::steps::handle(state, self.step_limits(), scope, &raw, &cancel).await;
         }
-        let policy = stages.policy();
-        let deciding = stages.deciding(&policy);
+        let policy = state.policy();
+        let deciding = state.deciding(&policy);
         let mut call = match deciding.decode(&raw) {
             Ok(call) => call,
             Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
         };
-        if let Err(error) = stages.desktops.confine(&caller.agent, &mut call).await {
+        if let Err(error) = state.desktops.confine(&caller.agent, &mut call).await {
             return refuse(Early::of(&call, &raw), error.into()).await;
         }
         let mut early = Early::of(&call, &raw);
@@ -268,7 +268,7 @@ impl Gateway {
             if caller.observe_only && call.args.get("op") == Some(&json!("cancel")) {
                 return refuse(early, observe_only_refusal(&call).into()).await;
             }
-            return self.jobs.command(stages, scope, early, &call).await;
+            return self.jobs.command(state, scope, early, &call).await;
         }
         if let Err(error) = self.jobs.check_detach(&call, caller) {
             return refuse(early, error.into()).await;
@@ -287,7 +287,7 @@ impl Gateway {
             call.complications.cwd.clone(),
         );
         let asking = Asking::Person(Box::new(request));
-        let approval = match stages.approve(scope, &early, &decided, asking).await {
+        let approval = match state.approve(scope, &early, &decided, asking).await {
             Ok(approval) => approval,
             Err(refusal) => return refuse(early, refusal).await,
         };
@@ -319,15 +319,14 @@ impl Gateway {
             progress: &|_| {},
         };
         let raw = Value::Object(arguments.unwrap_or_default());
-        let stages = &self.stages;
+        let state = &self.state;
         let tagged = |mut early: Early| {
             early.tags.insert("via".into(), json!(via));
             early
         };
-        let refuse = |early: Early, refusal: Refusal| {
-            stages.refuse(&call_id, caller, tagged(early), refusal)
-        };
-        if let Err(error) = stages.admit(caller) {
+        let refuse =
+            |early: Early, refusal: Refusal| state.refuse(&call_id, caller, tagged(early), refusal);
+        if let Err(error) = state.admit(caller) {
             return refuse(Early::from_raw(&raw), error.into()).await;
         }
         if raw.get("steps").is_some() {
@@ -337,13 +336,13 @@ impl Gateway {
             .at("steps");
             return refuse(Early::from_raw(&raw), error.into()).await;
         }
-        let policy = stages.policy();
-        let deciding = stages.deciding(&policy);
+        let policy = state.policy();
+        let deciding = state.deciding(&policy);
         let mut call = match deciding.decode(&raw) {
             Ok(call) => call,
             Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
         };
-        if let Err(error) = stages.desktops.confine(&caller.agent, &mut call).await {
+        if let Err(error) = state.desktops.confine(&caller.agent, &mut call).await {
             return refuse(Early::of(&call, &raw), error.into()).await;
         }
         let early = tagged(Early::of(&call, &raw));
@@ -362,7 +361,7 @@ impl Gateway {
             Err(error) => return refuse(early, error.into()).await,
         };
         if crate::own::is_job_call(&call) {
-            return self.jobs.command(stages, scope, early, &call).await;
+            return self.jobs.command(state, scope, early, &call).await;
         }
         if call.complications.detach {
             let error = ToolError::invalid("a run's calls end within the run; `detach` is refused")
@@ -398,7 +397,7 @@ impl Gateway {
         let asking = Asking::Nobody(
             "policy would ask a person for this call, and nobody is asked on a run's behalf; make the call yourself, outside the run",
         );
-        if let Err(refusal) = stages.approve(scope, &early, &decided, asking).await {
+        if let Err(refusal) = state.approve(scope, &early, &decided, asking).await {
             return refuse(early, refusal).await;
         }
         self.run(scope, &early, &call, decided, Value::Null, &cancel)
@@ -415,20 +414,20 @@ impl Gateway {
         approval: Value,
         cancel: &CallCancel,
     ) -> CallToolResult {
-        let stages = &self.stages;
+        let state = &self.state;
         let CallScope {
             caller, cancelled, ..
         } = scope;
         let call_id = scope.id.to_string();
-        let intent = Stages::intent_body(caller, early, &decided, &approval);
-        let open = match stages
+        let intent = DaemonState::intent_body(caller, early, &decided, &approval);
+        let open = match state
             .write_intent_looking(&call_id, early, intent, decided.action.as_mut())
             .await
         {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };
-        let mut ctx = stages.context(&call_id, caller, cancelled, &decided.decision);
+        let mut ctx = state.context(&call_id, caller, cancelled, &decided.decision);
         if let Some(callable) = decided.callable.clone() {
             let grant = self.grant(caller, &call_id, callable, ctx.secrets.clone());
             ctx.tools = Some(Arc::new(grant));
@@ -444,7 +443,7 @@ impl Gateway {
             return self
                 .jobs
                 .start(
-                    self.stages.clone(),
+                    self.state.clone(),
                     caller,
                     open,
                     early,
@@ -463,13 +462,13 @@ impl Gateway {
             let body = json!({"ok": false, "error": error, "cancelled": {"by": by}});
             return open.finish(body, error_result(&call_id, &error)).await;
         }
-        let Shaped { reply, mut body } = stages
+        let Shaped { reply, mut body } = state
             .execute(
                 &call_id,
                 decided.action,
                 ctx,
                 &decided.budget,
-                stages.shots(call),
+                state.shots(call),
                 cancelled,
             )
             .await;

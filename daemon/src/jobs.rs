@@ -26,7 +26,7 @@ use crate::budget::Budget;
 use crate::own::{DETACHABLE, JobArgs, JobOp, MAX_WAIT};
 use crate::policy::{Caller, Decision};
 use crate::replies::{attach_field, error_result, failure_body, reply, unreceipted_error};
-use crate::stages::{CallScope, Early, Open, Stages, digest, run_until_cancelled};
+use crate::stages::{CallScope, DaemonState, Early, Open, digest, run_until_cancelled};
 
 /// How long `job cancel` waits for the job to end (its processes killed and counted) before it
 /// answers; the job still ends after that, only the reply no longer says how.
@@ -167,7 +167,7 @@ impl Jobs {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         &self,
-        stages: Arc<Stages>,
+        state: Arc<DaemonState>,
         caller: &Caller,
         open: Open,
         early: &Early,
@@ -235,7 +235,7 @@ impl Jobs {
                     };
                     let budget = Budget::from_request(None, result_fields)
                         .expect("the default budget is valid");
-                    let (_, body) = stages.success_reply(&job_id, &budget, outcome.clone());
+                    let (_, body) = state.success_reply(&job_id, &budget, outcome.clone());
                     (status, body, Ok(outcome))
                 }
                 Err(err) => {
@@ -308,7 +308,7 @@ impl Jobs {
     /// Serves one `job` call: decodes it, writes its intent, does the op, writes its result.
     pub(crate) async fn command(
         &self,
-        stages: &Stages,
+        state: &DaemonState,
         scope: CallScope<'_>,
         early: Early,
         call: &ComputerCall,
@@ -316,10 +316,10 @@ impl Jobs {
         let (call_id, caller) = (scope.id, scope.caller);
         let args: JobArgs = match decode_args(&call.args) {
             Ok(args) => args,
-            Err(error) => return stages.refuse(call_id, caller, early, error.into()).await,
+            Err(error) => return state.refuse(call_id, caller, early, error.into()).await,
         };
         if let Err(error) = check_job_call(call, &args) {
-            return stages.refuse(call_id, caller, early, error.into()).await;
+            return state.refuse(call_id, caller, early, error.into()).await;
         }
         let intent = json!({
             "caller": caller,
@@ -329,11 +329,11 @@ impl Jobs {
             "risk": Risk::Observe,
             "policy": decision(),
         });
-        let open = match stages.write_intent(call_id, &early, intent).await {
+        let open = match state.write_intent(call_id, &early, intent).await {
             Ok(open) => open,
             Err(error) => return unreceipted_error(&error),
         };
-        let (reply, body) = match self.serve(stages, scope, call, &args).await {
+        let (reply, body) = match self.serve(state, scope, call, &args).await {
             Ok((reply, body)) => (reply, body),
             Err(error) => (
                 error_result(call_id, &error),
@@ -346,7 +346,7 @@ impl Jobs {
     /// The op itself: the reply and the result receipt's body.
     async fn serve(
         &self,
-        stages: &Stages,
+        state: &DaemonState,
         scope: CallScope<'_>,
         call: &ComputerCall,
         args: &JobArgs,
@@ -381,7 +381,7 @@ impl Jobs {
                 let wait = Duration::from_millis(args.wait_ms.unwrap_or(0));
                 self.wait_for_end(id, agent, wait, scope.cancelled, scope.progress)
                     .await?;
-                self.result(stages, call_id, id, agent, call).await
+                self.result(state, call_id, id, agent, call).await
             }
         }
     }
@@ -589,7 +589,7 @@ impl Jobs {
     /// reply the call would have had; a running job's status; an expired one's why.
     async fn result(
         &self,
-        stages: &Stages,
+        state: &DaemonState,
         call_id: &str,
         id: &str,
         agent: &str,
@@ -646,7 +646,7 @@ impl Jobs {
         match outcome {
             Ok(outcome) => {
                 let success = outcome.success && status == JobStatus::Done;
-                let (mut reply, _) = stages.success_reply(call_id, &budget, outcome);
+                let (mut reply, _) = state.success_reply(call_id, &budget, outcome);
                 add_fields(&mut reply, &[("job", json!(id)), ("status", json!(status))]);
                 Ok((reply, body_of(success)))
             }

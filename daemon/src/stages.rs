@@ -4,7 +4,7 @@
 //! redo none, so whoever sends a call gets the same error and the same decision.
 //!
 //! Every exit writes its receipts: a call refused before it runs gets its intent and result in
-//! one append (`Stages::refuse`); a call that will run holds an `Open` from the moment its
+//! one append (`DaemonState::refuse`); a call that will run holds an `Open` from the moment its
 //! intent is durable, and the only way to let go of one is `Open::close` (its result row) or,
 //! when a future holding it is dropped, its `Drop`, which writes an `abandoned` result.
 
@@ -36,8 +36,9 @@ use crate::replies::{
 };
 use crate::secrets::SealedLedger;
 
-/// What every stage needs of the daemon: its surfaces, rules, approvals, rate limit and ledger.
-pub struct Stages {
+/// The daemon's shared state, what every stage needs: its surfaces, rules, approvals, rate limit,
+/// ledger, the tools runs may call and the desktops of agents' own.
+pub struct DaemonState {
     pub(crate) registry: Registry,
     pub(crate) policy: RwLock<Arc<dyn Policy>>,
     pub(crate) approvals: Arc<Approvals>,
@@ -379,8 +380,9 @@ impl Deciding<'_> {
         }
         let supported = surface.complications();
         match complications_used(call).into_iter().find(|name| {
-            !supported.contains(name)
-                && !(*name == "desktop" && crate::desktops::honoured_on(surface.name()))
+            let honoured = supported.contains(name)
+                || (*name == "desktop" && crate::desktops::honoured_on(surface.name()));
+            !honoured
         }) {
             None => Ok(()),
             Some(name) => Err(ToolError::new(
@@ -545,7 +547,7 @@ impl From<ToolError> for Refusal {
     }
 }
 
-impl Stages {
+impl DaemonState {
     pub fn new(
         registry: Registry,
         policy: Arc<dyn Policy>,
@@ -553,8 +555,8 @@ impl Stages {
         limiter: RateLimiter,
         ledger: SealedLedger,
         artifact_dir: PathBuf,
-    ) -> Stages {
-        Stages {
+    ) -> DaemonState {
+        DaemonState {
             desktops: Arc::new(Desktops::new(registry.shell().cloned())),
             registry,
             policy: RwLock::new(policy),
@@ -573,7 +575,7 @@ impl Stages {
     }
 
     /// Admit: the daemon is not closing and the agent is within its rate limit. A call counts
-    /// once here; a multi-step call counts its other call steps with [`Stages::admit_more`].
+    /// once here; a multi-step call counts its other call steps with [`DaemonState::admit_more`].
     pub(crate) fn admit(&self, caller: &Caller) -> Result<(), ToolError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(ToolError::new(
@@ -642,7 +644,7 @@ impl Stages {
         let consent = decided.facts.consent.clone();
         let grant_key = decided.grant_key.clone();
         let intent = matches!(decision, Decision::Ask { .. })
-            .then(|| Stages::intent_body(scope.caller, early, decided, &Value::Null));
+            .then(|| DaemonState::intent_body(scope.caller, early, decided, &Value::Null));
         async move {
             let refusal = |message: String, approval: Option<Value>| {
                 let mut context = json!({"policy": decision});

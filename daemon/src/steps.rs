@@ -24,7 +24,7 @@ use crate::cancel::CallCancel;
 use crate::policy::{Caller, Decision};
 use crate::receipts::{NewRow, RowKind};
 use crate::replies::{self, Shaped};
-use crate::stages::{self, Asking, CallScope, Decided, Early, Refusal, Stages};
+use crate::stages::{self, Asking, CallScope, DaemonState, Decided, Early, Refusal};
 
 pub use crate::config::StepLimits;
 
@@ -58,7 +58,7 @@ struct StepEnd {
 /// receipts: the parent's, and every decided step's. Each stage before the steps run ends the
 /// call with a [`Refusal`], receipted in one place.
 pub(crate) async fn handle(
-    stages: &Stages,
+    state: &DaemonState,
     limits: StepLimits,
     scope: CallScope<'_>,
     raw: &Value,
@@ -77,23 +77,23 @@ pub(crate) async fn handle(
         stated: None,
         tags: Map::new(),
     };
-    let policy = stages.policy();
-    let unknown_surface = |step: &Value| stages.deciding(&policy).unknown_surface(step);
+    let policy = state.policy();
+    let unknown_surface = |step: &Value| state.deciding(&policy).unknown_surface(step);
     let (call, mut plans) = match decode(raw, &limits, &unknown_surface) {
         Ok(decoded) => decoded,
-        Err(error) => return stages.refuse(call_id, caller, parent, error.into()).await,
+        Err(error) => return state.refuse(call_id, caller, parent, error.into()).await,
     };
     for (index, plan) in plans.iter_mut().enumerate() {
         if let Plan::Call { call, .. } = plan
-            && let Err(error) = stages.desktops.confine(&caller.agent, call).await
+            && let Err(error) = state.desktops.confine(&caller.agent, call).await
         {
             let path = format!("steps[{index}].{}", error.path.clone().unwrap_or_default());
             let error = error.at(path);
-            return stages.refuse(call_id, caller, parent, error.into()).await;
+            return state.refuse(call_id, caller, parent, error.into()).await;
         }
     }
     let run = Steps {
-        stages,
+        state,
         scope,
         ids: plans
             .iter()
@@ -108,7 +108,7 @@ pub(crate) async fn handle(
     };
     let mut upfront = match decided {
         Ok(upfront) => upfront,
-        Err(refusal) => return stages.refuse(call_id, caller, parent, refusal).await,
+        Err(refusal) => return state.refuse(call_id, caller, parent, refusal).await,
     };
     let summary = run.summary(&plans, &upfront);
     let intent = json!({
@@ -118,11 +118,11 @@ pub(crate) async fn handle(
         "steps": summary,
     });
     if let Err(refusal) = run.approve(&plans, &mut upfront, &parent, &intent).await {
-        return stages.refuse(call_id, caller, parent, refusal).await;
+        return state.refuse(call_id, caller, parent, refusal).await;
     }
     let mut intent = intent;
     intent["approval"] = upfront.approval.clone();
-    let open = match stages.write_intent(call_id, &parent, intent).await {
+    let open = match state.write_intent(call_id, &parent, intent).await {
         Ok(open) => open,
         Err(mut error) => {
             error.message = format!(
@@ -201,7 +201,7 @@ struct Ran {
 
 /// One multi-step call in progress: what every stage needs.
 struct Steps<'a> {
-    stages: &'a Stages,
+    state: &'a DaemonState,
     /// The parent call.
     scope: CallScope<'a>,
     /// Each step's own receipt id.
@@ -219,7 +219,7 @@ impl Steps<'_> {
             .filter(|p| matches!(p, Plan::Call { .. }))
             .count();
         let more = u32::try_from(calls.saturating_sub(1)).unwrap_or(u32::MAX);
-        self.stages
+        self.state
             .admit_more(self.scope.caller, more)
             .map_err(|retry_after| {
                 ToolError::new(
@@ -247,7 +247,7 @@ impl Steps<'_> {
                 continue;
             };
             let step_raw = Value::Object(call.to_arguments());
-            let refused = match decide(self.stages, self.scope.caller, call, &step_raw, n) {
+            let refused = match decide(self.state, self.scope.caller, call, &step_raw, n) {
                 Ok(step) => match &step.decision {
                     Decision::Deny { reason, .. } => {
                         let error = step_error(index, call, ErrorCode::Denied, reason);
@@ -315,7 +315,7 @@ impl Steps<'_> {
             .collect();
         let grant_key = stages::digest(&json!(keys));
         let resolution = self
-            .stages
+            .state
             .ask(self.scope, parent, intent.clone(), request, &grant_key)
             .await;
         let recorded = serde_json::to_value(&resolution).unwrap_or_default();
@@ -621,15 +621,15 @@ fn dotted(path: &str) -> String {
 /// Decides a call step with the decide stage every call goes through; its errors' paths are
 /// under the step's (`steps[N].…`).
 fn decide(
-    stages: &Stages,
+    state: &DaemonState,
     caller: &Caller,
     call: &ComputerCall,
     step_raw: &Value,
     n: usize,
 ) -> Result<Decided, ToolError> {
     let at = format!("steps[{n}]");
-    let policy = stages.policy();
-    stages
+    let policy = state.policy();
+    state
         .deciding(&policy)
         .decide(caller, call, step_raw)
         .map_err(|error| match error.path.clone() {
@@ -649,7 +649,7 @@ impl Steps<'_> {
         results: &[Option<Value>],
         cancelled: &CancellationToken,
     ) -> Result<(Decided, Value), ToolError> {
-        let (stages, caller, parent_id) = (self.stages, self.scope.caller, self.scope.id);
+        let (state, caller, parent_id) = (self.state, self.scope.caller, self.scope.id);
         let at = format!("steps[{}]", index - 1);
         let mut resolved = call.clone();
         let args = resolve(
@@ -669,7 +669,7 @@ impl Steps<'_> {
         };
         resolved.args = args;
         let step_raw = Value::Object(resolved.to_arguments());
-        let step = match decide(stages, caller, &resolved, &step_raw, index - 1) {
+        let step = match decide(state, caller, &resolved, &step_raw, index - 1) {
             Ok(step) => step,
             Err(error) => {
                 let error = prefixed(index, call, error);
@@ -698,7 +698,7 @@ impl Steps<'_> {
             cancelled,
             ..self.scope
         };
-        match stages.approve(step_scope, &early, &step, asking).await {
+        match state.approve(step_scope, &early, &step, asking).await {
             Ok(approval) => Ok((step, approval)),
             Err(refusal) => {
                 let message = match &step.decision {
@@ -836,26 +836,26 @@ impl Steps<'_> {
         approval: Value,
         cancelled: &CancellationToken,
     ) -> StepEnd {
-        let (stages, caller, cancel) = (self.stages, self.scope.caller, self.cancel);
+        let (state, caller, cancel) = (self.state, self.scope.caller, self.cancel);
         let step_id = self.ids[index - 1].as_str();
         let step_raw = Value::Object(call.to_arguments());
         let early = self.step_early(index, call, &step_raw, Some(&step.stated));
-        let intent = Stages::intent_body(caller, &early, &step, &approval);
-        let open = match stages
+        let intent = DaemonState::intent_body(caller, &early, &step, &approval);
+        let open = match state
             .write_intent_looking(step_id, &early, intent, step.action.as_mut())
             .await
         {
             Ok(open) => open,
             Err(error) => return StepEnd::failed(prefixed(index, call, error)),
         };
-        let ctx = stages.context(step_id, caller, cancelled, &step.decision);
-        let Shaped { reply, mut body } = stages
+        let ctx = state.context(step_id, caller, cancelled, &step.decision);
+        let Shaped { reply, mut body } = state
             .execute(
                 step_id,
                 step.action,
                 ctx,
                 &step.budget,
-                stages.shots(call),
+                state.shots(call),
                 cancelled,
             )
             .await;
@@ -928,7 +928,7 @@ impl Steps<'_> {
         wait: WaitStep,
         cancelled: &CancellationToken,
     ) -> StepEnd {
-        let (stages, caller, parent_id) = (self.stages, self.scope.caller, self.scope.id);
+        let (state, caller, parent_id) = (self.state, self.scope.caller, self.scope.id);
         let step_id = self.ids[index - 1].as_str();
         let started = Instant::now();
         let finished = tokio::select! {
@@ -969,7 +969,7 @@ impl Steps<'_> {
                 },
             },
         ];
-        if let Err(err) = stages.ledger.append(rows).await {
+        if let Err(err) = state.ledger.append(rows).await {
             tracing::error!(%step_id, error = %err, "wait step receipt failed");
             let error = ToolError::new(
                 ErrorCode::ReceiptFailed,
@@ -1005,7 +1005,7 @@ impl Steps<'_> {
         let mut visible = json!({"ok": false, "error": error});
         if let Plan::Call { call, .. } = plan
             && self
-                .stages
+                .state
                 .says_refused(call.surface.as_str(), &call.command, error)
         {
             visible[EFFECT_FIELD] = json!(Effect::Refused);
@@ -1028,7 +1028,7 @@ impl Steps<'_> {
         let early = self.step_early(index, call, &raw, stated);
         // The step does not run either way; the parent's own receipt still records the error.
         let _ = self
-            .stages
+            .state
             .record_refusal(step_id, self.scope.caller, &early, error, &context)
             .await;
     }
