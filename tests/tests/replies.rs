@@ -210,6 +210,11 @@ async fn every_reply_shows_exactly_the_fields_its_description_promises() {
         ("gui", "focus", json!({"window": window})),
         ("gui", "move", json!({"x": x, "y": y})),
         ("gui", "cursor", json!({})),
+        (
+            "gui",
+            "desktop",
+            json!({"op": "open", "size": [64, 64], "visible": false}),
+        ),
         ("gui", "click", json!({"x": x, "y": y})),
         (
             "gui",

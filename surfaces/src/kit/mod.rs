@@ -6,6 +6,8 @@
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`one_shot`]: one-shot runs of argv or a script in their own process group (containment,
 //!   deadline, bounded capture), which `shell run` and `applescript run` share.
+//! - [`run_env`]: what a run's environment holds (the daemon's variables passed through, a
+//!   desktop's in place of its display and bus ones, the call's own, checked).
 //! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
 //!   in its environment, the children the daemon waits for itself).
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).
@@ -27,6 +29,7 @@ pub mod contain;
 pub mod effect;
 pub mod mask;
 pub mod one_shot;
+pub mod run_env;
 pub mod script;
 pub mod secret_store;
 pub mod secrets;

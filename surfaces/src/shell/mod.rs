@@ -18,7 +18,8 @@ use serde_json::{Map, Value};
 use std::sync::RwLock;
 
 use crate::kit::capture::CaptureLimits;
-use crate::kit::one_shot::{self, RUN_FIELDS, RunArgs, passed_env};
+use crate::kit::one_shot::{self, RUN_FIELDS, RunArgs};
+use crate::kit::run_env::passed_env;
 use crate::{Availability, CommandSpec, PreparedAction, Risk, SectionError, Surface};
 use session::{SessionSettings, Sessions};
 

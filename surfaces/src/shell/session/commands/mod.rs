@@ -25,7 +25,8 @@ use serde_json::{Map, Value, json};
 
 use super::{Session, Sessions, StartLimits, not_yours, pty};
 use crate::kit::contain::RunLimits;
-use crate::kit::one_shot::{checked_cwd_and_env, run_limits};
+use crate::kit::one_shot::run_limits;
+use crate::kit::run_env::checked_cwd_and_env;
 use crate::{
     ActionFacts, CallContext, CommandSpec, Outcome, PreparedAction, Risk, SurfaceError, decode_args,
 };

@@ -1,0 +1,109 @@
+//! What a run's environment holds: the variables passed through from the daemon's (and, on a
+//! desktop of an agent's own, the desktop's in place of the daemon's display and bus ones), and
+//! the call's own working directory and variables, checked. Shared by one-shot runs and terminal
+//! sessions.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use computer_ipc::{Complications, ToolError};
+
+/// Variables passed through from the daemon's environment; everything else is dropped, so no
+/// daemon socket path, token or unrelated secret leaks into a child.
+const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_RUNTIME_DIR",
+    "XDG_SESSION_TYPE",
+    "DBUS_SESSION_BUS_ADDRESS",
+];
+
+/// The call's working directory (absolute, an existing directory) and added variables (names
+/// that can be set, none reserved for the daemon, no NUL), checked for runs and sessions alike.
+pub(crate) fn checked_cwd_and_env(
+    complications: &Complications,
+) -> Result<Option<PathBuf>, ToolError> {
+    let cwd = match &complications.cwd {
+        Some(cwd) => {
+            let path = PathBuf::from(cwd);
+            if !path.is_absolute() {
+                return Err(
+                    ToolError::invalid(format!("cwd `{cwd}` is not an absolute path"))
+                        .at("complications.cwd"),
+                );
+            }
+            if !path.is_dir() {
+                return Err(
+                    ToolError::invalid(format!("cwd `{cwd}` is not a directory"))
+                        .at("complications.cwd"),
+                );
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    for (key, value) in &complications.env {
+        let path = format!("complications.env.{key}");
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(
+                ToolError::invalid(format!("`{key}` is not a valid variable name")).at(path),
+            );
+        }
+        if key.starts_with("COMPUTER_") {
+            return Err(ToolError::invalid(
+                "COMPUTER_* variables are reserved for the daemon and never passed to runs",
+            )
+            .at(path));
+        }
+        if value.contains('\0') {
+            return Err(ToolError::invalid("values cannot contain NUL bytes").at(path));
+        }
+    }
+    Ok(cwd)
+}
+
+/// The variables that name the desktop a program shows on and the buses it talks to: on an
+/// agent's own desktop none of the daemon's reach a run, only the desktop's own.
+pub const DESKTOP_ENV: &[&str] = &[
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_SESSION_TYPE",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "AT_SPI_BUS_ADDRESS",
+    "SWAYSOCK",
+    "XAUTHORITY",
+];
+
+/// What passes through from the daemon's environment to a run: [`PASSED_ENV`] and the locale;
+/// on a desktop of an agent's own (`desktop_env`), its variables in place of the daemon's
+/// [`DESKTOP_ENV`].
+pub(crate) fn passed_env(desktop_env: Option<&[(String, String)]>) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
+    for key in PASSED_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            env.insert(key.into(), value);
+        }
+    }
+    for (key, value) in std::env::vars_os() {
+        if key.to_str().is_some_and(|k| k.starts_with("LC_")) {
+            env.insert(key, value);
+        }
+    }
+    if let Some(desktop) = desktop_env {
+        env.retain(|key, _| !DESKTOP_ENV.iter().any(|name| key == *name));
+        for (key, value) in desktop {
+            env.insert(key.into(), value.into());
+        }
+    }
+    env
+}
