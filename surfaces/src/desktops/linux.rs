@@ -146,9 +146,40 @@ fn new_id() -> String {
     )
 }
 
+/// Removes the private directories a process that died left (its desktops' servers ended with
+/// it): `computer-desktop-<pid>-<n>-<hex>` whose pid no longer runs.
+fn remove_left_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("computer-desktop-"))
+        else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split('-').collect();
+        let ours = matches!(parts.as_slice(), [pid, n, hex]
+            if pid.parse::<u32>().is_ok()
+                && n.parse::<u64>().is_ok()
+                && !hex.is_empty()
+                && hex.chars().all(|c| c.is_ascii_hexdigit()));
+        let dead = parts
+            .first()
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+        if ours && dead {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The desktop's private directory (mode 0700): its runtime dir, its buses' sockets, its logs.
 fn private_dir(id: &str) -> Result<PathBuf, DesktopError> {
     use std::os::unix::fs::DirBuilderExt;
+    remove_left_dirs();
     let path = std::env::temp_dir().join(format!("computer-desktop-{id}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
