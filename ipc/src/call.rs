@@ -272,6 +272,7 @@ mod tests {
                 }),
                 tools: Some(crate::tools::ToolsAsk::Named(vec!["ax.tree".into()])),
                 seen: Some("s3f9a2c".into()),
+                desktop: Some("d1".into()),
             };
             round_trip(&call);
             assert_eq!(SurfaceName::parse(surface.as_str()), Some(surface));
