@@ -10,7 +10,7 @@ use computer_ipc::SurfaceName;
 use computer_surfaces::{Registry, SurfaceLimits};
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{Defaults, PolicySection, Rule, RulePolicy};
+use crate::guard::policy::{Defaults, PolicySection, Rule, RulePolicy};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
@@ -27,12 +27,12 @@ pub struct Config {
     pub policy: PolicySection,
     pub rules: Vec<Rule>,
     /// What runs given tools may call beyond the default set (`[tools]`).
-    pub tools: crate::tools::ToolsConfig,
+    pub tools: crate::call::tools::ToolsConfig,
     /// Where receipts are sent beyond the ledger (`[export]`).
-    pub export: crate::export::ExportConfig,
+    pub export: crate::record::export::ExportConfig,
     /// What each agent works on (`[agents.NAME]`): its own desktop for every call, or the
     /// person's.
-    pub agents: BTreeMap<String, crate::desktops::AgentDesk>,
+    pub agents: BTreeMap<String, crate::call::desktops::AgentDesk>,
     /// The surfaces' own sections, unread here: each surface checks and takes its own.
     pub surfaces: BTreeMap<SurfaceName, toml::Table>,
     /// Where each key of a surface's section was written (`shell.max_timeout_ms` → line), so

@@ -66,10 +66,10 @@ fn tool_page(registry: &computer_surfaces::Registry) -> String {
          surface's whole reference with `{{\"surface\": S, \"command\": \"help\"}}`, which is \
          what each surface's section below shows.\n\n## Description\n\n```text\n{}\n```\n",
         std::env::consts::OS,
-        crate::schema::description(registry, &all, false).trim_end()
+        crate::call::schema::description(registry, &all, false).trim_end()
     );
     for surface in &all {
-        let help = crate::schema::help_text(registry, surface.as_ref(), None, false)
+        let help = crate::call::schema::help_text(registry, surface.as_ref(), None, false)
             .unwrap_or_else(|err| format!("(no help: {})", err.message));
         let _ = write!(
             text,
@@ -78,8 +78,8 @@ fn tool_page(registry: &computer_surfaces::Registry) -> String {
             help.trim_end()
         );
     }
-    let input = serde_json::Value::Object(crate::schema::input_schema(&all));
-    let output = serde_json::Value::Object(crate::schema::output_schema());
+    let input = serde_json::Value::Object(crate::call::schema::input_schema(&all));
+    let output = serde_json::Value::Object(crate::call::schema::output_schema());
     let _ = write!(
         text,
         "\n## Input schema\n\n```json\n{}\n```\n\n## Output schema\n\n```json\n{}\n```\n",
@@ -204,7 +204,7 @@ fn llms_txt(registry: &computer_surfaces::Registry) -> String {
          commands\n\n",
     );
     for surface in registry.all() {
-        let commands: Vec<String> = crate::schema::commands_of(surface.as_ref())
+        let commands: Vec<String> = crate::call::schema::commands_of(surface.as_ref())
             .iter()
             .map(|spec| {
                 let risk = match spec.risk {

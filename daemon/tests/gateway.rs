@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use computer_daemon::approval::Approvals;
-use computer_daemon::cancel::CallCancel;
-use computer_daemon::gateway::Gateway;
-use computer_daemon::policy::{Caller, Decision, Policy, PolicyInput};
-use computer_daemon::ratelimit::RateLimiter;
-use computer_daemon::receipts::{self, Ledger, ListFilter};
+use computer_daemon::call::cancel::CallCancel;
+use computer_daemon::call::gateway::Gateway;
+use computer_daemon::guard::approval::Approvals;
+use computer_daemon::guard::policy::{Caller, Decision, Policy, PolicyInput};
+use computer_daemon::guard::ratelimit::RateLimiter;
+use computer_daemon::record::receipts::{self, Ledger, ListFilter};
 use computer_ipc::{Complications, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::{
     ActionFacts, Availability, CallContext, CommandSpec, NoArgs, Outcome, PreparedAction, Registry,

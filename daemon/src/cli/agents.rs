@@ -6,7 +6,7 @@ use computer_ipc::{SurfaceName, paths};
 use serde_json::json;
 
 use super::exit;
-use crate::agents::{Agent, AgentStore, check_name, mint_token, store_path, token_digest};
+use crate::guard::agents::{Agent, AgentStore, check_name, mint_token, store_path, token_digest};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum AgentsCommand {
@@ -35,7 +35,7 @@ fn refuse_if_under_daemon() -> Result<(), String> {
     };
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
-    match crate::ancestry::descends_from(me, daemon_pid) {
+    match crate::guard::ancestry::descends_from(me, daemon_pid) {
         Ok(false) => Ok(()),
         Ok(true) => Err("agents are managed by a person, not through the daemon's surfaces".into()),
         Err(err) => Err(format!("cannot check who is asking: {err}")),
@@ -104,7 +104,7 @@ pub fn run(command: AgentsCommand) -> u8 {
                 name: name.clone(),
                 token_sha256: token_digest(&token),
                 surfaces,
-                created_ms: crate::approval::now_ms(),
+                created_ms: crate::guard::approval::now_ms(),
             });
             if let Err(message) = store.save(&path) {
                 eprintln!("error: {message}");

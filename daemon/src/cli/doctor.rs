@@ -95,11 +95,8 @@ pub async fn run(json_output: bool) -> u8 {
 
     let permissions = macos_permissions();
     let keychain = super::secrets::doctor_report().await;
-    let export = crate::export::doctor_report(&config.export, &paths::state_dir());
-    let desktops = facts
-        .as_ref()
-        .map(|facts| facts.desktops.clone())
-        .unwrap_or_default();
+    let export = crate::record::export::doctor_report(&config.export, &paths::state_dir());
+    let desktops = facts.as_ref().map_or(&[][..], |facts| &facts.desktops[..]);
     if json_output {
         let report = json!({
             "permissions": permissions,
@@ -131,31 +128,11 @@ pub async fn run(json_output: bool) -> u8 {
             containment.mechanism, containment.detail
         );
         println!("{}", super::secrets::doctor_line(&keychain));
-        for line in crate::export::doctor_lines(&export) {
+        for line in crate::record::export::doctor_lines(&export) {
             println!("{line}");
         }
-        for desktop in &desktops {
-            println!(
-                "desktop  {} of agent `{}`: {}, {}x{}, {} MiB resident",
-                desktop.id,
-                desktop.agent,
-                desktop.kind,
-                desktop.size[0],
-                desktop.size[1],
-                desktop.resident_bytes / (1024 * 1024)
-            );
-        }
-        if !permissions.is_empty() {
-            println!("permissions (macOS)");
-            for permission in &permissions {
-                println!(
-                    "  {:<26} {}: {}",
-                    permission["permission"].as_str().unwrap_or_default(),
-                    permission["state"].as_str().unwrap_or_default(),
-                    permission["detail"].as_str().unwrap_or_default()
-                );
-            }
-        }
+        print_desktops(desktops);
+        print_permissions(&permissions);
         println!("surfaces");
         for (name, availability) in &surfaces {
             match availability {
@@ -183,6 +160,37 @@ pub async fn run(json_output: bool) -> u8 {
         exit::FAILED
     } else {
         exit::OK
+    }
+}
+
+/// The open desktops of agents' own, one line each.
+fn print_desktops(desktops: &[computer_ipc::control::DesktopFact]) {
+    for desktop in desktops {
+        println!(
+            "desktop  {} of agent `{}`: {}, {}x{}, {} MiB resident",
+            desktop.id,
+            desktop.agent,
+            desktop.kind,
+            desktop.size[0],
+            desktop.size[1],
+            desktop.resident_bytes / (1024 * 1024)
+        );
+    }
+}
+
+/// The macOS permissions the surfaces need, with their state (none elsewhere).
+fn print_permissions(permissions: &[serde_json::Value]) {
+    if permissions.is_empty() {
+        return;
+    }
+    println!("permissions (macOS)");
+    for permission in permissions {
+        println!(
+            "  {:<26} {}: {}",
+            permission["permission"].as_str().unwrap_or_default(),
+            permission["state"].as_str().unwrap_or_default(),
+            permission["detail"].as_str().unwrap_or_default()
+        );
     }
 }
 

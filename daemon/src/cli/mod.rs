@@ -321,7 +321,7 @@ fn init_logging(default_filter: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         // Log lines are masked with the secrets of the calls running as they are written.
-        .with_writer(crate::secrets::MaskedLog)
+        .with_writer(crate::record::secrets::MaskedLog)
         // Colour codes only for a person's terminal: a log file or journal gets plain text.
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
@@ -398,13 +398,13 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
         &computer_ipc::paths::state_dir(),
     );
     let policy = config.rule_policy(&protected);
-    let deciding = crate::stages::Deciding {
+    let deciding = crate::call::stages::Deciding {
         registry: &registry,
         policy: &policy,
         desktops: None,
-        tools: std::sync::Arc::new(crate::tools::ToolRules {
+        tools: std::sync::Arc::new(crate::call::tools::ToolRules {
             config: config.tools.clone(),
-            served: crate::own::served_commands(),
+            served: crate::call::own::served_commands(),
         }),
     };
     let print = |value: serde_json::Value| {
@@ -415,10 +415,10 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
     };
     let decided = deciding.decode(&raw).and_then(|call| {
         let surface = deciding.reach(&caller, &call)?;
-        if crate::own::is_job_call(&call) {
+        if crate::call::own::is_job_call(&call) {
             return Ok(None);
         }
-        crate::jobs::detach_honoured(&call)?;
+        crate::call::jobs::detach_honoured(&call)?;
         deciding.judge(&caller, surface, &call, &raw).map(Some)
     });
     let decided = match decided {
@@ -428,7 +428,7 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
                 "agent": caller.agent,
                 "action": "job",
                 "risk": computer_surfaces::Risk::Observe,
-                "decision": crate::jobs::decision(),
+                "decision": crate::call::jobs::decision(),
             }));
             return exit::OK;
         }
@@ -458,10 +458,10 @@ fn explain(call_json: &str, agent: Option<&str>) -> u8 {
 
 /// The caller `policy explain` decides for: the named agent with its scope, as its token would
 /// make it, or the `default` agent with every surface.
-fn explained_caller(agent: Option<&str>) -> Result<crate::policy::Caller, String> {
+fn explained_caller(agent: Option<&str>) -> Result<crate::guard::policy::Caller, String> {
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    let caller = |agent: &str, surfaces| crate::policy::Caller {
+    let caller = |agent: &str, surfaces| crate::guard::policy::Caller {
         uid,
         pid: None,
         agent: agent.to_string(),
@@ -471,8 +471,8 @@ fn explained_caller(agent: Option<&str>) -> Result<crate::policy::Caller, String
     let Some(name) = agent.filter(|name| *name != "default") else {
         return Ok(caller("default", None));
     };
-    let path = crate::agents::store_path(&computer_ipc::paths::state_dir());
-    let store = crate::agents::AgentStore::load(&path)?;
+    let path = crate::guard::agents::store_path(&computer_ipc::paths::state_dir());
+    let store = crate::guard::agents::AgentStore::load(&path)?;
     match store.agents.iter().find(|agent| agent.name == name) {
         Some(agent) => Ok(caller(&agent.name, agent.surfaces.clone())),
         None => {
@@ -498,10 +498,11 @@ fn tools(format: &str) -> u8 {
             return exit::USAGE;
         }
     };
-    let tool = crate::schema::tool(&registry, None);
+    let tool = crate::call::schema::tool(&registry, None);
     println!(
         "{}",
-        serde_json::to_string_pretty(&crate::schema::render(&tool, format)).unwrap_or_default()
+        serde_json::to_string_pretty(&crate::call::schema::render(&tool, format))
+            .unwrap_or_default()
     );
     exit::OK
 }

@@ -7,7 +7,7 @@ use computer_ipc::paths;
 use serde_json::Value;
 
 use super::exit;
-use crate::receipts::{self, ListFilter, ProblemKind, StoredRow, Verdict};
+use crate::record::receipts::{self, ListFilter, ProblemKind, StoredRow, Verdict};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ReceiptsCommand {

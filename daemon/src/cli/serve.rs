@@ -10,12 +10,12 @@ use super::exit;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::approval::Approvals;
+use crate::call::gateway::Gateway;
 use crate::config::{Config, ContainmentMode};
-use crate::gateway::Gateway;
-use crate::policy::RulePolicy;
-use crate::ratelimit::RateLimiter;
-use crate::receipts::{Ledger, MAX_BATCH};
+use crate::guard::approval::Approvals;
+use crate::guard::policy::RulePolicy;
+use crate::guard::ratelimit::RateLimiter;
+use crate::record::receipts::{Ledger, MAX_BATCH};
 use computer_surfaces::kit::contain::{Containment, ContainmentConfig};
 
 pub async fn run() -> u8 {
@@ -47,12 +47,14 @@ async fn serve() -> anyhow::Result<()> {
     // whichever socket it was pointed at. The control socket comes right after, under the lock.
     let _state_lock = lock_state_dir(&state_dir, &socket_path)?;
     let socket = crate::server::bind(&socket_path)?;
-    let control = crate::control::bind(&paths::control_socket_path())?;
+    let control = crate::server::control::bind(&paths::control_socket_path())?;
     // Under the lock, before containment is set up (which shows it to runs, read-only).
-    crate::tools::prepare_dir(&state_dir).with_context(|| {
+    crate::call::tools::prepare_dir(&state_dir).with_context(|| {
         format!(
             "cannot write the tools for runs into {}",
-            state_dir.join(crate::tools::RUN_TOOLS_DIR_NAME).display()
+            state_dir
+                .join(crate::call::tools::RUN_TOOLS_DIR_NAME)
+                .display()
         )
     })?;
     // Opened and checked on its writer thread while the surfaces are built; nothing is
@@ -98,7 +100,7 @@ async fn serve() -> anyhow::Result<()> {
     approvals.keep_ids_in(&state_dir.join("approval-ids"));
     let (ledger, _) = opening.opened().await?;
     let receipts = ledger.clone();
-    crate::export::start(&config.export, ledger.path().to_path_buf(), &state_dir);
+    crate::record::export::start(&config.export, ledger.path().to_path_buf(), &state_dir);
     let gateway = Gateway::new(
         registry,
         Arc::new(rule_policy(&config, &protected)),
@@ -108,12 +110,13 @@ async fn serve() -> anyhow::Result<()> {
         artifact_dir,
     );
     gateway.set_step_limits(config.limits.steps());
-    gateway
-        .set_tools(config.tools.clone())
-        .map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
-    gateway
-        .set_agents(config.agents.clone())
-        .map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
+    // `[tools]` and `[agents]` name commands and agents: refused, they stop the start.
+    for taken in [
+        gateway.set_tools(config.tools.clone()),
+        gateway.set_agents(config.agents.clone()),
+    ] {
+        taken.map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
+    }
     gateway.jobs().set_limits(config.jobs.limits());
     gateway.set_config_path(config_path.clone());
     let facts = gateway.clone();
@@ -249,7 +252,7 @@ fn containment_config(config: &Config, config_path: &Path, state_dir: &Path) -> 
     ContainmentConfig {
         enabled: config.containment.mode == ContainmentMode::On,
         hidden,
-        shown: vec![state_dir.join(crate::tools::RUN_TOOLS_DIR_NAME)],
+        shown: vec![state_dir.join(crate::call::tools::RUN_TOOLS_DIR_NAME)],
         read_only: computer_surfaces::kit::contain::login_files(
             home.as_deref(),
             &config.containment.login_files_writable,

@@ -17,7 +17,7 @@ use rmcp::model::CallToolResult;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::receipts::{Ledger, LedgerError, NewRow};
+use crate::record::receipts::{Ledger, LedgerError, NewRow};
 
 /// What a receipt shows for the digest of a text that was cut and then had a value masked: the
 /// digest was taken of the bytes in the clear, and the masked whole is not in memory to digest.
@@ -119,7 +119,7 @@ impl SealedLedger {
     /// Seals with the ledger's own key (kept in the state dir, out of every run's reach); when
     /// it cannot be read, with a key made for this process, so that digests stay keyed.
     pub fn new(ledger: Ledger) -> SealedLedger {
-        let key_file = crate::receipts::seal::key_path(ledger.path());
+        let key_file = crate::record::receipts::seal::key_path(ledger.path());
         let key = match std::fs::read(&key_file) {
             Ok(key) if !key.is_empty() => key,
             _ => {

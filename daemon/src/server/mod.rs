@@ -1,7 +1,20 @@
-//! The server loop: binds the private socket (one daemon per socket), checks each peer's uid
-//! before reading a byte, refuses peers a surface started (nested calls) and connections over the
-//! cap, backs off when accepts fail, serves MCP per connection, and drains in-flight calls on
-//! shutdown.
+//! The way in: the server loop binds the private socket (one daemon per socket), checks each
+//! peer's uid before reading a byte, refuses peers a surface started (nested calls) and
+//! connections over the cap, backs off when accepts fail, serves MCP per connection, and drains
+//! in-flight calls on shutdown. A call then goes to [`crate::call`].
+//!
+//! # Layout
+//! - [`transport`]: newline-delimited JSON-RPC with a request size cap.
+//! - [`mcp`]: the MCP handler of a connection, and the tasks extension's adapter.
+//! - [`control`]: the control socket where people (never agents) answer approvals.
+//! - `unlisted` (Linux): the daemon's listening sockets bound under a name that says nothing,
+//!   then renamed to their paths, so `/proc/net/unix` lists no path of the daemon's.
+
+pub mod control;
+pub mod mcp;
+pub mod transport;
+#[cfg(target_os = "linux")]
+pub mod unlisted;
 
 use std::fs::File;
 use std::io::Write;
@@ -19,12 +32,12 @@ use serde_json::{Value, json};
 use tokio::net::UnixStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::ancestry::descends_from;
+use crate::call::gateway::Gateway;
 use crate::config::ServerConfig;
-use crate::gateway::Gateway;
-use crate::mcp::Connection;
-use crate::policy::Caller;
-use crate::transport::{CLOSED_BY_LIMIT, FirstLine, Limits, LineTransport, Unanswered};
+use crate::guard::ancestry::descends_from;
+use crate::guard::policy::Caller;
+use crate::server::mcp::Connection;
+use crate::server::transport::{CLOSED_BY_LIMIT, FirstLine, Limits, LineTransport, Unanswered};
 
 /// A bound socket, owned by this process for as long as the lock is held.
 pub struct BoundSocket {
@@ -139,7 +152,7 @@ pub fn listen_private(path: &Path) -> anyhow::Result<Listener> {
 /// done here, which is logged, and the caller binds the path itself.
 #[cfg(target_os = "linux")]
 fn listen_unlisted(path: &Path) -> anyhow::Result<Option<Listener>> {
-    let Some(socket) = crate::unlisted::listen(path)
+    let Some(socket) = crate::server::unlisted::listen(path)
         .with_context(|| format!("cannot listen on {}", path.display()))?
     else {
         tracing::warn!(
@@ -170,7 +183,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     // SAFETY: getuid and getpid have no preconditions and cannot fail.
     let (our_uid, our_pid) = unsafe { (libc::getuid(), libc::getpid()) };
-    let descriptors = crate::descriptors::budget();
+    let descriptors = crate::guard::descriptors::budget();
     tracing::info!(
         socket = %socket.path.display(),
         descriptor_limit = descriptors.limit,
@@ -456,7 +469,7 @@ fn refuse_over_cap(stream: UnixStream, cap: usize, log: &RateLimitedLog) {
 /// Closes a connection the descriptor budget has no room for, telling the client why.
 fn refuse_short_of_descriptors(
     stream: UnixStream,
-    budget: &crate::descriptors::Budget,
+    budget: &crate::guard::descriptors::Budget,
     log: &RateLimitedLog,
 ) {
     let message = format!(
@@ -529,7 +542,7 @@ struct Shared {
 async fn serve_connection(
     stream: UnixStream,
     peer: Peer,
-    _held: (OwnedSemaphorePermit, crate::descriptors::Permit),
+    _held: (OwnedSemaphorePermit, crate::guard::descriptors::Permit),
     shared: Arc<Shared>,
 ) {
     let Shared {

@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cancel::CallCancel;
-use crate::gateway::Gateway;
-use crate::jobs::JobStatus;
-use crate::own::{DETACHABLE, JOB_COMMAND};
-use crate::policy::Caller;
+use crate::call::cancel::CallCancel;
+use crate::call::gateway::Gateway;
+use crate::call::jobs::JobStatus;
+use crate::call::own::{DETACHABLE, JOB_COMMAND};
+use crate::guard::policy::Caller;
 
 /// Negotiated protocol revisions; see `computer_ipc::MCP_PROTOCOL_VERSIONS`.
 const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[

@@ -241,9 +241,9 @@ pub fn help_text(
          A call awaiting approval sends progress; a host timeout that progress does not reset \
          (often 60 s) cuts the wait short.",
     );
-    if crate::own::offered_on(surface.name()) {
+    if crate::call::own::offered_on(surface.name()) {
         text.push('\n');
-        text.push_str(crate::own::JOB_DESCRIPTION);
+        text.push_str(crate::call::own::JOB_DESCRIPTION);
     }
     text.push('\n');
     Ok(text)
@@ -302,7 +302,7 @@ fn complications_text(registry: &Registry, surface: &dyn Surface) -> String {
     };
     let mut parts = Vec::new();
     for (name, property) in properties {
-        let routed = name == "desktop" && crate::desktops::honoured_on(surface.name());
+        let routed = name == "desktop" && crate::call::desktops::honoured_on(surface.name());
         if !surface.complications().contains(&name.as_str()) && !routed {
             continue;
         }
@@ -329,14 +329,14 @@ fn complications_text(registry: &Registry, surface: &dyn Surface) -> String {
 /// The fields a command's reply may hold: the surface's own, or the daemon's for `job` and
 /// `help`.
 pub(crate) fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static [&'static str] {
-    if command == crate::own::JOB_COMMAND && crate::own::offered_on(surface.name()) {
-        crate::own::JOB_RESULT_FIELDS
-    } else if command == crate::own::HELP_COMMAND {
-        crate::own::HELP_RESULT_FIELDS
-    } else if crate::desktops::is_desktop_call(surface.name(), command)
-        && crate::desktops::honoured_on(surface.name())
+    if command == crate::call::own::JOB_COMMAND && crate::call::own::offered_on(surface.name()) {
+        crate::call::own::JOB_RESULT_FIELDS
+    } else if command == crate::call::own::HELP_COMMAND {
+        crate::call::own::HELP_RESULT_FIELDS
+    } else if crate::call::desktops::is_desktop_call(surface.name(), command)
+        && crate::call::desktops::honoured_on(surface.name())
     {
-        crate::desktops::DESKTOP_RESULT_FIELDS
+        crate::call::desktops::DESKTOP_RESULT_FIELDS
     } else {
         surface.result_fields(command)
     }
@@ -346,13 +346,13 @@ pub(crate) fn result_fields_of(surface: &dyn Surface, command: &str) -> &'static
 /// daemon serves that one, see `jobs.rs`) and `help` (see `help.rs`).
 pub(crate) fn commands_of(surface: &dyn Surface) -> Vec<CommandSpec> {
     let mut commands = surface.commands().to_vec();
-    if crate::own::offered_on(surface.name()) {
-        commands.push(crate::own::job_spec());
+    if crate::call::own::offered_on(surface.name()) {
+        commands.push(crate::call::own::job_spec());
     }
-    if surface.name() == SurfaceName::Gui && crate::desktops::honoured_on(surface.name()) {
-        commands.push(crate::desktops::desktop_spec());
+    if surface.name() == SurfaceName::Gui && crate::call::desktops::honoured_on(surface.name()) {
+        commands.push(crate::call::desktops::desktop_spec());
     }
-    commands.push(crate::own::help_spec());
+    commands.push(crate::call::own::help_spec());
     commands
 }
 

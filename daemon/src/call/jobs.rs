@@ -22,11 +22,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::budget::Budget;
-use crate::own::{DETACHABLE, JobArgs, JobOp, MAX_WAIT};
-use crate::policy::{Caller, Decision};
-use crate::replies::{attach_field, error_result, failure_body, reply, unreceipted_error};
-use crate::stages::{CallScope, DaemonState, Early, Open, digest, run_until_cancelled};
+use crate::call::budget::Budget;
+use crate::call::own::{DETACHABLE, JobArgs, JobOp, MAX_WAIT};
+use crate::call::replies::{attach_field, error_result, failure_body, reply, unreceipted_error};
+use crate::call::stages::{CallScope, DaemonState, Early, Open, digest, run_until_cancelled};
+use crate::guard::policy::{Caller, Decision};
 
 /// How long `job cancel` waits for the job to end (its processes killed and counted) before it
 /// answers; the job still ends after that, only the reply no longer says how.
@@ -220,7 +220,7 @@ impl Jobs {
             let started = Instant::now();
             let secrets = ctx.secrets.clone();
             let outcome = run_until_cancelled(action, ctx, &cancel).await;
-            let outcome = crate::secrets::mask_outcome(&secrets, outcome);
+            let outcome = crate::record::secrets::mask_outcome(&secrets, outcome);
             let cancelled_by = {
                 let table = lock(&table);
                 table.jobs.get(&job_id).and_then(|job| job.cancelled_by)
@@ -240,7 +240,7 @@ impl Jobs {
                 }
                 Err(err) => {
                     // Mapped as every call's failure is.
-                    let reports_effect = crate::budget::reports_effect(result_fields);
+                    let reports_effect = crate::call::budget::reports_effect(result_fields);
                     let (error, body) = failure_body(&job_id, err, reports_effect);
                     let status = if cancelled_by.is_some() {
                         JobStatus::Cancelled
@@ -447,11 +447,11 @@ impl Jobs {
         let path = self.ledger_path.clone();
         let call_id = id.to_string();
         let rows = tokio::task::spawn_blocking(move || {
-            let conn = crate::receipts::open_ro(&path)?;
-            crate::receipts::list(
+            let conn = crate::record::receipts::open_ro(&path)?;
+            crate::record::receipts::list(
                 &conn,
                 &path,
-                &crate::receipts::ListFilter {
+                &crate::record::receipts::ListFilter {
                     call_id: Some(call_id),
                     ..Default::default()
                 },

@@ -39,8 +39,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::cancel::CallCancel;
-use crate::policy::Caller;
+use crate::call::cancel::CallCancel;
+use crate::guard::policy::Caller;
 
 /// `[tools]`: what runs given tools may call beyond the default set.
 ///
@@ -384,7 +384,7 @@ async fn accept(channel: Arc<Channel>, served: tokio::io::unix::AsyncFd<OwnedFd>
 }
 
 /// A connection's place: one of the run's own, and one of the daemon's descriptor budget.
-type Held = (OwnedSemaphorePermit, crate::descriptors::Permit);
+type Held = (OwnedSemaphorePermit, crate::guard::descriptors::Permit);
 
 /// Takes a place for one more connection of the run, or says why there is none.
 fn admit(channel: &Channel) -> Result<Held, ToolError> {
@@ -397,7 +397,7 @@ fn admit(channel: &Channel) -> Result<Held, ToolError> {
             ),
         ));
     };
-    let budget = crate::descriptors::budget();
+    let budget = crate::guard::descriptors::budget();
     let Some(descriptor) = budget.try_take() else {
         return Err(ToolError::new(
             ErrorCode::Unavailable,
@@ -489,7 +489,7 @@ impl Channel {
                 };
                 let mut result = (self.call)(arguments, cancel).await;
                 let mut body = Value::Null;
-                crate::secrets::mask_reply(&self.secrets, &mut result, &mut body);
+                crate::record::secrets::mask_reply(&self.secrets, &mut result, &mut body);
                 let structured = result.structured_content.unwrap_or(Value::Null);
                 let counter = if was_refused(&structured) {
                     &self.counts.refused
@@ -846,7 +846,7 @@ mod tests {
                     })
                     .collect(),
             },
-            served: crate::own::served_commands(),
+            served: crate::call::own::served_commands(),
         }
     }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::receipts::{self, StoredText as Row};
+use crate::record::receipts::{self, StoredText as Row};
 
 pub use journald::JournaldTarget;
 pub use otlp::OtlpTarget;

@@ -11,18 +11,18 @@ use computer_surfaces::Registry;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 
-use crate::approval::Approvals;
-use crate::cancel::CallCancel;
-use crate::jobs::Jobs;
-use crate::policy::{Caller, Policy};
-use crate::ratelimit::RateLimiter;
-use crate::receipts::Ledger;
-use crate::replies::{Shaped, error_result, unreceipted_error};
-use crate::stages::{
+use crate::call::cancel::CallCancel;
+use crate::call::jobs::Jobs;
+use crate::call::replies::{Shaped, error_result, unreceipted_error};
+use crate::call::stages::{
     Asking, CallScope, DaemonState, Early, Refusal, approval_request, observe_only_refusal,
 };
-use crate::steps::StepLimits;
-use crate::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
+use crate::call::steps::StepLimits;
+use crate::call::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
+use crate::guard::approval::Approvals;
+use crate::guard::policy::{Caller, Policy};
+use crate::guard::ratelimit::RateLimiter;
+use crate::record::receipts::Ledger;
 
 pub struct Gateway {
     /// What every stage of a call needs; shared with detached jobs, which outlive their call.
@@ -48,15 +48,16 @@ impl Gateway {
         ledger: Ledger,
         artifact_dir: PathBuf,
     ) -> Arc<Gateway> {
-        let tool = crate::schema::tool(&registry, None);
-        let agents_path =
-            crate::agents::store_path(artifact_dir.parent().unwrap_or(std::path::Path::new(".")));
+        let tool = crate::call::schema::tool(&registry, None);
+        let agents_path = crate::guard::agents::store_path(
+            artifact_dir.parent().unwrap_or(std::path::Path::new(".")),
+        );
         let jobs = Jobs::new(ledger.path().to_path_buf());
-        let ledger = crate::secrets::SealedLedger::new(ledger);
+        let ledger = crate::record::secrets::SealedLedger::new(ledger);
         let state = DaemonState::new(registry, policy, approvals, limiter, ledger, artifact_dir);
         *state.tools.write().unwrap() = Arc::new(ToolRules {
             config: ToolsConfig::default(),
-            served: crate::own::served_commands(),
+            served: crate::call::own::served_commands(),
         });
         Arc::new_cyclic(|me| Gateway {
             state: Arc::new(state),
@@ -74,7 +75,7 @@ impl Gateway {
     pub fn set_tools(&self, config: ToolsConfig) -> Result<(), String> {
         let rules = ToolRules {
             config,
-            served: crate::own::served_commands(),
+            served: crate::call::own::served_commands(),
         };
         rules.check(&self.state.registry)?;
         *self.state.tools.write().unwrap() = Arc::new(rules);
@@ -132,14 +133,14 @@ impl Gateway {
     /// The tool as this caller sees it: only the surfaces in its scope are listed.
     pub fn tool_for(&self, caller: &Caller) -> Tool {
         if caller.observe_only {
-            return crate::schema::observe_only_tool(
+            return crate::call::schema::observe_only_tool(
                 &self.state.registry,
                 caller.surfaces.as_deref(),
             );
         }
         match &caller.surfaces {
             None => self.tool.clone(),
-            Some(scope) => crate::schema::tool(&self.state.registry, Some(scope)),
+            Some(scope) => crate::call::schema::tool(&self.state.registry, Some(scope)),
         }
     }
 
@@ -152,7 +153,7 @@ impl Gateway {
         let Some(token) = token else {
             return Ok(("default".into(), None));
         };
-        let store = crate::agents::AgentStore::load(&self.agents_path)?;
+        let store = crate::guard::agents::AgentStore::load(&self.agents_path)?;
         store
             .authenticate(token)
             .map(|agent| (agent.name.clone(), agent.surfaces.clone()))
@@ -203,13 +204,13 @@ impl Gateway {
     /// Takes `[agents.NAME]` (which agents work on a desktop of their own).
     pub fn set_agents(
         &self,
-        agents: std::collections::BTreeMap<String, crate::desktops::AgentDesk>,
+        agents: std::collections::BTreeMap<String, crate::call::desktops::AgentDesk>,
     ) -> Result<(), String> {
         self.state.desktops.set_agents(agents)
     }
 
     /// The desktops of agents' own open in the daemon.
-    pub fn desktops(&self) -> Arc<crate::desktops::Desktops> {
+    pub fn desktops(&self) -> Arc<crate::call::desktops::Desktops> {
         self.state.desktops.clone()
     }
 
@@ -247,7 +248,8 @@ impl Gateway {
             return refuse(Early::from_raw(&raw), error.into()).await;
         }
         if raw.get("steps").is_some() {
-            return crate::steps::handle(state, self.step_limits(), scope, &raw, &cancel).await;
+            return crate::call::steps::handle(state, self.step_limits(), scope, &raw, &cancel)
+                .await;
         }
         let policy = state.policy();
         let deciding = state.deciding(&policy);
@@ -263,7 +265,7 @@ impl Gateway {
             Ok(surface) => surface,
             Err(error) => return refuse(early, error.into()).await,
         };
-        if crate::own::is_job_call(&call) {
+        if crate::call::own::is_job_call(&call) {
             // Cancelling a job stops a run: not an observation.
             if caller.observe_only && call.args.get("op") == Some(&json!("cancel")) {
                 return refuse(early, observe_only_refusal(&call).into()).await;
@@ -360,7 +362,7 @@ impl Gateway {
             Ok(surface) => surface,
             Err(error) => return refuse(early, error.into()).await,
         };
-        if crate::own::is_job_call(&call) {
+        if crate::call::own::is_job_call(&call) {
             return self.jobs.command(state, scope, early, &call).await;
         }
         if call.complications.detach {
@@ -410,7 +412,7 @@ impl Gateway {
         scope: CallScope<'_>,
         early: &Early,
         call: &computer_ipc::ComputerCall,
-        mut decided: crate::stages::Decided,
+        mut decided: crate::call::stages::Decided,
         approval: Value,
         cancel: &CallCancel,
     ) -> CallToolResult {

@@ -12,7 +12,7 @@ use computer_surfaces::{
 };
 use serde_json::{Map, Value};
 
-use crate::own::{HELP_COMMAND, HelpArgs};
+use crate::call::own::{HELP_COMMAND, HelpArgs};
 
 /// A `help` call, checked: an unknown command is refused here with the surface's commands.
 /// On an observe-only connection (`observe_only`) the reference holds only what observes.
@@ -24,7 +24,7 @@ pub fn prepare(
 ) -> Result<Box<dyn PreparedAction>, ToolError> {
     let args: HelpArgs = decode_args(args)?;
     let command = args.command.as_deref();
-    let text = crate::schema::help_text(registry, surface.as_ref(), command, observe_only)?;
+    let text = crate::call::schema::help_text(registry, surface.as_ref(), command, observe_only)?;
     Ok(Box::new(Help {
         describe: match &args.command {
             Some(command) => format!("read the help of {}.{command}", surface.name()),

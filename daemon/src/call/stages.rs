@@ -24,17 +24,17 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Approvals, PendingRequest, Resolution};
-use crate::budget::Budget;
-use crate::desktops::{Desktops, is_desktop_call};
-use crate::policy::{Caller, Decision, Policy, PolicyInput};
-use crate::ratelimit::RateLimiter;
-use crate::receipts::{LedgerError, NewRow, RowKind};
-use crate::replies::{
+use crate::call::budget::Budget;
+use crate::call::desktops::{Desktops, is_desktop_call};
+use crate::call::replies::{
     Shaped, attach_field, error_result, failure_body, refused_before_acting, reply,
     unreceipted_error,
 };
-use crate::secrets::SealedLedger;
+use crate::guard::approval::{Approvals, PendingRequest, Resolution};
+use crate::guard::policy::{Caller, Decision, Policy, PolicyInput};
+use crate::guard::ratelimit::RateLimiter;
+use crate::record::receipts::{LedgerError, NewRow, RowKind};
+use crate::record::secrets::SealedLedger;
 
 /// The daemon's shared state, what every stage needs: its surfaces, rules, approvals, rate limit,
 /// ledger, the tools runs may call and the desktops of agents' own.
@@ -47,7 +47,7 @@ pub struct DaemonState {
     pub(crate) ledger: SealedLedger,
     pub(crate) artifact_dir: PathBuf,
     /// What runs given tools may call (`[tools]`, and the commands the daemon serves).
-    pub(crate) tools: RwLock<Arc<crate::tools::ToolRules>>,
+    pub(crate) tools: RwLock<Arc<crate::call::tools::ToolRules>>,
     /// Desktops of agents' own (`gui desktop`), which calls naming one act on.
     pub(crate) desktops: Arc<Desktops>,
     closing: AtomicBool,
@@ -153,7 +153,7 @@ pub(crate) struct Decided {
     pub(crate) stated: (Value, Value),
     pub(crate) decision: Decision,
     /// What the run may call back, when the call gives it tools (`complications.tools`).
-    pub(crate) callable: Option<Vec<crate::tools::Callable>>,
+    pub(crate) callable: Option<Vec<crate::call::tools::Callable>>,
     /// Names this exact action for session grants: the same args may run another line (a
     /// Return in a terminal), so the facts are in it too.
     pub(crate) grant_key: String,
@@ -165,7 +165,7 @@ pub struct Deciding<'a> {
     pub registry: &'a Registry,
     pub policy: &'a dyn Policy,
     /// What runs given tools may call.
-    pub tools: Arc<crate::tools::ToolRules>,
+    pub tools: Arc<crate::call::tools::ToolRules>,
     /// The desktops of agents' own open in the daemon (none for `policy explain`).
     pub desktops: Option<&'a Arc<Desktops>>,
 }
@@ -282,11 +282,11 @@ impl Deciding<'_> {
         };
         let budget = Budget::from_request(
             call.complications.return_budget.as_ref(),
-            crate::schema::result_fields_of(surface.as_ref(), &call.command),
+            crate::call::schema::result_fields_of(surface.as_ref(), &call.command),
         )?;
         // `help` is the daemon's, on every surface; everything else is the surface's own.
-        let action = if call.command == crate::own::HELP_COMMAND {
-            crate::help::prepare(self.registry, &surface, &call.args, caller.observe_only)?
+        let action = if call.command == crate::call::own::HELP_COMMAND {
+            crate::call::help::prepare(self.registry, &surface, &call.args, caller.observe_only)?
         } else if is_desktop_call(call.surface, &call.command) {
             let desktops = self.desktops.ok_or_else(|| {
                 ToolError::new(
@@ -294,7 +294,7 @@ impl Deciding<'_> {
                     "desktops are opened by the running daemon only",
                 )
             })?;
-            crate::desktops::prepare(desktops, &caller.agent, &call.args)?
+            crate::call::desktops::prepare(desktops, &caller.agent, &call.args)?
         } else {
             surface.prepare(&call.command, &call.args, &call.complications)?
         };
@@ -381,7 +381,7 @@ impl Deciding<'_> {
         let supported = surface.complications();
         match complications_used(call).into_iter().find(|name| {
             let honoured = supported.contains(name)
-                || (*name == "desktop" && crate::desktops::honoured_on(surface.name()));
+                || (*name == "desktop" && crate::call::desktops::honoured_on(surface.name()));
             !honoured
         }) {
             None => Ok(()),
@@ -617,7 +617,7 @@ impl DaemonState {
     }
 
     /// What runs given tools may call, of the moment (a SIGHUP swaps it).
-    pub(crate) fn tool_rules(&self) -> Arc<crate::tools::ToolRules> {
+    pub(crate) fn tool_rules(&self) -> Arc<crate::call::tools::ToolRules> {
         self.tools.read().unwrap().clone()
     }
 
@@ -819,7 +819,7 @@ impl DaemonState {
             && SurfaceName::parse(surface)
                 .and_then(|name| self.registry.get(name))
                 .is_some_and(|surface| {
-                    crate::budget::reports_effect(crate::schema::result_fields_of(
+                    crate::call::budget::reports_effect(crate::call::schema::result_fields_of(
                         surface.as_ref(),
                         command,
                     ))
@@ -904,7 +904,7 @@ impl DaemonState {
             _ => None,
         };
         let outcome = run_until_cancelled(action, ctx.clone(), cancelled).await;
-        let outcome = crate::secrets::mask_outcome(&ctx.secrets, outcome);
+        let outcome = crate::record::secrets::mask_outcome(&ctx.secrets, outcome);
         let after = match evidence {
             Evidence::None => None,
             _ if cancelled.is_cancelled() => None,
@@ -923,7 +923,7 @@ impl DaemonState {
             }
             Err(err) => self.failure(call_id, err, budget.reports_effect),
         };
-        crate::secrets::mask_reply(&ctx.secrets, &mut shaped.reply, &mut shaped.body);
+        crate::record::secrets::mask_reply(&ctx.secrets, &mut shaped.reply, &mut shaped.body);
         shaped
     }
 

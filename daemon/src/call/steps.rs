@@ -19,12 +19,12 @@ use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{PendingRequest, Resolution};
-use crate::cancel::CallCancel;
-use crate::policy::{Caller, Decision};
-use crate::receipts::{NewRow, RowKind};
-use crate::replies::{self, Shaped};
-use crate::stages::{self, Asking, CallScope, DaemonState, Decided, Early, Refusal};
+use crate::call::cancel::CallCancel;
+use crate::call::replies::{self, Shaped};
+use crate::call::stages::{self, Asking, CallScope, DaemonState, Decided, Early, Refusal};
+use crate::guard::approval::{PendingRequest, Resolution};
+use crate::guard::policy::{Caller, Decision};
+use crate::record::receipts::{NewRow, RowKind};
 
 pub use crate::config::StepLimits;
 

@@ -13,8 +13,8 @@ use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::ancestry::{descends_from, kin, lineage};
-use crate::approval::{Approvals, Approver};
+use crate::guard::ancestry::{descends_from, kin, lineage};
+use crate::guard::approval::{Approvals, Approver};
 
 /// Longest request line on the control socket.
 const MAX_LINE: usize = 64 * 1024;
@@ -76,7 +76,7 @@ impl ControlSocket {
 /// approver still hears of it. Notifications are fire and forget: they never hold up a request.
 /// Each is taken back once its request is resolved.
 async fn notify_each_request(approvals: Arc<Approvals>) {
-    let notifier = crate::notify::Notifier::default();
+    let notifier = crate::guard::notify::Notifier::default();
     let mut events = approvals.subscribe();
     loop {
         match events.recv().await {
