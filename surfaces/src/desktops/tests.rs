@@ -145,13 +145,14 @@ fn headless(size: (u32, u32)) -> AgentDesktop {
     .expect("a headless desktop opens")
 }
 
-#[test]
-fn a_headless_desktop_shows_its_app_to_its_own_surfaces_only_and_ends_it_at_close() {
+/// A fresh headless desktop of `size`: its kind and size, a screenshot of that size, its
+/// variables and sockets; what it took and holds, reported. Its idle resident memory.
+fn assert_fresh(size: (u32, u32)) -> (AgentDesktop, Arc<dyn Surface>, u64) {
     let started = Instant::now();
-    let desktop = headless((800, 600));
+    let desktop = headless(size);
     let opened = started.elapsed();
     assert_eq!(desktop.kind(), DesktopKind::Xvfb);
-    assert_eq!(desktop.size(), (800, 600));
+    assert_eq!(desktop.size(), size);
     let gui = surface(&desktop, computer_ipc::SurfaceName::Gui);
     let shot = call(&gui, "screenshot", json!({}));
     let first_screenshot = started.elapsed();
@@ -160,7 +161,7 @@ fn a_headless_desktop_shows_its_app_to_its_own_surfaces_only_and_ends_it_at_clos
             shot.fields["width"].as_u64(),
             shot.fields["height"].as_u64()
         ),
-        (Some(800), Some(600)),
+        (Some(u64::from(size.0)), Some(u64::from(size.1))),
         "a screenshot has the desktop's size"
     );
     let idle_bytes = desktop.resident_bytes();
@@ -188,7 +189,57 @@ fn a_headless_desktop_shows_its_app_to_its_own_surfaces_only_and_ends_it_at_clos
     for socket in desktop.sockets() {
         assert!(socket.exists(), "{} exists", socket.display());
     }
+    (desktop, gui, idle_bytes)
+}
 
+/// What runs on `desktop` ends at its close: an app, a process that cleared its environment
+/// (found as the descendant of one that did not), and its servers.
+fn assert_close_ends_everything(desktop: AgentDesktop, idle_bytes: u64) {
+    let mut app = entry_dialog(&desktop, "left-open");
+    let mut shell = on(&desktop, "sh")
+        .args(["-c", "env -i sleep 600 & echo $!; wait"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(shell.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let cleared: u32 = line.trim().parse().unwrap();
+    wait_for("the second dialog's window", || {
+        gui_windows(&desktop)
+            .iter()
+            .any(|(title, _)| title == "left-open")
+            .then_some(())
+    });
+    let found = desktop.pids();
+    for pid in [app.id(), shell.id(), cleared] {
+        assert!(found.contains(&pid), "pids() has {pid}: {found:?}");
+    }
+    assert!(desktop.resident_bytes() > idle_bytes);
+    let servers = desktop.running.server_pids();
+    let closing = Instant::now();
+    desktop.close();
+    eprintln!("closing took {} ms", closing.elapsed().as_millis());
+    assert!(app.try_wait().unwrap().is_some(), "the app ended at close");
+    assert!(
+        shell.try_wait().unwrap().is_some(),
+        "the shell ended at close"
+    );
+    assert!(
+        !ending::alive(cleared),
+        "the process with a cleared env ended"
+    );
+    for pid in servers {
+        assert!(!ending::alive(pid), "server {pid} ended at close");
+    }
+}
+
+#[test]
+fn a_headless_desktop_shows_its_app_to_its_own_surfaces_only_and_ends_it_at_close() {
+    let (desktop, gui, idle_bytes) = assert_fresh((800, 600));
     // A second desktop stands for the person's (or another agent's): neither sees the other's.
     let other = headless((640, 480));
     let mut app = entry_dialog(&desktop, "agent-dialog");
@@ -248,48 +299,7 @@ fn a_headless_desktop_shows_its_app_to_its_own_surfaces_only_and_ends_it_at_clos
     assert_eq!(printed.trim(), "typed on its own desktop");
     assert!(app.wait().unwrap().success());
 
-    // What runs on it ends at close: an app, and a process that cleared its environment
-    // (found as the descendant of one that did not), and the servers.
-    let mut app = entry_dialog(&desktop, "left-open");
-    let mut shell = on(&desktop, "sh")
-        .args(["-c", "env -i sleep 600 & echo $!; wait"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(shell.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let cleared: u32 = line.trim().parse().unwrap();
-    wait_for("the second dialog's window", || {
-        gui_windows(&desktop)
-            .iter()
-            .any(|(title, _)| title == "left-open")
-            .then_some(())
-    });
-    let found = desktop.pids();
-    for pid in [app.id(), shell.id(), cleared] {
-        assert!(found.contains(&pid), "pids() has {pid}: {found:?}");
-    }
-    assert!(desktop.resident_bytes() > idle_bytes);
-    let servers = desktop.running.server_pids();
-    let closing = Instant::now();
-    desktop.close();
-    eprintln!("closing took {} ms", closing.elapsed().as_millis());
-    assert!(app.try_wait().unwrap().is_some(), "the app ended at close");
-    assert!(
-        shell.try_wait().unwrap().is_some(),
-        "the shell ended at close"
-    );
-    assert!(
-        !ending::alive(cleared),
-        "the process with a cleared env ended"
-    );
-    for pid in servers {
-        assert!(!ending::alive(pid), "server {pid} ended at close");
-    }
+    assert_close_ends_everything(desktop, idle_bytes);
     assert!(
         others_app.try_wait().unwrap().is_none(),
         "the other desktop's app runs on"
