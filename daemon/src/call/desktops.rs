@@ -113,6 +113,20 @@ pub enum DeskChoice {
     Own,
 }
 
+/// An `[agents.NAME]` section the daemon refuses: its desktop's size is out of range.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "[agents.{agent}] desktop_size = [{}, {}]: each side must be {} to {} pixels",
+    size[0],
+    size[1],
+    SIZE_RANGE.start(),
+    SIZE_RANGE.end()
+)]
+pub struct BadAgentDesk {
+    agent: String,
+    size: [u32; 2],
+}
+
 /// One open desktop: whose it is, and the surfaces bound to it.
 struct Open {
     agent: String,
@@ -161,15 +175,14 @@ impl Desktops {
     }
 
     /// Takes `[agents.NAME]`; a size out of range is refused naming the agent.
-    pub fn set_agents(&self, agents: BTreeMap<String, AgentDesk>) -> Result<(), String> {
+    pub fn set_agents(&self, agents: BTreeMap<String, AgentDesk>) -> Result<(), BadAgentDesk> {
         for (name, desk) in &agents {
             let [width, height] = desk.desktop_size;
             if !SIZE_RANGE.contains(&width) || !SIZE_RANGE.contains(&height) {
-                return Err(format!(
-                    "[agents.{name}] desktop_size = [{width}, {height}]: each side must be {} to {} pixels",
-                    SIZE_RANGE.start(),
-                    SIZE_RANGE.end()
-                ));
+                return Err(BadAgentDesk {
+                    agent: name.clone(),
+                    size: desk.desktop_size,
+                });
             }
         }
         *self.agents.write().unwrap_or_else(|p| p.into_inner()) = agents;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
 
-use computer_ipc::{ErrorCode, SurfaceName, TOOL_NAME, ToolError};
+use computer_ipc::{ComputerCall, ErrorCode, SurfaceName, TOOL_NAME, ToolError};
 use computer_surfaces::Registry;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
@@ -15,7 +15,8 @@ use crate::call::cancel::CallCancel;
 use crate::call::jobs::Jobs;
 use crate::call::replies::{Shaped, error_result, unreceipted_error};
 use crate::call::stages::{
-    Asking, CallScope, DaemonState, Early, Refusal, approval_request, observe_only_refusal,
+    Asking, CallScope, DaemonState, Deciding, Early, Refusal, approval_request,
+    observe_only_refusal,
 };
 use crate::call::steps::StepLimits;
 use crate::call::tools::{CallThrough, Callable, RunGrant, ToolRules, ToolsConfig};
@@ -205,13 +206,17 @@ impl Gateway {
     pub fn set_agents(
         &self,
         agents: std::collections::BTreeMap<String, crate::call::desktops::AgentDesk>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::call::desktops::BadAgentDesk> {
         self.state.desktops.set_agents(agents)
     }
 
-    /// The desktops of agents' own open in the daemon.
-    pub fn desktops(&self) -> Arc<crate::call::desktops::Desktops> {
-        self.state.desktops.clone()
+    /// Closes every desktop of agents' own, ending everything that ran in them (the daemon
+    /// stops).
+    pub async fn end_desktops(&self) {
+        let desktops = self.state.desktops.clone();
+        tokio::task::spawn_blocking(move || desktops.close_all())
+            .await
+            .ok();
     }
 
     /// Handles one `tools/call`: the stages of `stages.rs`, composed for a single call (a call
@@ -253,13 +258,10 @@ impl Gateway {
         }
         let policy = state.policy();
         let deciding = state.deciding(&policy);
-        let mut call = match deciding.decode(&raw) {
+        let call = match placed(state, &deciding, caller, &raw).await {
             Ok(call) => call,
-            Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
+            Err((early, error)) => return refuse(early, error.into()).await,
         };
-        if let Err(error) = state.desktops.confine(&caller.agent, &mut call).await {
-            return refuse(Early::of(&call, &raw), error.into()).await;
-        }
         let mut early = Early::of(&call, &raw);
         let surface = match deciding.reach(caller, &call) {
             Ok(surface) => surface,
@@ -340,13 +342,10 @@ impl Gateway {
         }
         let policy = state.policy();
         let deciding = state.deciding(&policy);
-        let mut call = match deciding.decode(&raw) {
+        let call = match placed(state, &deciding, caller, &raw).await {
             Ok(call) => call,
-            Err(error) => return refuse(Early::from_raw(&raw), error.into()).await,
+            Err((early, error)) => return refuse(early, error.into()).await,
         };
-        if let Err(error) = state.desktops.confine(&caller.agent, &mut call).await {
-            return refuse(Early::of(&call, &raw), error.into()).await;
-        }
         let early = tagged(Early::of(&call, &raw));
         let name = format!("{}.{}", call.surface, call.command);
         if !callable.contains(&name) {
@@ -482,5 +481,23 @@ impl Gateway {
             tracing::info!(%call_id, by, "call cancelled");
         }
         open.finish(body, reply).await
+    }
+}
+
+/// The call `raw` asks for, decoded and placed on the desktop it acts on: an agent confined to a
+/// desktop of its own has its gui, ax and shell calls made to name it. Refused: what is known of
+/// the call, and why.
+async fn placed(
+    state: &DaemonState,
+    deciding: &Deciding<'_>,
+    caller: &Caller,
+    raw: &Value,
+) -> Result<ComputerCall, (Early, ToolError)> {
+    let mut call = deciding
+        .decode(raw)
+        .map_err(|error| (Early::from_raw(raw), error))?;
+    match state.desktops.confine(&caller.agent, &mut call).await {
+        Ok(()) => Ok(call),
+        Err(error) => Err((Early::of(&call, raw), error)),
     }
 }

@@ -20,12 +20,18 @@
 //! - [`schema`]: the `COMPUTER` tool definition (short: every command with the args it needs)
 //!   and each surface's full reference.
 //! - [`cancel`]: why a call stopped early (client, disconnect).
+//! - [`complications`]: the complications a call gives, and whether the surface it reaches
+//!   honours each.
+//! - [`evidence`]: the screenshots a call asks for (`complications.evidence`), of the desktop it
+//!   acts on, and their report in its result.
 //! - [`desktops`]: desktops of agents' own (`gui desktop`), whose each is, and the surfaces a
 //!   call naming one acts through.
 
 pub mod budget;
 pub mod cancel;
+pub mod complications;
 pub mod desktops;
+pub mod evidence;
 pub mod gateway;
 pub mod help;
 pub mod jobs;

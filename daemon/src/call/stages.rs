@@ -16,8 +16,8 @@ use computer_ipc::shown::WillRun;
 use computer_ipc::{ComputerCall, ErrorCode, Evidence, SurfaceName, ToolError};
 use computer_surfaces::kit::effect::EFFECT_FIELD;
 use computer_surfaces::{
-    ActionFacts, Availability, CallContext, Effect, EvidenceCapture, EvidenceShot, Outcome,
-    PreparedAction, Registry, Surface, SurfaceError, receipt_value,
+    ActionFacts, Availability, CallContext, Effect, Outcome, PreparedAction, Registry, Surface,
+    SurfaceError, receipt_value,
 };
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::budget::Budget;
 use crate::call::desktops::{Desktops, is_desktop_call};
+use crate::call::evidence::{Shots, evidence_report};
 use crate::call::replies::{
     Shaped, attach_field, error_result, failure_body, refused_before_acting, reply,
     unreceipted_error,
@@ -356,89 +357,6 @@ impl Deciding<'_> {
     ) -> Result<Decided, ToolError> {
         let surface = self.reach(caller, call)?;
         self.judge(caller, surface, call, raw)
-    }
-
-    fn unsupported_complications(
-        &self,
-        call: &ComputerCall,
-        surface: &dyn Surface,
-    ) -> Result<(), ToolError> {
-        let wants_evidence = call
-            .complications
-            .evidence
-            .is_some_and(|e| e != Evidence::None);
-        let evidence_here = match (&call.complications.desktop, self.desktops) {
-            (Some(id), Some(desktops)) => desktops.evidence(id).is_some(),
-            _ => self.registry.evidence().is_some(),
-        };
-        if wants_evidence && !evidence_here {
-            return Err(ToolError::new(
-                ErrorCode::Unavailable,
-                "the `evidence` complication needs screenshots, which are unavailable here (see `computer doctor` for the gui surface)",
-            )
-            .at("complications.evidence"));
-        }
-        let supported = surface.complications();
-        match complications_used(call).into_iter().find(|name| {
-            let honoured = supported.contains(name)
-                || (*name == "desktop" && crate::call::desktops::honoured_on(surface.name()));
-            !honoured
-        }) {
-            None => Ok(()),
-            Some(name) => Err(ToolError::new(
-                ErrorCode::Unavailable,
-                format!(
-                    "the `{name}` complication is not supported by the {} surface in this build",
-                    call.surface
-                ),
-            )
-            .at(format!("complications.{name}"))
-            .valid(supported.iter().copied())),
-        }
-    }
-}
-
-/// The complications a call gives, by their JSON names.
-fn complications_used(call: &ComputerCall) -> Vec<&'static str> {
-    let c = &call.complications;
-    [
-        ("cwd", c.cwd.is_some()),
-        ("env", !c.env.is_empty()),
-        ("timeout_ms", c.timeout_ms.is_some()),
-        ("evidence", c.evidence.is_some()),
-        ("return", c.return_budget.is_some()),
-        ("secrets", !c.secrets.is_empty()),
-        ("detach", c.detach),
-        ("sandbox", c.sandbox.is_some()),
-        ("tools", c.tools.as_ref().is_some_and(|t| t.wanted())),
-        ("seen", c.seen.is_some()),
-        ("desktop", c.desktop.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(name, used)| used.then_some(name))
-    .collect()
-}
-
-/// The evidence a call asked for, and what takes it.
-pub(crate) struct Shots {
-    asked: Evidence,
-    capturer: Option<Arc<dyn EvidenceCapture>>,
-}
-
-impl Shots {
-    async fn capture(
-        &self,
-        ctx: &CallContext,
-        label: &str,
-        settle: bool,
-    ) -> Result<EvidenceShot, String> {
-        match &self.capturer {
-            Some(capturer) => capturer
-                .capture(ctx, label, settle)
-                .await
-                .map_err(|err| err.to_string()),
-            None => Err("screenshots are unavailable here".into()),
-        }
     }
 }
 
@@ -938,18 +856,6 @@ impl DaemonState {
         Shaped { reply, body }
     }
 
-    /// The screenshots a call asked for (`complications.evidence`), of the desktop it acts on:
-    /// an agent's own (`complications.desktop`) or the person's.
-    pub(crate) fn shots(&self, call: &ComputerCall) -> Shots {
-        Shots {
-            asked: call.complications.evidence.unwrap_or(Evidence::None),
-            capturer: match &call.complications.desktop {
-                Some(id) => self.desktops.evidence(id),
-                None => self.registry.evidence().cloned(),
-            },
-        }
-    }
-
     /// A successful outcome cut to its budget: the reply, and the result receipt's body.
     pub(crate) fn success_reply(
         &self,
@@ -1068,43 +974,6 @@ pub(crate) async fn run_until_cancelled(
             }),
         },
     }
-}
-
-/// The evidence part of a result: a compact reference to each shot (or why it failed). The shots'
-/// files join the outcome's artifacts so the receipt records their hashes.
-fn evidence_report(
-    shots: &[(&str, Option<Result<EvidenceShot, String>>)],
-    outcome: &mut Outcome,
-) -> Option<Value> {
-    let mut report = Map::new();
-    for (label, shot) in shots {
-        let Some(shot) = shot else { continue };
-        let entry = match shot {
-            Ok(shot) => {
-                outcome.artifacts.push(shot.artifact.clone());
-                let mut entry = json!({
-                    "path": shot.artifact.path,
-                    "sha256": shot.artifact.sha256,
-                    "bytes": shot.artifact.bytes,
-                    "width": shot.width,
-                    "height": shot.height,
-                });
-                // How long the screen took to settle, for the shot taken after the action; that
-                // it did not settle within the bound is the news, not that it did.
-                if let Some(settle_ms) = shot.settle_ms {
-                    entry["settle_ms"] = json!(settle_ms);
-                }
-                if !shot.settled {
-                    entry["settled"] = json!(false);
-                    entry["settle_bound_ms"] = json!(shot.settle_bound_ms);
-                }
-                entry
-            }
-            Err(message) => json!({"error": message}),
-        };
-        report.insert(label.to_string(), entry);
-    }
-    (!report.is_empty()).then_some(Value::Object(report))
 }
 
 pub(crate) fn digest(value: &Value) -> String {

@@ -109,16 +109,7 @@ async fn serve() -> anyhow::Result<()> {
         ledger,
         artifact_dir,
     );
-    gateway.set_step_limits(config.limits.steps());
-    // `[tools]` and `[agents]` name commands and agents: refused, they stop the start.
-    for taken in [
-        gateway.set_tools(config.tools.clone()),
-        gateway.set_agents(config.agents.clone()),
-    ] {
-        taken.map_err(|err| anyhow::anyhow!("{}: {err}", config_path.display()))?;
-    }
-    gateway.jobs().set_limits(config.jobs.limits());
-    gateway.set_config_path(config_path.clone());
+    take_sections(&gateway, &config, &config_path)?;
     let facts = gateway.clone();
     tokio::spawn(control.run(approvals, Arc::new(move || facts.daemon_facts())));
     // Adopting what shell runs detach keeps it recognisable as the daemon's descendant.
@@ -327,4 +318,25 @@ async fn shutdown_signal() {
         _ = interrupt.recv() => tracing::info!("SIGINT: shutting down"),
         _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
     }
+}
+
+/// Hands the gateway the sections of the config it applies itself: the steps' limits, what runs
+/// may call (`[tools]`), where agents work (`[agents]`), the jobs' limits, and which file they
+/// came from. A section it refuses stops the start, naming the file.
+fn take_sections(
+    gateway: &Gateway,
+    config: &Config,
+    config_path: &Path,
+) -> anyhow::Result<()> {
+    let in_file = |err: &dyn std::fmt::Display| anyhow::anyhow!("{}: {err}", config_path.display());
+    gateway.set_step_limits(config.limits.steps());
+    gateway
+        .set_tools(config.tools.clone())
+        .map_err(|e| in_file(&e))?;
+    gateway
+        .set_agents(config.agents.clone())
+        .map_err(|e| in_file(&e))?;
+    gateway.jobs().set_limits(config.jobs.limits());
+    gateway.set_config_path(config_path.to_path_buf());
+    Ok(())
 }

@@ -272,30 +272,34 @@ pub async fn run(
         .jobs()
         .stop_all(Duration::from_millis(config.shutdown_grace_ms))
         .await;
-    let pending = unanswered.get();
-    if pending > 0 {
-        tracing::info!(
-            pending,
-            "waiting for in-flight calls to finish and be answered"
-        );
-        let grace = Duration::from_millis(config.shutdown_grace_ms);
-        if tokio::time::timeout(grace, unanswered.drained())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                left = unanswered.get(),
-                "grace period over; exiting with calls unfinished (their receipts will read interrupted)"
-            );
-        }
-    }
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    wait_for_unanswered(&unanswered, grace).await;
     // Desktops of agents' own end with the daemon, and everything that ran in them.
-    let desktops = gateway.desktops();
-    tokio::task::spawn_blocking(move || desktops.close_all())
-        .await
-        .ok();
+    gateway.end_desktops().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Waits, at most `grace`, for the calls in flight to finish and be answered; those left will
+/// read interrupted in their receipts.
+async fn wait_for_unanswered(unanswered: &Unanswered, grace: Duration) {
+    let pending = unanswered.get();
+    if pending == 0 {
+        return;
+    }
+    tracing::info!(
+        pending,
+        "waiting for in-flight calls to finish and be answered"
+    );
+    if tokio::time::timeout(grace, unanswered.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = unanswered.get(),
+            "grace period over; exiting with calls unfinished (their receipts will read interrupted)"
+        );
+    }
 }
 
 /// How often a repeated warning about the socket (refusals over the cap, failing accepts) is
