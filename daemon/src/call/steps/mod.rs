@@ -87,14 +87,8 @@ pub(crate) async fn handle(
         Ok(decoded) => decoded,
         Err(error) => return state.refuse(call_id, caller, parent, error.into()).await,
     };
-    for (index, plan) in plans.iter_mut().enumerate() {
-        if let Plan::Call { call, .. } = plan
-            && let Err(error) = state.desktops.confine(&caller.agent, call).await
-        {
-            let path = format!("steps[{index}].{}", error.path.clone().unwrap_or_default());
-            let error = error.at(path);
-            return state.refuse(call_id, caller, parent, error.into()).await;
-        }
+    if let Err(error) = confine_steps(state, caller, &mut plans).await {
+        return state.refuse(call_id, caller, parent, error.into()).await;
     }
     let run = Steps {
         state,
@@ -144,18 +138,7 @@ pub(crate) async fn handle(
         .map(Duration::from_millis)
         .map_or(limits.deadline, |asked| asked.min(limits.deadline));
     let steps_cancel = cancelled.child_token();
-    let _deadline_guard = {
-        let token = steps_cancel.clone();
-        let guard = CancellationToken::new();
-        let done = guard.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep(deadline) => token.cancel(),
-                _ = done.cancelled() => {}
-            }
-        });
-        guard.drop_guard()
-    };
+    let _deadline_guard = cancel_at(steps_cancel.clone(), deadline);
     let ran = run
         .run_all(&plans, upfront, &steps_cancel, Instant::now(), deadline)
         .await;
@@ -177,6 +160,37 @@ pub(crate) async fn handle(
         body["cancelled"] = json!({"by": by});
     }
     open.finish(body, reply).await
+}
+
+/// Every call step confined to its agent's own desktop, where the agent has one; a refusal names
+/// the step.
+async fn confine_steps(
+    state: &DaemonState,
+    caller: &Caller,
+    plans: &mut [Plan],
+) -> Result<(), ToolError> {
+    for (index, plan) in plans.iter_mut().enumerate() {
+        if let Plan::Call { call, .. } = plan
+            && let Err(error) = state.desktops.confine(&caller.agent, call).await
+        {
+            let path = format!("steps[{index}].{}", error.path.clone().unwrap_or_default());
+            return Err(error.at(path));
+        }
+    }
+    Ok(())
+}
+
+/// Cancels `token` once `deadline` has passed, unless the guard handed back is dropped first.
+fn cancel_at(token: CancellationToken, deadline: Duration) -> tokio_util::sync::DropGuard {
+    let guard = CancellationToken::new();
+    let done = guard.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(deadline) => token.cancel(),
+            _ = done.cancelled() => {}
+        }
+    });
+    guard.drop_guard()
 }
 
 /// What was decided before anything ran.
