@@ -290,6 +290,44 @@ mod linux {
         started.elapsed()
     }
 
+    /// Polls `processes` (pid, name, _) until each has ended (gone or a zombie); when each did,
+    /// counted from `since`, by name (a second of the same name gets `#2`).
+    fn watch_ending(processes: Vec<(u32, String, u64)>, since: Instant) -> Vec<(String, Duration)> {
+        let mut left: Vec<(u32, String)> = Vec::new();
+        for (pid, name, _) in processes {
+            let same = left.iter().filter(|(_, n)| n.starts_with(&name)).count();
+            let name = if same == 0 {
+                name
+            } else {
+                format!("{name} #{}", same + 1)
+            };
+            left.push((pid, name));
+        }
+        let mut ended = Vec::new();
+        while !left.is_empty() && since.elapsed() < Duration::from_secs(30) {
+            left.retain(|(pid, name)| {
+                let running = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        let state = stat
+                            .rsplit_once(')')?
+                            .1
+                            .split_whitespace()
+                            .next()?
+                            .to_string();
+                        Some(state != "Z" && state != "X")
+                    })
+                    .unwrap_or(false);
+                if !running {
+                    ended.push((name.clone(), since.elapsed()));
+                }
+                running
+            });
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        ended
+    }
+
     /// The parts of one open, from the bench's request to the reply.
     #[derive(Default)]
     struct OpenParts {
@@ -337,6 +375,7 @@ mod linux {
         let (mut opens, mut first_shots, mut to_first_shot, mut closes) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut parts = OpenParts::default();
+        let mut endings: std::collections::BTreeMap<String, Vec<Duration>> = Default::default();
         let (mut xvfb_ready, mut xvfb_shot, mut xvfb_rss) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..OPENS {
             let asked = SystemTime::now();
@@ -368,9 +407,15 @@ mod linux {
                 .window_manager_and_reply
                 .push(between(wm_started, replied));
 
+            // Each of its processes watched from outside while it closes: when it ended.
+            let watched = processes_of(&dir);
             let started = Instant::now();
+            let watcher = std::thread::spawn(move || watch_ending(watched, started));
             close(&mut raw, &id);
             closes.push(started.elapsed());
+            for (name, ended) in watcher.join().expect("the watcher") {
+                endings.entry(name).or_default().push(ended);
+            }
 
             let (ready, shot, rss) = bare_xvfb_and_one_import();
             xvfb_ready.push(ready);
@@ -417,6 +462,22 @@ mod linux {
         let shared_entry = entry_on(&mut raw, None, persons_title);
         let doctor_with_app = doctor_bytes(&daemon);
         let with_app_processes = processes_of(&dir);
+        // Which signals each process starts with blocked (inherited across exec): one started
+        // with SIGTERM (bit 15, 0x4000) blocked waits out a close's grace.
+        let blocked: std::collections::BTreeMap<u32, String> = with_app_processes
+            .iter()
+            .map(|(pid, _, _)| {
+                let status =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let mask = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("SigBlk:"))
+                    .unwrap_or("?")
+                    .trim()
+                    .to_string();
+                (*pid, mask)
+            })
+            .collect();
 
         let on = |shared: bool| if shared { None } else { Some(id.as_str()) };
         let entry = |shared: bool| if shared { shared_entry } else { own_entry };
@@ -501,6 +562,7 @@ mod linux {
 
         close(&mut raw, &id);
         let daemon_closed_kib = daemon.memory_kib("VmRSS");
+        let daemon_log = daemon.log_text();
         let load_after = load_average();
 
         let [own_click, shared_click] = clicks.map(p50);
@@ -508,6 +570,7 @@ mod linux {
         let [own_shot, shared_shot] = shots.map(p50);
         let (xdotool_shared, xdotool_own) = (p50(xdotool_shared), p50(xdotool_own));
         let open_p50 = p50(opens.clone());
+        let close_p50 = p50(closes.clone());
         let to_first_shot_p50 = p50(to_first_shot.clone());
         let (xvfb_ready_p50, xvfb_shot_p50) = (p50(xvfb_ready.clone()), p50(xvfb_shot.clone()));
         let spread = |samples: &[Duration]| {
@@ -569,7 +632,7 @@ mod linux {
         );
         println!(
             "| `gui desktop close`, p50 of {OPENS} | {} | — | — | — |",
-            ms(p50(closes))
+            ms(close_p50)
         );
         let xvfb_rss_median = {
             let mut sorted = xvfb_rss.clone();
@@ -636,22 +699,47 @@ mod linux {
         }
 
         println!();
+        println!(
+            "When each process of a desktop ended, counted from the `close` request (p50 of {OPENS}; close replied at {}):",
+            ms(close_p50)
+        );
+        println!();
+        println!("| process | ended after, p50 | min–max |");
+        println!("|---|---|---|");
+        let mut by_end: Vec<(&String, &Vec<Duration>)> = endings.iter().collect();
+        by_end.sort_by_key(|(_, samples)| p50(samples.to_vec()));
+        for (name, samples) in by_end {
+            println!(
+                "| {name} | {} | {} |",
+                ms(p50(samples.clone())),
+                spread(samples)
+            );
+        }
+
+        println!();
         println!("An idle desktop's processes (VmRSS), then with the zenity entry running:");
         println!();
-        println!("| process | idle | with zenity |");
-        println!("|---|---|---|");
+        println!("| process | idle | with zenity | signals blocked (`SigBlk`) |");
+        println!("|---|---|---|---|");
         for (pid, name, kib) in &idle_processes {
             let with = with_app_processes
                 .iter()
                 .find(|(p, _, _)| p == pid)
                 .map(|(_, _, k)| mib(*k))
                 .unwrap_or_else(|| "—".into());
-            println!("| {name} | {} | {with} |", mib(*kib));
+            let blocked = blocked.get(pid).map(String::as_str).unwrap_or("?");
+            println!("| {name} | {} | {with} | {blocked} |", mib(*kib));
         }
         for (pid, name, kib) in &with_app_processes {
             if !idle_processes.iter().any(|(p, _, _)| p == pid) {
-                println!("| {name} | — | {} |", mib(*kib));
+                let blocked = blocked.get(pid).map(String::as_str).unwrap_or("?");
+                println!("| {name} | — | {} | {blocked} |", mib(*kib));
             }
+        }
+        // What the daemon said of its desktops (a close's `ended` count, a process that
+        // outlived SIGKILL).
+        for line in daemon_log.lines().filter(|l| l.contains("desktop")) {
+            eprintln!("daemon: {line}");
         }
     }
 }
