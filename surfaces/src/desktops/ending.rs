@@ -85,6 +85,8 @@ pub(super) fn end(running: &mut Running) {
             let _ = server.child.kill();
             let _ = server.child.wait();
         }
+        // Waited for: the reaper of adopted orphans may have this pid again.
+        crate::kit::spawn::own_children().remove(&pid);
         // Its process group: what it started that did not die with it.
         // SAFETY: kill on a process group this desktop made (process_group(0) at spawn).
         unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };

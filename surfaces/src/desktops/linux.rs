@@ -11,6 +11,7 @@ use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use super::{AgentDesktop, DesktopError, DesktopKind, DesktopSpec, HostSession, ending};
+use crate::kit::spawn::own_children;
 
 /// How long one server may take to answer.
 const START_BOUND: Duration = Duration::from_secs(20);
@@ -199,8 +200,17 @@ fn tail(log: &Path) -> String {
 }
 
 /// Spawns on one long-lived thread, so that PR_SET_PDEATHSIG (which fires when the spawning
-/// thread ends, not the process) ends the servers only with the daemon.
+/// thread ends, not the process) ends the servers only with the daemon. Each server is one of
+/// the children the daemon waits for itself ([`own_children`]): the daemon's reaper of adopted
+/// orphans must leave its exit to [`super::ending`], which waits for it at close.
 fn spawn(command: Command) -> std::io::Result<Child> {
+    let mut own = own_children();
+    let child = spawn_on_the_spawner(command)?;
+    own.insert(child.id());
+    Ok(child)
+}
+
+fn spawn_on_the_spawner(command: Command) -> std::io::Result<Child> {
     type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: Mutex<Option<mpsc::Sender<Request>>> = Mutex::new(None);
     let mut command = command;
