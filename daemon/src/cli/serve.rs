@@ -323,11 +323,7 @@ async fn shutdown_signal() {
 /// Hands the gateway the sections of the config it applies itself: the steps' limits, what runs
 /// may call (`[tools]`), where agents work (`[agents]`), the jobs' limits, and which file they
 /// came from. A section it refuses stops the start, naming the file.
-fn take_sections(
-    gateway: &Gateway,
-    config: &Config,
-    config_path: &Path,
-) -> anyhow::Result<()> {
+fn take_sections(gateway: &Gateway, config: &Config, config_path: &Path) -> anyhow::Result<()> {
     let in_file = |err: &dyn std::fmt::Display| anyhow::anyhow!("{}: {err}", config_path.display());
     gateway.set_step_limits(config.limits.steps());
     gateway
