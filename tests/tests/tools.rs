@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use computer_tests::desktop::{TestApp, gi_python};
-use computer_tests::{Daemon, computer_bin, structured};
+use computer_tests::{Daemon, computer_bin, structured, wait_for};
 use serde_json::{Value, json};
 
 /// A `shell run` of `script` with `complications`; its reply.
@@ -490,7 +490,10 @@ fn tools_dir(daemon: &Daemon) -> std::path::PathBuf {
 fn no_run_can_change_the_tools_another_run_imports() {
     let daemon = Daemon::start();
     let dir = tools_dir(&daemon);
-    let module = std::fs::read(dir.join("computer_tools.py")).expect("the module is written");
+    // The daemon writes the tools once it serves: the socket may answer a moment earlier.
+    let module = wait_for("the tools module written", Duration::from_secs(10), || {
+        std::fs::read(dir.join("computer_tools.py")).ok()
+    });
     let python = gi_python();
     // A hostile run, given tools or not, at the tools every run imports: append to the module,
     // swap the link, plant a file beside them, remove or move them away.

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use computer_ipc::{ComputerCall, Evidence};
-use computer_surfaces::{CallContext, EvidenceCapture, EvidenceShot, Outcome};
+use computer_surfaces::{CallContext, EvidenceCapture, EvidenceShot, Outcome, Registry};
 use serde_json::{Map, Value, json};
 
-use crate::call::stages::DaemonState;
+use crate::call::desktops::Desktops;
 
 /// The evidence a call asked for, and what takes it.
 pub(crate) struct Shots {
@@ -32,15 +32,15 @@ impl Shots {
     }
 }
 
-impl DaemonState {
-    /// The screenshots a call asked for (`complications.evidence`), of the desktop it acts on:
-    /// an agent's own (`complications.desktop`) or the person's.
-    pub(crate) fn shots(&self, call: &ComputerCall) -> Shots {
+impl Shots {
+    /// The screenshots `call` asked for (`complications.evidence`), of the desktop it acts on:
+    /// an agent's own (`complications.desktop`, from `desktops`) or the person's (`registry`).
+    pub(crate) fn for_call(call: &ComputerCall, registry: &Registry, desktops: &Desktops) -> Shots {
         Shots {
             asked: call.complications.evidence.unwrap_or(Evidence::None),
             capturer: match &call.complications.desktop {
-                Some(id) => self.desktops.evidence(id),
-                None => self.registry.evidence().cloned(),
+                Some(id) => desktops.evidence(id),
+                None => registry.evidence().cloned(),
             },
         }
     }

@@ -856,6 +856,11 @@ impl DaemonState {
         Shaped { reply, body }
     }
 
+    /// The screenshots a call asked for, of the desktop it acts on.
+    pub(crate) fn shots(&self, call: &ComputerCall) -> Shots {
+        Shots::for_call(call, &self.registry, &self.desktops)
+    }
+
     /// A successful outcome cut to its budget: the reply, and the result receipt's body.
     pub(crate) fn success_reply(
         &self,

@@ -1,4 +1,5 @@
-//! Finding every process that runs on an agent's desktop, and ending them with its servers.
+//! What runs for an agent's desktop (its servers and where they listen), finding every process
+//! that runs on it, and ending them with its servers.
 //!
 //! A process is on the desktop when its environment names the desktop (its `DISPLAY`, its
 //! session or accessibility bus, or `COMPUTER_DESKTOP`), when it is a client of the desktop's
@@ -9,7 +10,86 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use super::linux::Running;
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::Mutex;
+
+/// A server the desktop started, with its log.
+pub(super) struct Server {
+    pub name: &'static str,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+/// What runs for an open desktop, and what finds and ends it.
+pub(super) struct Running {
+    pub id: String,
+    pub dir: PathBuf,
+    pub display: String,
+    pub display_number: u32,
+    pub dbus_address: String,
+    pub atspi_address: String,
+    /// The window manager, buses and, last, the X server.
+    pub servers: Mutex<Vec<Server>>,
+    pub ended: bool,
+}
+
+impl Running {
+    pub(super) fn new(id: String, dir: PathBuf) -> Running {
+        Running {
+            id,
+            dir,
+            display: String::new(),
+            display_number: 0,
+            dbus_address: String::new(),
+            atspi_address: String::new(),
+            servers: Mutex::new(Vec::new()),
+            ended: false,
+        }
+    }
+
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        let mut sockets = vec![PathBuf::from(format!(
+            "/tmp/.X11-unix/X{}",
+            self.display_number
+        ))];
+        sockets.extend(socket_path(&self.dbus_address));
+        sockets.extend(socket_path(&self.atspi_address));
+        sockets.push(self.dir.clone());
+        sockets
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = self.server_pids();
+        for pid in found(self) {
+            if !pids.contains(&pid) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    pub fn server_pids(&self) -> Vec<u32> {
+        let servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        servers.iter().map(|s| s.child.id()).collect()
+    }
+
+    pub fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        end(self);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The path of a `unix:path=` D-Bus address.
+fn socket_path(address: &str) -> Option<PathBuf> {
+    address
+        .strip_prefix("unix:path=")
+        .map(|rest| PathBuf::from(rest.split(',').next().unwrap_or(rest)))
+}
 
 /// How long processes get to end after SIGTERM, and after SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);

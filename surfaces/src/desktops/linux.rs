@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use super::{AgentDesktop, DesktopError, DesktopKind, DesktopSpec, HostSession, ending};
+use super::ending::{Running, Server};
+use super::{AgentDesktop, DesktopError, DesktopKind, DesktopSpec, HostSession};
 use crate::kit::spawn::own_children;
 
 /// How long one server may take to answer.
@@ -25,83 +26,6 @@ const ATSPI_LAUNCHERS: &[&str] = &[
     "/usr/lib/at-spi-bus-launcher",
     "/usr/lib64/at-spi-bus-launcher",
 ];
-
-/// A server the desktop started, with its log.
-pub(super) struct Server {
-    pub name: &'static str,
-    pub child: Child,
-    pub log: PathBuf,
-}
-
-/// What runs for an open desktop, and what finds and ends it.
-pub(super) struct Running {
-    pub id: String,
-    pub dir: PathBuf,
-    pub display: String,
-    pub display_number: u32,
-    pub dbus_address: String,
-    pub atspi_address: String,
-    /// The window manager, buses and, last, the X server.
-    pub servers: Mutex<Vec<Server>>,
-    pub ended: bool,
-}
-
-impl Running {
-    fn new(id: String, dir: PathBuf) -> Running {
-        Running {
-            id,
-            dir,
-            display: String::new(),
-            display_number: 0,
-            dbus_address: String::new(),
-            atspi_address: String::new(),
-            servers: Mutex::new(Vec::new()),
-            ended: false,
-        }
-    }
-
-    pub fn sockets(&self) -> Vec<PathBuf> {
-        let mut sockets = vec![PathBuf::from(format!(
-            "/tmp/.X11-unix/X{}",
-            self.display_number
-        ))];
-        sockets.extend(socket_path(&self.dbus_address));
-        sockets.extend(socket_path(&self.atspi_address));
-        sockets.push(self.dir.clone());
-        sockets
-    }
-
-    pub fn pids(&self) -> Vec<u32> {
-        let mut pids = self.server_pids();
-        for pid in ending::found(self) {
-            if !pids.contains(&pid) {
-                pids.push(pid);
-            }
-        }
-        pids
-    }
-
-    pub fn server_pids(&self) -> Vec<u32> {
-        let servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
-        servers.iter().map(|s| s.child.id()).collect()
-    }
-
-    pub fn end(&mut self) {
-        if self.ended {
-            return;
-        }
-        self.ended = true;
-        ending::end(self);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The path of a `unix:path=` D-Bus address.
-fn socket_path(address: &str) -> Option<PathBuf> {
-    address
-        .strip_prefix("unix:path=")
-        .map(|rest| PathBuf::from(rest.split(',').next().unwrap_or(rest)))
-}
 
 /// A program on PATH (or at one of `paths`), or why it is missing.
 fn program(

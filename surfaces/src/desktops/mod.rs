@@ -141,7 +141,7 @@ pub struct AgentDesktop {
     ax: Arc<dyn Surface>,
     evidence: Option<Arc<dyn EvidenceCapture>>,
     #[cfg(target_os = "linux")]
-    running: linux::Running,
+    running: ending::Running,
 }
 
 /// The variables a program started on a desktop must NOT keep from the daemon's environment:
