@@ -24,6 +24,20 @@ async fn call_as(daemon: &Daemon, token: Option<&str>, arguments: Value) -> Valu
     }
 }
 
+/// One call of `surface`'s `command` on `desktop`, as `token`'s agent; the structured reply.
+async fn on_desktop(
+    daemon: &Daemon,
+    token: Option<&str>,
+    desktop: &str,
+    surface: &str,
+    command: &str,
+    args: Value,
+) -> Value {
+    let call = json!({"surface": surface, "command": command, "args": args,
+                      "complications": {"desktop": desktop}});
+    call_as(daemon, token, call).await
+}
+
 /// Opens a virtual desktop of `size` for `token`'s agent; its id.
 async fn open_desktop(daemon: &Daemon, token: Option<&str>, size: [u32; 2]) -> String {
     let reply = call_as(
@@ -120,35 +134,31 @@ async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
     );
 
     // A screenshot of the agent's desktop has the desktop's size.
-    let shot = call_as(
-        &daemon,
-        None,
-        json!({"surface": "gui", "command": "screenshot", "args": {},
-               "complications": {"desktop": id}}),
-    )
-    .await;
+    let shot = on_desktop(&daemon, None, &id, "gui", "screenshot", json!({})).await;
     assert_eq!(shot["ok"], true, "{shot}");
     let (width, height) = screenshot_size(&daemon, &shot);
     assert_eq!((width, height), (800, 600), "{shot}");
 
     // Typed through the desktop's gui, read back through its ax.
-    let typed = call_as(
+    let typed = on_desktop(
         &daemon,
         None,
-        json!({"surface": "gui", "command": "type",
-               "args": {"text": "on my own desk"},
-               "complications": {"desktop": id}}),
+        &id,
+        "gui",
+        "type",
+        json!({"text": "on my own desk"}),
     )
     .await;
     assert_eq!(typed["ok"], true, "{typed}");
     // Read back on the desktop's own accessibility bus.
     assert_eq!(typed["effect"], "confirmed", "{typed}");
-    let found = call_as(
+    let found = on_desktop(
         &daemon,
         None,
-        json!({"surface": "ax", "command": "find",
-               "args": {"selector": "textInput", "app": "zenity", "include": ["value"]},
-               "complications": {"desktop": id}}),
+        &id,
+        "ax",
+        "find",
+        json!({"selector": "textInput", "app": "zenity", "include": ["value"]}),
     )
     .await;
     assert_eq!(found["ok"], true, "{found}");
@@ -211,13 +221,7 @@ async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
             "zenity (pid {pid}) outlived its desktop"
         );
     }
-    let after = call_as(
-        &daemon,
-        None,
-        json!({"surface": "gui", "command": "windows", "args": {},
-               "complications": {"desktop": id}}),
-    )
-    .await;
+    let after = on_desktop(&daemon, None, &id, "gui", "windows", json!({})).await;
     assert_eq!(
         after["ok"], false,
         "a closed desktop still answers: {after}"
@@ -313,13 +317,7 @@ async fn one_agent_cannot_see_or_reach_another_agents_desktop() {
     assert_eq!(alices["ok"], true, "{alices}");
 
     // A desktop names no surface but gui, ax and shell.
-    let keychain = call_as(
-        &daemon,
-        Some(&bob),
-        json!({"surface": "keychain", "command": "list", "args": {},
-               "complications": {"desktop": his}}),
-    )
-    .await;
+    let keychain = on_desktop(&daemon, Some(&bob), &his, "keychain", "list", json!({})).await;
     assert_eq!(keychain["ok"], false, "{keychain}");
 }
 
@@ -487,13 +485,7 @@ async fn a_visible_desktop_is_a_window_on_the_persons_screen() {
         "no 400x300 window appeared on the person's screen: {new:?}"
     );
     // Its own screen has its size.
-    let shot = call_as(
-        &daemon,
-        None,
-        json!({"surface": "gui", "command": "screenshot", "args": {},
-               "complications": {"desktop": id}}),
-    )
-    .await;
+    let shot = on_desktop(&daemon, None, &id, "gui", "screenshot", json!({})).await;
     assert_eq!(screenshot_size(&daemon, &shot), (400, 300), "{shot}");
     let closed = call_as(
         &daemon,
