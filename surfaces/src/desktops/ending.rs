@@ -94,8 +94,6 @@ fn socket_path(address: &str) -> Option<PathBuf> {
 /// How long processes get to end after SIGTERM, and after SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
 const KILL_GRACE: Duration = Duration::from_secs(2);
-/// How often a wait for processes to end looks again.
-const POLL: Duration = Duration::from_millis(10);
 
 /// Every process on the desktop now, its servers excepted, and never this process.
 pub(super) fn found(running: &Running) -> Vec<u32> {
@@ -154,13 +152,7 @@ pub(super) fn end(running: &mut Running) {
     for server in &mut servers {
         let pid = server.child.id();
         signal(pid, libc::SIGTERM);
-        let deadline = Instant::now() + TERM_GRACE;
-        while Instant::now() < deadline {
-            if matches!(server.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(POLL);
-        }
+        wait_gone(&[pid], TERM_GRACE);
         if !matches!(server.child.try_wait(), Ok(Some(_))) {
             let _ = server.child.kill();
             let _ = server.child.wait();
@@ -205,18 +197,54 @@ fn signal(pid: u32, signal: i32) {
     unsafe { libc::kill(pid as i32, signal) };
 }
 
-/// Waits until none of `pids` is alive, at most `bound`; whether none is.
+/// Waits until none of `pids` is alive, at most `bound`; whether none is. Each exit is an event
+/// (a pidfd becomes readable when its process ends, child or not), so nothing is polled on a
+/// timer.
 fn wait_gone(pids: &[u32], bound: Duration) -> bool {
     let deadline = Instant::now() + bound;
-    loop {
-        if !pids.iter().any(|p| alive(*p)) {
-            return true;
+    // A pid that has no pidfd is gone already (ESRCH); on a kernel without pidfd_open (before
+    // 5.3) nothing is waited for: what is alive is read at once, and the caller kills it.
+    let mut fds: Vec<std::os::fd::OwnedFd> = pids.iter().filter_map(|pid| pidfd(*pid)).collect();
+    while !fds.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
         }
-        if Instant::now() >= deadline {
-            return false;
+        let mut polled: Vec<libc::pollfd> = fds
+            .iter()
+            .map(|fd| libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(fd),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let timeout = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: poll on descriptors this function owns, for as many entries as the vector holds.
+        let ready =
+            unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout) };
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
         }
-        std::thread::sleep(POLL);
+        let mut index = 0;
+        fds.retain(|_| {
+            let ended = polled[index].revents != 0;
+            index += 1;
+            !ended
+        });
     }
+    !pids.iter().any(|p| alive(*p))
+}
+
+/// A descriptor that becomes readable when `pid` ends; `None` when it has ended already (or the
+/// kernel has no pidfd_open, as [`wait_gone`] says).
+fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the descriptor was just made for this process and nothing else owns it.
+    Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
 }
 
 /// Whether `pid` runs (a zombie has ended: only its parent's wait is left).
