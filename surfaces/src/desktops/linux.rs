@@ -576,17 +576,9 @@ fn accessibility_address(session: &str) -> Option<String> {
         if !owned {
             return None;
         }
-        let reply = conn
-            .call_method(
-                Some("org.a11y.Bus"),
-                "/org/a11y/bus",
-                Some("org.a11y.Bus"),
-                "GetAddress",
-                &(),
-            )
+        let address = crate::accessibility::atspi::accessibility_bus_address(&conn)
             .await
             .ok()?;
-        let address: String = reply.body().deserialize().ok()?;
         conn.call_method(
             Some("org.a11y.Bus"),
             "/org/a11y/bus",

@@ -253,6 +253,20 @@ impl Bus {
     }
 }
 
+/// The address of the accessibility bus a session bus's `org.a11y.Bus` gives.
+pub(crate) async fn accessibility_bus_address(session: &zbus::Connection) -> zbus::Result<String> {
+    let reply = session
+        .call_method(
+            Some("org.a11y.Bus"),
+            "/org/a11y/bus",
+            Some("org.a11y.Bus"),
+            "GetAddress",
+            &(),
+        )
+        .await?;
+    reply.body().deserialize::<String>()
+}
+
 /// Opens a connection to the accessibility bus: `named` (an agent's own desktop's), else
 /// `AT_SPI_BUS_ADDRESS`, else the address the session bus's `org.a11y.Bus` gives.
 async fn open(named: Option<&str>) -> Result<zbus::Connection, String> {
@@ -263,20 +277,9 @@ async fn open(named: Option<&str>) -> Result<zbus::Connection, String> {
             let session = zbus::Connection::session()
                 .await
                 .map_err(|err| format!("cannot reach the D-Bus session bus: {err}"))?;
-            let reply = session
-                .call_method(
-                    Some("org.a11y.Bus"),
-                    "/org/a11y/bus",
-                    Some("org.a11y.Bus"),
-                    "GetAddress",
-                    &(),
-                )
+            accessibility_bus_address(&session)
                 .await
-                .map_err(|err| format!("the session bus has no accessibility bus: {err}"))?;
-            reply
-                .body()
-                .deserialize::<String>()
-                .map_err(|err| format!("org.a11y.Bus.GetAddress answered oddly: {err}"))?
+                .map_err(|err| format!("the session bus has no accessibility bus: {err}"))?
         }
     };
     let conn = zbus::connection::Builder::address(address.as_str())

@@ -18,6 +18,7 @@
 
 mod act;
 mod bus;
+pub(crate) use bus::accessibility_bus_address;
 mod cache;
 mod children;
 mod events;
