@@ -1,6 +1,7 @@
 //! Contained runs without the daemon: a run on a terminal (the program leads its own session
-//! with the pty as its controlling terminal, and what it leaves behind dies with the run), and
-//! a sandbox reused by the next run only once nothing of the last one is left.
+//! with the pty as its controlling terminal, and what it leaves behind dies with the run), a
+//! sandbox reused by the next run only once nothing of the last one is left, and a run placed
+//! on a desktop of an agent's own reaching that desktop's sockets alone.
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -9,6 +10,7 @@ fn main() {
     linux::a_reused_sandbox_holds_nothing_of_the_run_before();
     linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
     linux::a_run_asked_for_while_containment_is_proven_waits_for_the_proof();
+    linux::a_run_on_a_desktop_reaches_that_desktop_alone();
     println!("contained_runs: ok");
 }
 
@@ -21,7 +23,9 @@ mod linux {
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
-    use computer_surfaces::kit::contain::{Containment, ContainmentConfig, ExecSpec, RunLimits};
+    use computer_surfaces::kit::contain::{
+        Containment, ContainmentConfig, DesktopReach, ExecSpec, RunLimits,
+    };
     use tokio::io::AsyncReadExt;
 
     fn containment(state: &Path) -> Containment {
@@ -210,5 +214,188 @@ mod linux {
             .expect("the run reports its end");
         assert_eq!(end.status, Some(0), "sh exited 0; saw {seen:?}");
         assert_eq!(end.killed, 1, "the setsid'd sleep was left, and killed");
+    }
+
+    /// What a hostile program on an agent's desktop would try, as a script: connect to each
+    /// `NAME=ADDRESS` (a path, `@name` for an abstract socket, `tcp:PORT` on 127.0.0.1) and
+    /// print `NAME ok` or `NAME refused`.
+    const CONNECT: &str = r#"
+import socket, sys
+for arg in sys.argv[1:]:
+    if arg == "wait":
+        print("waiting", flush=True)
+        sys.stdin.readline()
+        continue
+    name, address = arg.split("=", 1)
+    try:
+        if address.startswith("tcp:"):
+            s = socket.create_connection(("127.0.0.1", int(address[4:])), timeout=5)
+        else:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect("\0" + address[1:] if address.startswith("@") else address)
+        print(name, "ok")
+    except OSError as err:
+        print(name, "refused", err)
+"#;
+
+    /// A run on a desktop reaches its X socket, its bus and TCP; not another display's socket
+    /// in /tmp/.X11-unix (one bound after the run's sandbox was made included), an abstract
+    /// socket of the host, the person's bus, or another desktop's private directory. The same
+    /// connections from an ordinary run all succeed: the test can tell.
+    pub fn a_run_on_a_desktop_reaches_that_desktop_alone() {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixListener};
+        let state = tempfile::tempdir().unwrap();
+        let containment = containment(state.path());
+        let pid = std::process::id();
+        let x11 = Path::new("/tmp/.X11-unix");
+        if !x11.exists() {
+            std::fs::create_dir(x11).unwrap();
+            std::fs::set_permissions(x11, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+                .unwrap();
+        }
+        let free_display = |from: u32| {
+            (from..from + 1000)
+                .find(|n| !x11.join(format!("X{n}")).exists())
+                .unwrap()
+        };
+        let own_x = x11.join(format!("X{}", free_display(6000)));
+        let own_x_listener = UnixListener::bind(&own_x).unwrap();
+        let other_x = x11.join(format!("X{}", free_display(7000)));
+        let _other_x_listener = UnixListener::bind(&other_x).unwrap();
+        let abstract_name = format!("computer-test-person-display-{pid}");
+        let _abstract_listener =
+            UnixListener::bind_addr(&SocketAddr::from_abstract_name(&abstract_name).unwrap())
+                .unwrap();
+        let own_dir = tempfile::Builder::new()
+            .prefix("computer-desktop-")
+            .tempdir()
+            .unwrap();
+        let _own_bus = UnixListener::bind(own_dir.path().join("bus")).unwrap();
+        let other_dir = tempfile::Builder::new()
+            .prefix("computer-desktop-")
+            .tempdir()
+            .unwrap();
+        let _other_bus = UnixListener::bind(other_dir.path().join("bus")).unwrap();
+        let person = tempfile::tempdir().unwrap();
+        let person_bus = person.path().join("bus");
+        let _person_bus = UnixListener::bind(&person_bus).unwrap();
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+
+        let reach = DesktopReach {
+            own: vec![
+                own_x.clone(),
+                own_dir.path().join("bus"),
+                own_dir.path().to_path_buf(),
+            ],
+            person_buses: vec![format!("unix:path={}", person_bus.display())],
+        };
+        let on_desktop = RunLimits {
+            desktop: Some(reach),
+            ..RunLimits::default()
+        };
+        let targets = [
+            ("own-x", own_x.display().to_string()),
+            ("own-bus", own_dir.path().join("bus").display().to_string()),
+            ("other-x", other_x.display().to_string()),
+            ("abstract", format!("@{abstract_name}")),
+            ("person-bus", person_bus.display().to_string()),
+            (
+                "other-bus",
+                other_dir.path().join("bus").display().to_string(),
+            ),
+            ("tcp", format!("tcp:{port}")),
+        ];
+        let exec = |later: Option<&Path>| {
+            let mut argv: Vec<std::ffi::OsString> =
+                vec!["python3".into(), "-c".into(), CONNECT.into()];
+            argv.extend(targets.iter().map(|(n, a)| format!("{n}={a}").into()));
+            if let Some(later) = later {
+                argv.push("wait".into());
+                argv.push(format!("later-x={}", later.display()).into());
+            }
+            ExecSpec {
+                program: PathBuf::from("/usr/bin/python3"),
+                argv,
+                env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // With `later`, the run waits (on its stdin) once it has tried the rest, a display is
+        // bound at `later` while it waits, and then it tries that one.
+        let output = |limits: &RunLimits, later: Option<&Path>| {
+            runtime.block_on(async {
+                use tokio::io::AsyncWriteExt;
+                let started = containment
+                    .start(limits, &exec(later), Path::new("/"), later.is_some())
+                    .expect("started");
+                let mut handle = started.handle;
+                let mut stdout = started.pipes.stdout;
+                let mut out = String::new();
+                let mut _later_listener = None;
+                if let (Some(later), Some(mut stdin)) = (later, started.pipes.stdin) {
+                    let mut buf = [0u8; 4096];
+                    while !out.contains("waiting") {
+                        let n = stdout.read(&mut buf).await.unwrap();
+                        assert!(n > 0, "the run ended before it waited: {out}");
+                        out.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    }
+                    _later_listener = Some(UnixListener::bind(later).unwrap());
+                    stdin.write_all(b"go\n").await.unwrap();
+                }
+                let mut rest = String::new();
+                let (end, _) = tokio::join!(handle.done(), stdout.read_to_string(&mut rest));
+                out.push_str(&rest);
+                let end = end.expect("the run reports its end");
+                assert_eq!(end.status, Some(0), "{out}");
+                out
+            })
+        };
+        let said = |out: &str, name: &str| {
+            out.lines()
+                .find(|line| line.split(' ').next() == Some(name))
+                .map(|line| line.split(' ').nth(1).unwrap_or_default().to_string())
+                .unwrap_or_else(|| panic!("no line for {name} in {out}"))
+        };
+
+        // An ordinary run reaches every one of them: each refusal below is the desktop's.
+        let ordinary = output(&RunLimits::default(), None);
+        for (name, _) in &targets {
+            assert_eq!(said(&ordinary, name), "ok", "an ordinary run: {ordinary}");
+        }
+        let confined = output(&on_desktop, None);
+        for name in ["own-x", "own-bus"] {
+            assert_eq!(said(&confined, name), "ok", "on the desktop: {confined}");
+        }
+        for name in ["other-x", "abstract", "person-bus", "other-bus"] {
+            assert_eq!(
+                said(&confined, name),
+                "refused",
+                "on the desktop: {confined}"
+            );
+        }
+        let landlock = containment
+            .status()
+            .detail
+            .contains("Landlock scoping (ABI");
+        let tcp_expected = if landlock { "ok" } else { "refused" };
+        assert_eq!(said(&confined, "tcp"), tcp_expected, "{confined}");
+
+        // A display that appears while a run on a desktop is under way stays out of its
+        // reach too (/tmp/.X11-unix is the run's own), where an ordinary run reaches it.
+        let later = x11.join(format!("X{}", free_display(8000)));
+        let confined = output(&on_desktop, Some(&later));
+        assert_eq!(said(&confined, "later-x"), "refused", "{confined}");
+        let _ = std::fs::remove_file(&later);
+        let ordinary = output(&RunLimits::default(), Some(&later));
+        assert_eq!(said(&ordinary, "later-x"), "ok", "{ordinary}");
+        drop(own_x_listener);
+        for path in [&own_x, &other_x, &later] {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }

@@ -364,7 +364,9 @@ impl Desktops {
         })?;
         let mut surfaces = desktop.surfaces();
         if let Some(shell) = &self.shell {
-            surfaces.push(Arc::new(shell.on_desktop(desktop.env())));
+            surfaces.push(Arc::new(
+                shell.on_desktop(desktop.env(), &desktop.sockets()),
+            ));
         }
         let id = format!("d{}", self.next.fetch_add(1, Ordering::Relaxed));
         let open = Open {

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::kit::capture::{CaptureLimits, CapturedText, StreamCapture};
-use crate::kit::contain::{ContainError, Containment, ExecSpec, RunLimits};
+use crate::kit::contain::{ContainError, Containment, DesktopReach, ExecSpec, RunLimits};
 pub use crate::kit::run_env::DESKTOP_ENV;
 use crate::kit::run_env::{checked_cwd_and_env, passed_env};
 use crate::kit::secret_store::SecretRef;
@@ -62,6 +62,22 @@ pub struct ShellLimits {
     /// The desktop of an agent's own that runs start their programs on (its display and bus
     /// variables, which replace the daemon's [`DESKTOP_ENV`]); `None` for the person's.
     pub desktop_env: Option<Arc<[(String, String)]>>,
+    /// What runs on that desktop may reach of it (its sockets); the rest of the person's
+    /// session and of other desktops is hidden from them.
+    pub desktop_reach: Option<DesktopReach>,
+}
+
+impl ShellLimits {
+    /// The limits a run gets beyond its call's `sandbox`: on a desktop of an agent's own, that
+    /// desktop alone (a desktop whose sockets were not given still hides the person's).
+    pub(crate) fn with_desktop(&self, sandbox: RunLimits) -> RunLimits {
+        let desktop = match (&self.desktop_reach, &self.desktop_env) {
+            (Some(reach), _) => Some(reach.clone()),
+            (None, Some(_)) => Some(DesktopReach::default()),
+            (None, None) => None,
+        };
+        RunLimits { desktop, ..sandbox }
+    }
 }
 
 impl Default for ShellLimits {
@@ -72,6 +88,7 @@ impl Default for ShellLimits {
             capture: CaptureLimits::default(),
             containment: Arc::new(Containment::default()),
             desktop_env: None,
+            desktop_reach: None,
         }
     }
 }
@@ -207,7 +224,7 @@ pub(crate) fn prepare(
         timeout,
         capture: limits.capture,
         containment: limits.containment.clone(),
-        sandbox: run_limits(complications)?,
+        sandbox: limits.with_desktop(run_limits(complications)?),
         tools: complications.tools.as_ref().is_some_and(|t| t.wanted()),
         base_env: passed_env(limits.desktop_env.as_deref()),
     })
@@ -363,6 +380,7 @@ pub(crate) fn run_limits(complications: &Complications) -> Result<RunLimits, Too
         no_network: sandbox.network == Some(false),
         writable,
         login_files_writable: Vec::new(),
+        desktop: None,
     })
 }
 

@@ -107,3 +107,41 @@ pub(crate) fn passed_env(desktop_env: Option<&[(String, String)]>) -> BTreeMap<O
     }
     env
 }
+
+/// The address of the person's accessibility bus, as the daemon's session bus gives it (`None`
+/// when there is no session bus or it has no accessibility bus within a second): a run on a
+/// desktop of an agent's own must not reach it, wherever at-spi put its socket.
+#[cfg(target_os = "linux")]
+pub(crate) fn person_accessibility_bus() -> Option<String> {
+    let ask = async {
+        let session = zbus::Connection::session().await.ok()?;
+        crate::accessibility::atspi::accessibility_bus_address(&session)
+            .await
+            .ok()
+    };
+    // On a thread and runtime of its own: the caller may be on the daemon's runtime.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?
+                    .block_on(async {
+                        tokio::time::timeout(std::time::Duration::from_secs(1), ask)
+                            .await
+                            .ok()
+                            .flatten()
+                    })
+            })
+            .join()
+            .ok()
+            .flatten()
+    })
+    .filter(|address| !address.is_empty())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn person_accessibility_bus() -> Option<String> {
+    None
+}

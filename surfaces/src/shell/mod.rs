@@ -8,6 +8,7 @@
 
 pub mod session;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use serde_json::{Map, Value};
 use std::sync::RwLock;
 
 use crate::kit::capture::CaptureLimits;
+use crate::kit::contain::DesktopReach;
 use crate::kit::one_shot::{self, RUN_FIELDS, RunArgs};
 use crate::kit::run_env::passed_env;
 use crate::{Availability, CommandSpec, PreparedAction, Risk, SectionError, Surface};
@@ -48,6 +50,8 @@ pub struct ShellSurface {
     sessions: Arc<Sessions>,
     /// The desktop of an agent's own this shell starts programs on; `None`: the person's.
     desktop_env: Option<Arc<[(String, String)]>>,
+    /// What its runs may reach of that desktop (its sockets): nothing else of the kind.
+    desktop_reach: Option<DesktopReach>,
 }
 
 impl ShellSurface {
@@ -56,16 +60,25 @@ impl ShellSurface {
             limits: Arc::new(RwLock::new(limits)),
             sessions: Sessions::new(SessionSettings::default()),
             desktop_env: None,
+            desktop_reach: None,
         }
     }
 
     /// The same shell (its limits and terminal sessions) starting its programs on a desktop of
-    /// an agent's own, whose display and bus variables (`env`) replace the daemon's.
-    pub fn on_desktop(&self, env: &[(String, String)]) -> ShellSurface {
+    /// an agent's own, whose display and bus variables (`env`) replace the daemon's, and whose
+    /// `sockets` (`AgentDesktop::sockets`) are all its runs reach of any display or session:
+    /// the person's, and other desktops', are hidden from them.
+    pub fn on_desktop(&self, env: &[(String, String)], sockets: &[PathBuf]) -> ShellSurface {
         ShellSurface {
             limits: self.limits.clone(),
             sessions: self.sessions.clone(),
             desktop_env: Some(env.into()),
+            desktop_reach: Some(DesktopReach {
+                own: sockets.to_vec(),
+                person_buses: crate::kit::run_env::person_accessibility_bus()
+                    .into_iter()
+                    .collect(),
+            }),
         }
     }
 
@@ -76,6 +89,7 @@ impl ShellSurface {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
         limits.desktop_env = self.desktop_env.clone();
+        limits.desktop_reach = self.desktop_reach.clone();
         limits
     }
 }
@@ -262,6 +276,7 @@ impl ShellSurface {
             .at("complications.tools"));
         }
         let start = session::StartLimits {
+            on_desktop: limits.with_desktop(Default::default()).desktop,
             containment: limits.containment.clone(),
             base_env: passed_env(limits.desktop_env.as_deref()),
             max_wait: limits.max_timeout,

@@ -60,12 +60,33 @@ pub struct RunLimits {
     /// Login files (of [`login_files`]) left writable in this run: the person said yes to a
     /// call that names them. Never from the call's own args.
     pub login_files_writable: Vec<PathBuf>,
+    /// The run is placed on a desktop of an agent's own: it reaches that desktop's display and
+    /// buses, and none of the person's session nor of another desktop.
+    pub desktop: Option<DesktopReach>,
 }
 
 impl RunLimits {
     pub fn is_default(&self) -> bool {
-        !self.no_network && self.writable.is_none() && self.login_files_writable.is_empty()
+        !self.no_network
+            && self.writable.is_none()
+            && self.login_files_writable.is_empty()
+            && self.desktop.is_none()
     }
+}
+
+/// What a run on a desktop of an agent's own may reach of it; everything else of the kind is
+/// hidden from it. On Linux: `/tmp/.X11-unix` shows the desktop's X socket alone; the person's
+/// runtime directory, session, accessibility, Wayland and sway sockets, and other desktops'
+/// private directories, are covered; abstract sockets outside the run are refused by Landlock
+/// scoping, or, where the kernel has none, the run gets an empty network namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesktopReach {
+    /// The desktop's sockets and private directory (`AgentDesktop::sockets`): its X socket in
+    /// `/tmp/.X11-unix`, its buses' sockets, its runtime directory.
+    pub own: Vec<PathBuf>,
+    /// D-Bus addresses of the person's to hide beside those the daemon's environment names
+    /// (the person's accessibility bus, as the person's session bus gives it).
+    pub person_buses: Vec<String>,
 }
 
 /// What a contained run executes: the resolved program, its argv (argv\[0\] included) and its

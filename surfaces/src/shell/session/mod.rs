@@ -75,6 +75,8 @@ impl Default for SessionSettings {
 
 /// What a session's start needs from the shell surface.
 pub struct StartLimits {
+    /// The desktop of an agent's own its programs start on, all they reach of any display.
+    pub on_desktop: Option<crate::kit::contain::DesktopReach>,
     pub containment: Arc<Containment>,
     /// The environment every run gets before the call's own.
     pub base_env: BTreeMap<OsString, OsString>,

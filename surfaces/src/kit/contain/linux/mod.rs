@@ -31,8 +31,11 @@
 //!   sockets; both sides build on it and neither on the other.
 //! - `report.rs`: the records a run's init reports on the run's report pipe, and the setup
 //!   stages named in them.
+//! - `landlock.rs`: Landlock scoping of abstract sockets, asked for by the daemon and applied
+//!   by the init of a run on a desktop of an agent's own.
 
 mod daemon;
+mod landlock;
 mod report;
 mod wire;
 mod zygote;

@@ -75,6 +75,8 @@ stages! {
     Show = 25: "showing the daemon's tools read-only",
     LoginFiles = 26: "making login files read-only",
     Keyring = 27: "joining a keyring of the run's own",
+    DesktopX11 = 28: "showing the run its desktop's X socket alone",
+    Landlock = 29: "keeping the run from abstract sockets (Landlock scoping)",
 }
 
 /// What the report pipe holds next.

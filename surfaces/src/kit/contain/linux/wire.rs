@@ -64,7 +64,31 @@ pub(in crate::kit::contain) struct Plan {
     pub(super) no_network: bool,
     /// When set, every mount is read-only except these paths.
     pub(super) writable: Option<Vec<CString>>,
+    /// A run on a desktop of an agent's own: what of the person's session it must not reach
+    /// (from the run's [`Request::desktop`]).
+    pub(super) desktop: Option<DesktopLimits>,
     pub(super) described: String,
+}
+
+/// What a run placed on a desktop of an agent's own may not reach, and the one X socket it
+/// keeps: made by the daemon, applied by the slot's init after the plan's own masks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct DesktopLimits {
+    /// The run's desktop's X socket, in `/tmp/.X11-unix`: that directory is covered by an empty
+    /// tmpfs and this socket alone bound back, so no other display (the person's, another
+    /// desktop's, one opened later) is there.
+    pub x_socket: CString,
+    /// Directories covered by an empty read-only tmpfs: the person's runtime directory, other
+    /// desktops' private directories.
+    pub hidden_dirs: Vec<CString>,
+    /// Sockets (and files) covered by an empty file: the person's buses, Wayland and sway.
+    pub hidden_files: Vec<CString>,
+    /// The desktop's own directories inside a hidden one, shown back read-only.
+    pub shown: Vec<CString>,
+    /// Abstract sockets bound outside the run are refused to it by Landlock scoping. False only
+    /// where the kernel has no such scoping: the run's request then asks for an empty network
+    /// namespace (`no_network`) instead, whose abstract socket namespace is empty.
+    pub scope_abstract: bool,
 }
 
 /// What one run asks for, as it crosses to the zygote and on to a slot's init.
@@ -86,11 +110,16 @@ pub(super) struct Request {
     pub argv: Vec<CString>,
     /// `NAME=value` pairs.
     pub env: Vec<CString>,
+    /// The run is placed on a desktop of an agent's own (a slot made for it alone).
+    pub desktop: Option<DesktopLimits>,
 }
 
 impl Request {
     pub fn uses_default_limits(&self) -> bool {
-        !self.no_network && self.writable.is_none() && self.login_files_writable.is_empty()
+        !self.no_network
+            && self.writable.is_none()
+            && self.login_files_writable.is_empty()
+            && self.desktop.is_none()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -108,6 +137,13 @@ impl Request {
         out.bytes(self.cwd.as_bytes());
         out.list(&self.argv);
         out.list(&self.env);
+        out.flag(self.desktop.is_some());
+        let desktop = self.desktop.clone().unwrap_or_default();
+        out.bytes(desktop.x_socket.as_bytes());
+        out.list(&desktop.hidden_dirs);
+        out.list(&desktop.hidden_files);
+        out.list(&desktop.shown);
+        out.flag(desktop.scope_abstract);
         out.0
     }
 
@@ -121,16 +157,29 @@ impl Request {
         let rows = u16::try_from(input.number()?).ok()?;
         let cols = u16::try_from(input.number()?).ok()?;
         let tools = input.flag()?;
+        let program = input.c_string()?;
+        let cwd = input.c_string()?;
+        let argv = input.list()?;
+        let env = input.list()?;
+        let has_desktop = input.flag()?;
+        let desktop = DesktopLimits {
+            x_socket: input.c_string()?,
+            hidden_dirs: input.list()?,
+            hidden_files: input.list()?,
+            shown: input.list()?,
+            scope_abstract: input.flag()?,
+        };
         let request = Request {
             no_network,
             writable: has_writable.then_some(writable),
             login_files_writable,
             terminal: has_terminal.then_some((rows, cols)),
             tools,
-            program: input.c_string()?,
-            cwd: input.c_string()?,
-            argv: input.list()?,
-            env: input.list()?,
+            program,
+            cwd,
+            argv,
+            env,
+            desktop: has_desktop.then_some(desktop),
         };
         input.0.is_empty().then_some(request)
     }
@@ -179,6 +228,7 @@ impl Plan {
             read_only_pins: input.list()?,
             no_network: false,
             writable: None,
+            desktop: None,
             described: String::new(),
         };
         input.0.is_empty().then_some(plan)
@@ -330,6 +380,13 @@ mod tests {
             cwd: c("/home/p"),
             argv: vec![c("sh"), c("-c"), c("echo é; true")],
             env: vec![c("PATH=/usr/bin:/bin"), c("EMPTY=")],
+            desktop: Some(DesktopLimits {
+                x_socket: c("/tmp/.X11-unix/X100"),
+                hidden_dirs: vec![c("/run/user/1000"), c("/tmp/computer-desktop-1-2-ab")],
+                hidden_files: vec![c("/tmp/dbus-abc")],
+                shown: vec![c("/run/user/1000/computer-desktop-1-1-cd")],
+                scope_abstract: true,
+            }),
         };
         let bytes = request.encode();
         let back = Request::decode(&bytes).expect("decodes");
@@ -340,6 +397,17 @@ mod tests {
         assert_eq!(back.env, request.env);
         assert_eq!(back.terminal, Some((30, 100)));
         assert!(back.tools);
+        assert_eq!(back.desktop, request.desktop);
+        assert!(!back.uses_default_limits());
+        // A desktop alone is a limit of its own: the run gets a slot made for it.
+        let on_desktop = Request {
+            program: c("/bin/true"),
+            cwd: c("/"),
+            desktop: Some(DesktopLimits::default()),
+            ..Request::default()
+        };
+        let back = Request::decode(&on_desktop.encode()).expect("decodes");
+        assert_eq!(back.desktop, Some(DesktopLimits::default()));
         assert!(!back.uses_default_limits());
 
         let plain = Request {
@@ -348,7 +416,7 @@ mod tests {
             ..Request::default()
         };
         let back = Request::decode(&plain.encode()).expect("decodes");
-        assert!(back.writable.is_none() && back.uses_default_limits());
+        assert!(back.writable.is_none() && back.desktop.is_none() && back.uses_default_limits());
 
         // Cut short anywhere, padded, a flag other than 0 or 1, a count beyond the bytes, a NUL
         // inside a string: each is refused, never read past its end.

@@ -162,7 +162,10 @@ impl Sessions {
         let (cwd, sandbox) = if entry.starts_a_program {
             (
                 checked_cwd_and_env(complications)?,
-                run_limits(complications)?,
+                RunLimits {
+                    desktop: limits.on_desktop.clone(),
+                    ..run_limits(complications)?
+                },
             )
         } else {
             let given = [

@@ -3,9 +3,11 @@
 //!
 //! # Layout
 //! - `plan.rs`: the [`Plan`] every slot is made under, built once from the config.
+//! - `desktop.rs`: what a run on a desktop of an agent's own must not reach.
 //! - `run.rs`: a run as the daemon follows it: its report pipe, its stop pipe, its slot.
 //! - `zygote_handle.rs`: the daemon's handle on the zygote and on the prepared slots it sends.
 
+mod desktop;
 mod plan;
 mod run;
 mod zygote_handle;
@@ -333,8 +335,15 @@ fn request_for(
     cwd: &Path,
     terminal: Option<(u16, u16)>,
 ) -> Result<Request, ContainError> {
+    let desktop = limits
+        .desktop
+        .as_ref()
+        .map(desktop::limits_for)
+        .transpose()?;
     Ok(Request {
-        no_network: limits.no_network,
+        // Where Landlock cannot keep a desktop's run from abstract sockets, an empty network
+        // namespace does (abstract sockets belong to a network namespace).
+        no_network: limits.no_network || desktop.as_ref().is_some_and(|d| !d.scope_abstract),
         writable: match &limits.writable {
             Some(paths) => Some(
                 paths
@@ -366,6 +375,7 @@ fn request_for(
                 c_string(&pair)
             })
             .collect::<Result<_, _>>()?,
+        desktop,
     })
 }
 

@@ -79,9 +79,10 @@ impl Plan {
              terminals (a private /dev/pts), holds no capability, cannot gain privileges \
              (no_new_privs), finds /proc/sys and /sys read-only, finds the files that run code \
              at the next login read-only ({} of them, where they exist), has a kernel keyring \
-             of its own, and everything it started is killed when it ends",
+             of its own, and everything it started is killed when it ends; {}",
             hidden_list.join(", "),
-            read_only.len()
+            read_only.len(),
+            super::desktop::described()
         );
         Ok(Plan {
             rootless: uid != 0,
@@ -95,6 +96,7 @@ impl Plan {
             read_only_pins: read_only_pins.iter().map(c).collect::<io::Result<_>>()?,
             no_network: false,
             writable: None,
+            desktop: None,
             described,
         })
     }

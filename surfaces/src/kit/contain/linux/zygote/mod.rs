@@ -13,13 +13,13 @@ mod supervisor;
 
 use supervisor::supervise;
 
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 
 use super::report::{Stage, report_setup_error};
-use super::wire::{self, Plan, Request};
+use super::wire::{self, DesktopLimits, Plan, Request};
 
 /// The exit code of a supervisor or init whose sandbox could not be set up.
 const SETUP_FAILED: i32 = 125;
@@ -38,9 +38,36 @@ fn close_from(first: u32, last: u32, flags: u32) {
     }
 }
 
+/// Whether `path` lies strictly inside the directory `dir`.
+fn lies_inside(path: &std::ffi::CStr, dir: &std::ffi::CStr) -> bool {
+    let (path, dir) = (path.to_bytes(), dir.to_bytes());
+    path.len() > dir.len() + 1 && path.starts_with(dir) && path[dir.len()] == b'/'
+}
+
 impl Plan {
     /// This plan tightened by one run's limits (in the zygote, for a slot made for that run).
     pub(super) fn with_request_limits(&self, request: &Request) -> Plan {
+        let mut shown = self.shown.clone();
+        let desktop = request.desktop.as_ref().map(|desktop| {
+            // What the plan hides already stays hidden: a desktop's mask inside one of its
+            // masks would find no mount point there.
+            let covered = |path: &CString| {
+                (self.masked_dirs.iter()).any(|dir| dir == path || lies_inside(path, dir))
+                    || self.masked_files.contains(path)
+            };
+            shown.extend(desktop.shown.iter().filter(|p| !covered(p)).cloned());
+            DesktopLimits {
+                hidden_dirs: (desktop.hidden_dirs.iter())
+                    .filter(|p| !covered(p))
+                    .cloned()
+                    .collect(),
+                hidden_files: (desktop.hidden_files.iter())
+                    .filter(|p| !covered(p))
+                    .cloned()
+                    .collect(),
+                ..desktop.clone()
+            }
+        });
         Plan {
             no_network: request.no_network,
             writable: request.writable.clone(),
@@ -48,6 +75,8 @@ impl Plan {
                 .filter(|path| !request.login_files_writable.contains(path))
                 .cloned()
                 .collect(),
+            shown,
+            desktop,
             ..self.clone()
         }
     }

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 
-use super::super::{errno, fail_later};
+use super::super::{errno, fail_later, lies_inside};
 use super::read_only::set_read_only;
 use crate::kit::contain::linux::report::Stage;
 use crate::kit::contain::linux::wire::Plan;
@@ -14,12 +14,6 @@ use crate::kit::contain::linux::wire::Plan;
 /// `/dev/pts` before the run's own devpts is mounted there, which hides it.
 const MASK_FILE_DIR: &std::ffi::CStr = c"/dev/pts";
 const MASK_FILE: &std::ffi::CStr = c"/dev/pts/computer-hidden";
-
-/// Whether `path` lies strictly inside the directory `dir`.
-fn lies_inside(path: &std::ffi::CStr, dir: &std::ffi::CStr) -> bool {
-    let (path, dir) = (path.to_bytes(), dir.to_bytes());
-    path.len() > dir.len() + 1 && path.starts_with(dir) && path[dir.len()] == b'/'
-}
 
 // The daemon's tools, shown read-only inside its hidden state dir: the masks would hide them,
 // so each shown directory is opened first (`open_shown`), its mount point made inside the
@@ -129,10 +123,11 @@ pub(super) unsafe fn pin_directories(plan: &Plan, slot: RawFd) {
     }
 }
 
-/// Covers every hidden directory with an empty read-only tmpfs (writable until the mount points
-/// of the shown directories inside it are made).
-pub(super) unsafe fn mask_directories(plan: &Plan, slot: RawFd) {
-    for dir in &plan.masked_dirs {
+/// Covers every directory of `dirs` (the plan's hidden ones, or those a run on a desktop must
+/// not reach) with an empty read-only tmpfs (writable until the mount points of the shown
+/// directories inside it are made).
+pub(super) unsafe fn mask_directories(plan: &Plan, dirs: &[CString], slot: RawFd) {
+    for dir in dirs {
         let options = c"size=4k,mode=0500";
         let holds_shown = plan.shown.iter().any(|s| lies_inside(s, dir));
         // A mask that holds a shown directory stays writable until its mount points exist.
@@ -157,16 +152,18 @@ pub(super) unsafe fn mask_directories(plan: &Plan, slot: RawFd) {
     }
 }
 
-/// Covers every hidden file with a read-only bind of [`MASK_FILE`], made first.
+/// Covers every hidden file (and every socket a run on a desktop must not reach) with a
+/// read-only bind of [`MASK_FILE`], made first.
 pub(super) unsafe fn mask_files(plan: &Plan, slot: RawFd) {
-    if plan.masked_files.is_empty() {
+    let desktop_files = plan.desktop.as_ref().map_or(&[][..], |d| &d.hidden_files);
+    if plan.masked_files.is_empty() && desktop_files.is_empty() {
         return;
     }
     // SAFETY: system calls on NUL-terminated paths of the plan and of this module.
     unsafe {
         make_mask_file(slot);
         let none = std::ptr::null::<libc::c_char>();
-        for file in &plan.masked_files {
+        for file in plan.masked_files.iter().chain(desktop_files) {
             if libc::mount(
                 MASK_FILE.as_ptr(),
                 file.as_ptr(),

@@ -4,12 +4,14 @@
 //!
 //! # Layout
 //! - `masks.rs`: the daemon's paths covered, and its tools shown read-only among them.
+//! - `desktop.rs`: a run on a desktop of an agent's own: its X socket alone, no abstract socket.
 //! - `dev.rs`: a root daemon's run's own `/dev`.
 //! - `read_only.rs`: read-only mounts: a run's limits, kernel settings, login files.
 //! - `capabilities.rs`: every capability dropped before the first run.
 //! - `run.rs`: one run served: its program started, waited for, and everything it left killed.
 
 mod capabilities;
+mod desktop;
 mod dev;
 mod masks;
 mod read_only;
@@ -33,8 +35,14 @@ pub(super) fn run_init(plan: &Plan, slot: RawFd) -> ! {
         masks::pin_directories(plan, slot);
         // Held from before the masks, which hide their paths; bound back after them.
         let shown = masks::open_shown(plan, slot);
-        masks::mask_directories(plan, slot);
+        let own_x_socket = desktop::open_own_x_socket(plan, slot);
+        masks::mask_directories(plan, &plan.masked_dirs, slot);
         masks::mask_files(plan, slot);
+        // After the plan's file masks: the person's runtime directory may hold some of them.
+        if let Some(on_desktop) = &plan.desktop {
+            masks::mask_directories(plan, &on_desktop.hidden_dirs, slot);
+        }
+        desktop::show_own_x_socket_alone(plan, own_x_socket, slot);
         if !plan.rootless && !dev::own_dev() {
             fail_later(slot, Stage::OwnDev);
         }
@@ -55,6 +63,8 @@ pub(super) fn run_init(plan: &Plan, slot: RawFd) -> ! {
         if !capabilities::drop_all_capabilities() {
             fail_later(slot, Stage::Capabilities);
         }
+        // With no_new_privs set; before the first run, so that all of them are in its domain.
+        desktop::keep_from_abstract_sockets(plan, slot);
         serve_runs(slot)
     }
 }
