@@ -1,11 +1,12 @@
 //! What runs for an agent's desktop (its servers and where they listen), finding every process
 //! that runs on it, and ending them with its servers.
 //!
-//! A process is on the desktop when its environment names the desktop (its `DISPLAY`, its
-//! session or accessibility bus, or `COMPUTER_DESKTOP`), when it is a client of the desktop's
-//! X server (the X-Resource extension gives each local client's pid: a program that cleared its
-//! environment is still found while it has a window), or when it descends from such a process
-//! (a program started by one that cleared its environment for its child).
+//! A process is on the desktop when its environment names the desktop (its `DISPLAY` or
+//! `WAYLAND_DISPLAY`/`SWAYSOCK`, its session or accessibility bus, or `COMPUTER_DESKTOP`), when
+//! it is a client of the desktop's X server (the X-Resource extension gives each local client's
+//! pid) or has a window on its sway (sway's tree gives each view's pid): a program that cleared
+//! its environment is still found while it has a window; or when it descends from such a
+//! process (a program started by one that cleared its environment for its child).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -29,6 +30,9 @@ pub(super) struct Running {
     pub display_number: u32,
     pub dbus_address: String,
     pub atspi_address: String,
+    /// A sway desktop's Wayland socket and IPC socket (absolute paths); empty on X11.
+    pub wayland_socket: PathBuf,
+    pub swaysock: PathBuf,
     /// The window manager, buses and, last, the X server.
     pub servers: Mutex<Vec<Server>>,
     pub ended: bool,
@@ -43,16 +47,26 @@ impl Running {
             display_number: 0,
             dbus_address: String::new(),
             atspi_address: String::new(),
+            wayland_socket: PathBuf::new(),
+            swaysock: PathBuf::new(),
             servers: Mutex::new(Vec::new()),
             ended: false,
         }
     }
 
     pub fn sockets(&self) -> Vec<PathBuf> {
-        let mut sockets = vec![PathBuf::from(format!(
-            "/tmp/.X11-unix/X{}",
-            self.display_number
-        ))];
+        let mut sockets = Vec::new();
+        if !self.display.is_empty() {
+            sockets.push(PathBuf::from(format!(
+                "/tmp/.X11-unix/X{}",
+                self.display_number
+            )));
+        }
+        for path in [&self.wayland_socket, &self.swaysock] {
+            if !path.as_os_str().is_empty() {
+                sockets.push(path.clone());
+            }
+        }
         sockets.extend(socket_path(&self.dbus_address));
         sockets.extend(socket_path(&self.atspi_address));
         sockets.push(self.dir.clone());
@@ -104,9 +118,13 @@ pub(super) fn found(running: &Running) -> Vec<u32> {
         marks.push(format!("DISPLAY={}", running.display).into_bytes());
         marks.push(format!("DISPLAY={}.0", running.display).into_bytes());
     }
+    let wayland = running.wayland_socket.display().to_string();
+    let swaysock = running.swaysock.display().to_string();
     for (name, value) in [
         ("DBUS_SESSION_BUS_ADDRESS", &running.dbus_address),
         ("AT_SPI_BUS_ADDRESS", &running.atspi_address),
+        ("WAYLAND_DISPLAY", &wayland),
+        ("SWAYSOCK", &swaysock),
     ] {
         if !value.is_empty() {
             marks.push(format!("{name}={value}").into_bytes());
@@ -120,6 +138,9 @@ pub(super) fn found(running: &Running) -> Vec<u32> {
         .collect();
     if !running.display.is_empty() {
         on.extend(x_client_pids(&running.display));
+    }
+    if !running.swaysock.as_os_str().is_empty() {
+        on.extend(sway_client_pids(&running.swaysock));
     }
     // This process is a client of the display (its gui surface), and whatever it started
     // (other desktops' servers among them) is not on this one by descent.
@@ -305,6 +326,16 @@ fn x_client_pids(display: &str) -> Vec<u32> {
         .filter(|id| id.spec.mask.contains(ClientIdMask::LOCAL_CLIENT_PID))
         .filter_map(|id| id.value.first().copied())
         .collect()
+}
+
+/// The pids of the windows' clients of the sway at `swaysock` (its IPC's tree, which has each
+/// view's pid from its socket's credentials: a program cannot clear it as it can its
+/// environment).
+fn sway_client_pids(swaysock: &std::path::Path) -> Vec<u32> {
+    crate::gui::SwayIpc::new(swaysock.to_path_buf())
+        .views()
+        .map(|views| views.iter().filter_map(|view| view.pid).collect())
+        .unwrap_or_default()
 }
 
 /// A process's resident memory (VmRSS), in bytes; 0 when it is gone.

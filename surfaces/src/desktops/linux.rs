@@ -28,7 +28,7 @@ const ATSPI_LAUNCHERS: &[&str] = &[
 ];
 
 /// A program on PATH (or at one of `paths`), or why it is missing.
-fn program(
+pub(super) fn program(
     name: &'static str,
     package: &'static str,
     kind: DesktopKind,
@@ -45,7 +45,7 @@ fn program(
     })
 }
 
-fn atspi_launcher(kind: DesktopKind) -> Result<PathBuf, DesktopError> {
+pub(super) fn atspi_launcher(kind: DesktopKind) -> Result<PathBuf, DesktopError> {
     ATSPI_LAUNCHERS
         .iter()
         .map(PathBuf::from)
@@ -58,7 +58,7 @@ fn atspi_launcher(kind: DesktopKind) -> Result<PathBuf, DesktopError> {
 }
 
 /// A name no other desktop of any process has.
-fn new_id() -> String {
+pub(super) fn new_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -102,7 +102,7 @@ fn remove_left_dirs() {
 }
 
 /// The desktop's private directory (mode 0700): its runtime dir, its buses' sockets, its logs.
-fn private_dir(id: &str) -> Result<PathBuf, DesktopError> {
+pub(super) fn private_dir(id: &str) -> Result<PathBuf, DesktopError> {
     use std::os::unix::fs::DirBuilderExt;
     remove_left_dirs();
     let path = std::env::temp_dir().join(format!("computer-desktop-{id}"));
@@ -117,7 +117,7 @@ fn private_dir(id: &str) -> Result<PathBuf, DesktopError> {
 }
 
 /// The last lines of a log, for an error.
-fn tail(log: &Path) -> String {
+pub(super) fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().rev().take(6).collect();
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
@@ -177,7 +177,7 @@ fn spawn_on_the_spawner(command: Command) -> std::io::Result<Child> {
 
 /// A command for one of the desktop's own processes: the desktop's environment, a fresh one
 /// otherwise (nothing of the person's session), stdin closed, stderr to its log.
-fn server_command(
+pub(super) fn server_command(
     program: &Path,
     env: &[(String, String)],
     log: &Path,
@@ -204,13 +204,13 @@ fn server_command(
 
 /// What is started so far: all of it ends if a later step fails (the drop), and none of it when
 /// [`Starting::opened`] hands it over.
-struct Starting {
-    running: Running,
+pub(super) struct Starting {
+    pub(super) running: Running,
 }
 
 impl Starting {
     /// Spawns one of the desktop's servers; it is ended with the rest.
-    fn start(
+    pub(super) fn start(
         &mut self,
         name: &'static str,
         what: &'static str,
@@ -226,7 +226,7 @@ impl Starting {
         Ok(())
     }
 
-    fn servers(&self) -> std::sync::MutexGuard<'_, Vec<Server>> {
+    pub(super) fn servers(&self) -> std::sync::MutexGuard<'_, Vec<Server>> {
         self.running
             .servers
             .lock()
@@ -235,7 +235,7 @@ impl Starting {
 
     /// Waits for `ready` to give a value, or fails with the newest server's log after the
     /// bound or when it exits first.
-    fn wait_for<T>(
+    pub(super) fn wait_for<T>(
         &self,
         what: &'static str,
         mut ready: impl FnMut() -> Option<T>,
@@ -290,7 +290,7 @@ impl Starting {
     }
 
     /// What runs, handed over to the open desktop.
-    fn opened(mut self) -> Running {
+    pub(super) fn opened(mut self) -> Running {
         let mut nothing = Running::new(String::new(), PathBuf::new());
         nothing.ended = true;
         std::mem::replace(&mut self.running, nothing)
@@ -325,8 +325,12 @@ impl Programs {
     }
 }
 
-/// Opens an X11 desktop (see [`AgentDesktop::open_in`]).
+/// Opens a desktop (see [`AgentDesktop::open_in`]): a sway one on a wlroots session, else an
+/// X11 one.
 pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDesktop, DesktopError> {
+    if let Some(kind) = super::sway::kind_for(spec, host) {
+        return super::sway::open(spec, host, kind);
+    }
     let kind = match (&host.display, spec.visible) {
         (Some(_), true) => DesktopKind::Xephyr,
         _ => DesktopKind::Xvfb,
@@ -345,18 +349,7 @@ pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDeskto
     env.push(("DISPLAY".into(), display.clone()));
     env.push(("XDG_RUNTIME_DIR".into(), dir.display().to_string()));
 
-    let dbus_address = start_session_bus(&mut starting, &programs.dbus, &env)?;
-    starting.running.dbus_address = dbus_address.clone();
-    env.push(("DBUS_SESSION_BUS_ADDRESS".into(), dbus_address.clone()));
-
-    let log = dir.join("at-spi-bus-launcher.log");
-    let mut command = server_command(&programs.atspi, &env, &log)?;
-    command.arg("--launch-immediately");
-    let what = "the accessibility bus (at-spi-bus-launcher)";
-    starting.start("at-spi-bus-launcher", what, command, log)?;
-    let atspi_address = starting.wait_for(what, || accessibility_address(&dbus_address))?;
-    starting.running.atspi_address = atspi_address.clone();
-    env.push(("AT_SPI_BUS_ADDRESS".into(), atspi_address.clone()));
+    let atspi_address = start_buses(&mut starting, &programs.dbus, &programs.atspi, &mut env)?;
 
     start_window_manager(&mut starting, &programs.openbox, &env, &display)?;
 
@@ -385,6 +378,30 @@ pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDeskto
         evidence,
         running: starting.opened(),
     })
+}
+
+/// Starts the session bus and the accessibility bus on it (with accessibility switched on),
+/// each in the desktop's private directory, and adds their addresses to `env`; the
+/// accessibility bus's address.
+pub(super) fn start_buses(
+    starting: &mut Starting,
+    dbus: &Path,
+    atspi: &Path,
+    env: &mut Vec<(String, String)>,
+) -> Result<String, DesktopError> {
+    let dbus_address = start_session_bus(starting, dbus, env)?;
+    starting.running.dbus_address = dbus_address.clone();
+    env.push(("DBUS_SESSION_BUS_ADDRESS".into(), dbus_address.clone()));
+
+    let log = starting.running.dir.join("at-spi-bus-launcher.log");
+    let mut command = server_command(atspi, env, &log)?;
+    command.arg("--launch-immediately");
+    let what = "the accessibility bus (at-spi-bus-launcher)";
+    starting.start("at-spi-bus-launcher", what, command, log)?;
+    let atspi_address = starting.wait_for(what, || accessibility_address(&dbus_address))?;
+    starting.running.atspi_address = atspi_address.clone();
+    env.push(("AT_SPI_BUS_ADDRESS".into(), atspi_address.clone()));
+    Ok(atspi_address)
 }
 
 /// The first display number tried: clear of the ones people's sessions and test harnesses

@@ -6,8 +6,11 @@
 //! - this file: the platform-neutral types ([`DesktopSpec`], [`DesktopKind`], [`AgentDesktop`],
 //!   [`DesktopError`]).
 //! - `linux`: starting the X11 kinds (Xvfb, Xephyr), the buses and the window manager.
+//! - `sway`: starting the wlroots kinds (sway nested in the person's sway, or headless).
 //! - `ending`: finding every process that ran on a desktop, and ending them.
-//! - `tests`: the real components (Xvfb, Xephyr, openbox, dbus-daemon, AT-SPI, GTK apps).
+//! - `tests`: the real components (Xvfb, Xephyr, openbox, dbus-daemon, AT-SPI, GTK apps); the
+//!   sway kinds are tested in the integration suite `agent_desktops_wayland` (sway refuses
+//!   root, and needs a person's sway to nest in).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +21,8 @@ use crate::{EvidenceCapture, Surface};
 mod ending;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod sway;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -158,6 +163,21 @@ pub const REMOVED_ENV: &[&str] = &[
     "HYPRLAND_INSTANCE_SIGNATURE",
 ];
 
+/// [`REMOVED_ENV`] and the X display's variables: a program on a sway desktop must not reach
+/// the person's X display (Xwayland) either.
+pub const REMOVED_ENV_WAYLAND: &[&str] = &[
+    "WAYLAND_DISPLAY",
+    "WAYLAND_SOCKET",
+    "SWAYSOCK",
+    "XAUTHORITY",
+    "DBUS_SYSTEM_BUS_ADDRESS_OVERRIDE",
+    "GNOME_KEYRING_CONTROL",
+    "SSH_AUTH_SOCK",
+    "I3SOCK",
+    "HYPRLAND_INSTANCE_SIGNATURE",
+    "DISPLAY",
+];
+
 impl AgentDesktop {
     /// Opens a desktop in the session the daemon's environment names. See
     /// [`AgentDesktop::open_in`].
@@ -165,10 +185,13 @@ impl AgentDesktop {
         AgentDesktop::open_in(spec, &HostSession::from_env())
     }
 
-    /// Opens a desktop: an X server (Xephyr shown as a window on the person's X display when
-    /// `visible` and there is one; else Xvfb), a window manager (openbox), a private D-Bus
-    /// session bus and an accessibility bus on it, so GTK and Qt apps started with
-    /// [`AgentDesktop::env`] are reachable over AT-SPI. It returns once all of them answer.
+    /// Opens a desktop: on a wlroots (sway) session, a sway nested as a window in the person's
+    /// sway when `visible`, else a headless sway (see `sway.rs` for whom it runs as when the
+    /// daemon is root); otherwise an X server (Xephyr shown as a window on the person's X
+    /// display when `visible` and there is one; else Xvfb) with a window manager (openbox);
+    /// then a private D-Bus session bus and an accessibility bus on it, so GTK and Qt apps
+    /// started with [`AgentDesktop::env`] are reachable over AT-SPI. It returns once all of
+    /// them answer.
     pub fn open_in(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDesktop, DesktopError> {
         let (width, height) = spec.size;
         if !SIZE_RANGE.contains(&width) || !SIZE_RANGE.contains(&height) {
@@ -197,9 +220,10 @@ impl AgentDesktop {
         self.size
     }
 
-    /// What a program started on it must get: `DISPLAY`, `DBUS_SESSION_BUS_ADDRESS`,
+    /// What a program started on it must get: `DISPLAY` (X11 kinds) or `WAYLAND_DISPLAY` (an
+    /// absolute path) and `SWAYSOCK` (sway kinds), `DBUS_SESSION_BUS_ADDRESS`,
     /// `AT_SPI_BUS_ADDRESS`, `XDG_RUNTIME_DIR` (the desktop's private directory), the toolkit
-    /// choices (`GDK_BACKEND=x11`, `QT_QPA_PLATFORM=xcb`), accessibility on
+    /// choices (`GDK_BACKEND=x11`, `QT_QPA_PLATFORM=xcb`, or `wayland`), accessibility on
     /// (`NO_AT_BRIDGE=0`, `QT_ACCESSIBILITY=1`) and `COMPUTER_DESKTOP` (its id, by which its
     /// processes are found at close). Remove [`REMOVED_ENV`] as well.
     pub fn env(&self) -> &[(String, String)] {
@@ -208,13 +232,17 @@ impl AgentDesktop {
 
     /// The variables to remove from a program's environment besides setting [`Self::env`].
     pub fn removed_env(&self) -> &'static [&'static str] {
-        REMOVED_ENV
+        match self.kind {
+            DesktopKind::SwayNested | DesktopKind::SwayHeadless => REMOVED_ENV_WAYLAND,
+            DesktopKind::Xvfb | DesktopKind::Xephyr => REMOVED_ENV,
+        }
     }
 
-    /// What a contained run on it must be allowed to reach: the X server's socket, and the
+    /// What a contained run on it must be allowed to reach: the X server's socket (X11 kinds)
+    /// or sway's Wayland and IPC sockets (sway kinds, inside the private directory), and the
     /// desktop's private directory (its `XDG_RUNTIME_DIR`, holding the session bus's and the
     /// accessibility bus's sockets). The X server listens on no abstract socket and no TCP
-    /// port, and the buses only on these paths: nothing else reaches them.
+    /// port, sway and the buses only on these paths: nothing else reaches them.
     pub fn sockets(&self) -> Vec<PathBuf> {
         #[cfg(target_os = "linux")]
         {

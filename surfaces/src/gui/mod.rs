@@ -50,6 +50,9 @@ mod terminal_pty;
 
 #[cfg(target_os = "macos")]
 use backends::macos;
+/// sway's IPC client, which agents' own sway desktops use too.
+#[cfg(target_os = "linux")]
+pub(crate) use backends::wayland::sway::SwayIpc;
 #[cfg(target_os = "linux")]
 use backends::{gnome, portal, wayland, x11};
 
@@ -391,6 +394,23 @@ pub(crate) fn on_x_display(
     atspi_address: &str,
 ) -> (Arc<dyn Surface>, Option<Arc<dyn EvidenceCapture>>) {
     let backend = Arc::new(x11::Backend::on_display(display));
+    let reader = crate::accessibility::ElementReader::on_bus(atspi_address);
+    let surface: Arc<dyn Surface> =
+        Arc::new(surface::GuiSurface::reading_with(backend.clone(), reader));
+    (surface, evidence_over(&backend))
+}
+
+/// The gui surface and evidence capturer on an agent's own wlroots compositor listening at
+/// `socket` (absolute path), with sway's IPC at `swaysock`, whose acts' read-back reads elements
+/// on its accessibility bus at `atspi_address`: neither reaches the person's session, whatever
+/// the process environment names.
+#[cfg(target_os = "linux")]
+pub(crate) fn on_wayland_socket(
+    socket: &std::path::Path,
+    swaysock: Option<&std::path::Path>,
+    atspi_address: &str,
+) -> (Arc<dyn Surface>, Option<Arc<dyn EvidenceCapture>>) {
+    let backend = Arc::new(wayland::Backend::on_socket(socket, swaysock));
     let reader = crate::accessibility::ElementReader::on_bus(atspi_address);
     let surface: Arc<dyn Surface> =
         Arc::new(surface::GuiSurface::reading_with(backend.clone(), reader));

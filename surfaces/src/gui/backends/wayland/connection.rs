@@ -6,16 +6,19 @@ use wayland_client::globals::GlobalList;
 
 use super::*;
 
+fn unavailable(reason: String) -> Availability {
+    Availability::Unavailable {
+        reason,
+        fix: "start the daemon inside the Wayland session, with WAYLAND_DISPLAY (and \
+              XDG_RUNTIME_DIR) of the compositor's socket set"
+            .into(),
+    }
+}
+
 impl WlConn {
     /// Connects to `WAYLAND_DISPLAY`, binds the protocols the compositor offers, and makes the
     /// virtual pointer and keyboard.
     pub fn connect() -> Result<WlConn, Availability> {
-        let unavailable = |reason: String| Availability::Unavailable {
-            reason,
-            fix: "start the daemon inside the Wayland session, with WAYLAND_DISPLAY (and \
-                  XDG_RUNTIME_DIR) of the compositor's socket set"
-                .into(),
-        };
         let conn = Connection::connect_to_env().map_err(|err| {
             unavailable(format!(
                 "this is a Wayland session (WAYLAND_DISPLAY={}), but its compositor cannot be \
@@ -23,6 +26,36 @@ impl WlConn {
                 std::env::var("WAYLAND_DISPLAY").unwrap_or_default()
             ))
         })?;
+        WlConn::set_up(conn, sway::socket())
+    }
+
+    /// Connects to the compositor listening at `socket` (an absolute path), with sway's IPC at
+    /// `swaysock`: an agent's own desktop, never the session the environment names.
+    pub fn connect_to(
+        socket: &std::path::Path,
+        swaysock: Option<std::path::PathBuf>,
+    ) -> Result<WlConn, Availability> {
+        let stream = std::os::unix::net::UnixStream::connect(socket).map_err(|err| {
+            unavailable(format!(
+                "the compositor at {} cannot be reached: {err}",
+                socket.display()
+            ))
+        })?;
+        let conn = Connection::from_socket(stream).map_err(|err| {
+            unavailable(format!(
+                "the compositor at {} cannot be reached: {err}",
+                socket.display()
+            ))
+        })?;
+        WlConn::set_up(conn, swaysock)
+    }
+
+    /// Binds the protocols the compositor on `conn` offers, and makes the virtual pointer and
+    /// keyboard.
+    fn set_up(
+        conn: Connection,
+        swaysock: Option<std::path::PathBuf>,
+    ) -> Result<WlConn, Availability> {
         let (globals, mut queue) = registry_queue_init::<State>(&conn)
             .map_err(|err| unavailable(format!("the compositor's globals: {err}")))?;
         let qh = queue.handle();
@@ -100,7 +133,7 @@ impl WlConn {
             shm,
             screencopy,
             protocols,
-            sway: sway::socket().map(sway::SwayIpc::new),
+            sway: swaysock.map(sway::SwayIpc::new),
             started: Instant::now(),
         };
         Ok(conn)

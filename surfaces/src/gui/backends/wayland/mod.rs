@@ -24,7 +24,7 @@ mod connection;
 mod input;
 mod keymap;
 mod outputs;
-mod sway;
+pub(crate) mod sway;
 mod windows;
 
 use std::io::Write;
@@ -295,6 +295,15 @@ pub struct Backend {
     conn: KeptConn<WlConn>,
     /// The protocols of the last connection, for the commands offered while none is open.
     protocols: Mutex<Option<Protocols>>,
+    /// The compositor of an agent's own desktop; None: the person's, as the environment names.
+    place: Option<Place>,
+}
+
+/// A compositor named by its sockets' absolute paths rather than by the environment.
+#[derive(Debug, Clone)]
+struct Place {
+    socket: std::path::PathBuf,
+    swaysock: Option<std::path::PathBuf>,
 }
 
 impl Backend {
@@ -302,11 +311,30 @@ impl Backend {
         Backend {
             conn: KeptConn::new(),
             protocols: Mutex::new(None),
+            place: None,
+        }
+    }
+
+    /// The backend on an agent's own compositor: its Wayland socket and (sway) IPC socket by
+    /// absolute path, whatever `WAYLAND_DISPLAY` and `SWAYSOCK` say.
+    pub fn on_socket(socket: &std::path::Path, swaysock: Option<&std::path::Path>) -> Backend {
+        Backend {
+            conn: KeptConn::new(),
+            protocols: Mutex::new(None),
+            place: Some(Place {
+                socket: socket.to_path_buf(),
+                swaysock: swaysock.map(std::path::Path::to_path_buf),
+            }),
         }
     }
 
     pub fn conn(&self) -> Result<Arc<WlConn>, Availability> {
-        self.conn.get(WlConn::connect, |conn| {
+        let place = self.place.clone();
+        let connect = move || match place {
+            Some(place) => WlConn::connect_to(&place.socket, place.swaysock),
+            None => WlConn::connect(),
+        };
+        self.conn.get(connect, |conn| {
             *self.protocols.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some(conn.protocols.clone());
             drain_in_background(Arc::downgrade(conn));

@@ -5,6 +5,8 @@
 //! The tree is read anew for every listing: sway announces no event when a window is resized
 //! or moved by a command or by the person's pointer, so a kept copy could place a window
 //! wrongly. What is kept is the connection, so a listing costs one request, not a connect too.
+//! Agents' own sway desktops use the same client for their outputs' sizes and to float their
+//! window on the person's sway (`GET_OUTPUTS`, `RUN_COMMAND`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -26,7 +28,12 @@ pub struct SwayView {
     pub focused: bool,
 }
 
+/// An output's name, and its width and height in pixels.
+pub type OutputSize = (String, (u32, u32));
+
 const MAGIC: &[u8] = b"i3-ipc";
+const RUN_COMMAND: u32 = 0;
+const GET_OUTPUTS: u32 = 3;
 const GET_TREE: u32 = 4;
 /// A reply larger than this is not a tree sway would send; refuse rather than allocate it.
 const MAX_REPLY: usize = 64 << 20;
@@ -61,18 +68,62 @@ impl SwayIpc {
         Ok(views)
     }
 
+    /// sway's whole tree (`GET_TREE`), as sway's own JSON nodes.
+    pub fn tree(&self) -> Result<Value, String> {
+        self.request(GET_TREE)
+    }
+
+    /// Runs sway commands (`RUN_COMMAND`); an error names the first that failed.
+    pub fn run(&self, commands: &str) -> Result<(), String> {
+        let reply = self.request_with(RUN_COMMAND, commands.as_bytes())?;
+        let failed = reply
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|result| result.get("success").and_then(Value::as_bool) != Some(true));
+        match failed {
+            Some(result) => Err(format!(
+                "sway refused `{commands}`: {}",
+                result["error"].as_str().unwrap_or("no reason given")
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Each output's name and size in pixels (its current mode), from `GET_OUTPUTS`.
+    pub fn output_sizes(&self) -> Result<Vec<OutputSize>, String> {
+        let reply = self.request(GET_OUTPUTS)?;
+        Ok(reply
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|output| {
+                let mode = &output["current_mode"];
+                let side = |key: &str| mode[key].as_u64().unwrap_or(0) as u32;
+                (
+                    output["name"].as_str().unwrap_or_default().to_string(),
+                    (side("width"), side("height")),
+                )
+            })
+            .collect())
+    }
+
+    fn request(&self, kind: u32) -> Result<Value, String> {
+        self.request_with(kind, &[])
+    }
+
     /// One request on the kept connection; on failure, once more on a new one (the kept one
     /// may have died with an earlier sway).
-    fn request(&self, kind: u32) -> Result<Value, String> {
+    fn request_with(&self, kind: u32, payload: &[u8]) -> Result<Value, String> {
         let mut slot = self.stream.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(stream) = slot.as_mut()
-            && let Ok(reply) = request_on(stream, &self.socket, kind)
+            && let Ok(reply) = request_on(stream, &self.socket, kind, payload)
         {
             return Ok(reply);
         }
         *slot = None;
         let mut stream = connect(&self.socket)?;
-        let reply = request_on(&mut stream, &self.socket, kind)?;
+        let reply = request_on(&mut stream, &self.socket, kind, payload)?;
         *slot = Some(stream);
         Ok(reply)
     }
@@ -87,11 +138,17 @@ fn connect(socket: &Path) -> Result<UnixStream, String> {
     Ok(stream)
 }
 
-fn request_on(stream: &mut UnixStream, socket: &Path, kind: u32) -> Result<Value, String> {
+fn request_on(
+    stream: &mut UnixStream,
+    socket: &Path,
+    kind: u32,
+    payload: &[u8],
+) -> Result<Value, String> {
     let failed = |err: std::io::Error| format!("sway ipc at {}: {err}", socket.display());
     let mut message = MAGIC.to_vec();
-    message.extend_from_slice(&0u32.to_le_bytes());
+    message.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     message.extend_from_slice(&kind.to_le_bytes());
+    message.extend_from_slice(payload);
     stream.write_all(&message).map_err(failed)?;
     let mut header = [0u8; 14];
     stream.read_exact(&mut header).map_err(failed)?;
