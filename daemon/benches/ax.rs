@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use computer_tests::Daemon;
-use computer_tests::desktop::{Desktop, gi_python};
+use computer_tests::desktop::{Desktop, TestDesktop, gi_python};
 use serde_json::{Value, json};
 
 use crate::common::{load_average, median};
@@ -95,10 +95,8 @@ async fn main() {
     unsafe { std::env::set_var("COMPUTER_BIN", env!("CARGO_BIN_EXE_computer")) };
     let load_before = load_average();
     let desktop = Desktop::shared();
-    let daemon = Daemon::start_with("", &desktop.env());
-    let mut walk_env = desktop.env();
-    walk_env.push(("COMPUTER_AX_APP_CACHE", "off".into()));
-    let walking = Daemon::start_with("", &walk_env);
+    let daemon = desktop.start_daemon("");
+    let walking = desktop.start_daemon_with("", &[("COMPUTER_AX_APP_CACHE", "off".into())]);
     let _factory = desktop.launch("gtk3-widget-factory", &[]);
     let full_args = json!({"app": "gtk3-widget-factory", "max_nodes": 5000});
     let deadline = Instant::now() + Duration::from_secs(60);

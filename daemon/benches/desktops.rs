@@ -20,7 +20,7 @@ mod linux {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant, SystemTime};
 
-    use computer_tests::desktop::{App, Desktop};
+    use computer_tests::desktop::{App, Desktop, TestDesktop};
     use computer_tests::{Daemon, RawConnection, try_wait_for, wait_for};
     use serde_json::{Value, json};
 

@@ -14,6 +14,7 @@ mod linux {
 
     use std::time::{Duration, Instant};
 
+    use computer_tests::desktop::TestDesktop;
     use computer_tests::gnome::{IndependentCast, Mutter, Probe};
     use computer_tests::{Daemon, RawConnection, wait_for};
     use serde_json::{Value, json};
@@ -54,7 +55,7 @@ mod linux {
         unsafe { std::env::set_var("COMPUTER_BIN", env!("CARGO_BIN_EXE_computer")) };
         let mutter = Mutter::shared();
         let probe = Probe::launch("bench-gnome");
-        let daemon = Daemon::start_with_env("", &mutter.env(), &["DISPLAY", "SWAYSOCK"]);
+        let daemon = mutter.start_daemon("");
         grant_consent(&daemon);
 
         // (1) Full-screen capture + PNG + sha256, in process, vs gst-launch writing a PNG.

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, TestDesktop};
 use computer_tests::{Daemon, RawConnection};
 use serde_json::{Value, json};
 

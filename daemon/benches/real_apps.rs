@@ -18,7 +18,7 @@ mod linux {
     use std::time::{Duration, Instant};
 
     use computer_tests::apps::{self, Launch, MemoryBound, RealApp, WebServer};
-    use computer_tests::desktop::{Desktop, gi_python};
+    use computer_tests::desktop::{Desktop, TestDesktop, gi_python};
     use computer_tests::{Daemon, try_wait_for};
     use rmcp::model::CallToolResult;
     use serde_json::{Value, json};

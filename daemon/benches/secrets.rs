@@ -15,7 +15,7 @@ mod linux {
     use std::process::{Command, Stdio};
     use std::time::Instant;
 
-    use computer_tests::desktop::Desktop;
+    use computer_tests::desktop::{Desktop, TestDesktop};
     use computer_tests::keyring::Keyring;
     use computer_tests::{Daemon, shell_run};
     use serde_json::{Value, json};
@@ -63,10 +63,8 @@ mod linux {
             "secret-tool store"
         );
 
-        let daemon = Daemon::start_with(
-            "[[rules]]\nsecrets = [\"keychain://bench/*\"]\ndecision = \"allow\"\n",
-            &desktop.env(),
-        );
+        let daemon = desktop
+            .start_daemon("[[rules]]\nsecrets = [\"keychain://bench/*\"]\ndecision = \"allow\"\n");
         let with_secret = shell_run(
             json!({"argv": ["printenv", "T"]}),
             json!({"secrets": {"T": "keychain://bench/token"}}),

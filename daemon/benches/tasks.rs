@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use computer_tests::Daemon;
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, TestDesktop};
 use serde_json::{Value, json};
 
 use crate::common::visible_bytes;
@@ -340,10 +340,10 @@ async fn main() {
     // the environment meanwhile.
     let baseline = baseline_bin.as_ref().map(|bin| {
         unsafe { std::env::set_var("COMPUTER_BIN", bin) };
-        Daemon::start_with("", &desktop.env())
+        desktop.start_daemon("")
     });
     unsafe { std::env::set_var("COMPUTER_BIN", ours_bin) };
-    let daemon = Daemon::start_with("", &desktop.env());
+    let daemon = desktop.start_daemon("");
     let app = launch_app(desktop);
     let pid = app.pid();
     wait_on_bus(&daemon, pid).await;

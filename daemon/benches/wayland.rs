@@ -12,6 +12,7 @@ mod linux {
 
     use std::time::{Duration, Instant};
 
+    use computer_tests::desktop::TestDesktop;
     use computer_tests::wayland::{Sway, TypingTarget};
     use computer_tests::{Daemon, RawConnection};
     use serde_json::{Value, json};
@@ -62,7 +63,7 @@ mod linux {
 
         // (2) Typing 32 characters (Latin, accents, CJK, emoji) into foot: a receipted call over
         // the socket vs wtype (its own virtual keyboard, made per run).
-        let daemon = Daemon::start_with_env("", &sway.env(), &["DISPLAY"]);
+        let daemon = sway.start_daemon("");
         let mut client = RawConnection::connect(&daemon.socket);
         client.initialize("2025-11-25");
         let windows = gui(&mut client, "windows", json!({}));

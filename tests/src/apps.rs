@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::desktop::{Desktop, spawn_tied};
+use crate::desktop::{Desktop, TestDesktop, spawn_tied};
 use crate::{Daemon, try_wait_for};
 
 const MIB: u64 = 1024;

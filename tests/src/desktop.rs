@@ -13,27 +13,30 @@ use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 #[cfg(target_os = "linux")]
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 #[cfg(target_os = "linux")]
 use std::time::Duration;
 
+use crate::Daemon;
 #[cfg(target_os = "linux")]
 use crate::wait_for;
 
 /// The running desktop's coordinates, for child processes and for the daemon.
 #[derive(Debug)]
 pub struct Desktop {
-    /// Xvfb, the bus and the window manager; they die with the test process (PR_SET_PDEATHSIG).
-    /// None on macOS, whose desktop is the session's own.
-    processes: Vec<Child>,
+    /// Xvfb, the bus and the window manager; they end when a private desktop drops, and die
+    /// with the test process (PR_SET_PDEATHSIG). None on macOS, whose desktop is the session's
+    /// own.
+    _processes: Processes,
     /// `:N` on Linux; empty on macOS (no X display).
     pub display: String,
     /// The private session bus on Linux; empty on macOS.
     pub dbus_address: String,
     /// Where the processes' logs go.
-    pub log_dir: std::path::PathBuf,
+    pub log_dir: PathBuf,
     /// For a desktop with a person ([`Desktop::private_with_a_person`]): the outer X server
     /// whose input reaches this desktop through its own (non-XTEST) devices.
     pub person_display: Option<String>,
@@ -88,10 +91,14 @@ pub fn spawn_tied(
     answer.recv().expect("spawner answers").expect("spawn")
 }
 
-impl Drop for Desktop {
-    /// Ends a private desktop's processes (the shared one lives as long as the test process).
+/// The processes a test desktop (or bus) runs, ended when it drops, the last started first
+/// (a shared one lives in a static, as long as the test process).
+#[derive(Debug, Default)]
+pub(crate) struct Processes(pub(crate) Vec<Child>);
+
+impl Drop for Processes {
     fn drop(&mut self) {
-        for process in &mut self.processes {
+        for process in self.0.iter_mut().rev() {
             let _ = process.kill();
             let _ = process.wait();
         }
@@ -99,18 +106,6 @@ impl Drop for Desktop {
 }
 
 impl Desktop {
-    /// The desktop shared by the calling suite's tests (see [`crate::suite`]), started on first
-    /// use: each suite has its own, as when each was a test process of its own.
-    #[track_caller]
-    pub fn shared() -> &'static Desktop {
-        Desktop::shared_of(crate::suite::calling_suite())
-    }
-
-    /// The desktop shared by `suite`'s tests, for harness code that serves one suite.
-    pub fn shared_of(suite: &str) -> &'static Desktop {
-        crate::suite::per_suite(suite, || Desktop::start(suite))
-    }
-
     /// A desktop of the test's own, for what would disturb the shared one (a grabbed or stopped
     /// X server); it ends when dropped.
     pub fn private() -> Desktop {
@@ -155,20 +150,18 @@ impl Desktop {
     /// The session's own desktop: there is nothing to start, only a place for logs. Surface
     /// suites on macOS need a logged-in GUI session (GitHub's macOS runners have one).
     #[cfg(target_os = "macos")]
-    fn start(label: &str) -> Desktop {
-        let log_dir = log_dir_for(label);
-        std::fs::create_dir_all(&log_dir).unwrap();
+    fn start_on_this_platform(label: &str) -> Desktop {
         Desktop {
-            processes: Vec::new(),
+            _processes: Processes::default(),
             display: String::new(),
             dbus_address: String::new(),
-            log_dir,
+            log_dir: log_dir_for("desktop", label),
             person_display: None,
         }
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    fn start(_label: &str) -> Desktop {
+    fn start_on_this_platform(_label: &str) -> Desktop {
         panic!(
             "the test desktop exists on Linux (Xvfb, openbox, AT-SPI) and macOS (the session's \
              own) only"
@@ -176,7 +169,7 @@ impl Desktop {
     }
 
     #[cfg(target_os = "linux")]
-    fn start(label: &str) -> Desktop {
+    fn start_on_this_platform(label: &str) -> Desktop {
         Desktop::start_on(label, false)
     }
 
@@ -239,9 +232,8 @@ impl Desktop {
     /// The desktop, on Xvfb or (`with_a_person`) on Xephyr inside a bare Xvfb.
     #[cfg(target_os = "linux")]
     fn start_on(label: &str, with_a_person: bool) -> Desktop {
-        let log_dir = log_dir_for(label);
-        let log =
-            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
+        let log_dir = log_dir_for("desktop", label);
+        let log = |name: &str| log_file(&log_dir, name);
 
         let mut servers = Vec::new();
         let mut person_display = None;
@@ -260,18 +252,8 @@ impl Desktop {
         );
 
         // A private session bus, before any GTK app, so none autolaunches a stray one.
-        let mut dbus = Command::new("dbus-daemon");
-        dbus.args(["--session", "--nofork", "--print-address=1"])
-            .env("DISPLAY", &display)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log("dbus.log"));
-        let mut dbus = spawn_tied(dbus);
-        let mut address = String::new();
-        BufReader::new(dbus.stdout.take().unwrap())
-            .read_line(&mut address)
-            .expect("dbus-daemon prints its address");
-        let dbus_address = address.trim().to_string();
+        let (dbus, dbus_address) =
+            private_bus(None, &[("DISPLAY", display.as_ref())], log("dbus.log"));
 
         // openbox has been seen (rarely, on a loaded machine) to come up without ever setting
         // its EWMH check window; a window manager that is gone or silent after a while is
@@ -317,7 +299,7 @@ impl Desktop {
 
         servers.extend([xvfb, dbus, openbox]);
         let desktop = Desktop {
-            processes: servers,
+            _processes: Processes(servers),
             display,
             dbus_address,
             log_dir,
@@ -356,40 +338,6 @@ impl Desktop {
         (conn, root)
     }
 
-    /// The environment that puts a process on this desktop (nothing on macOS: every process of
-    /// the session is on it).
-    pub fn env(&self) -> Vec<(&'static str, String)> {
-        if cfg!(target_os = "macos") {
-            return Vec::new();
-        }
-        vec![
-            ("DISPLAY", self.display.clone()),
-            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
-            ("XDG_SESSION_TYPE", "x11".into()),
-            ("GDK_BACKEND", "x11".into()),
-            ("NO_AT_BRIDGE", "0".into()),
-        ]
-    }
-
-    /// A command that runs on this desktop (not tied to the test's lifetime; use
-    /// [`Desktop::launch`] for long-lived apps).
-    pub fn command(&self, program: &str) -> Command {
-        let mut command = Command::new(program);
-        command.envs(self.env()).env_remove("WAYLAND_DISPLAY");
-        command
-    }
-
-    /// What an X tool (xdotool, xwininfo ...) prints on this desktop, trimmed; it must succeed.
-    pub fn tool_output(&self, program: &str, args: &[&str]) -> String {
-        let out = self
-            .command(program)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("{program}: {e}"));
-        assert!(out.status.success(), "{program} {args:?} failed");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
     /// A window's place and size as xwininfo reads them, from outside the daemon:
     /// (x, y, width, height).
     pub fn xwininfo_bounds(&self, window: &str) -> (i64, i64, i64, i64) {
@@ -407,21 +355,166 @@ impl Desktop {
             get("Height:"),
         )
     }
+}
 
-    /// Starts a long-lived application on this desktop; it dies with the test process at the
-    /// latest, and when the returned guard drops.
-    pub fn launch(&self, program: &str, args: &[&str]) -> App {
-        launch_app(self.command(program), &self.log_dir, args)
+impl TestDesktop for Desktop {
+    fn start(label: &str) -> Desktop {
+        Desktop::start_on_this_platform(label)
+    }
+
+    /// The X display, the private bus and the X11 session's markers on Linux; nothing on macOS,
+    /// where every process of the session is on the desktop.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        if cfg!(target_os = "macos") {
+            return Vec::new();
+        }
+        vec![
+            ("DISPLAY", self.display.clone()),
+            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
+            ("XDG_SESSION_TYPE", "x11".into()),
+            ("GDK_BACKEND", "x11".into()),
+            ("NO_AT_BRIDGE", "0".into()),
+        ]
+    }
+
+    /// A Wayland display of the test's own session (and on macOS, where the desktop is the
+    /// session's own, an X display or bus of the test's environment as well).
+    fn foreign_env(&self) -> &'static [&'static str] {
+        if cfg!(target_os = "macos") {
+            &["DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS"]
+        } else {
+            &["WAYLAND_DISPLAY"]
+        }
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.log_dir
     }
 }
 
-/// Where a desktop's processes log: one folder per desktop (`label`: the suite's name, or
-/// `private-N`), as the suites' desktops live side by side in one test process.
-fn log_dir_for(label: &str) -> std::path::PathBuf {
+/// What a suite needs from any test desktop (the X11 [`Desktop`], sway's
+/// [`crate::wayland::Sway`], GNOME's [`crate::gnome::Mutter`]): the environment that puts a
+/// process on it and on no other, commands and long-lived apps there, where its processes log,
+/// and a daemon that serves it. One per suite ([`TestDesktop::shared`]), or one of the test's
+/// own ([`TestDesktop::start`]).
+pub trait TestDesktop {
+    /// Starts one, its processes' logs in a folder named after `label`; its processes end when
+    /// it drops, or with the test process at the latest.
+    fn start(label: &str) -> Self
+    where
+        Self: Sized;
+
+    /// The environment that puts a process (an app, a tool or the daemon) on this desktop.
+    fn env(&self) -> Vec<(&'static str, String)>;
+
+    /// Variables of the test's own environment that a process on this desktop must not
+    /// inherit: what would put it on another desktop as well.
+    fn foreign_env(&self) -> &'static [&'static str];
+
+    /// Where this desktop's processes (and the apps launched on it) log.
+    fn log_dir(&self) -> &Path;
+
+    /// The one shared by the calling suite's tests (see [`crate::suite`]), started on first
+    /// use: each suite has its own, as when each was a test process of its own.
+    #[track_caller]
+    fn shared() -> &'static Self
+    where
+        Self: Sized + Send + Sync + 'static,
+    {
+        Self::shared_of(crate::suite::calling_suite())
+    }
+
+    /// The one shared by `suite`'s tests, for harness code that serves one suite.
+    fn shared_of(suite: &str) -> &'static Self
+    where
+        Self: Sized + Send + Sync + 'static,
+    {
+        crate::suite::per_suite(suite, || Self::start(suite))
+    }
+
+    /// A command that runs on this desktop (not tied to the test's lifetime; use
+    /// [`TestDesktop::launch`] for long-lived apps).
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command.envs(self.env());
+        for name in self.foreign_env() {
+            command.env_remove(name);
+        }
+        command
+    }
+
+    /// Starts a long-lived application on this desktop, its stderr in [`TestDesktop::log_dir`];
+    /// it dies when the returned guard drops, or with the test process at the latest.
+    fn launch(&self, program: &str, args: &[&str]) -> App {
+        launch_app(self.command(program), self.log_dir(), args)
+    }
+
+    /// What a tool (xdotool, xwininfo, swaymsg ...) prints on this desktop, trimmed; it must
+    /// succeed.
+    fn tool_output(&self, program: &str, args: &[&str]) -> String {
+        let out = self
+            .command(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(out.status.success(), "{program} {args:?} failed");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A daemon (config `toml`, as [`Daemon::start_with`]) that serves this desktop: it has the
+    /// desktop's environment and none of [`TestDesktop::foreign_env`].
+    fn start_daemon(&self, toml: &str) -> Daemon {
+        self.start_daemon_with(toml, &[])
+    }
+
+    /// [`TestDesktop::start_daemon`] with `extra` variables, which win over the desktop's own.
+    fn start_daemon_with(&self, toml: &str, extra: &[(&str, String)]) -> Daemon {
+        let mut env: Vec<(&str, String)> = self.env();
+        env.extend_from_slice(extra);
+        Daemon::start_with_env(toml, &env, self.foreign_env())
+    }
+}
+
+/// Where a test desktop's processes log, made: one folder per desktop (`kind`: `desktop`,
+/// `sway`, `mutter`; `label`: the suite's name, or `private-N`), as the suites' desktops live
+/// side by side in one test process.
+pub(crate) fn log_dir_for(kind: &str, label: &str) -> PathBuf {
     let log_dir =
-        std::env::temp_dir().join(format!("computer-desktop-{}-{label}", std::process::id()));
+        std::env::temp_dir().join(format!("computer-{kind}-{}-{label}", std::process::id()));
     std::fs::create_dir_all(&log_dir).unwrap();
     log_dir
+}
+
+/// A new log file `name` in `dir`, as a child's output.
+#[cfg(target_os = "linux")]
+pub(crate) fn log_file(dir: &Path, name: &str) -> Stdio {
+    Stdio::from(std::fs::File::create(dir.join(name)).expect("log file"))
+}
+
+/// A private D-Bus bus (`dbus-daemon --session`, or the bus `config` file says), with `env`
+/// added, its stderr to `log`; it dies with the test process. The bus and its address.
+#[cfg(target_os = "linux")]
+pub(crate) fn private_bus(
+    config: Option<&Path>,
+    env: &[(&str, &std::ffi::OsStr)],
+    log: Stdio,
+) -> (Child, String) {
+    let mut dbus = Command::new("dbus-daemon");
+    match config {
+        None => dbus.arg("--session"),
+        Some(config) => dbus.arg(format!("--config-file={}", config.display())),
+    };
+    dbus.args(["--nofork", "--print-address=1"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    let mut dbus = spawn_tied(dbus);
+    let mut address = String::new();
+    BufReader::new(dbus.stdout.take().expect("dbus-daemon's stdout is piped"))
+        .read_line(&mut address)
+        .expect("dbus-daemon prints its address");
+    (dbus, address.trim().to_string())
 }
 
 /// A label no other private desktop of this process has.
@@ -434,7 +527,7 @@ fn private_label() -> String {
 /// Starts `command` (a program on some test desktop) as a long-lived app with `args`, its
 /// stdout piped and its stderr in `log_dir` under the program's name; it dies when the guard
 /// drops, or with the test process at the latest.
-pub fn launch_app(mut command: Command, log_dir: &std::path::Path, args: &[&str]) -> App {
+pub fn launch_app(mut command: Command, log_dir: &Path, args: &[&str]) -> App {
     let program = command.get_program().to_string_lossy().into_owned();
     let log = log_dir.join(format!("{program}.log"));
     command
@@ -484,7 +577,7 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 /// not whatever `python3` a version manager puts first on PATH.
 pub fn gi_python() -> String {
     std::env::var("GI_PYTHON").unwrap_or_else(|_| {
-        if std::path::Path::new("/usr/bin/python3").exists() {
+        if Path::new("/usr/bin/python3").exists() {
             "/usr/bin/python3".into()
         } else {
             "python3".into()
@@ -513,9 +606,8 @@ impl TestApp {
     }
 
     /// The app on `desktop`, with extra arguments.
-    pub fn launch_on(desktop: &Desktop, title: &str, extra: &[&str]) -> TestApp {
-        let script =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
+    pub fn launch_on(desktop: &impl TestDesktop, title: &str, extra: &[&str]) -> TestApp {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/gtk_test_app.py");
         // Through `env` (which execs, keeping the pid): the harness names logs after the program.
         let python = gi_python();
         let mut args = vec![python.as_str(), script.to_str().unwrap(), title];

@@ -10,21 +10,23 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::desktop::{App, gi_python, launch_app, spawn_tied};
+use crate::desktop::{
+    App, Processes, TestDesktop, gi_python, log_dir_for, log_file, private_bus, spawn_tied,
+};
 use crate::keyring::Keyring;
 use crate::wait_for;
 
 /// The running compositor's coordinates.
 pub struct Mutter {
     /// The bus, PipeWire, WirePlumber and Mutter; they die with the test process.
-    _processes: Vec<Child>,
+    _processes: Processes,
     /// The Secret Service on the compositor's bus.
     pub keyring: Keyring,
     /// The runtime directory (mode 0700) holding `wayland-0` and `pipewire-0`.
@@ -34,47 +36,28 @@ pub struct Mutter {
     pub log_dir: PathBuf,
 }
 
-impl Mutter {
-    /// The compositor shared by the calling suite's tests, started on first use: each suite
-    /// has its own (the GNOME and portal suites both keep the person's consent in its keychain).
-    #[track_caller]
-    pub fn shared() -> &'static Mutter {
-        Mutter::shared_of(crate::suite::calling_suite())
-    }
-
-    /// The compositor shared by `suite`'s tests.
-    pub fn shared_of(suite: &str) -> &'static Mutter {
-        crate::suite::per_suite(suite, || Mutter::start(suite))
-    }
-
+/// Each suite has its own (the GNOME and portal suites both keep the person's consent in its
+/// keychain).
+impl TestDesktop for Mutter {
     fn start(suite: &str) -> Mutter {
-        let log_dir =
-            std::env::temp_dir().join(format!("computer-mutter-{}-{suite}", std::process::id()));
-        std::fs::create_dir_all(&log_dir).unwrap();
-        let log =
-            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
+        let log_dir = log_dir_for("mutter", suite);
+        let log = |name: &str| log_file(&log_dir, name);
         let runtime_dir = log_dir.join("runtime");
         std::fs::create_dir_all(&runtime_dir).unwrap();
         std::fs::set_permissions(&runtime_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 
-        let mut dbus = Command::new("dbus-daemon");
-        dbus.args(["--session", "--nofork", "--print-address=1"])
-            .env("XDG_RUNTIME_DIR", &runtime_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log("dbus.log"));
-        let mut dbus = spawn_tied(dbus);
-        let mut address = String::new();
-        BufReader::new(dbus.stdout.take().unwrap())
-            .read_line(&mut address)
-            .expect("dbus-daemon prints its address");
+        let (dbus, dbus_address) = private_bus(
+            None,
+            &[("XDG_RUNTIME_DIR", runtime_dir.as_ref())],
+            log("dbus.log"),
+        );
         let mut processes = vec![dbus];
-        let keyring = Keyring::on_bus(address.trim());
+        let keyring = Keyring::on_bus(&dbus_address);
         let mut compositor = Mutter {
-            _processes: Vec::new(),
+            _processes: Processes::default(),
             keyring,
             runtime_dir: runtime_dir.clone(),
-            dbus_address: address.trim().to_string(),
+            dbus_address,
             log_dir: log_dir.clone(),
         };
         let daemon = |program: &str, args: &[&str]| {
@@ -109,10 +92,33 @@ impl Mutter {
                     .then_some(())
             },
         );
-        compositor._processes = processes;
+        compositor._processes = Processes(processes);
         compositor
     }
 
+    /// Mutter's Wayland socket and runtime directory, the private bus, GNOME's name.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("WAYLAND_DISPLAY", "wayland-0".into()),
+            ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
+            ("XDG_SESSION_TYPE", "wayland".into()),
+            ("XDG_CURRENT_DESKTOP", "GNOME".into()),
+            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
+            ("GDK_BACKEND", "wayland".into()),
+        ]
+    }
+
+    /// The test's X display and a sway IPC socket.
+    fn foreign_env(&self) -> &'static [&'static str] {
+        &["DISPLAY", "SWAYSOCK"]
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+}
+
+impl Mutter {
     /// Whether `name` has an owner on the compositor's bus (asked with `dbus-send`).
     pub fn owned(&self, name: &str) -> bool {
         self.command("dbus-send")
@@ -126,35 +132,6 @@ impl Mutter {
             ])
             .output()
             .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("boolean true"))
-    }
-
-    /// The environment that puts a process (app or daemon) on this compositor, and on no X
-    /// display.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("WAYLAND_DISPLAY", "wayland-0".into()),
-            ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
-            ("XDG_SESSION_TYPE", "wayland".into()),
-            ("XDG_CURRENT_DESKTOP", "GNOME".into()),
-            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
-            ("GDK_BACKEND", "wayland".into()),
-        ]
-    }
-
-    /// A command on this compositor.
-    pub fn command(&self, program: &str) -> Command {
-        let mut command = Command::new(program);
-        command
-            .envs(self.env())
-            .env_remove("DISPLAY")
-            .env_remove("SWAYSOCK");
-        command
-    }
-
-    /// Starts a long-lived app on this compositor; it dies when the guard drops, or with the
-    /// test process at the latest.
-    pub fn launch(&self, program: &str, args: &[&str]) -> App {
-        launch_app(self.command(program), &self.log_dir, args)
     }
 }
 
@@ -320,7 +297,7 @@ impl Probe {
 /// `tests/clients/portal_dialog.py` answers through AT-SPI as a person would. Started once per
 /// suite; both die with the test process.
 pub struct Portal {
-    _processes: Vec<Child>,
+    _processes: Processes,
     /// The compositor whose bus the portal is on.
     mutter: &'static Mutter,
     /// The process showing the dialog.
@@ -369,7 +346,7 @@ impl Portal {
         Portal {
             mutter,
             dialog_pid: backend.id(),
-            _processes: vec![backend, portal],
+            _processes: Processes(vec![backend, portal]),
         }
     }
 

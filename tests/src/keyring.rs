@@ -3,12 +3,12 @@
 //! demand, with its keyring files in a temporary home. Every process dies with the test process
 //! (spawned through [`crate::desktop::spawn_tied`]).
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::desktop::spawn_tied;
+use crate::desktop::{Processes, log_file, private_bus, spawn_tied};
 use crate::wait_for;
 
 /// The password that unlocks every fixture keyring.
@@ -17,7 +17,7 @@ pub const KEYRING_PASSWORD: &str = "computer-test-keyring";
 /// A private session bus, with or without a Secret Service on it.
 pub struct Keyring {
     /// The bus and, when there is one, gnome-keyring-daemon.
-    processes: Vec<Child>,
+    processes: Processes,
     /// `DBUS_SESSION_BUS_ADDRESS` of the private bus.
     pub dbus_address: String,
     /// The home whose `.local/share/keyrings` holds the keyring files.
@@ -45,7 +45,7 @@ impl Keyring {
     pub fn on_bus(dbus_address: &str) -> Keyring {
         let (dir, home, _run) = fresh_dirs();
         let mut keyring = Keyring {
-            processes: Vec::new(),
+            processes: Processes::default(),
             dbus_address: dbus_address.to_string(),
             home,
             _dir: dir,
@@ -63,7 +63,7 @@ impl Keyring {
             .env_remove("DISPLAY")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(log(&self.home, "gnome-keyring.log"));
+            .stderr(log_file(&self.home, "gnome-keyring.log"));
         let mut daemon = spawn_tied(daemon);
         // The password on stdin, then EOF: it unlocks (creating) the login keyring.
         let mut stdin = daemon.stdin.take().expect("gnome-keyring stdin");
@@ -71,7 +71,7 @@ impl Keyring {
             .write_all(KEYRING_PASSWORD.as_bytes())
             .expect("write the keyring password");
         drop(stdin);
-        self.processes.push(daemon);
+        self.processes.0.push(daemon);
         let address = self.dbus_address.clone();
         // First only ask the bus whether the name is owned: a call to the name before
         // gnome-keyring owns it would have a bus that can start services (the desktop's) start
@@ -137,20 +137,10 @@ impl Keyring {
             ),
         )
         .expect("bus config");
-        let mut bus = Command::new("dbus-daemon");
-        bus.arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--print-address=1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log(&home, "dbus.log"));
-        let mut bus = spawn_tied(bus);
-        let mut address = String::new();
-        BufReader::new(bus.stdout.take().expect("dbus stdout"))
-            .read_line(&mut address)
-            .expect("dbus-daemon prints its address");
+        let (bus, dbus_address) = private_bus(Some(&config), &[], log_file(&home, "dbus.log"));
         Keyring {
-            processes: vec![bus],
-            dbus_address: address.trim().to_string(),
+            processes: Processes(vec![bus]),
+            dbus_address,
             home,
             _dir: dir,
         }
@@ -223,15 +213,6 @@ impl Keyring {
     }
 }
 
-impl Drop for Keyring {
-    fn drop(&mut self) {
-        for child in self.processes.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// `Some(())` when `dbus-send --session --print-reply ARGS` on the bus at `address` prints
 /// `expected`.
 fn bus_answers(address: &str, args: &[&str], expected: &str) -> Option<()> {
@@ -254,8 +235,4 @@ fn fresh_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     std::fs::create_dir_all(home.join(".local/share")).expect("keyring home");
     std::fs::create_dir_all(&run).expect("runtime dir");
     (dir, home, run)
-}
-
-fn log(home: &Path, name: &str) -> Stdio {
-    Stdio::from(std::fs::File::create(home.join(name)).expect("log file"))
 }

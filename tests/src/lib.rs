@@ -169,9 +169,8 @@ impl Daemon {
     /// [`desktop::Desktop::shared`]).
     #[track_caller]
     pub fn start_on_desktop(toml: &str) -> Daemon {
-        let desktop = desktop::Desktop::shared();
-        let env: Vec<(&str, String)> = desktop.env();
-        Daemon::start_with(toml, &env)
+        use desktop::TestDesktop;
+        desktop::Desktop::shared().start_daemon(toml)
     }
 
     /// Starts a daemon whose config holds `toml` and whose environment adds `env`. Unless `toml`
@@ -404,6 +403,12 @@ impl Daemon {
     /// One call with the tool's whole `arguments` (a single call with its complications, or
     /// `steps`) on a connection of its own: the reply as the structured content shows it.
     pub async fn call_raw_once(&self, arguments: Value) -> Value {
+        structured(&self.call_result_once(arguments).await)
+    }
+
+    /// [`Daemon::call_raw_once`]'s whole MCP result: the text the model reads, the structured
+    /// content, `isError` and `_meta`.
+    pub async fn call_result_once(&self, arguments: Value) -> rmcp::model::CallToolResult {
         Daemon::call_then_close(self.client().await, arguments).await
     }
 
@@ -412,13 +417,13 @@ impl Daemon {
         let client = Client::connect_as(&self.socket, Some(token))
             .await
             .unwrap_or_else(|err| panic!("connect with a token: {err}\n{}", self.log_text()));
-        Daemon::call_then_close(client, arguments).await
+        structured(&Daemon::call_then_close(client, arguments).await)
     }
 
-    async fn call_then_close(client: Client, arguments: Value) -> Value {
+    async fn call_then_close(client: Client, arguments: Value) -> rmcp::model::CallToolResult {
         let result = client.call_raw(arguments).await.expect("call");
         client.close().await;
-        structured(&result)
+        result
     }
 
     pub fn pid(&self) -> i32 {

@@ -5,16 +5,15 @@
 //! absolute path. Apps get a private session bus.
 //! Independent checkers: `grim` (screencopy), `swaymsg` (sway's IPC), and what apps report.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::desktop::{App, launch_app, spawn_tied};
+use crate::desktop::{App, Processes, TestDesktop, log_dir_for, log_file, private_bus, spawn_tied};
 use crate::wait_for;
 
 /// The user sway runs as.
@@ -23,8 +22,9 @@ pub const SWAY_USER: &str = "computer-sway";
 /// The running compositor's coordinates.
 #[derive(Debug)]
 pub struct Sway {
-    /// sway and the bus; they die with the test process (PR_SET_PDEATHSIG).
-    _processes: Vec<Child>,
+    /// sway and the bus; they end when an own compositor drops, and die with the test process
+    /// (PR_SET_PDEATHSIG).
+    _processes: Processes,
     /// sway's `XDG_RUNTIME_DIR` (owned by [`SWAY_USER`], mode 0700).
     pub runtime_dir: PathBuf,
     /// The Wayland socket's absolute path.
@@ -37,126 +37,10 @@ pub struct Sway {
 }
 
 impl Sway {
-    /// The compositor shared by the calling suite's tests (see [`crate::suite`]), started on
-    /// first use.
-    #[track_caller]
-    pub fn shared() -> &'static Sway {
-        let suite = crate::suite::calling_suite();
-        crate::suite::per_suite(suite, || Sway::start(suite))
-    }
-
     /// A compositor of the caller's own, for a test that changes what others rely on (sway
     /// 1.7 cannot take a headless output away again once made); it stops when dropped.
     pub fn own(name: &str) -> Sway {
         Sway::start(name)
-    }
-
-    fn start(name: &str) -> Sway {
-        let log_dir =
-            std::env::temp_dir().join(format!("computer-sway-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&log_dir).unwrap();
-        let log =
-            |name: &str| Stdio::from(std::fs::File::create(log_dir.join(name)).expect("log file"));
-        let (uid, gid) = sway_user();
-        let runtime_dir = log_dir.join("runtime");
-        std::fs::create_dir_all(&runtime_dir).unwrap();
-        std::os::unix::fs::chown(&runtime_dir, Some(uid), Some(gid)).unwrap();
-        std::fs::set_permissions(&runtime_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        // The log directory is the runtime directory's parent: the user must pass through it.
-        std::fs::set_permissions(&log_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
-        let config = log_dir.join("sway.config");
-        // No borders or title bars: a window's content starts at its tile's corner, so points
-        // in it are easy to tell.
-        std::fs::write(
-            &config,
-            "output HEADLESS-1 resolution 1920x1080 position 0 0\n\
-             default_border none\ndefault_floating_border none\nfont pango:monospace 1\n\
-             titlebar_border_thickness 0\ntitlebar_padding 1\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
-
-        let mut sway = Command::new("sway");
-        sway.args(["-c", config.to_str().unwrap()])
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", format!("/home/{SWAY_USER}"))
-            .env("XDG_RUNTIME_DIR", &runtime_dir)
-            .env("WLR_BACKENDS", "headless")
-            .env("WLR_LIBINPUT_NO_DEVICES", "1")
-            .env("WLR_RENDERER", "pixman")
-            .current_dir("/")
-            .uid(uid)
-            .gid(gid)
-            .stdin(Stdio::null())
-            .stdout(log("sway.out.log"))
-            .stderr(log("sway.log"));
-        // spawn_tied sets the parent-death signal after the uid change (std runs pre_exec
-        // hooks after setuid), so it survives it.
-        let sway = spawn_tied(sway);
-        let socket = runtime_dir.join("wayland-1");
-        let swaysock = wait_for("sway's sockets", Duration::from_secs(30), || {
-            let ipc = std::fs::read_dir(&runtime_dir)
-                .ok()?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .find(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("sway-ipc."))
-                })?;
-            socket.exists().then_some(ipc)
-        });
-
-        let mut dbus = Command::new("dbus-daemon");
-        dbus.args(["--session", "--nofork", "--print-address=1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log("dbus.log"));
-        let mut dbus = spawn_tied(dbus);
-        let mut address = String::new();
-        BufReader::new(dbus.stdout.take().unwrap())
-            .read_line(&mut address)
-            .expect("dbus-daemon prints its address");
-
-        let compositor = Sway {
-            _processes: vec![sway, dbus],
-            runtime_dir,
-            socket,
-            swaysock,
-            dbus_address: address.trim().to_string(),
-            log_dir,
-        };
-        wait_for("sway to answer on its IPC", Duration::from_secs(30), || {
-            compositor.swaymsg(&["-t", "get_version"]).ok()
-        });
-        compositor
-    }
-
-    /// The environment that puts a process (app or daemon) on this compositor, and on no X
-    /// display.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("WAYLAND_DISPLAY", self.socket.display().to_string()),
-            ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
-            ("XDG_SESSION_TYPE", "wayland".into()),
-            ("SWAYSOCK", self.swaysock.display().to_string()),
-            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
-            ("GDK_BACKEND", "wayland".into()),
-        ]
-    }
-
-    /// A command on this compositor.
-    pub fn command(&self, program: &str) -> Command {
-        let mut command = Command::new(program);
-        command.envs(self.env()).env_remove("DISPLAY");
-        command
-    }
-
-    /// Starts a long-lived app on this compositor; it dies when the guard drops, or with the
-    /// test process at the latest.
-    pub fn launch(&self, program: &str, args: &[&str]) -> App {
-        launch_app(self.command(program), &self.log_dir, args)
     }
 
     /// `swaymsg ARGS` (sway's IPC, an independent view of windows and focus); its stdout.
@@ -209,6 +93,100 @@ impl Sway {
     }
 }
 
+impl TestDesktop for Sway {
+    fn start(name: &str) -> Sway {
+        let log_dir = log_dir_for("sway", name);
+        let log = |name: &str| log_file(&log_dir, name);
+        let (uid, gid) = sway_user();
+        let runtime_dir = log_dir.join("runtime");
+        std::fs::create_dir_all(&runtime_dir).unwrap();
+        std::os::unix::fs::chown(&runtime_dir, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&runtime_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // The log directory is the runtime directory's parent: the user must pass through it.
+        std::fs::set_permissions(&log_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let config = log_dir.join("sway.config");
+        // No borders or title bars: a window's content starts at its tile's corner, so points
+        // in it are easy to tell.
+        std::fs::write(
+            &config,
+            "output HEADLESS-1 resolution 1920x1080 position 0 0\n\
+             default_border none\ndefault_floating_border none\nfont pango:monospace 1\n\
+             titlebar_border_thickness 0\ntitlebar_padding 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+        let mut sway = Command::new("sway");
+        sway.args(["-c", config.to_str().unwrap()])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", format!("/home/{SWAY_USER}"))
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .env("WLR_BACKENDS", "headless")
+            .env("WLR_LIBINPUT_NO_DEVICES", "1")
+            .env("WLR_RENDERER", "pixman")
+            .current_dir("/")
+            .uid(uid)
+            .gid(gid)
+            .stdin(Stdio::null())
+            .stdout(log("sway.out.log"))
+            .stderr(log("sway.log"));
+        // spawn_tied sets the parent-death signal after the uid change (std runs pre_exec
+        // hooks after setuid), so it survives it.
+        let sway = spawn_tied(sway);
+        let socket = runtime_dir.join("wayland-1");
+        let swaysock = wait_for("sway's sockets", Duration::from_secs(30), || {
+            let ipc = std::fs::read_dir(&runtime_dir)
+                .ok()?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("sway-ipc."))
+                })?;
+            socket.exists().then_some(ipc)
+        });
+
+        let (dbus, dbus_address) = private_bus(None, &[], log("dbus.log"));
+
+        let compositor = Sway {
+            _processes: Processes(vec![sway, dbus]),
+            runtime_dir,
+            socket,
+            swaysock,
+            dbus_address,
+            log_dir,
+        };
+        wait_for("sway to answer on its IPC", Duration::from_secs(30), || {
+            compositor.swaymsg(&["-t", "get_version"]).ok()
+        });
+        compositor
+    }
+
+    /// The Wayland socket (by its absolute path), sway's runtime directory and IPC, the private
+    /// bus.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("WAYLAND_DISPLAY", self.socket.display().to_string()),
+            ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
+            ("XDG_SESSION_TYPE", "wayland".into()),
+            ("SWAYSOCK", self.swaysock.display().to_string()),
+            ("DBUS_SESSION_BUS_ADDRESS", self.dbus_address.clone()),
+            ("GDK_BACKEND", "wayland".into()),
+        ]
+    }
+
+    /// The test's X display.
+    fn foreign_env(&self) -> &'static [&'static str] {
+        &["DISPLAY"]
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+}
+
 /// `foot` running `cat` in raw mode into a file: every byte the keys produce lands there.
 pub struct TypingTarget {
     _app: App,
@@ -257,16 +235,6 @@ impl TypingTarget {
             String::from_utf8_lossy(&self.typed()),
             String::from_utf8_lossy(want)
         );
-    }
-}
-
-impl Drop for Sway {
-    fn drop(&mut self) {
-        // Only an own compositor is ever dropped (the shared one lives in a static).
-        for process in &mut self._processes {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, TestDesktop};
 use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use computer_tests::desktop::{App, Desktop, gi_python};
+use computer_tests::desktop::{App, Desktop, TestDesktop, gi_python};
 use computer_tests::{Daemon, try_wait_for, wait_for};
 use serde_json::{Value, json};
 
@@ -279,10 +279,7 @@ async fn the_agents_clicks_and_typing_land_while_the_persons_pointer_focus_and_t
 #[tokio::test(flavor = "multi_thread")]
 async fn the_person_watch_pauses_on_the_persons_input_and_not_on_the_agents() {
     let desktop = Desktop::private_with_a_person();
-    let daemon = Daemon::start_with(
-        &format!("{OWN_POINTER}person_quiet_ms = 3000\n"),
-        &desktop.env(),
-    );
+    let daemon = desktop.start_daemon(&format!("{OWN_POINTER}person_quiet_ms = 3000\n"));
     daemon.wait_for_log("watching for the person's input");
     // The agent's own devices come and go unwatched; its acts never pause it.
     for round in 0..10 {
@@ -324,7 +321,7 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pair_is_reused_after_a_crash_remade_when_broken_and_removed_at_stop() {
     let desktop = Desktop::private();
-    let mut daemon = Daemon::start_with(OWN_POINTER, &desktop.env());
+    let mut daemon = desktop.start_daemon(OWN_POINTER);
     let doctor = daemon.cli(&["doctor"]);
     assert!(
         doctor
@@ -400,7 +397,7 @@ async fn the_pair_is_reused_after_a_crash_remade_when_broken_and_removed_at_stop
     assert_eq!(agent_pointer_id(&desktop), None, "removed at stop");
 
     // Without the key, input is the person's pointer's, and doctor says so.
-    let plain = Daemon::start_with("", &desktop.env());
+    let plain = desktop.start_daemon("");
     let doctor = plain.cli(&["doctor"]);
     assert!(
         doctor.stdout.contains("[gui] own_pointer is off"),
@@ -427,7 +424,7 @@ fn bounds(desktop: &Desktop, window: &str) -> (i64, i64, i64) {
 async fn the_agents_drag_moves_a_window_by_its_title_bar_and_not_the_persons_pointer() {
     // Its own desktop: the other tests' windows stay out of the drag's way.
     let desktop = Desktop::private();
-    let daemon = Daemon::start_with(OWN_POINTER, &desktop.env());
+    let daemon = desktop.start_daemon(OWN_POINTER);
     let _agents = AgentWindow::launch(&desktop, "Dragged desk", 300, 150);
     let window = tool(
         &desktop,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use computer_tests::desktop::{App, Desktop, spawn_tied};
+use computer_tests::desktop::{App, Desktop, TestDesktop, spawn_tied};
 use computer_tests::{Daemon, approval_window_bin, computer_bin, touch_task, wait_for};
 use serde_json::{Value, json};
 
@@ -338,7 +338,7 @@ async fn the_keyboard_answers_only_from_a_button_tabbed_to() {
     // `xdotool key` on the desktop itself, would be synthetic input and answer nothing).
     let _turn = PERSONS_TURN.lock().await;
     let desktop = persons_desktop();
-    let daemon = Daemon::start_with(ASK_TOUCH, &desktop.env());
+    let daemon = desktop.start_daemon(ASK_TOUCH);
     let window = open_window_on(desktop, &daemon, Start::Directly);
     let atspi =
         |daemon: &Daemon, window: &App, args: &[&str]| atspi_on(desktop, daemon, window, args);
@@ -624,7 +624,7 @@ async fn the_window_shows_what_will_run_exactly_flags_it_and_asks_for_attention(
 async fn a_synthetic_click_on_allow_once_answers_nothing_while_the_persons_keys_do() {
     let _turn = PERSONS_TURN.lock().await;
     let desktop = persons_desktop();
-    let daemon = Daemon::start_with(ASK_TOUCH, &desktop.env());
+    let daemon = desktop.start_daemon(ASK_TOUCH);
     let window = open_window_on(desktop, &daemon, Start::Directly);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("clicked");

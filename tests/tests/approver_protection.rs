@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, TestDesktop};
 use computer_tests::{Daemon, wait_for};
 
 /// The two tests share one desktop, and each needs its own window to hold the keyboard focus:

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use computer_tests::desktop::{Desktop, TestApp, gi_python};
+use computer_tests::desktop::{Desktop, TestApp, TestDesktop, gi_python};
 use computer_tests::{Daemon, structured, wait_for};
 use serde_json::{Value, json};
 
@@ -631,9 +631,7 @@ async fn oversized_trees_are_cut_with_a_cursor_that_continues_exactly() {
 async fn the_app_cache_and_the_node_by_node_walk_give_the_same_trees() {
     let desktop = Desktop::shared();
     let seeded = Daemon::start_on_desktop("");
-    let mut env = desktop.env();
-    env.push(("COMPUTER_AX_APP_CACHE", "off".into()));
-    let walked = Daemon::start_with("", &env);
+    let walked = desktop.start_daemon_with("", &[("COMPUTER_AX_APP_CACHE", "off".into())]);
     let app = TestApp::launch_with("Cache Test", &["--more"]);
     let _factory = desktop.launch("gtk3-widget-factory", &[]);
     wait_tree(&seeded, app.pid()).await;

@@ -1,7 +1,7 @@
 //! The headless desktop harness itself: the X server, window manager, session bus and AT-SPI
 //! answer clients other than ours.
 
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, TestDesktop};
 
 #[test]
 fn the_shared_desktop_is_up_with_a_window_manager_and_accessibility() {

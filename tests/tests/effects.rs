@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use computer_tests::desktop::TestApp;
+use computer_tests::desktop::{Desktop, TestApp, TestDesktop};
 use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
@@ -103,12 +103,13 @@ async fn ax_act_reads_back_a_toggled_check_button_and_suspects_an_insensitive_bu
 async fn gui_acts_read_back_a_check_button_a_dialog_and_typed_text() {
     let _turn = ONE_AT_A_TIME.lock().await;
     // The read-back's own log line says how many change signals the element sent.
-    let mut env = computer_tests::desktop::Desktop::shared().env();
-    env.push((
-        "RUST_LOG",
-        "info,computer_surfaces::gui::read_back=debug".to_string(),
-    ));
-    let daemon = Daemon::start_with(ALLOW_ACTS, &env);
+    let daemon = Desktop::shared().start_daemon_with(
+        ALLOW_ACTS,
+        &[(
+            "RUST_LOG",
+            "info,computer_surfaces::gui::read_back=debug".to_string(),
+        )],
+    );
     let app = app_on_bus(&daemon, "Effects Gui").await;
     let pid = app.pid();
 

@@ -9,6 +9,7 @@
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
+use computer_tests::desktop::TestDesktop;
 use computer_tests::gnome::{BLUE_PATCH, IndependentCast, Mutter, Probe, RED_PATCH, secret_tool};
 use computer_tests::{Daemon, structured, wait_for};
 use serde_json::{Value, json};
@@ -18,7 +19,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// A daemon on the shared Mutter, with no X display.
 fn daemon() -> Daemon {
-    Daemon::start_with_env("", &Mutter::shared().env(), &["DISPLAY", "SWAYSOCK"])
+    Mutter::shared().start_daemon("")
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
@@ -554,11 +555,9 @@ async fn consent_is_asked_once_kept_across_a_restart_and_a_refusal_says_how_to_g
 async fn an_agent_cannot_forge_the_consent_through_the_keychain_surface() {
     let _mutter = ONE_AT_A_TIME.lock().await;
     revoke_consent();
-    let daemon = Daemon::start_with_env(
+    let daemon = Mutter::shared().start_daemon(
         "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n\
          [keychain]\nmodel_values = true\n",
-        &Mutter::shared().env(),
-        &["DISPLAY", "SWAYSOCK"],
     );
     let keychain = |args: Value| {
         let daemon = &daemon;

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine;
-use computer_tests::desktop::{App, Desktop};
+use computer_tests::desktop::{App, Desktop, TestDesktop};
 use computer_tests::{Daemon, structured, try_wait_for, wait_for};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -161,13 +161,7 @@ impl TestApp {
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn xtool(program: &str, args: &[&str]) -> String {
-    let out = Desktop::shared()
-        .command(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(out.status.success(), "{program} {args:?} failed");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    Desktop::shared().tool_output(program, args)
 }
 
 /// `xdotool getmouselocation` as (x, y).
@@ -906,7 +900,7 @@ async fn a_display_that_holds_its_requests_holds_only_the_gui_calls() {
 
     // Its own desktop: the grab would hold every other test's display work.
     let desktop = Desktop::private();
-    let daemon = Daemon::start_with("", &desktop.env());
+    let daemon = desktop.start_daemon("");
     let click = |x: i32| json!({"surface": "gui", "command": "click", "args": {"x": x, "y": 100}});
     let first = daemon.client().await;
     let answer = structured(&first.call_raw(click(100)).await.expect("call"));

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use computer_tests::desktop::{App, Desktop, spawn_tied};
+use computer_tests::desktop::{App, Desktop, TestDesktop, spawn_tied};
 use computer_tests::{Daemon, approval_window_bin, shell_run_cli, wait_for};
 use serde_json::{Value, json};
 
@@ -37,18 +37,7 @@ fn call_with(
     args: Value,
     complications: Value,
 ) -> Value {
-    daemon
-        .cli(&[
-            "call",
-            surface,
-            command,
-            "--json",
-            "--args",
-            &args.to_string(),
-            "--complications",
-            &complications.to_string(),
-        ])
-        .json()
+    daemon.call_json_as(None, surface, command, &args, &complications)
 }
 
 fn applescript(daemon: &Daemon, args: Value) -> Value {

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use computer_tests::desktop::TestDesktop;
 use computer_tests::gnome::{BLUE_PATCH, IndependentCast, Mutter, Portal, Probe, RED_PATCH};
 use computer_tests::{Daemon, structured};
 use serde_json::{Value, json};
@@ -23,9 +24,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// A daemon on the shared Mutter that drives it through the portal, with no X display.
 fn daemon() -> Daemon {
     Portal::shared();
-    let mut env = Mutter::shared().env();
-    env.push(("COMPUTER_GUI_BACKEND", "portal".into()));
-    Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"])
+    Mutter::shared().start_daemon_with("", &[("COMPUTER_GUI_BACKEND", "portal".into())])
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
@@ -110,7 +109,7 @@ async fn active_window_of(daemon: &Daemon, pid: u32) -> Value {
 async fn the_portal_is_chosen_when_told_and_doctor_says_why_and_what_is_missing() {
     let _portal = ONE_AT_A_TIME.lock().await;
     Portal::shared();
-    let gnome = Daemon::start_with_env("", &Mutter::shared().env(), &["DISPLAY", "SWAYSOCK"]);
+    let gnome = Mutter::shared().start_daemon("");
     let backend = gnome.doctor_surface("gui")["backend"]
         .as_str()
         .unwrap_or_default()
@@ -261,13 +260,10 @@ async fn a_refusal_in_the_portals_dialog_is_a_clear_error_and_the_next_call_asks
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_cannot_plant_a_restore_token_through_the_keychain_surface() {
     let _portal = ONE_AT_A_TIME.lock().await;
-    let mut env = Mutter::shared().env();
-    env.push(("COMPUTER_GUI_BACKEND", "portal".into()));
-    let daemon = Daemon::start_with_env(
+    let daemon = Mutter::shared().start_daemon_with(
         "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n\
          [keychain]\nmodel_values = true\n",
-        &env,
-        &["DISPLAY", "SWAYSOCK"],
+        &[("COMPUTER_GUI_BACKEND", "portal".into())],
     );
     let keychain = |args: Value| {
         let daemon = &daemon;
@@ -347,13 +343,13 @@ async fn on_kde_without_a_portal_doctor_says_what_is_missing() {
 async fn on_kde_doctor_names_kwin_through_xdg_desktop_portal_kde() {
     let _portal = ONE_AT_A_TIME.lock().await;
     Portal::shared();
-    let mut env = Mutter::shared().env();
-    env.retain(|(name, _)| *name != "XDG_CURRENT_DESKTOP");
-    env.extend([
-        ("XDG_CURRENT_DESKTOP", "KDE".to_string()),
-        ("COMPUTER_GUI_BACKEND", "portal".into()),
-    ]);
-    let daemon = Daemon::start_with_env("", &env, &["DISPLAY", "SWAYSOCK"]);
+    let daemon = Mutter::shared().start_daemon_with(
+        "",
+        &[
+            ("XDG_CURRENT_DESKTOP", "KDE".to_string()),
+            ("COMPUTER_GUI_BACKEND", "portal".into()),
+        ],
+    );
     let backend = daemon.doctor_surface("gui")["backend"]
         .as_str()
         .unwrap_or_default()
@@ -394,12 +390,9 @@ async fn an_agent_cannot_read_or_use_the_restore_token() {
     };
     store("portal-restore-token", TOKEN);
     store("ordinary", "an-ordinary-value");
-    let mut env = Mutter::shared().env();
-    env.push(("COMPUTER_GUI_BACKEND", "portal".into()));
-    let daemon = Daemon::start_with_env(
+    let daemon = Mutter::shared().start_daemon_with(
         "[defaults]\nobserve = \"allow\"\nact = \"allow\"\nsecret = \"allow\"\n",
-        &env,
-        &["DISPLAY", "SWAYSOCK"],
+        &[("COMPUTER_GUI_BACKEND", "portal".into())],
     );
     let call = |request: Value| {
         let daemon = &daemon;

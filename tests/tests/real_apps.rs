@@ -15,7 +15,7 @@ use computer_tests::Daemon;
 use computer_tests::apps::{
     self, PRICE_ROWS, RealApp, WebServer, call, odf_content, out_dir, wait_saved, wait_window,
 };
-use computer_tests::desktop::Desktop;
+use computer_tests::desktop::{Desktop, TestDesktop};
 use computer_tests::try_wait_for;
 use serde_json::{Value, json};
 

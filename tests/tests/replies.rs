@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::collections::BTreeMap;
 
 use computer_tests::desktop::TestApp;
-use computer_tests::{Daemon, receipt_of, wait_for};
+use computer_tests::{Daemon, receipt_of, structured, wait_for};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -32,13 +32,9 @@ async fn call_with(
     args: Value,
     complications: Value,
 ) -> CallToolResult {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(json!({"surface": surface, "command": command, "args": args, "complications": complications}))
+    daemon
+        .call_result_once(json!({"surface": surface, "command": command, "args": args, "complications": complications}))
         .await
-        .expect("call");
-    client.close().await;
-    result
 }
 
 /// What a model is shown of a result: its text blocks.
@@ -49,14 +45,6 @@ fn visible_text(result: &CallToolResult) -> String {
         .filter_map(|block| block.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// The structured part (programs read it; `computer call --json` prints it).
-fn structured(result: &CallToolResult) -> Value {
-    result
-        .structured_content
-        .clone()
-        .expect("structured content")
 }
 
 /// The fields a reply shows, beside `ok` and `receipt`.

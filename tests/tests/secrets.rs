@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
-use computer_tests::desktop::{App, Desktop, TestApp};
+use computer_tests::desktop::{App, Desktop, TestApp, TestDesktop};
 use computer_tests::keyring::Keyring;
 use computer_tests::{Daemon, RawConnection, shell_run, structured, wait_for};
 use serde_json::{Value, json};
@@ -101,9 +101,7 @@ const ALLOW_SUITE_SECRETS: &str =
 /// A daemon on the desktop (its bus has the keyring) that logs at debug level, where the MCP
 /// layer writes every reply into the log.
 fn daemon(toml: &str) -> Daemon {
-    let mut env = Desktop::shared().env();
-    env.push(("RUST_LOG", "debug".into()));
-    Daemon::start_with(toml, &env)
+    Desktop::shared().start_daemon_with(toml, &[("RUST_LOG", "debug".into())])
 }
 
 /// Every form of `value` the masker promises: raw, hex (both cases), base64 (both alphabets, the

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use computer_ipc::Client;
-use computer_tests::desktop::{App, Desktop, TestApp};
+use computer_tests::desktop::{App, Desktop, TestApp, TestDesktop};
 use computer_tests::{Daemon, structured, try_wait_for, wait_for};
 use serde_json::{Value, json};
 
@@ -129,10 +129,11 @@ async fn call_as(client: &Client, surface: &str, command: &str, args: Value, c: 
 }
 
 async fn call(daemon: &Daemon, surface: &str, command: &str, args: Value, c: Value) -> Value {
-    let client = daemon.client().await;
-    let out = call_as(&client, surface, command, args, c).await;
-    client.close().await;
-    out
+    daemon
+        .call_raw_once(
+            json!({"surface": surface, "command": command, "args": args, "complications": c}),
+        )
+        .await
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value, complications: Value) -> Value {
@@ -149,12 +150,7 @@ fn entry(listed: &Value, id: u64) -> Value {
 }
 
 fn xdotool(args: &[&str]) {
-    let status = Desktop::shared()
-        .command("xdotool")
-        .args(args)
-        .status()
-        .expect("xdotool");
-    assert!(status.success(), "xdotool {args:?}");
+    Desktop::shared().tool_output("xdotool", args);
 }
 
 /// Asserts a refusal with `code`, receipted: the result row names the code.
@@ -591,7 +587,7 @@ struct Person {
 /// A daemon on the person's desktop that pauses gui input for 3 s after the person's, once it
 /// watches. Its runs are contained as an agent's are (they still reach the X display).
 fn daemon_watching_the_person() -> Daemon {
-    let daemon = Daemon::start_with("[gui]\nperson_quiet_ms = 3000\n", &persons_desktop().env());
+    let daemon = persons_desktop().start_daemon("[gui]\nperson_quiet_ms = 3000\n");
     daemon.wait_for_log("watching for the person's input");
     daemon
 }
@@ -746,7 +742,7 @@ async fn the_persons_input_pauses_gui_input_while_ax_goes_on() {
 
     // Turned off, the person's input pauses nothing.
     drop(daemon);
-    let daemon = Daemon::start_with("[gui]\nyield_to_person = false\n", &persons_desktop().env());
+    let daemon = persons_desktop().start_daemon("[gui]\nyield_to_person = false\n");
     wait_for(
         "the second daemon's gui to answer",
         Duration::from_secs(10),

@@ -7,12 +7,9 @@ use computer_tests::{Daemon, processes_started_with, shell_run, structured, wait
 use serde_json::{Value, json};
 
 async fn run(daemon: &Daemon, args: Value, complications: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(shell_run(args, complications))
-        .await
-        .expect("call");
-    client.close().await;
+    let result = daemon
+        .call_result_once(shell_run(args, complications))
+        .await;
     let value = structured(&result);
     assert_eq!(
         result.is_error,

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use computer_tests::desktop::{App, Desktop};
+use computer_tests::desktop::{App, Desktop, TestDesktop};
 use computer_tests::{Daemon, computer_bin, structured, touch_task, wait_for};
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use computer_tests::desktop::{TestApp, gi_python};
+use computer_tests::desktop::{TestApp, TestDesktop, gi_python};
 use computer_tests::{Daemon, computer_bin, structured, wait_for};
 use serde_json::{Value, json};
 
@@ -394,9 +394,8 @@ fn a_runs_calls_are_masked_with_the_runs_secrets() {
         .write_all(VALUE.as_bytes())
         .unwrap();
     assert!(store.wait().unwrap().success(), "secret-tool store");
-    let daemon = Daemon::start_with(
+    let daemon = Desktop::shared().start_daemon(
         "[tools]\nallow = [\"shell.run\"]\n\n[[rules]]\nsecrets = [\"keychain://tools-suite/*\"]\ndecision = \"allow\"\n",
-        &Desktop::shared().env(),
     );
     // The run hands its secret to a call of its own (as an argument, where the call's own
     // masking does not know it); what comes back to the script, and every receipt, is masked.

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use computer_tests::desktop::App;
+use computer_tests::desktop::{App, TestDesktop};
 use computer_tests::wayland::{Sway, TypingTarget};
 use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
@@ -18,7 +18,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// A daemon on the shared sway, with no X display.
 fn daemon() -> Daemon {
-    Daemon::start_with_env("", &Sway::shared().env(), &["DISPLAY"])
+    Sway::shared().start_daemon("")
 }
 
 async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
@@ -472,8 +472,7 @@ async fn input_on_an_approver_is_refused_on_wayland_even_where_owners_are_unknow
     let sway = Sway::shared();
     // The approver runs in a terminal (foot holds a pty), so a line typed there is also a
     // command, which is asked first; nobody answers here, and what is asked never goes through.
-    let daemon =
-        Daemon::start_with_env("[approval]\ntimeout = \"1s\"\n", &sway.env(), &["DISPLAY"]);
+    let daemon = sway.start_daemon("[approval]\ntimeout = \"1s\"\n");
     let ordinary = ClickApp::launch("wayland-ordinary-window");
     let script =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/as_approver.py");
@@ -564,7 +563,7 @@ async fn input_on_an_approver_is_refused_on_wayland_even_where_owners_are_unknow
 async fn a_second_monitor_at_scale_two_is_listed_captured_and_clicked_exactly() {
     let own = Sway::own("two-monitors");
     let sway = &own;
-    let daemon = Daemon::start_with_env("", &sway.env(), &["DISPLAY"]);
+    let daemon = sway.start_daemon("");
     // The daemon's connection exists before the monitor does: it must see it come.
     let before = gui(&daemon, "monitors", json!({})).await;
     assert_eq!(
