@@ -26,6 +26,7 @@
 
 mod abuse;
 mod agent_desktops;
+mod agent_desktops_wayland;
 mod agent_pointer;
 mod agents;
 #[cfg(not(target_os = "macos"))]
