@@ -62,22 +62,8 @@ pub struct ShellLimits {
     /// The desktop of an agent's own that runs start their programs on (its display and bus
     /// variables, which replace the daemon's [`DESKTOP_ENV`]); `None` for the person's.
     pub desktop_env: Option<Arc<[(String, String)]>>,
-    /// What runs on that desktop may reach of it (its sockets); the rest of the person's
-    /// session and of other desktops is hidden from them.
+    /// What runs on that desktop may reach of it (its sockets; `run_env::with_desktop`).
     pub desktop_reach: Option<DesktopReach>,
-}
-
-impl ShellLimits {
-    /// The limits a run gets beyond its call's `sandbox`: on a desktop of an agent's own, that
-    /// desktop alone (a desktop whose sockets were not given still hides the person's).
-    pub(crate) fn with_desktop(&self, sandbox: RunLimits) -> RunLimits {
-        let desktop = match (&self.desktop_reach, &self.desktop_env) {
-            (Some(reach), _) => Some(reach.clone()),
-            (None, Some(_)) => Some(DesktopReach::default()),
-            (None, None) => None,
-        };
-        RunLimits { desktop, ..sandbox }
-    }
 }
 
 impl Default for ShellLimits {

@@ -1,13 +1,29 @@
 //! What a run's environment holds: the variables passed through from the daemon's (and, on a
-//! desktop of an agent's own, the desktop's in place of the daemon's display and bus ones), and
-//! the call's own working directory and variables, checked. Shared by one-shot runs and terminal
-//! sessions.
+//! desktop of an agent's own, the desktop's in place of the daemon's display and bus ones, and
+//! the limits that keep it to that desktop's sockets), and the call's own working directory and
+//! variables, checked. Shared by one-shot runs and terminal sessions.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use computer_ipc::{Complications, ToolError};
+
+use crate::kit::contain::{DesktopReach, RunLimits};
+use crate::kit::one_shot::ShellLimits;
+
+impl ShellLimits {
+    /// The limits a run gets beyond its call's `sandbox`: on a desktop of an agent's own, that
+    /// desktop alone (a desktop whose sockets were not given still hides the person's).
+    pub(crate) fn with_desktop(&self, sandbox: RunLimits) -> RunLimits {
+        let desktop = match (&self.desktop_reach, &self.desktop_env) {
+            (Some(reach), _) => Some(reach.clone()),
+            (None, Some(_)) => Some(DesktopReach::default()),
+            (None, None) => None,
+        };
+        RunLimits { desktop, ..sandbox }
+    }
+}
 
 /// Variables passed through from the daemon's environment; everything else is dropped, so no
 /// daemon socket path, token or unrelated secret leaks into a child.

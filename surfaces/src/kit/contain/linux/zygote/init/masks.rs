@@ -125,8 +125,14 @@ pub(super) unsafe fn pin_directories(plan: &Plan, slot: RawFd) {
 
 /// Covers every directory of `dirs` (the plan's hidden ones, or those a run on a desktop must
 /// not reach) with an empty read-only tmpfs (writable until the mount points of the shown
-/// directories inside it are made).
-pub(super) unsafe fn mask_directories(plan: &Plan, dirs: &[CString], slot: RawFd) {
+/// directories inside it are made). With `gone_is_hidden`, a directory removed since the
+/// daemon named it (another desktop closed meanwhile) is passed over: nothing is there to reach.
+pub(super) unsafe fn mask_directories(
+    plan: &Plan,
+    dirs: &[CString],
+    gone_is_hidden: bool,
+    slot: RawFd,
+) {
     for dir in dirs {
         let options = c"size=4k,mode=0500";
         let holds_shown = plan.shown.iter().any(|s| lies_inside(s, dir));
@@ -143,6 +149,9 @@ pub(super) unsafe fn mask_directories(plan: &Plan, dirs: &[CString], slot: RawFd
             )
         } != 0
         {
+            if gone_is_hidden && errno() == libc::ENOENT {
+                continue;
+            }
             fail_later(slot, Stage::MaskDir);
         }
         if holds_shown {
@@ -152,8 +161,9 @@ pub(super) unsafe fn mask_directories(plan: &Plan, dirs: &[CString], slot: RawFd
     }
 }
 
-/// Covers every hidden file (and every socket a run on a desktop must not reach) with a
-/// read-only bind of [`MASK_FILE`], made first.
+/// Covers every hidden file (and every socket a run on a desktop must not reach: one removed
+/// since the daemon named it is passed over) with a read-only bind of [`MASK_FILE`], made
+/// first.
 pub(super) unsafe fn mask_files(plan: &Plan, slot: RawFd) {
     let desktop_files = plan.desktop.as_ref().map_or(&[][..], |d| &d.hidden_files);
     if plan.masked_files.is_empty() && desktop_files.is_empty() {
@@ -163,7 +173,7 @@ pub(super) unsafe fn mask_files(plan: &Plan, slot: RawFd) {
     unsafe {
         make_mask_file(slot);
         let none = std::ptr::null::<libc::c_char>();
-        for file in plan.masked_files.iter().chain(desktop_files) {
+        for (at, file) in plan.masked_files.iter().chain(desktop_files).enumerate() {
             if libc::mount(
                 MASK_FILE.as_ptr(),
                 file.as_ptr(),
@@ -171,18 +181,24 @@ pub(super) unsafe fn mask_files(plan: &Plan, slot: RawFd) {
                 libc::MS_BIND,
                 std::ptr::null(),
             ) != 0
-                || libc::mount(
-                    none,
-                    file.as_ptr(),
-                    none,
-                    libc::MS_BIND
-                        | libc::MS_REMOUNT
-                        | libc::MS_RDONLY
-                        | libc::MS_NOSUID
-                        | libc::MS_NODEV
-                        | libc::MS_NOEXEC,
-                    std::ptr::null(),
-                ) != 0
+            {
+                if at >= plan.masked_files.len() && errno() == libc::ENOENT {
+                    continue;
+                }
+                fail_later(slot, Stage::MaskFile);
+            }
+            if libc::mount(
+                none,
+                file.as_ptr(),
+                none,
+                libc::MS_BIND
+                    | libc::MS_REMOUNT
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV
+                    | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
             {
                 fail_later(slot, Stage::MaskFile);
             }

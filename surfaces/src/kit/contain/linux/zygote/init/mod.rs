@@ -36,11 +36,11 @@ pub(super) fn run_init(plan: &Plan, slot: RawFd) -> ! {
         // Held from before the masks, which hide their paths; bound back after them.
         let shown = masks::open_shown(plan, slot);
         let own_x_socket = desktop::open_own_x_socket(plan, slot);
-        masks::mask_directories(plan, &plan.masked_dirs, slot);
+        masks::mask_directories(plan, &plan.masked_dirs, false, slot);
         masks::mask_files(plan, slot);
         // After the plan's file masks: the person's runtime directory may hold some of them.
         if let Some(on_desktop) = &plan.desktop {
-            masks::mask_directories(plan, &on_desktop.hidden_dirs, slot);
+            masks::mask_directories(plan, &on_desktop.hidden_dirs, true, slot);
         }
         desktop::show_own_x_socket_alone(plan, own_x_socket, slot);
         if !plan.rootless && !dev::own_dev() {
