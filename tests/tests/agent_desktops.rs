@@ -540,3 +540,196 @@ async fn an_agent_opening_desktops_without_end_is_stopped_at_its_limit_and_other
     assert_eq!(closed["ok"], true, "{closed}");
     open_desktop(&daemon, Some(&greedy), [64, 64]).await;
 }
+
+/// What a hostile program started on an agent's desktop tries, as a script: `reach NAME CMD...`
+/// prints `NAME ok` when the command succeeds and `NAME refused` when it fails; `connect NAME
+/// ADDRESS` connects a socket (a path, `@name` for an abstract socket, `tcp:PORT` on
+/// 127.0.0.1).
+const REACH: &str = r#"
+reach() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name ok"; else echo "$name refused"; fi; }
+connect() {
+  reach "$1" python3 -c '
+import socket, sys
+address = sys.argv[1]
+if address.startswith("tcp:"):
+    socket.create_connection(("127.0.0.1", int(address[4:])), timeout=5)
+else:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + address[1:] if address.startswith("@") else address)
+' "$2"
+}
+"#;
+
+/// What `name` said in a [`REACH`] script's output: `ok` or `refused`.
+fn reached(reply: &Value, name: &str) -> String {
+    let out = reply["stdout"].as_str().unwrap_or_default();
+    out.lines()
+        .find(|line| line.split(' ').next() == Some(name))
+        .and_then(|line| line.split(' ').nth(1))
+        .unwrap_or_else(|| panic!("no line for {name}: {reply}"))
+        .to_string()
+}
+
+/// The X display number of `display` (`:97` → 97).
+fn display_number(display: &str) -> String {
+    display
+        .trim_start_matches(':')
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The person's accessibility bus address, as the person's session bus gives it.
+fn persons_accessibility_bus(person: &Desktop) -> String {
+    let out = std::process::Command::new("dbus-send")
+        .env("DBUS_SESSION_BUS_ADDRESS", &person.dbus_address)
+        .args([
+            "--session",
+            "--print-reply",
+            "--dest=org.a11y.Bus",
+            "/org/a11y/bus",
+            "org.a11y.Bus.GetAddress",
+        ])
+        .output()
+        .expect("dbus-send");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split('"')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no accessibility bus address in {text:?}"))
+        .to_string()
+}
+
+/// A `shell run` of `script` after [`REACH`], on `desktop` (`None`: the person's), as `token`'s
+/// agent; the reply, which must be a run that ended 0.
+async fn reach_from(
+    daemon: &Daemon,
+    token: Option<&str>,
+    desktop: Option<&str>,
+    script: &str,
+) -> Value {
+    let mut call = json!({"surface": "shell", "command": "run",
+                          "args": {"script": format!("{REACH}\n{script}")}});
+    if let Some(desktop) = desktop {
+        call["complications"] = json!({"desktop": desktop});
+    }
+    let reply = call_as(daemon, token, call).await;
+    assert_eq!(reply["ok"], true, "{reply}\n{}", daemon.log_text());
+    assert_eq!(reply["exit_code"], 0, "{reply}");
+    reply
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_on_an_agents_desktop_reaches_no_other_display_or_bus() {
+    let person = Desktop::shared();
+    let daemon = Daemon::start_on_desktop("");
+    let bob = daemon.add_agent("bob");
+    let mine = open_desktop(&daemon, None, [320, 240]).await;
+    let his = open_desktop(&daemon, Some(&bob), [320, 240]).await;
+    let his_env = reach_from(
+        &daemon,
+        Some(&bob),
+        Some(&his),
+        "printf '%s\\n%s\\n' \"$DISPLAY\" \"$DBUS_SESSION_BUS_ADDRESS\"",
+    )
+    .await;
+    let his_env: Vec<String> = his_env["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    let [his_display, his_bus] = &his_env[..] else {
+        panic!("bob's desktop's display and bus: {his_env:?}");
+    };
+    let person_x = display_number(&person.display);
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("a TCP listener");
+    let port = tcp.local_addr().expect("its port").port();
+    let a11y = persons_accessibility_bus(person);
+    // The hostile program: the person's display by its name, by its abstract socket and by
+    // its path; the person's session and accessibility buses; bob's display and bus.
+    let attempts = format!(
+        "reach person-xprop env DISPLAY={display} xprop -root\n\
+         reach person-xdotool env DISPLAY={display} xdotool getmouselocation\n\
+         connect person-abstract @/tmp/.X11-unix/X{person_x}\n\
+         connect person-path /tmp/.X11-unix/X{person_x}\n\
+         reach person-bus dbus-send --bus='{bus}' --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         reach person-a11y dbus-send --bus='{a11y}' --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         reach bob-x env DISPLAY={his_display} xprop -root\n\
+         reach bob-bus dbus-send --bus='{his_bus}' --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         reach own-x xdotool getmouselocation\n\
+         reach own-bus dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         reach own-a11y dbus-send --bus=\"$AT_SPI_BUS_ADDRESS\" --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         connect tcp tcp:{port}\n",
+        display = person.display,
+        bus = person.dbus_address,
+    );
+    let attacks = [
+        "person-xprop",
+        "person-xdotool",
+        "person-abstract",
+        "person-path",
+        "person-bus",
+        "person-a11y",
+        "bob-x",
+        "bob-bus",
+    ];
+
+    // From the person's desktop every one of them is reachable (the person's X server listens
+    // on its abstract socket too): each refusal below is the agent's desktop's doing.
+    let ordinary = reach_from(&daemon, None, None, &attempts).await;
+    for name in attacks {
+        assert_eq!(
+            reached(&ordinary, name),
+            "ok",
+            "{name} from an ordinary run: {ordinary}"
+        );
+    }
+
+    let confined = reach_from(&daemon, None, Some(&mine), &attempts).await;
+    for name in attacks {
+        assert_eq!(
+            reached(&confined, name),
+            "refused",
+            "{name} reached from a run on the agent's desktop: {confined}"
+        );
+    }
+    for name in ["own-x", "own-bus", "own-a11y"] {
+        assert_eq!(reached(&confined, name), "ok", "{name}: {confined}");
+    }
+    // With Landlock scoping (this kernel has it) the run keeps its network; the fallback, an
+    // empty network namespace, does not.
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    let landlock = doctor.to_string().contains("Landlock scoping (ABI");
+    let tcp_expected = if landlock { "ok" } else { "refused" };
+    assert_eq!(
+        reached(&confined, "tcp"),
+        tcp_expected,
+        "{confined}\n{doctor}"
+    );
+    drop(tcp);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_of_an_agent_confined_to_its_desktop_cannot_name_the_persons_display() {
+    let person = Desktop::shared();
+    let daemon = Daemon::start_on_desktop(
+        "[agents.boxed]\ndesktop = \"own\"\ndesktop_visible = false\ndesktop_size = [320, 240]\n",
+    );
+    let boxed = daemon.add_agent("boxed");
+    let attempts = format!(
+        "reach person-xprop env DISPLAY={display} xprop -root\n\
+         reach person-bus dbus-send --bus='{bus}' --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         reach own-x xprop -root\n",
+        display = person.display,
+        bus = person.dbus_address,
+    );
+    // Its calls name no desktop: confinement places the run on its own.
+    let confined = reach_from(&daemon, Some(&boxed), None, &attempts).await;
+    assert_eq!(reached(&confined, "person-xprop"), "refused", "{confined}");
+    assert_eq!(reached(&confined, "person-bus"), "refused", "{confined}");
+    assert_eq!(reached(&confined, "own-x"), "ok", "{confined}");
+    // The person's default agent, not confined, reaches the person's display as before.
+    let free = reach_from(&daemon, None, None, &attempts).await;
+    assert_eq!(reached(&free, "person-xprop"), "ok", "{free}");
+}
