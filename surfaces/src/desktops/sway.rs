@@ -437,6 +437,42 @@ mod tests {
     }
 
     #[test]
+    fn a_root_daemon_runs_sway_as_the_sockets_owner_and_refuses_a_root_owned_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("wayland-1");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            // Not root: sway runs as the daemon's own user, whoever owns the socket.
+            assert!(
+                run_as(DesktopKind::SwayHeadless, &socket)
+                    .unwrap()
+                    .is_none()
+            );
+            return;
+        }
+        let refused = run_as(DesktopKind::SwayNested, &socket)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("sway refuses to run as root") && refused.contains("root owns it"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("Run the daemon as the person"),
+            "{refused}"
+        );
+        // A socket of the person's (here `nobody`): sway runs as them.
+        const NOBODY: u32 = 65534;
+        std::os::unix::fs::chown(&socket, Some(NOBODY), None).unwrap();
+        let user = run_as(DesktopKind::SwayNested, &socket)
+            .unwrap()
+            .expect("a user to run sway as");
+        assert_eq!(user.uid, NOBODY);
+        assert_eq!(user.name, "nobody");
+    }
+
+    #[test]
     fn an_absolute_socket_path_is_taken_as_it_is() {
         let absolute = host(Some("/run/user/1000/wayland-1"), Some("/s"));
         assert_eq!(
