@@ -1,16 +1,22 @@
 //! Contained runs without the daemon: a run on a terminal (the program leads its own session
 //! with the pty as its controlling terminal, and what it leaves behind dies with the run), a
 //! sandbox reused by the next run only once nothing of the last one is left, and a run placed
-//! on a desktop of an agent's own reaching that desktop's sockets alone.
+//! on a desktop of an agent's own reaching that desktop's sockets alone (with Landlock, and,
+//! in a copy of this binary where Landlock is made to fail, with an empty network namespace).
 
 #[cfg(target_os = "linux")]
 fn main() {
     computer_surfaces::kit::contain::serve_if_zygote();
+    if std::env::args().nth(1).as_deref() == Some(linux::WITHOUT_LANDLOCK) {
+        linux::a_desktop_run_without_landlock_gets_an_empty_network_namespace();
+        return;
+    }
     linux::a_contained_run_owns_its_terminal_and_leaves_nothing_behind();
     linux::a_reused_sandbox_holds_nothing_of_the_run_before();
     linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
     linux::a_run_asked_for_while_containment_is_proven_waits_for_the_proof();
     linux::a_run_on_a_desktop_reaches_that_desktop_alone();
+    linux::the_fallback_without_landlock_is_checked_in_a_copy_of_this_binary();
     println!("contained_runs: ok");
 }
 
@@ -396,6 +402,69 @@ for arg in sys.argv[1:]:
         drop(own_x_listener);
         for path in [&own_x, &other_x, &later] {
             let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// The argument that makes this binary check the fallback for a kernel without Landlock.
+    pub const WITHOUT_LANDLOCK: &str = "--without-landlock";
+
+    /// Runs this binary again with [`WITHOUT_LANDLOCK`]: the fallback needs a process whose
+    /// every Landlock call fails from its start (the daemon's side asks the kernel once).
+    pub fn the_fallback_without_landlock_is_checked_in_a_copy_of_this_binary() {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg(WITHOUT_LANDLOCK)
+            .status()
+            .expect("this binary started again");
+        assert!(status.success(), "the fallback without Landlock: {status}");
+    }
+
+    /// Where the kernel has no Landlock (made so here by a seccomp filter under which
+    /// `landlock_create_ruleset` fails with ENOSYS, inherited by the zygote and every run), a
+    /// run on a desktop still reaches no abstract socket of the host: it gets an empty network
+    /// namespace, which the containment's description says. Its own desktop still answers.
+    pub fn a_desktop_run_without_landlock_gets_an_empty_network_namespace() {
+        deny_landlock();
+        let state = tempfile::tempdir().unwrap();
+        let detail = containment(state.path()).status().detail.clone();
+        assert!(
+            detail.contains("empty network namespace instead"),
+            "the description does not say so: {detail}"
+        );
+        // The same connections as with Landlock: the abstract socket and TCP are refused (no
+        // network at all), the desktop's own sockets answer.
+        a_run_on_a_desktop_reaches_that_desktop_alone();
+    }
+
+    /// Makes every `landlock_create_ruleset` of this thread, and of what it starts, fail with
+    /// ENOSYS, as on a kernel without Landlock.
+    fn deny_landlock() {
+        const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+        const IS: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+        const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+        let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        let filter = [
+            op(LOAD, 0, 0, 0),
+            op(IS, 0, 1, libc::SYS_landlock_create_ruleset as u32),
+            op(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+            op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+        ];
+        let program = libc::sock_fprog {
+            len: filter.len() as u16,
+            filter: filter.as_ptr().cast_mut(),
+        };
+        // SAFETY: prctl reads the program, which lives until it returns.
+        unsafe {
+            assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+            assert_eq!(
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &raw const program
+                ),
+                0,
+                "{}",
+                std::io::Error::last_os_error()
+            );
         }
     }
 }
