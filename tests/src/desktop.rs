@@ -546,6 +546,44 @@ impl App {
         self.0.id()
     }
 
+    /// The JSON lines the app prints, as they come (a thread of their own reads its stdout);
+    /// lines that are not JSON are left out.
+    pub fn json_lines(&mut self) -> mpsc::Receiver<serde_json::Value> {
+        self.json_lines_where(|_, _| true)
+    }
+
+    /// [`App::json_lines`] without a line that repeats the one before it: GTK under Xvfb reports
+    /// each button press twice (xdotool's clicks too).
+    pub fn json_lines_without_repeats(&mut self) -> mpsc::Receiver<serde_json::Value> {
+        self.json_lines_where(|line, before| Some(line) != before)
+    }
+
+    /// The JSON lines for which `keep(line, the line before)` holds.
+    fn json_lines_where(
+        &mut self,
+        keep: impl Fn(&str, Option<&str>) -> bool + Send + 'static,
+    ) -> mpsc::Receiver<serde_json::Value> {
+        use std::io::BufRead;
+        let stdout = self.0.stdout.take().expect("the app's stdout is piped");
+        let (lines, received) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut before: Option<String> = None;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                // Read to the end even with nobody receiving: a full pipe would stop the app.
+                if keep(&line, before.as_deref())
+                    && let Ok(value) = serde_json::from_str(&line)
+                {
+                    let _ = lines.send(value);
+                }
+                before = Some(line);
+            }
+        });
+        received
+    }
+
     /// Reads the app's stdout to the end (after it exits).
     pub fn stdout_text(&mut self) -> String {
         let mut text = String::new();

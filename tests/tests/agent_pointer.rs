@@ -5,7 +5,6 @@
 //! input and not on the agent's; the pair is reused after the daemon is killed, remade when
 //! left unusable and removed when the daemon stops; `doctor` says which mode is in force.
 
-use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -57,15 +56,7 @@ impl AgentWindow {
         let python = gi_python();
         let (x, y) = (x.to_string(), y.to_string());
         let mut app = desktop.launch("env", &[&python, "-c", APP, title, &x, &y]);
-        let stdout = app.0.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(value);
-                }
-            }
-        });
+        let lines = app.json_lines();
         let window = AgentWindow { _app: app, lines };
         window.next_with("ready");
         window

@@ -3,7 +3,6 @@
 //! window list, evidence shots and their receipts, and the no-display diagnosis. Every effect is
 //! checked by another client: xdotool, xwininfo, xprop, or a GTK app reporting what it received.
 
-use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -85,22 +84,7 @@ impl TestApp {
                 &y.to_string(),
             ],
         );
-        let stdout = app.0.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            // GTK under Xvfb reports each button press twice (xdotool's clicks too): pass a
-            // line on only when it differs from the one before.
-            let mut last = String::new();
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line == last {
-                    continue;
-                }
-                if let Ok(value) = serde_json::from_str(&line) {
-                    let _ = tx.send(value);
-                }
-                last = line;
-            }
-        });
+        let lines = app.json_lines_without_repeats();
         let window = wait_for(
             "the test window to be mapped",
             Duration::from_secs(20),

@@ -8,7 +8,6 @@
 //! two keys (the keys the X server took counted from its raw events), while input an agent's run
 //! sends through a master device of its own (`xinput create-master`) pauses nothing.
 
-use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -71,20 +70,7 @@ impl Window {
                 &y.to_string(),
             ],
         );
-        let stdout = app.0.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            // GTK under Xvfb reports a press twice: pass a line on only when it is new.
-            let mut last = String::new();
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line != last
-                    && let Ok(value) = serde_json::from_str(&line)
-                {
-                    let _ = tx.send(value);
-                }
-                last = line;
-            }
-        });
+        let lines = app.json_lines_without_repeats();
         let mut id = None;
         for _ in 0..200 {
             let listed = gui(daemon, "windows", json!({}), json!({})).await;

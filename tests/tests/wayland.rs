@@ -4,7 +4,6 @@
 //! mode writing what it receives to a file), clicks checked by a GTK app on Wayland, evidence
 //! shots, and keys refused where their window cannot be confirmed.
 
-use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -64,15 +63,7 @@ impl ClickApp {
         let python = computer_tests::desktop::gi_python();
         let mut app = sway.launch("env", &[&python, "-c", CLICK_APP, title]);
         let pid = app.pid();
-        let out = app.0.stdout.take().expect("stdout piped");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Ok(value) = serde_json::from_str(&line) {
-                    let _ = sender.send(value);
-                }
-            }
-        });
+        let lines = app.json_lines();
         sway.wait_view(pid);
         ClickApp {
             _app: app,
