@@ -733,3 +733,56 @@ async fn a_program_of_an_agent_confined_to_its_desktop_cannot_name_the_persons_d
     let free = reach_from(&daemon, None, None, &attempts).await;
     assert_eq!(reached(&free, "person-xprop"), "ok", "{free}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_session_on_an_agents_desktop_reaches_no_other_display() {
+    let person = Desktop::shared();
+    let daemon = Daemon::start_on_desktop("");
+    let mine = open_desktop(&daemon, None, [320, 240]).await;
+    let script = format!(
+        "{REACH}\nreach person-xprop env DISPLAY={display} xprop -root\n\
+         connect person-abstract @/tmp/.X11-unix/X{number}\n\
+         reach own-x xprop -root\necho finished\n",
+        display = person.display,
+        number = display_number(&person.display),
+    );
+    // The same session on the person's desktop reaches the person's display both ways.
+    let persons = session_output(&daemon, None, &script).await;
+    assert_eq!(reached(&persons, "person-xprop"), "ok", "{persons}");
+    assert_eq!(reached(&persons, "person-abstract"), "ok", "{persons}");
+    let confined = session_output(&daemon, Some(&mine), &script).await;
+    assert_eq!(reached(&confined, "person-xprop"), "refused", "{confined}");
+    assert_eq!(
+        reached(&confined, "person-abstract"),
+        "refused",
+        "{confined}"
+    );
+    assert_eq!(reached(&confined, "own-x"), "ok", "{confined}");
+}
+
+/// What a terminal session running `script` on `desktop` (`None`: the person's) shows until
+/// it prints `finished`, as a [`reached`] reply.
+async fn session_output(daemon: &Daemon, desktop: Option<&str>, script: &str) -> Value {
+    let mut complications = json!({"timeout_ms": 20000});
+    if let Some(desktop) = desktop {
+        complications["desktop"] = json!(desktop);
+    }
+    let opened = call_as(
+        daemon,
+        None,
+        json!({"surface": "shell", "command": "open",
+               "args": {"argv": ["sh", "-c", script]}, "complications": complications}),
+    )
+    .await;
+    assert_eq!(opened["ok"], true, "{opened}");
+    let read = call_as(
+        daemon,
+        None,
+        json!({"surface": "shell", "command": "read",
+               "args": {"session": opened["session"], "until": "finished"},
+               "complications": complications}),
+    )
+    .await;
+    assert_eq!(read["met"], true, "{read}");
+    json!({"stdout": read["output"].as_str().unwrap_or_default().replace('\r', "")})
+}
