@@ -125,12 +125,30 @@ pub(crate) fn passed_env(desktop_env: Option<&[(String, String)]>) -> BTreeMap<O
 }
 
 /// The address of the person's accessibility bus, as the daemon's session bus gives it (`None`
-/// when there is no session bus or it has no accessibility bus within a second): a run on a
-/// desktop of an agent's own must not reach it, wherever at-spi put its socket.
+/// when there is no session bus, or no accessibility bus runs on it, within a second): a run on
+/// a desktop of an agent's own must not reach it, wherever at-spi put its socket. One that is
+/// not running is not started by asking (one started later puts its socket in the runtime or
+/// cache directory, which such runs find covered anyway).
 #[cfg(target_os = "linux")]
 pub(crate) fn person_accessibility_bus() -> Option<String> {
     let ask = async {
         let session = zbus::Connection::session().await.ok()?;
+        let running: bool = session
+            .call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "NameHasOwner",
+                &("org.a11y.Bus",),
+            )
+            .await
+            .ok()?
+            .body()
+            .deserialize()
+            .ok()?;
+        if !running {
+            return None;
+        }
         crate::accessibility::atspi::accessibility_bus_address(&session)
             .await
             .ok()
