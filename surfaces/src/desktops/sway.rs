@@ -285,16 +285,28 @@ pub(super) fn open(
         let since = *fits_since.get_or_insert_with(std::time::Instant::now);
         (person_ipc.is_none() || since.elapsed() >= SETTLED).then_some(())
     });
-    if let Err(why) = sized {
-        let outputs = own_ipc.output_sizes().unwrap_or_default();
-        return Err(DesktopError::Start {
-            what,
-            why: format!(
-                "its output is {outputs:?}, not {}x{} ({why})",
-                spec.size.0, spec.size.1
-            ),
-            log: tail(&dir.join("sway.log")),
-        });
+    match sized {
+        Ok(()) => {}
+        // Waited out: say what size it has instead (sway's exit is said as it is).
+        Err(DesktopError::Timeout { after, .. }) => {
+            let outputs = own_ipc.output_sizes().unwrap_or_default();
+            return Err(DesktopError::Start {
+                what,
+                why: format!(
+                    "its output is {outputs:?} after {} ms, not {}x{}{}",
+                    after.as_millis(),
+                    spec.size.0,
+                    spec.size.1,
+                    if person_ipc.is_some() {
+                        " (the person's sway did not float or resize its window)"
+                    } else {
+                        ""
+                    }
+                ),
+                log: tail(&dir.join("sway.log")),
+            });
+        }
+        Err(other) => return Err(other),
     }
 
     env.push(("WAYLAND_DISPLAY".into(), socket.display().to_string()));
