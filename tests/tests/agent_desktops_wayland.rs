@@ -422,6 +422,12 @@ async fn a_hidden_desktop_is_a_headless_sway_with_a_gtk_app_read_through_ax() {
         entry.to_string().contains("gtk on wayland"),
         "the entry does not read what was typed: {entry}"
     );
+    // doctor lists it with its kind.
+    let doctor = daemon.cli(&["doctor", "--json"]).json();
+    assert!(
+        doctor.to_string().contains("sway-headless"),
+        "doctor does not list the sway desktop: {doctor}"
+    );
     // The person's sway got no window from any of it.
     assert_eq!(person.views().len(), views_before, "{:?}", person.views());
     let zenity = pids_naming(title);
