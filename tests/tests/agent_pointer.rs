@@ -13,12 +13,13 @@ use computer_tests::{Daemon, try_wait_for, wait_for};
 use serde_json::{Value, json};
 
 /// A GTK window: its upper part prints each button press (root coordinates and server time,
-/// which tells a press from GTK's repeat of it), its entry prints its text on Return.
+/// which tells a press from GTK's repeat of it), its entry prints its text on Return; Ctrl+D
+/// opens a dialog (transient for the window) whose entry prints its text on Return and closes.
 const APP: &str = r#"
 import json, sys
 import gi
 gi.require_version("Gtk", "3.0")
-from gi.repository import Gtk, GLib
+from gi.repository import Gdk, Gtk, GLib
 title, x, y = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def say(obj):
     print(json.dumps(obj), flush=True)
@@ -31,6 +32,20 @@ area.connect("button-press-event", lambda w, ev: say(
     {"click": ev.button, "x": int(ev.x_root), "y": int(ev.y_root), "time": ev.time}))
 entry = Gtk.Entry()
 entry.connect("activate", lambda e: say({"text": e.get_text()}))
+def open_dialog():
+    dialog = Gtk.Dialog(title=title + " dialog", transient_for=win, modal=True)
+    field = Gtk.Entry()
+    def done(field):
+        say({"dialog_text": field.get_text()})
+        dialog.destroy()
+    field.connect("activate", done)
+    dialog.get_content_area().add(field)
+    dialog.connect("map-event", lambda *_: say({"dialog": "shown"}) and False)
+    dialog.show_all()
+keys = Gtk.AccelGroup()
+keys.connect(Gdk.keyval_from_name("d"), Gdk.ModifierType.CONTROL_MASK, 0,
+             lambda *_: open_dialog() or True)
+win.add_accel_group(keys)
 box.pack_start(area, True, True, 0)
 box.pack_start(entry, False, False, 0)
 win.add(box)
@@ -143,33 +158,7 @@ async fn the_agents_clicks_and_typing_land_while_the_persons_pointer_focus_and_t
     let desktop = Desktop::shared();
     let daemon = Daemon::start_on_desktop(OWN_POINTER);
     let agents = AgentWindow::launch(desktop, "Agent desk", 620, 120);
-    // The person's terminal: what the person types there lands in a file, byte by byte.
-    let typed = tempfile::NamedTempFile::new().unwrap();
-    let sink = format!("stty -icanon -echo; exec cat > {}", typed.path().display());
-    let _terminal = desktop.launch(
-        "xterm",
-        &[
-            "-title",
-            "Person desk",
-            "-geometry",
-            "60x12+20+120",
-            "-e",
-            "sh",
-            "-c",
-            &sink,
-        ],
-    );
-    let person = wait_for("the person's terminal", Duration::from_secs(20), || {
-        let out = desktop
-            .command("xdotool")
-            .args(["search", "--onlyvisible", "--name", "^Person desk$"])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .next()
-            .map(str::to_string)
-    });
+    let (_terminal, person, typed) = persons_terminal(desktop, "Person desk");
     tool(desktop, "xdotool", &["windowactivate", "--sync", &person]);
     tool(desktop, "xdotool", &["mousemove", "150", "200"]);
     let (pointer, focus) = (persons_pointer(desktop), persons_focus(desktop));
@@ -265,6 +254,86 @@ async fn the_agents_clicks_and_typing_land_while_the_persons_pointer_focus_and_t
         focus,
         "the person's focus at the end"
     );
+}
+
+/// The person's terminal titled `title`, where what the person types lands in a file, byte by
+/// byte: the app, its window id and the file.
+fn persons_terminal(desktop: &Desktop, title: &str) -> (App, String, tempfile::NamedTempFile) {
+    let typed = tempfile::NamedTempFile::new().unwrap();
+    let sink = format!("stty -icanon -echo; exec cat > {}", typed.path().display());
+    let terminal = desktop.launch(
+        "xterm",
+        &[
+            "-title",
+            title,
+            "-geometry",
+            "60x12+20+120",
+            "-e",
+            "sh",
+            "-c",
+            &sink,
+        ],
+    );
+    let pattern = format!("^{title}$");
+    let window = wait_for("the person's terminal", Duration::from_secs(20), || {
+        let out = desktop
+            .command("xdotool")
+            .args(["search", "--onlyvisible", "--name", &pattern])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .map(str::to_string)
+    });
+    (terminal, window, typed)
+}
+
+/// A dialog the agent's app opens takes the agent's keyboard, as the window manager gives a
+/// dialog the person's: what the agent types goes into the dialog, not the window behind it;
+/// once the dialog closes, the agent's keys go back to its window. The person's focus and
+/// pointer stay where they were throughout.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agents_keyboard_follows_its_apps_dialog_and_comes_back() {
+    let desktop = Desktop::shared();
+    let daemon = Daemon::start_on_desktop(OWN_POINTER);
+    let agents = AgentWindow::launch(desktop, "Agent dialogs", 640, 160);
+    let (_terminal, person, _typed) = persons_terminal(desktop, "Person dialog desk");
+    tool(desktop, "xdotool", &["windowactivate", "--sync", &person]);
+    tool(desktop, "xdotool", &["mousemove", "170", "210"]);
+    let (pointer, focus) = (persons_pointer(desktop), persons_focus(desktop));
+
+    let (window, x, y, width, height) = listed(&daemon, "Agent dialogs").await;
+    // The entry, clicked: the agent's keyboard is on the agent's window.
+    gui_ok(
+        &daemon,
+        "click",
+        json!({"x": x + width / 2, "y": y + height - 14}),
+    )
+    .await;
+    let opened = gui_ok(&daemon, "key", json!({"combo": "ctrl+d"})).await;
+    assert_eq!(opened["window"]["id"], json!(window), "{opened}");
+    agents.next_with("dialog");
+    let typed = gui_ok(&daemon, "type", json!({"text": "into the dialog"})).await;
+    assert_ne!(
+        typed["window"]["id"],
+        json!(window),
+        "the keys went to the dialog, not the window behind it: {typed}"
+    );
+    assert_eq!(typed["window"]["title"], "Agent dialogs dialog", "{typed}");
+    gui_ok(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(
+        agents.next_with("dialog_text")["dialog_text"],
+        "into the dialog"
+    );
+
+    // The dialog closed: the keys go back to the window it was opened for.
+    let typed = gui_ok(&daemon, "type", json!({"text": "back in the window"})).await;
+    assert_eq!(typed["window"]["id"], json!(window), "{typed}");
+    gui_ok(&daemon, "key", json!({"combo": "Return"})).await;
+    assert_eq!(agents.next_with("text")["text"], "back in the window");
+    assert_eq!(persons_focus(desktop), focus, "the person's focus");
+    assert_eq!(persons_pointer(desktop), pointer, "the person's pointer");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -387,8 +456,20 @@ async fn the_pair_is_reused_after_a_crash_remade_when_broken_and_removed_at_stop
     daemon.stop_with(libc::SIGTERM);
     assert_eq!(agent_pointer_id(&desktop), None, "removed at stop");
 
-    // Without the key, input is the person's pointer's, and doctor says so.
-    let plain = desktop.start_daemon("");
+    // Without the key, the agent's own pair is the default, and doctor says so.
+    let mut by_default = desktop.start_daemon("");
+    let doctor = by_default.cli(&["doctor"]);
+    assert!(
+        doctor
+            .stdout
+            .contains("input: the agent's own pointer and keyboard"),
+        "doctor says the default mode: {}",
+        doctor.stdout
+    );
+    by_default.stop_with(libc::SIGTERM);
+
+    // With the key off, input is the person's pointer's, and doctor says so.
+    let plain = desktop.start_daemon("[gui]\nown_pointer = false\n");
     let doctor = plain.cli(&["doctor"]);
     assert!(
         doctor.stdout.contains("[gui] own_pointer is off"),

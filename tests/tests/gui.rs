@@ -148,16 +148,40 @@ fn xtool(program: &str, args: &[&str]) -> String {
     Desktop::shared().tool_output(program, args)
 }
 
-/// `xdotool getmouselocation` as (x, y).
+/// Where the pointer the daemon acts with is, as (x, y), read from outside the daemon: the
+/// agent's own pointer ("computer-agent pointer", XIQueryPointer) once the daemon has made it,
+/// else the core pointer (as `xdotool getmouselocation` reads it).
 fn mouse_location() -> (i64, i64) {
-    let out = xtool("xdotool", &["getmouselocation", "--shell"]);
-    let get = |key: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .and_then(|v| v.parse().ok())
-            .expect("xdotool prints X and Y")
-    };
-    (get("X"), get("Y"))
+    use x11rb::protocol::xinput::{self, ConnectionExt as _};
+    use x11rb::protocol::xproto::ConnectionExt as _;
+    let (conn, root) = Desktop::shared().x_connection();
+    let masters = conn
+        .xinput_xi_query_device(u16::from(xinput::Device::ALL_MASTER))
+        .expect("XIQueryDevice")
+        .reply()
+        .expect("XIQueryDevice reply");
+    let agents = masters
+        .infos
+        .iter()
+        .find(|info| info.name == b"computer-agent pointer");
+    match agents {
+        Some(info) => {
+            let at = conn
+                .xinput_xi_query_pointer(root, info.deviceid)
+                .expect("XIQueryPointer")
+                .reply()
+                .expect("XIQueryPointer reply");
+            (i64::from(at.root_x >> 16), i64::from(at.root_y >> 16))
+        }
+        None => {
+            let at = conn
+                .query_pointer(root)
+                .expect("QueryPointer")
+                .reply()
+                .expect("QueryPointer reply");
+            (i64::from(at.root_x), i64::from(at.root_y))
+        }
+    }
 }
 
 /// Waits (bounded) for the pointer to be at `to`, then asserts it is.

@@ -121,6 +121,9 @@ impl ElementWatch {
 pub(crate) struct ElementReader {
     #[cfg(target_os = "linux")]
     atspi: std::sync::OnceLock<atspi::Atspi>,
+    /// The field the agent's keys last went to (or it last clicked), by window: where typing is
+    /// read back when the app reports no focused field (see [`ElementReader::remembered_field`]).
+    last_field: std::sync::Mutex<Option<(u32, ElementHandle)>>,
 }
 
 impl ElementReader {
@@ -128,6 +131,7 @@ impl ElementReader {
         ElementReader {
             #[cfg(target_os = "linux")]
             atspi: std::sync::OnceLock::new(),
+            last_field: std::sync::Mutex::new(None),
         }
     }
 
@@ -136,7 +140,26 @@ impl ElementReader {
     pub fn on_bus(address: &str) -> ElementReader {
         let atspi = std::sync::OnceLock::new();
         let _ = atspi.set(atspi::Atspi::on_bus(address));
-        ElementReader { atspi }
+        ElementReader {
+            atspi,
+            last_field: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Keeps `element` as the field of `window` the agent's keys go to.
+    pub fn remember_field(&self, window: u32, element: ElementHandle) {
+        *self.last_field.lock().unwrap_or_else(|e| e.into_inner()) = Some((window, element));
+    }
+
+    /// The field kept for `window`, if the last one kept was of that window. An app whose
+    /// window the person's keyboard does not focus (the agent types with its own keyboard)
+    /// may report no focused field at all (GTK 4, Qt 5): its focus widget, which takes the
+    /// agent's keys, is then most often the field the agent last typed into or clicked there.
+    pub fn remembered_field(&self, window: u32) -> Option<ElementHandle> {
+        match &*self.last_field.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((kept, element)) if *kept == window => Some(element.clone()),
+            _ => None,
+        }
     }
 
     #[cfg(target_os = "linux")]

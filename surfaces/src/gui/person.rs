@@ -51,6 +51,12 @@ impl PersonWatch {
             Some((Instant::now(), SystemTime::now()));
     }
 
+    /// Whether the person's input came after `moment`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub fn input_since(&self, moment: Instant) -> bool {
+        self.last().is_some_and(|(at, _)| at > moment)
+    }
+
     fn last(&self) -> Option<(Instant, SystemTime)> {
         *self.last.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -85,6 +85,9 @@ pub(super) struct Before {
     on_no_window: bool,
     element: Option<ElementHandle>,
     field: Option<ElementHandle>,
+    /// `field` is the field last typed into or clicked in the focused window, read because the
+    /// app reports no focused field: only a change it shows confirms; no change proves nothing.
+    field_remembered: bool,
     /// The process of the focused window when typing began: where a focus that moved on (a
     /// paragraph split by a line break, the next cell after Enter) is looked for again.
     focused_pid: Option<u32>,
@@ -127,9 +130,11 @@ fn window_facts<D: Desktop>(conn: &D) -> Option<Vec<WindowFacts>> {
         .map(|list| list.iter().map(WindowFacts::of).collect())
 }
 
-/// The process of the window under a point (the focused one where windows overlap there, as
-/// `target_of` picks it) and of the focused window.
-fn pids(windows: Option<&[WindowInfo]>, at: Option<(i32, i32)>) -> (Option<u32>, Option<u32>) {
+/// The window under a point (the focused one where windows overlap there, as `target_of`
+/// picks it) and the focused window: (id, pid) of each.
+type Target = Option<(u32, Option<u32>)>;
+
+fn targets(windows: Option<&[WindowInfo]>, at: Option<(i32, i32)>) -> (Target, Target) {
     let Some(windows) = windows else {
         return (None, None);
     };
@@ -138,7 +143,8 @@ fn pids(windows: Option<&[WindowInfo]>, at: Option<(i32, i32)>) -> (Option<u32>,
         under.iter().find(|w| w.focused).or(under.last()).copied()
     });
     let focused = windows.iter().find(|w| w.focused);
-    (under.and_then(|w| w.pid), focused.and_then(|w| w.pid))
+    let target = |w: &WindowInfo| (w.id, w.pid);
+    (under.map(target), focused.map(target))
 }
 
 impl Before {
@@ -171,10 +177,16 @@ impl Before {
             let facts = windows
                 .as_ref()
                 .map(|list| list.iter().map(WindowFacts::of).collect());
-            (facts, point, pids(windows.as_deref(), point), on_no_window)
+            (
+                facts,
+                point,
+                targets(windows.as_deref(), point),
+                on_no_window,
+            )
         })
         .await
         .unwrap_or((None, None, (None, None), false));
+        let focused_pid = focused.and_then(|(_, pid)| pid);
         let mut seen = Seen {
             windows,
             pointer: None,
@@ -183,20 +195,29 @@ impl Before {
         };
         let displayed = started.elapsed();
         let mut element = None;
-        if let (Some(at), Some(pid)) = (point, under)
+        if let (Some(at), Some((window, Some(pid)))) = (point, under)
             && let Some((handle, view)) = reader.element_at(pid, at, deadline).await
         {
             seen.element = Some(Some(view));
+            // The agent's keys go to the window clicked, most often to the element clicked.
+            reader.remember_field(window, handle.clone());
             element = Some(handle);
         }
         let hit = started.elapsed();
         let mut field = None;
-        if wants_field
-            && let Some(pid) = focused
-            && let Some((handle, text)) = reader.focused_text(pid, deadline).await
-        {
-            seen.text = Some(text);
-            field = Some(handle);
+        let mut field_remembered = false;
+        if wants_field && let Some((window, Some(pid))) = focused {
+            if let Some((handle, text)) = reader.focused_text(pid, deadline).await {
+                reader.remember_field(window, handle.clone());
+                seen.text = Some(text);
+                field = Some(handle);
+            } else if let Some(handle) = reader.remembered_field(window)
+                && let Some(text) = reader.text(&handle, deadline).await
+            {
+                seen.text = Some(text);
+                field = Some(handle);
+                field_remembered = true;
+            }
         }
         let mut before = Before {
             aim,
@@ -204,7 +225,8 @@ impl Before {
             on_no_window,
             element,
             field,
-            focused_pid: focused,
+            field_remembered,
+            focused_pid,
             watch: None,
         };
         // Subscribed to where a signal can wake the reads: a checkable element under a click,
@@ -418,9 +440,26 @@ impl Before {
     ) -> EffectReport {
         if let (Some(before), Some(now)) = (&self.seen.text, &after.text) {
             let report = text_landed(before, now, typed, within);
-            return match typed {
+            let report = match typed {
                 Some(typed) => submitted(typed, report),
                 None => report,
+            };
+            return match (self.field_remembered, report.effect) {
+                (false, _) => report,
+                (true, Effect::Confirmed) => EffectReport::new(
+                    Effect::Confirmed,
+                    format!(
+                        "{} (the field last typed into or clicked in this window: the app reports no focused field)",
+                        report.evidence
+                    ),
+                ),
+                (true, _) => EffectReport::new(
+                    Effect::Unverifiable,
+                    format!(
+                        "the app reports no focused field, and the field last typed into or clicked in this window does not show the text ({})",
+                        report.evidence
+                    ),
+                ),
             };
         }
         let seen = if windows.is_empty() {
@@ -743,6 +782,7 @@ mod tests {
             on_no_window: false,
             element: None,
             field: None,
+            field_remembered: false,
             focused_pid: None,
             watch: None,
         };

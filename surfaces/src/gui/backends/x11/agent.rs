@@ -34,7 +34,7 @@ const USERS_PROPERTY: &[u8] = b"_COMPUTER_AGENT_USERS";
 static OWN_POINTER: AtomicU8 = AtomicU8::new(0);
 
 /// Whether the agent's own pointer is used where `[gui] own_pointer` is not given.
-const BY_DEFAULT: bool = false;
+const BY_DEFAULT: bool = true;
 
 /// Takes `[gui] own_pointer` (None: not given).
 pub fn configure(own_pointer: Option<bool>) {
@@ -121,7 +121,9 @@ pub struct AgentInput {
     /// The window the agent's keys go to, as read for (listing, inputs): `windows` answers
     /// from it without a round trip, as it does from a listing no event has changed (so a
     /// display that holds its requests holds only the acts, not their preparation).
-    focus_seen: std::sync::Mutex<Option<(usize, u64, Option<u32>)>>,
+    focus_seen: std::sync::Mutex<Option<(u64, u64, Option<u32>)>>,
+    /// The dialogs its keyboard followed, and the clients it has seen (see `dialogs.rs`).
+    pub(super) dialogs: std::sync::Mutex<super::dialogs::DialogFollow>,
 }
 
 impl AgentInput {
@@ -159,6 +161,7 @@ impl AgentInput {
             devices,
             inputs: Default::default(),
             focus_seen: Default::default(),
+            dialogs: Default::default(),
         };
         // A new pair's keys go where the person's went (the window the agent saw focused);
         // one found in use keeps its own focus.
@@ -594,10 +597,7 @@ impl XConn {
         let Some(agent) = self.agent_peek() else {
             return Ok(windows);
         };
-        let key = (
-            Arc::as_ptr(listing) as usize,
-            agent.inputs.load(Ordering::Relaxed),
-        );
+        let key = (listing.generation, agent.inputs.load(Ordering::Relaxed));
         let seen = *agent.focus_seen.lock().unwrap_or_else(|e| e.into_inner());
         let target = match seen {
             Some((listing, inputs, target)) if (listing, inputs) == key => target,
@@ -638,7 +638,15 @@ impl XConn {
         if top == x11rb::NONE {
             return Ok(None);
         }
-        let listing = self.listing()?;
+        // No window manager's list (none runs, or it is starting): no client to tell, and the
+        // click goes on without lending the pointer, as it would with the core pointer.
+        let listing = match self.listing() {
+            Ok(listing) => listing,
+            Err(why) => {
+                tracing::debug!(%why, "no window list: the click lends no pointer");
+                return Ok(None);
+            }
+        };
         let order = listing.stacking.as_ref().unwrap_or(&listing.ids);
         for &id in order.iter().rev() {
             if self.top_level_of(id)? == Some(top) {

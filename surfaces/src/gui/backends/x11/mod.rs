@@ -18,6 +18,7 @@ use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
 mod agent;
+mod dialogs;
 mod listing;
 mod person_devices;
 mod place;
@@ -110,6 +111,9 @@ struct Listing {
     windows: Vec<WindowInfo>,
     monitors: Vec<MonitorInfo>,
     screen: Rect,
+    /// Which listing this is, in the process (never reused, unlike the listing's address once
+    /// it is freed): what the agent's cached focus was read for.
+    generation: u64,
 }
 
 /// The keyboard state the typing code keeps between calls: which spare keycodes (keycodes with
@@ -496,12 +500,14 @@ impl XConn {
             .into_iter()
             .filter_map(|asked| window_of(asked, active, &monitors))
             .collect();
+        static LISTINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Listing {
             ids,
             stacking,
             windows,
             monitors,
             screen,
+            generation: LISTINGS.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -533,10 +539,17 @@ impl XConn {
     /// None, the root, a frame or a popup of no managed window).
     pub fn keyboard_target(&self) -> XResult<Option<u32>> {
         let clients = self.window_ids()?;
-        let mut window = match self.agent_peek() {
-            Some(agent) => agent.focus()?,
-            None => self.conn.get_input_focus()?.reply()?.focus,
+        let Some(agent) = self.agent_peek() else {
+            let focus = self.conn.get_input_focus()?.reply()?.focus;
+            return self.client_holding(focus, &clients);
         };
+        let target = self.client_holding(agent.focus()?, &clients)?;
+        self.agent_follows_dialogs(&agent, &clients, target)
+    }
+
+    /// The client among `clients` that is `window` or holds it; None for None, PointerRoot,
+    /// the root, or a window no client holds.
+    fn client_holding(&self, mut window: u32, clients: &[u32]) -> XResult<Option<u32>> {
         // A window's ancestry is short; the bound only guards against a server that lies.
         for _ in 0..64 {
             // 0 is None and 1 is PointerRoot: keys then go where the pointer is, which may
@@ -1067,6 +1080,24 @@ impl XConn {
         STAMP.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Asks the window manager to activate `window` (`_NET_ACTIVE_WINDOW`), as a pager does.
+    fn ask_to_activate(&self, window: u32) -> XResult<()> {
+        let event = ClientMessageEvent::new(
+            32,
+            window,
+            self.atoms._NET_ACTIVE_WINDOW,
+            // Source 2: a pager acting for the user, which window managers honour at once.
+            [2, 0, self.active_window()?.unwrap_or(0), 0, 0],
+        );
+        self.conn.send_event(
+            false,
+            self.root,
+            EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
+            event,
+        )?;
+        Ok(())
+    }
+
     /// Asks the window manager to activate and raise `window`, then waits (bounded) until it
     /// reports it active. Returns whether it did.
     pub fn focus(&self, window: u32) -> XResult<bool> {
@@ -1082,19 +1113,7 @@ impl XConn {
             self.root,
             &xproto::ChangeWindowAttributesAux::new().event_mask(EventMask::PROPERTY_CHANGE),
         )?;
-        let event = ClientMessageEvent::new(
-            32,
-            window,
-            self.atoms._NET_ACTIVE_WINDOW,
-            // Source 2: a pager acting for the user, which window managers honour at once.
-            [2, 0, self.active_window()?.unwrap_or(0), 0, 0],
-        );
-        self.conn.send_event(
-            false,
-            self.root,
-            EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
-            event,
-        )?;
+        self.ask_to_activate(window)?;
         self.conn.configure_window(
             window,
             &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE),
