@@ -420,6 +420,16 @@ impl Daemon {
         structured(&Daemon::call_then_close(client, arguments).await)
     }
 
+    /// [`Daemon::call_raw_once`] on a task of its own, for a call that waits (for a person's
+    /// answer, a dialog) while the test goes on.
+    pub fn call_task(&self, arguments: Value) -> tokio::task::JoinHandle<Value> {
+        let socket = self.socket.clone();
+        tokio::spawn(async move {
+            let client = Client::connect(&socket).await.expect("connect");
+            structured(&Daemon::call_then_close(client, arguments).await)
+        })
+    }
+
     async fn call_then_close(client: Client, arguments: Value) -> rmcp::model::CallToolResult {
         let result = client.call_raw(arguments).await.expect("call");
         client.close().await;
@@ -828,20 +838,10 @@ pub fn echo_calls(daemon: &Daemon, n: usize, word: &str) {
 
 /// Starts `shell run touch FILE` on its own task, so a test can answer its approval meanwhile.
 pub fn touch_task(daemon: &Daemon, file: &Path) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    let file = file.to_path_buf();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(shell_run(
-                serde_json::json!({"argv": ["touch", file]}),
-                serde_json::json!({}),
-            ))
-            .await
-            .unwrap();
-        client.close().await;
-        structured(&result)
-    })
+    daemon.call_task(shell_run(
+        serde_json::json!({"argv": ["touch", file]}),
+        serde_json::json!({}),
+    ))
 }
 
 /// The `seq` of each whole octet-counted syslog frame (RFC 6587) at the start of `bytes`, as the

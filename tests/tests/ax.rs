@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use computer_tests::desktop::{Desktop, TestApp, TestDesktop, gi_python};
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 fn clients_dir() -> PathBuf {
@@ -19,13 +19,9 @@ async fn ax(daemon: &Daemon, command: &str, args: Value) -> Value {
 }
 
 async fn ax_with(daemon: &Daemon, command: &str, args: Value, complications: Value) -> Value {
-    let client = daemon.client().await;
-    let result = client
-        .call_raw(json!({"surface": "ax", "command": command, "args": args, "complications": complications}))
+    daemon
+        .call_raw_once(json!({"surface": "ax", "command": command, "args": args, "complications": complications}))
         .await
-        .expect("call");
-    client.close().await;
-    structured(&result)
 }
 
 /// Waits until the app's window is on the bus, returning the tree outline.

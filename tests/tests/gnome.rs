@@ -28,16 +28,7 @@ async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
 
 /// A gui call on a task of its own (it may wait for a person's answer).
 fn gui_task(daemon: &Daemon, command: &str, args: Value) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    let arguments = json!({"surface": "gui", "command": command, "args": args});
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket)
-            .await
-            .expect("connect");
-        let result = client.call_raw(arguments).await.expect("call");
-        client.close().await;
-        structured(&result)
-    })
+    daemon.call_task(json!({"surface": "gui", "command": command, "args": args}))
 }
 
 /// The pending request that asks for the consent, once it is pending.

@@ -33,16 +33,7 @@ async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
 
 /// A gui call on a task of its own (it waits for the person's answer in the portal's dialog).
 fn gui_task(daemon: &Daemon, command: &str, args: Value) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    let arguments = json!({"surface": "gui", "command": command, "args": args});
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket)
-            .await
-            .expect("connect");
-        let result = client.call_raw(arguments).await.expect("call");
-        client.close().await;
-        structured(&result)
-    })
+    daemon.call_task(json!({"surface": "gui", "command": command, "args": args}))
 }
 
 /// Starts the daemon's portal session: a screenshot, which the portal's dialog holds until the

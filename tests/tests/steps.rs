@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use computer_tests::desktop::TestApp;
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 const ASK_ACTS: &str = "[defaults]\nact = \"ask\"\n";
@@ -19,13 +19,7 @@ fn run(argv: Value) -> Value {
 }
 
 fn call_task(daemon: &Daemon, arguments: Value) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client.call_raw(arguments).await.unwrap();
-        client.close().await;
-        structured(&result)
-    })
+    daemon.call_task(arguments)
 }
 
 /// The receipt rows of the steps of the parent call `parent`, as (step, kind, row).

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use computer_tests::desktop::{App, Desktop, TestDesktop};
-use computer_tests::{Daemon, computer_bin, structured, touch_task, wait_for};
+use computer_tests::{Daemon, computer_bin, touch_task, wait_for};
 use serde_json::{Value, json};
 
 /// The keyboard focus is one per desktop: tests that type take turns.
@@ -30,14 +30,7 @@ async fn gui(daemon: &Daemon, command: &str, args: Value) -> Value {
 
 /// A gui call on its own task, for calls that wait for a person.
 fn gui_task(daemon: &Daemon, command: &str, args: Value) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    let call = json!({"surface": "gui", "command": command, "args": args});
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client.call_raw(call).await.unwrap();
-        client.close().await;
-        structured(&result)
-    })
+    daemon.call_task(json!({"surface": "gui", "command": command, "args": args}))
 }
 
 fn first_pending(daemon: &Daemon) -> Value {
