@@ -373,17 +373,22 @@ for arg in sys.argv[1:]:
         for (name, _) in &targets {
             assert_eq!(said(&ordinary, name), "ok", "an ordinary run: {ordinary}");
         }
+        // On the desktop, and on it with everything read-only but /tmp (whose recursive
+        // bind must carry the masks inside it along).
+        let writable_tmp = RunLimits {
+            writable: Some(vec![PathBuf::from("/tmp")]),
+            ..on_desktop.clone()
+        };
+        for limits in [&writable_tmp, &on_desktop] {
+            let confined = output(limits, None);
+            for name in ["own-x", "own-bus"] {
+                assert_eq!(said(&confined, name), "ok", "{limits:?}: {confined}");
+            }
+            for name in ["other-x", "abstract", "person-bus", "other-bus"] {
+                assert_eq!(said(&confined, name), "refused", "{limits:?}: {confined}");
+            }
+        }
         let confined = output(&on_desktop, None);
-        for name in ["own-x", "own-bus"] {
-            assert_eq!(said(&confined, name), "ok", "on the desktop: {confined}");
-        }
-        for name in ["other-x", "abstract", "person-bus", "other-bus"] {
-            assert_eq!(
-                said(&confined, name),
-                "refused",
-                "on the desktop: {confined}"
-            );
-        }
         let landlock = containment
             .status()
             .detail
