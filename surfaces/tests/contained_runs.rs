@@ -16,6 +16,7 @@ fn main() {
     linux::a_run_makes_ptys_of_its_own_in_any_sandbox();
     linux::a_run_asked_for_while_containment_is_proven_waits_for_the_proof();
     linux::a_run_on_a_desktop_reaches_that_desktop_alone();
+    linux::a_run_on_a_desktop_still_reads_the_daemons_tools_under_a_covered_directory();
     linux::the_fallback_without_landlock_is_checked_in_a_copy_of_this_binary();
     println!("contained_runs: ok");
 }
@@ -471,5 +472,62 @@ for arg in sys.argv[1:]:
                 std::io::Error::last_os_error()
             );
         }
+    }
+
+    /// The daemon's tools for runs stay shown to a run on a desktop even where a directory it
+    /// finds covered (here another desktop's) holds the daemon's hidden state dir and the tools
+    /// inside it: the desktop's cover comes after the plan's masks and keeps their mount points.
+    pub fn a_run_on_a_desktop_still_reads_the_daemons_tools_under_a_covered_directory() {
+        let other_desktop = tempfile::Builder::new()
+            .prefix("computer-desktop-")
+            .tempdir()
+            .unwrap();
+        let state = other_desktop.path().join("state");
+        let tools = state.join("run-tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::write(tools.join("computer"), "the tools\n").unwrap();
+        std::fs::write(
+            other_desktop.path().join("bus-log"),
+            "the other desktop's\n",
+        )
+        .unwrap();
+        let containment = Containment::new(&ContainmentConfig {
+            enabled: true,
+            hidden: vec![state.clone()],
+            shown: vec![tools.clone()],
+            read_only: Vec::new(),
+        });
+        assert_eq!(containment.status().mechanism, "namespaces");
+        let on_desktop = RunLimits {
+            desktop: Some(DesktopReach::default()),
+            ..RunLimits::default()
+        };
+        let script = format!(
+            "cat {tools}/computer; ls -A {other}",
+            tools = tools.display(),
+            other = other_desktop.path().display()
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let out = runtime.block_on(async {
+            let started = containment
+                .start(&on_desktop, &sh(&script), Path::new("/"), false)
+                .expect("started");
+            let mut handle = started.handle;
+            let mut stdout = started.pipes.stdout;
+            let mut out = String::new();
+            let (end, _) = tokio::join!(handle.done(), stdout.read_to_string(&mut out));
+            assert_eq!(end.expect("its end").status, Some(0), "{out}");
+            out
+        });
+        assert!(out.contains("the tools"), "{out}");
+        assert!(
+            !out.contains("bus-log"),
+            "the other desktop's files show: {out}"
+        );
+        let (ordinary, _) = runtime.block_on(run(&containment, &script));
+        assert!(ordinary.contains("bus-log"), "{ordinary}");
     }
 }
