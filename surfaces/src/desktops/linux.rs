@@ -3,6 +3,7 @@
 //! manager (openbox), each waited for until it answers, and the surfaces bound to them.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -182,10 +183,17 @@ pub(super) fn server_command(
     env: &[(String, String)],
     log: &Path,
 ) -> Result<Command, DesktopError> {
-    let log_file = std::fs::File::create(log).map_err(|err| DesktopError::PrivateDir {
-        path: log.to_path_buf(),
-        why: err.to_string(),
-    })?;
+    // Its owner's alone: a sway desktop's private directory may be passable by sway's user.
+    let log_file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(log)
+        .map_err(|err| DesktopError::PrivateDir {
+            path: log.to_path_buf(),
+            why: err.to_string(),
+        })?;
     let mut command = Command::new(program);
     command.env_clear();
     for name in ["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SHELL"] {
