@@ -231,7 +231,11 @@ async fn a_click_bound_to_a_listing_is_refused_once_its_window_moved_or_is_cover
         "{message}"
     );
 
-    // Keys bound to the listing from before: the focus moved to the new window since.
+    // Keys bound to the listing from before: the focus moved to the new window since (the
+    // agent's keyboard, which the window manager's focus of a new window does not move, is
+    // moved there by the agent).
+    let focused = gui(&daemon, "focus", json!({"window": cover.id}), json!({})).await;
+    assert_eq!(focused["focused"], true, "{focused}");
     let out = gui(
         &daemon,
         "key",

@@ -660,8 +660,11 @@ async fn keys_decided_for_one_terminal_never_reach_another() {
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_whose_window_cannot_be_told_end_no_line_unasked_while_a_terminal_is_open() {
     let _desktop = ONE_AT_A_TIME.lock().await;
-    let daemon =
-        Daemon::start_on_desktop("[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"1s\"\n");
+    // Keys through the person's keyboard (the agent's own keyboard's focus is the daemon's,
+    // always on a window it can tell).
+    let daemon = Daemon::start_on_desktop(
+        "[defaults]\nact = \"allow\"\n[approval]\ntimeout = \"1s\"\n[gui]\nown_pointer = false\n",
+    );
     let _terminal = Terminal::open(&daemon, "terminal-typing-unknown").await;
     // The input focus on a window that is no managed window (the window manager's own check
     // window): which window the keys reach cannot be told. (Focus on the root window would do
