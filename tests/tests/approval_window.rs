@@ -562,19 +562,10 @@ async fn the_window_shows_what_will_run_exactly_flags_it_and_asks_for_attention(
 
     // A bidi override in the script, a `--force` flag, stdin and one of git's config variables.
     let script = "echo git push --force \u{202e}gnirts; cat >/dev/null";
-    let socket = daemon.socket.clone();
-    let call = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(computer_tests::shell_run(
-                json!({"script": script, "stdin": "rm -rf $HOME"}),
-                json!({"env": {"GIT_CONFIG_KEY_0": "core.pager"}}),
-            ))
-            .await
-            .unwrap();
-        client.close().await;
-        computer_tests::structured(&result)
-    });
+    let call = daemon.call_task(computer_tests::shell_run(
+        json!({"script": script, "stdin": "rm -rf $HOME"}),
+        json!({"env": {"GIT_CONFIG_KEY_0": "core.pager"}}),
+    ));
     let report =
         tokio::task::block_in_place(|| atspi(&daemon, &window, &["--label", "GIT_CONFIG_KEY_0"]));
     let label = report["label"].as_str().unwrap();

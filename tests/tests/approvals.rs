@@ -242,19 +242,10 @@ const MISLEADING_SCRIPT: &str = "echo git push --force \u{202e}gnirts; cat >/dev
 const MISLEADING_STDIN: &str = "rm -rf $HOME";
 
 fn misleading_call(daemon: &Daemon) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(shell_run(
-                json!({"script": MISLEADING_SCRIPT, "stdin": MISLEADING_STDIN}),
-                json!({"env": {"GIT_CONFIG_KEY_0": "core.pager"}}),
-            ))
-            .await
-            .unwrap();
-        client.close().await;
-        computer_tests::structured(&result)
-    })
+    daemon.call_task(shell_run(
+        json!({"script": MISLEADING_SCRIPT, "stdin": MISLEADING_STDIN}),
+        json!({"env": {"GIT_CONFIG_KEY_0": "core.pager"}}),
+    ))
 }
 
 /// The lines every approver shows for [`misleading_call`] (the terminal's layout).
@@ -405,19 +396,10 @@ async fn every_approver_shows_what_will_run_exactly_and_flags_what_could_mislead
 
     // `sh` reading a script on stdin: the argv word for word, and what stdin will run. (HOME
     // points nowhere, so even a run by mistake would remove nothing.)
-    let socket = daemon.socket.clone();
-    let call = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(shell_run(
-                json!({"argv": ["sh"], "stdin": MISLEADING_STDIN}),
-                json!({"env": {"HOME": "/nonexistent-home-of-a-test"}}),
-            ))
-            .await
-            .unwrap();
-        client.close().await;
-        computer_tests::structured(&result)
-    });
+    let call = daemon.call_task(shell_run(
+        json!({"argv": ["sh"], "stdin": MISLEADING_STDIN}),
+        json!({"env": {"HOME": "/nonexistent-home-of-a-test"}}),
+    ));
     let text = tokio::task::block_in_place(|| {
         wait_for("the request to be listed", Duration::from_secs(20), || {
             let out = daemon.cli(&["approvals", "list"]).stdout;
@@ -590,20 +572,10 @@ async fn a_new_request_is_announced_on_the_desktop_without_its_secrets() {
     );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("token-s3cr3t");
-    let socket = daemon.socket.clone();
-    let argv = json!(["touch", file]);
-    let call = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(shell_run(
-                json!({"argv": argv, "stdin": "password=hunter2"}),
-                json!({"env": {"API_KEY": "k3y-value"}}),
-            ))
-            .await
-            .unwrap();
-        client.close().await;
-        computer_tests::structured(&result)
-    });
+    let call = daemon.call_task(shell_run(
+        json!({"argv": ["touch", file], "stdin": "password=hunter2"}),
+        json!({"env": {"API_KEY": "k3y-value"}}),
+    ));
     let pending = tokio::task::block_in_place(|| daemon.pending_for(&file));
     let (app, summary, body) = tokio::task::block_in_place(|| {
         wait_for("the Notify call", Duration::from_secs(20), || {

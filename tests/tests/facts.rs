@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use computer_tests::{Daemon, structured, wait_for};
+use computer_tests::{Daemon, wait_for};
 use serde_json::{Value, json};
 
 /// Acts are allowed unless a rule says otherwise; `rm` is denied wherever it appears.
@@ -79,16 +79,7 @@ fn a_denied_program_is_denied_wherever_a_script_hides_it() {
 
 /// Starts a call on its own task, for a test that answers its approval meanwhile.
 fn call_task(daemon: &Daemon, args: Value, complications: Value) -> tokio::task::JoinHandle<Value> {
-    let socket = daemon.socket.clone();
-    tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client
-            .call_raw(computer_tests::shell_run(args, complications))
-            .await
-            .unwrap();
-        client.close().await;
-        structured(&result)
-    })
+    daemon.call_task(computer_tests::shell_run(args, complications))
 }
 
 /// Waits for the call to be asked, checks what the approver is shown, and denies it.

@@ -336,21 +336,10 @@ async fn a_consent_refused_inside_steps_says_how_to_grant_it() {
     let _mutter = ONE_AT_A_TIME.lock().await;
     revoke_consent();
     let daemon = daemon();
-    let socket = daemon.socket.clone();
-    let call = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket)
-            .await
-            .expect("connect");
-        let result = client
-            .call_raw(json!({"steps": [
-                {"surface": "gui", "command": "monitors", "args": {}},
-                {"surface": "gui", "command": "screenshot", "args": {}},
-            ]}))
-            .await
-            .expect("call");
-        client.close().await;
-        structured(&result)
-    });
+    let call = daemon.call_task(json!({"steps": [
+        {"surface": "gui", "command": "monitors", "args": {}},
+        {"surface": "gui", "command": "screenshot", "args": {}},
+    ]}));
     let id = pending_consent(&daemon)["id"].to_string();
     assert!(daemon.cli(&["approvals", "deny", &id]).status.success());
     let out = call.await.unwrap();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use base64::Engine;
 use computer_tests::desktop::{App, Desktop, TestApp, TestDesktop};
 use computer_tests::keyring::Keyring;
-use computer_tests::{Daemon, RawConnection, shell_run, structured, wait_for};
+use computer_tests::{Daemon, RawConnection, shell_run, wait_for};
 use serde_json::{Value, json};
 
 /// The desktop's keyboard and focus are shared by the gui and ax tests of this suite.
@@ -79,13 +79,7 @@ fn call_awaiting_approval(
     daemon: &Daemon,
     request: Value,
 ) -> (tokio::task::JoinHandle<Value>, Value) {
-    let socket = daemon.socket.clone();
-    let waiting = tokio::spawn(async move {
-        let client = computer_ipc::Client::connect(&socket).await.unwrap();
-        let result = client.call_raw(request).await.unwrap();
-        client.close().await;
-        structured(&result)
-    });
+    let waiting = daemon.call_task(request);
     let pending = tokio::task::block_in_place(|| {
         wait_for("a pending approval", Duration::from_secs(20), || {
             daemon.pending_approvals().into_iter().next()
