@@ -3,8 +3,9 @@
 //! sway, checked with `swaymsg -t get_tree` on the person's IPC) and a headless one; an app
 //! started there by `shell run` gets the desktop's Wayland socket and buses and no X display;
 //! typed into through gui (`foot` in raw mode writing what it receives to a file) and a GTK
-//! app's text read through ax; screenshots of the size asked for; closing, and stopping the
-//! daemon, ends the app and sway.
+//! app's text read through ax; screenshots of the size asked for; a program on one agent's sway
+//! desktop reaches its own Wayland and IPC sockets and not another agent's; closing, and
+//! stopping the daemon, ends the app and sway.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -459,4 +460,92 @@ async fn stopping_the_daemon_ends_its_sway_desktops() {
             || (!running(pid)).then_some(()),
         );
     }
+}
+
+/// A program on one sway desktop, as a hostile one would try: connect to each Wayland and
+/// sway IPC socket given (`NAME=PATH` arguments); one `NAME ok` or `NAME refused` line each.
+const CONNECT_EACH: &str = r#"
+for pair in "$@"; do
+  name=${pair%%=*}; path=${pair#*=}
+  if python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$path" 2>/dev/null
+  then echo "$name ok"; else echo "$name refused"; fi
+done
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_on_one_sway_desktop_reaches_its_own_sockets_and_not_anothers() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let alice = daemon.add_agent("alice");
+    let bob = daemon.add_agent("bob");
+    let open_as = |token: String| {
+        let daemon = &daemon;
+        async move {
+            let reply = daemon
+                .call_raw_once_as(
+                    &token,
+                    json!({"surface": "gui", "command": "desktop",
+                           "args": {"op": "open", "size": [320, 240], "visible": false}}),
+                )
+                .await;
+            assert_eq!(reply["kind"], "sway-headless", "{reply}");
+            reply["desktop"].as_str().expect("a desktop id").to_string()
+        }
+    };
+    let hers = open_as(alice.clone()).await;
+    let his = open_as(bob.clone()).await;
+    let sockets_of = |token: String, id: String| {
+        let daemon = &daemon;
+        async move {
+            let reply = daemon
+                .call_raw_once_as(
+                    &token,
+                    json!({"surface": "shell", "command": "run",
+                           "args": {"script": "printf '%s\\n%s' \"$WAYLAND_DISPLAY\" \"$SWAYSOCK\""},
+                           "complications": {"desktop": id}}),
+                )
+                .await;
+            assert_eq!(reply["ok"], true, "{reply}");
+            let out = reply["stdout"].as_str().unwrap_or_default().to_string();
+            let (wayland, ipc) = out.split_once('\n').expect("two lines");
+            (wayland.to_string(), ipc.to_string())
+        }
+    };
+    let (her_wayland, her_ipc) = sockets_of(alice.clone(), hers.clone()).await;
+    let (his_wayland, his_ipc) = sockets_of(bob.clone(), his.clone()).await;
+    assert_ne!(her_wayland, his_wayland);
+
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".into(),
+        CONNECT_EACH.into(),
+        "sh".into(),
+    ];
+    argv.extend([
+        format!("own-wayland={his_wayland}"),
+        format!("own-ipc={his_ipc}"),
+        format!("other-wayland={her_wayland}"),
+        format!("other-ipc={her_ipc}"),
+    ]);
+    let reply = daemon
+        .call_raw_once_as(
+            &bob,
+            json!({"surface": "shell", "command": "run", "args": {"argv": argv},
+                   "complications": {"desktop": his}}),
+        )
+        .await;
+    assert_eq!(reply["ok"], true, "{reply}");
+    let said = |name: &str| {
+        reply["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no line for {name}: {reply}"))
+            .to_string()
+    };
+    assert_eq!(said("own-wayland"), "ok", "{reply}");
+    assert_eq!(said("own-ipc"), "ok", "{reply}");
+    assert_eq!(said("other-wayland"), "refused", "{reply}");
+    assert_eq!(said("other-ipc"), "refused", "{reply}");
 }
