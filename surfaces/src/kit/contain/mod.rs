@@ -330,6 +330,12 @@ impl Containment {
             macos::wrap(command, &macos::with_limits(profile, limits));
             return Ok(());
         }
+        if limits.desktop.is_some() {
+            return Err(ContainError::Unavailable(
+                "a run on an agent's own desktop is kept to that desktop by containment, which                  is off in this daemon's config (`[containment] mode`)"
+                    .into(),
+            ));
+        }
         if !limits.is_default() {
             return Err(ContainError::Unavailable(
                 "a stricter sandbox needs containment, which is off in this daemon's config".into(),
@@ -566,4 +572,36 @@ fn shown_forms(shown: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
 /// Whether `path` is one of the hidden paths or lies inside one.
 pub fn is_hidden(hidden: &[PathBuf], path: &Path) -> bool {
     hidden.iter().any(|h| path.starts_with(h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With containment off a run could reach every display: one on an agent's desktop is
+    /// refused, saying why, where an ordinary run is let through.
+    #[test]
+    fn a_desktop_run_is_refused_when_containment_is_off() {
+        let off = Containment::new(&ContainmentConfig::default());
+        assert_eq!(off.status().mechanism, "off");
+        let exec = ExecSpec {
+            program: PathBuf::from("/bin/true"),
+            argv: vec!["true".into()],
+            env: Vec::new(),
+        };
+        let mut command = std::process::Command::new("/bin/true");
+        let on_desktop = RunLimits {
+            desktop: Some(DesktopReach::default()),
+            ..RunLimits::default()
+        };
+        let refused = off.prepare(&mut command, &on_desktop, &exec).unwrap_err();
+        assert!(
+            refused.to_string().contains("agent's own desktop"),
+            "{refused}"
+        );
+        assert!(
+            off.prepare(&mut command, &RunLimits::default(), &exec)
+                .is_ok()
+        );
+    }
 }
