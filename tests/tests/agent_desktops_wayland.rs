@@ -275,6 +275,21 @@ async fn a_visible_desktop_is_a_sway_nested_in_the_persons_sway() {
     let _one = ONE_AT_A_TIME.lock().await;
     let person = Sway::shared();
     let daemon = daemon();
+    // A window of the person's, focused: opening the agent's desktop leaves the focus there.
+    let (_person_dir, person_file) = typed_file("person");
+    let script = format!("stty raw -echo; exec cat > '{}'", person_file.display());
+    let persons_app = person.launch("foot", &["--app-id", "person-foot", "sh", "-c", &script]);
+    person.wait_view(persons_app.pid());
+    let person_focus = || {
+        person
+            .views()
+            .into_iter()
+            .find(|v| v["focused"] == true)
+            .and_then(|v| v["pid"].as_u64())
+    };
+    wait_for("the person's foot to have the focus", APP_BOUND, || {
+        (person_focus() == Some(u64::from(persons_app.pid()))).then_some(())
+    });
     let before = desktop_sways();
     let id = open(&daemon, [800, 600], true, "sway-nested").await;
 
@@ -304,6 +319,12 @@ async fn a_visible_desktop_is_a_sway_nested_in_the_persons_sway() {
             .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
     );
 
+    assert_eq!(
+        person_focus(),
+        Some(u64::from(persons_app.pid())),
+        "the agent's desktop took the person's focus"
+    );
+
     assert_runs_on_the_desktop(&daemon, &id).await;
     let (_dir, file) = typed_file("nested");
     let foot = start_foot(&daemon, &id, "agent-nested-foot", &file).await;
@@ -317,6 +338,9 @@ async fn a_visible_desktop_is_a_sway_nested_in_the_persons_sway() {
         "the agent's app shows on the person's sway"
     );
     type_into_foot(&daemon, &id, &file, "typed on a nested sway").await;
+    // The person's window got none of it, and keeps the focus.
+    assert_eq!(std::fs::read(&person_file).unwrap_or_default(), b"");
+    assert_eq!(person_focus(), Some(u64::from(persons_app.pid())));
 
     let shot = on_desktop(&daemon, &id, "gui", "screenshot", json!({})).await;
     assert_eq!(shot["ok"], true, "{shot}");

@@ -1,5 +1,6 @@
 //! Starting an agent's sway desktop on a wlroots Wayland session: sway nested as a window in
-//! the person's sway (`WLR_BACKENDS=wayland`, floated there at the size asked for), or headless
+//! the person's sway (`WLR_BACKENDS=wayland`, floated there at the size asked for, without
+//! taking the person's keyboard focus), or headless
 //! (`WLR_BACKENDS=headless`) when it is not to be seen; then the same private session bus and
 //! accessibility bus as the X11 kinds, and the gui and ax surfaces bound to them.
 //!
@@ -249,6 +250,17 @@ pub(super) fn open(
     }
     starting.start("sway", what, command, log)?;
     let sway_pid = starting.servers()[0].child.id();
+    let person_ipc = match kind {
+        DesktopKind::SwayNested => host.swaysock.as_ref().map(|p| SwayIpc::new(p.into())),
+        _ => None,
+    };
+    if let Some(person) = &person_ipc {
+        // Said before its window maps (sway takes a while to start): the person's keyboard
+        // focus stays where it is; the person clicks into the window to type there.
+        if let Err(why) = person.run(&format!("no_focus [pid={sway_pid}]")) {
+            tracing::debug!(%why, "the nested sway's window may take the person's focus");
+        }
+    }
     let (socket, swaysock) = starting.wait_for(what, || {
         let (socket, ipc) = sway_sockets(&runtime)?;
         SwayIpc::new(ipc.clone())
@@ -264,10 +276,6 @@ pub(super) fn open(
     starting.running.swaysock = swaysock.clone();
 
     let own_ipc = SwayIpc::new(swaysock.clone());
-    let person_ipc = match kind {
-        DesktopKind::SwayNested => host.swaysock.as_ref().map(|p| SwayIpc::new(p.into())),
-        _ => None,
-    };
     let mut fitted = None;
     let mut fits_since = None;
     let sized = starting.wait_for("the agent desktop's output to take its size", || {
