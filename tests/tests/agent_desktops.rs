@@ -166,6 +166,22 @@ async fn an_agent_works_on_its_own_desktop_and_the_persons_sees_none_of_it() {
         found.to_string().contains("on my own desk"),
         "the entry does not read what was typed: {found}"
     );
+    // The app is found by its pid too (as the host sees it, the pid `ax apps` lists).
+    let zenity = pids_running(title);
+    assert_eq!(zenity.len(), 1, "one zenity titled {title}: {zenity:?}");
+    let by_pid = on_desktop(
+        &daemon,
+        None,
+        &id,
+        "ax",
+        "find",
+        json!({"selector": "textInput", "app": zenity[0], "include": ["value"]}),
+    )
+    .await;
+    assert!(
+        by_pid["ok"] == true && by_pid.to_string().contains("on my own desk"),
+        "ax find by the app's pid on its desktop: {by_pid}"
+    );
     // The person's accessibility bus has no zenity.
     let persons = call_as(
         &daemon,
