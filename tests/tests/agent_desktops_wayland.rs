@@ -5,7 +5,8 @@
 //! typed into through gui (`foot` in raw mode writing what it receives to a file) and a GTK
 //! app's text read through ax; screenshots of the size asked for; a program on one agent's sway
 //! desktop reaches its own Wayland and IPC sockets and not another agent's; closing, and
-//! stopping the daemon, ends the app and sway.
+//! stopping the daemon, ends the app and sway, and closing ends a client started from outside
+//! whose only tie to the desktop is its window there.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -572,4 +573,65 @@ async fn a_program_on_one_sway_desktop_reaches_its_own_sockets_and_not_anothers(
     assert_eq!(said("own-ipc"), "ok", "{reply}");
     assert_eq!(said("other-wayland"), "refused", "{reply}");
     assert_eq!(said("other-ipc"), "refused", "{reply}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_from_outside_with_a_window_on_the_desktop_ends_at_close() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let daemon = daemon();
+    let id = open(&daemon, [320, 240], false, "sway-headless").await;
+    let session = session_of_a_run(&daemon, &id).await;
+    let socket = PathBuf::from(session["wayland"].as_str().unwrap_or_default());
+    // Started by the test, not the daemon, and naming the socket relative to its directory:
+    // nothing in its environment names the desktop, only its window on sway does.
+    let mut outsider = std::process::Command::new("foot");
+    outsider
+        .args([
+            "--app-id",
+            "outsider",
+            "sh",
+            "-c",
+            "trap '' HUP; setsid sleep 617 & wait",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env(
+            "XDG_RUNTIME_DIR",
+            socket.parent().expect("the socket's directory"),
+        )
+        .env(
+            "WAYLAND_DISPLAY",
+            socket.file_name().expect("the socket's name"),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut outsider = computer_tests::desktop::spawn_tied(outsider);
+    let pid = outsider.id();
+    assert!(
+        !environ(pid)
+            .iter()
+            .any(|e| e.contains(&socket.display().to_string())),
+        "the outsider's environment names the socket"
+    );
+    wait_window(&daemon, &id, "outsider").await;
+    // What runs in its terminal has a session of its own and ignores hangups, so foot's end
+    // (when sway goes) would not take it: only foot being found by its window on the desktop,
+    // and this by descent from foot, ends it.
+    let inside = wait_for("the outsider's shell", APP_BOUND, || {
+        let pids = pids_naming("sleep 617");
+        (!pids.is_empty()).then_some(pids)
+    });
+    close(&daemon, &id).await;
+    let ended = computer_tests::try_wait_for(APP_BOUND, || outsider.try_wait().ok().flatten());
+    assert!(
+        ended.is_some(),
+        "foot (pid {pid}) outlived the desktop it had a window on"
+    );
+    for pid in inside {
+        assert!(
+            !running(pid),
+            "what ran in the outsider's terminal (pid {pid}) outlived the desktop"
+        );
+    }
 }

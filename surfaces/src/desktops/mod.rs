@@ -225,7 +225,7 @@ impl AgentDesktop {
     /// `AT_SPI_BUS_ADDRESS`, `XDG_RUNTIME_DIR` (the desktop's private directory), the toolkit
     /// choices (`GDK_BACKEND=x11`, `QT_QPA_PLATFORM=xcb`, or `wayland`), accessibility on
     /// (`NO_AT_BRIDGE=0`, `QT_ACCESSIBILITY=1`) and `COMPUTER_DESKTOP` (its id, by which its
-    /// processes are found at close). Remove [`REMOVED_ENV`] as well.
+    /// processes are found at close). Remove [`Self::removed_env`] as well.
     pub fn env(&self) -> &[(String, String)] {
         &self.env
     }
