@@ -26,6 +26,7 @@
 
 mod abuse;
 mod agent_desktops;
+#[cfg(target_os = "linux")]
 mod agent_desktops_wayland;
 mod agent_pointer;
 mod agents;
