@@ -8,7 +8,7 @@
 //! Agents' own sway desktops use the same client for their outputs' sizes and to float their
 //! window on the person's sway (`GET_OUTPUTS`, `RUN_COMMAND`).
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -38,6 +38,32 @@ const GET_TREE: u32 = 4;
 /// A reply larger than this is not a tree sway would send; refuse rather than allocate it.
 const MAX_REPLY: usize = 64 << 20;
 
+/// Why a request to sway's IPC failed: which step (connecting, sending, reading, parsing the
+/// reply), or sway's own refusal of a command.
+#[derive(Debug, thiserror::Error)]
+pub enum SwayIpcError {
+    #[error("sway ipc at {}: cannot connect: {source}", socket.display())]
+    Connect { socket: PathBuf, source: io::Error },
+    #[error("sway ipc at {}: cannot send the request: {source}", socket.display())]
+    Send { socket: PathBuf, source: io::Error },
+    #[error("sway ipc at {}: cannot read the reply: {source}", socket.display())]
+    Read { socket: PathBuf, source: io::Error },
+    #[error("sway ipc at {}: the reply is not i3-ipc (no `i3-ipc` magic)", socket.display())]
+    NotIpc { socket: PathBuf },
+    #[error(
+        "sway ipc at {}: a {length}-byte reply is too large (at most {MAX_REPLY})",
+        socket.display()
+    )]
+    TooLarge { socket: PathBuf, length: usize },
+    #[error("sway ipc at {}: the reply is not JSON: {source}", socket.display())]
+    Parse {
+        socket: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("sway refused `{command}`: {reason}")]
+    Refused { command: String, reason: String },
+}
+
 /// sway's IPC socket from the environment, if this session names one.
 pub fn socket() -> Option<PathBuf> {
     std::env::var_os("SWAYSOCK")
@@ -61,7 +87,7 @@ impl SwayIpc {
     }
 
     /// Every view in sway's tree (tiled and floating), or why the tree could not be read.
-    pub fn views(&self) -> Result<Vec<SwayView>, String> {
+    pub fn views(&self) -> Result<Vec<SwayView>, SwayIpcError> {
         let tree = self.request(GET_TREE)?;
         let mut views = Vec::new();
         collect(&tree, &mut views);
@@ -69,12 +95,12 @@ impl SwayIpc {
     }
 
     /// sway's whole tree (`GET_TREE`), as sway's own JSON nodes.
-    pub fn tree(&self) -> Result<Value, String> {
+    pub fn tree(&self) -> Result<Value, SwayIpcError> {
         self.request(GET_TREE)
     }
 
     /// Runs sway commands (`RUN_COMMAND`); an error names the first that failed.
-    pub fn run(&self, commands: &str) -> Result<(), String> {
+    pub fn run(&self, commands: &str) -> Result<(), SwayIpcError> {
         let reply = self.request_with(RUN_COMMAND, commands.as_bytes())?;
         let failed = reply
             .as_array()
@@ -82,16 +108,19 @@ impl SwayIpc {
             .flatten()
             .find(|result| result.get("success").and_then(Value::as_bool) != Some(true));
         match failed {
-            Some(result) => Err(format!(
-                "sway refused `{commands}`: {}",
-                result["error"].as_str().unwrap_or("no reason given")
-            )),
+            Some(result) => Err(SwayIpcError::Refused {
+                command: commands.to_string(),
+                reason: result["error"]
+                    .as_str()
+                    .unwrap_or("no reason given")
+                    .to_string(),
+            }),
             None => Ok(()),
         }
     }
 
     /// Each output's name and size in pixels (its current mode), from `GET_OUTPUTS`.
-    pub fn output_sizes(&self) -> Result<Vec<OutputSize>, String> {
+    pub fn output_sizes(&self) -> Result<Vec<OutputSize>, SwayIpcError> {
         let reply = self.request(GET_OUTPUTS)?;
         Ok(reply
             .as_array()
@@ -108,13 +137,13 @@ impl SwayIpc {
             .collect())
     }
 
-    fn request(&self, kind: u32) -> Result<Value, String> {
+    fn request(&self, kind: u32) -> Result<Value, SwayIpcError> {
         self.request_with(kind, &[])
     }
 
     /// One request on the kept connection; on failure, once more on a new one (the kept one
     /// may have died with an earlier sway).
-    fn request_with(&self, kind: u32, payload: &[u8]) -> Result<Value, String> {
+    fn request_with(&self, kind: u32, payload: &[u8]) -> Result<Value, SwayIpcError> {
         let mut slot = self.stream.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(stream) = slot.as_mut()
             && let Ok(reply) = request_on(stream, &self.socket, kind, payload)
@@ -129,8 +158,11 @@ impl SwayIpc {
     }
 }
 
-fn connect(socket: &Path) -> Result<UnixStream, String> {
-    let failed = |err: std::io::Error| format!("sway ipc at {}: {err}", socket.display());
+fn connect(socket: &Path) -> Result<UnixStream, SwayIpcError> {
+    let failed = |source| SwayIpcError::Connect {
+        socket: socket.to_path_buf(),
+        source,
+    };
     let stream = UnixStream::connect(socket).map_err(failed)?;
     let bound = Some(Duration::from_secs(2));
     stream.set_read_timeout(bound).map_err(failed)?;
@@ -143,31 +175,40 @@ fn request_on(
     socket: &Path,
     kind: u32,
     payload: &[u8],
-) -> Result<Value, String> {
-    let failed = |err: std::io::Error| format!("sway ipc at {}: {err}", socket.display());
+) -> Result<Value, SwayIpcError> {
+    let socket = || socket.to_path_buf();
     let mut message = MAGIC.to_vec();
     message.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     message.extend_from_slice(&kind.to_le_bytes());
     message.extend_from_slice(payload);
-    stream.write_all(&message).map_err(failed)?;
+    stream
+        .write_all(&message)
+        .map_err(|source| SwayIpcError::Send {
+            socket: socket(),
+            source,
+        })?;
+    let read = |source| SwayIpcError::Read {
+        socket: socket(),
+        source,
+    };
     let mut header = [0u8; 14];
-    stream.read_exact(&mut header).map_err(failed)?;
+    stream.read_exact(&mut header).map_err(read)?;
     if &header[..6] != MAGIC {
-        return Err(format!(
-            "sway ipc at {}: the reply is not i3-ipc",
-            socket.display()
-        ));
+        return Err(SwayIpcError::NotIpc { socket: socket() });
     }
     let length = u32::from_le_bytes([header[6], header[7], header[8], header[9]]) as usize;
     if length > MAX_REPLY {
-        return Err(format!(
-            "sway ipc at {}: a {length}-byte reply is too large",
-            socket.display()
-        ));
+        return Err(SwayIpcError::TooLarge {
+            socket: socket(),
+            length,
+        });
     }
     let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).map_err(failed)?;
-    serde_json::from_slice(&body).map_err(|err| format!("sway ipc reply: {err}"))
+    stream.read_exact(&mut body).map_err(read)?;
+    serde_json::from_slice(&body).map_err(|source| SwayIpcError::Parse {
+        socket: socket(),
+        source,
+    })
 }
 
 fn collect(node: &Value, views: &mut Vec<SwayView>) {
@@ -236,5 +277,74 @@ mod tests {
             }
         );
         assert_eq!(views[1].pid, Some(7));
+    }
+
+    /// A sway stand-in on a socket in a temporary directory: answers one request with `reply`
+    /// (header and body as given) and hands back the request's kind and payload.
+    fn answering_once(
+        reply: Vec<u8>,
+    ) -> (tempfile::TempDir, std::thread::JoinHandle<(u32, String)>) {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(dir.path().join("ipc.sock")).unwrap();
+        let answering = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut header = [0u8; 14];
+            stream.read_exact(&mut header).unwrap();
+            let length = u32::from_le_bytes(header[6..10].try_into().unwrap()) as usize;
+            let kind = u32::from_le_bytes(header[10..14].try_into().unwrap());
+            let mut payload = vec![0u8; length];
+            stream.read_exact(&mut payload).unwrap();
+            stream.write_all(&reply).unwrap();
+            (kind, String::from_utf8(payload).unwrap())
+        });
+        (dir, answering)
+    }
+
+    fn message(magic: &[u8], kind: u32, body: &str) -> Vec<u8> {
+        let mut message = magic.to_vec();
+        message.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        message.extend_from_slice(&kind.to_le_bytes());
+        message.extend_from_slice(body.as_bytes());
+        message
+    }
+
+    #[test]
+    fn a_command_sway_refuses_is_a_refusal_naming_the_command_and_sways_reason() {
+        let refusal = r#"[{"success": false, "error": "No matching node"}]"#;
+        let (dir, answering) = answering_once(message(MAGIC, RUN_COMMAND, refusal));
+        let ipc = SwayIpc::new(dir.path().join("ipc.sock"));
+        let err = ipc.run("[pid=1] floating enable").unwrap_err();
+        assert_eq!(
+            answering.join().unwrap(),
+            (RUN_COMMAND, "[pid=1] floating enable".to_string())
+        );
+        assert!(
+            matches!(&err, SwayIpcError::Refused { command, reason }
+                if command == "[pid=1] floating enable" && reason == "No matching node"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "sway refused `[pid=1] floating enable`: No matching node"
+        );
+    }
+
+    #[test]
+    fn a_reply_without_the_magic_is_not_ipc_and_no_socket_is_a_connect_error() {
+        let (dir, answering) = answering_once(message(b"x3-ipc", GET_TREE, "{}"));
+        let socket = dir.path().join("ipc.sock");
+        let err = SwayIpc::new(socket.clone()).tree().unwrap_err();
+        answering.join().unwrap();
+        assert!(
+            matches!(&err, SwayIpcError::NotIpc { socket: s } if *s == socket),
+            "{err:?}"
+        );
+        let gone = dir.path().join("gone.sock");
+        let err = SwayIpc::new(gone.clone()).views().unwrap_err();
+        assert!(
+            matches!(&err, SwayIpcError::Connect { socket: s, .. } if *s == gone),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("cannot connect"), "{err}");
     }
 }
