@@ -197,13 +197,7 @@ pub(super) fn open(
     let sway = program("sway", "sway", kind)?;
     let dbus = program("dbus-daemon", "dbus-daemon", kind)?;
     let atspi = atspi_launcher(kind)?;
-    let person = person_socket(host).ok_or_else(|| {
-        DesktopError::Unsupported(format!(
-            "an agent's {kind} desktop needs the person's Wayland socket: WAYLAND_DISPLAY={} \
-             is a name, and XDG_RUNTIME_DIR is not set to find it in",
-            host.wayland_display.as_deref().unwrap_or_default()
-        ))
-    })?;
+    let person = required_person_socket(host, kind)?;
     let run_as = run_as(kind, &person)?;
     let id = new_id();
     let dir = private_dir(&id)?;
@@ -211,130 +205,40 @@ pub(super) fn open(
         running: Running::new(id.clone(), dir.clone()),
     };
     let runtime = runtime_dir(&dir, run_as.as_ref())?;
-    let config_path = runtime.join("config");
-    std::fs::write(&config_path, config(spec.size))
-        .and_then(|()| {
-            std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o644))
-        })
-        .map_err(|err| DesktopError::PrivateDir {
-            path: config_path.clone(),
-            why: err.to_string(),
-        })?;
+    let config_path = write_config(&runtime, spec.size)?;
 
     let mut env = vec![("COMPUTER_DESKTOP".to_string(), id.clone())];
     let what = match kind {
         DesktopKind::SwayNested => "the nested compositor (sway in the person's sway)",
         _ => "the headless compositor (sway)",
     };
-    let mut sway_env = env.clone();
-    sway_env.push(("XDG_RUNTIME_DIR".into(), runtime.display().to_string()));
-    // Software rendering: no GPU is needed (nor always reachable) for a desktop of this size.
-    sway_env.push(("WLR_RENDERER".into(), "pixman".into()));
-    if kind == DesktopKind::SwayNested {
-        sway_env.push(("WLR_BACKENDS".into(), "wayland".into()));
-        sway_env.push(("WAYLAND_DISPLAY".into(), person.display().to_string()));
-    } else {
-        sway_env.push(("WLR_BACKENDS".into(), "headless".into()));
-        sway_env.push(("WLR_LIBINPUT_NO_DEVICES".into(), "1".into()));
-    }
     let log = dir.join("sway.log");
-    let mut command = server_command(&sway, &sway_env, &log)?;
-    command.arg("-c").arg(&config_path).current_dir("/");
-    if let Some(user) = &run_as {
-        command
-            .uid(user.uid)
-            .gid(user.gid)
-            .env("HOME", &user.home)
-            .env("USER", &user.name)
-            .env("LOGNAME", &user.name);
-    }
-    starting.start("sway", what, command, log)?;
+    let sway_env = sway_env(&env, kind, &runtime, &person);
+    let command = sway_command(&sway, &sway_env, &config_path, run_as.as_ref(), &log)?;
+    starting.start("sway", what, command, log.clone())?;
     let sway_pid = starting.servers()[0].child.id();
     let person_ipc = match kind {
         DesktopKind::SwayNested => host.swaysock.as_ref().map(|p| SwayIpc::new(p.into())),
         _ => None,
     };
-    if let Some(person) = &person_ipc {
-        // Said before its window maps (sway takes a while to start): the person's keyboard
-        // focus stays where it is; the person clicks into the window to type there.
-        if let Err(why) = person.run(&format!("no_focus [pid={sway_pid}]")) {
-            tracing::debug!(%why, "the nested sway's window may take the person's focus");
-        }
+    let nested = person_ipc.as_ref().map(|person| (person, sway_pid));
+    if let Some((person, sway_pid)) = nested {
+        keep_the_persons_focus(person, sway_pid);
     }
-    let (socket, swaysock) = starting.wait_for(what, || {
-        let (socket, ipc) = sway_sockets(&runtime)?;
-        SwayIpc::new(ipc.clone())
-            .output_sizes()
-            .ok()
-            .filter(|outputs| !outputs.is_empty())
-            .map(|_| (socket, ipc))
-    })?;
+    let (socket, swaysock) = wait_for_sway_sockets(&starting, what, &runtime)?;
     if run_as.is_some() {
         hand_sockets_to_the_daemon(&runtime, &[&socket, &swaysock])?;
     }
     starting.running.wayland_socket = socket.clone();
     starting.running.swaysock = swaysock.clone();
-
     let own_ipc = SwayIpc::new(swaysock.clone());
-    let mut fitted = None;
-    let mut fits_since = None;
-    let sized = starting.wait_for("the agent desktop's output to take its size", || {
-        let outputs = own_ipc.output_sizes().ok()?;
-        let output_fits = outputs.iter().all(|(_, size)| *size == spec.size);
-        let window_fits = person_ipc
-            .as_ref()
-            .is_none_or(|person| fit_on_person(person, sway_pid, spec.size, &mut fitted));
-        if !(output_fits && window_fits) {
-            fits_since = None;
-            return None;
-        }
-        // Nested, the output has the size asked for before the person's sway first sizes its
-        // window: it must still have it a moment after the window is seen to fit.
-        let since = *fits_since.get_or_insert_with(std::time::Instant::now);
-        (person_ipc.is_none() || since.elapsed() >= SETTLED).then_some(())
-    });
-    match sized {
-        Ok(()) => {}
-        // Waited out: say what size it has instead (sway's exit is said as it is).
-        Err(DesktopError::Timeout { after, .. }) => {
-            let outputs = own_ipc.output_sizes().unwrap_or_default();
-            return Err(DesktopError::Start {
-                what,
-                why: format!(
-                    "its output is {outputs:?} after {} ms, not {}x{}{}",
-                    after.as_millis(),
-                    spec.size.0,
-                    spec.size.1,
-                    if person_ipc.is_some() {
-                        " (the person's sway did not float or resize its window)"
-                    } else {
-                        ""
-                    }
-                ),
-                log: tail(&dir.join("sway.log")),
-            });
-        }
-        Err(other) => return Err(other),
-    }
+    wait_for_the_size(&starting, what, &own_ipc, nested, spec.size, &log)?;
 
     env.push(("WAYLAND_DISPLAY".into(), socket.display().to_string()));
     env.push(("SWAYSOCK".into(), swaysock.display().to_string()));
     env.push(("XDG_RUNTIME_DIR".into(), dir.display().to_string()));
     let atspi_address = start_buses(&mut starting, &dbus, &atspi, &mut env)?;
-    env.extend(
-        [
-            ("XDG_SESSION_TYPE", "wayland"),
-            ("XDG_CURRENT_DESKTOP", "sway"),
-            ("GDK_BACKEND", "wayland"),
-            ("QT_QPA_PLATFORM", "wayland"),
-            ("SDL_VIDEODRIVER", "wayland"),
-            ("MOZ_ENABLE_WAYLAND", "1"),
-            ("NO_AT_BRIDGE", "0"),
-            ("QT_ACCESSIBILITY", "1"),
-            ("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1"),
-        ]
-        .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
+    env.extend(wayland_toolkit_env());
     let (gui, evidence) = crate::gui::on_wayland_socket(&socket, Some(&swaysock), &atspi_address);
     let keyboard = crate::ax::Keyboard::over(gui.clone());
     let ax = crate::ax::surface_on_bus(&atspi_address, Some(keyboard));
@@ -353,6 +257,170 @@ pub(super) fn open(
         evidence,
         running: starting.opened(),
     })
+}
+
+/// The person's Wayland socket, or why an agent's sway desktop cannot be opened without it.
+fn required_person_socket(host: &HostSession, kind: DesktopKind) -> Result<PathBuf, DesktopError> {
+    person_socket(host).ok_or_else(|| {
+        DesktopError::Unsupported(format!(
+            "an agent's {kind} desktop needs the person's Wayland socket: WAYLAND_DISPLAY={} \
+             is a name, and XDG_RUNTIME_DIR is not set to find it in",
+            host.wayland_display.as_deref().unwrap_or_default()
+        ))
+    })
+}
+
+/// Writes sway's [`config`] for an output of `size` into its runtime directory (0644: sway may
+/// run as another user); its path.
+fn write_config(runtime: &Path, size: (u32, u32)) -> Result<PathBuf, DesktopError> {
+    let config_path = runtime.join("config");
+    std::fs::write(&config_path, config(size))
+        .and_then(|()| {
+            std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o644))
+        })
+        .map_err(|err| DesktopError::PrivateDir {
+            path: config_path.clone(),
+            why: err.to_string(),
+        })?;
+    Ok(config_path)
+}
+
+/// sway's environment: the desktop's `env`, its own runtime directory, software rendering, and
+/// its backend: a window on the person's Wayland socket (nested) or none (headless).
+fn sway_env(
+    env: &[(String, String)],
+    kind: DesktopKind,
+    runtime: &Path,
+    person: &Path,
+) -> Vec<(String, String)> {
+    let mut sway_env = env.to_vec();
+    sway_env.push(("XDG_RUNTIME_DIR".into(), runtime.display().to_string()));
+    // Software rendering: no GPU is needed (nor always reachable) for a desktop of this size.
+    sway_env.push(("WLR_RENDERER".into(), "pixman".into()));
+    if kind == DesktopKind::SwayNested {
+        sway_env.push(("WLR_BACKENDS".into(), "wayland".into()));
+        sway_env.push(("WAYLAND_DISPLAY".into(), person.display().to_string()));
+    } else {
+        sway_env.push(("WLR_BACKENDS".into(), "headless".into()));
+        sway_env.push(("WLR_LIBINPUT_NO_DEVICES".into(), "1".into()));
+    }
+    sway_env
+}
+
+/// The command that starts sway with `config`, logging to `log`, as `run_as` when given (with
+/// that user's HOME, USER and LOGNAME).
+fn sway_command(
+    sway: &Path,
+    sway_env: &[(String, String)],
+    config: &Path,
+    run_as: Option<&RunAs>,
+    log: &Path,
+) -> Result<std::process::Command, DesktopError> {
+    let mut command = server_command(sway, sway_env, log)?;
+    command.arg("-c").arg(config).current_dir("/");
+    if let Some(user) = run_as {
+        command
+            .uid(user.uid)
+            .gid(user.gid)
+            .env("HOME", &user.home)
+            .env("USER", &user.name)
+            .env("LOGNAME", &user.name);
+    }
+    Ok(command)
+}
+
+/// Tells the person's sway not to focus the nested sway's window (process `sway_pid`). Said
+/// before its window maps (sway takes a while to start): the person's keyboard focus stays
+/// where it is; the person clicks into the window to type there.
+fn keep_the_persons_focus(person: &SwayIpc, sway_pid: u32) {
+    if let Err(why) = person.run(&format!("no_focus [pid={sway_pid}]")) {
+        tracing::debug!(%why, "the nested sway's window may take the person's focus");
+    }
+}
+
+/// Waits until sway has made its Wayland and IPC sockets in `runtime` and answers on its IPC
+/// with at least one output; the two sockets.
+fn wait_for_sway_sockets(
+    starting: &Starting,
+    what: &'static str,
+    runtime: &Path,
+) -> Result<(PathBuf, PathBuf), DesktopError> {
+    starting.wait_for(what, || {
+        let (socket, ipc) = sway_sockets(runtime)?;
+        SwayIpc::new(ipc.clone())
+            .output_sizes()
+            .ok()
+            .filter(|outputs| !outputs.is_empty())
+            .map(|_| (socket, ipc))
+    })
+}
+
+/// Waits until every output of the agent's sway (`own_ipc`) has `size` and, nested (`nested`:
+/// the person's sway and the nested sway's pid), its window on the person's sway is fitted to
+/// it and stays so for [`SETTLED`]. Waited out, the error says what size the output has
+/// instead, with the end of sway's `log`.
+fn wait_for_the_size(
+    starting: &Starting,
+    what: &'static str,
+    own_ipc: &SwayIpc,
+    nested: Option<(&SwayIpc, u32)>,
+    size: (u32, u32),
+    log: &Path,
+) -> Result<(), DesktopError> {
+    let mut fitted = None;
+    let mut fits_since = None;
+    let sized = starting.wait_for("the agent desktop's output to take its size", || {
+        let outputs = own_ipc.output_sizes().ok()?;
+        let output_fits = outputs.iter().all(|(_, output)| *output == size);
+        let window_fits = nested
+            .is_none_or(|(person, sway_pid)| fit_on_person(person, sway_pid, size, &mut fitted));
+        if !(output_fits && window_fits) {
+            fits_since = None;
+            return None;
+        }
+        // Nested, the output has the size asked for before the person's sway first sizes its
+        // window: it must still have it a moment after the window is seen to fit.
+        let since = *fits_since.get_or_insert_with(std::time::Instant::now);
+        (nested.is_none() || since.elapsed() >= SETTLED).then_some(())
+    });
+    match sized {
+        // Waited out: say what size it has instead (sway's exit is said as it is).
+        Err(DesktopError::Timeout { after, .. }) => {
+            let outputs = own_ipc.output_sizes().unwrap_or_default();
+            Err(DesktopError::Start {
+                what,
+                why: format!(
+                    "its output is {outputs:?} after {} ms, not {}x{}{}",
+                    after.as_millis(),
+                    size.0,
+                    size.1,
+                    if nested.is_some() {
+                        " (the person's sway did not float or resize its window)"
+                    } else {
+                        ""
+                    }
+                ),
+                log: tail(log),
+            })
+        }
+        other => other,
+    }
+}
+
+/// What makes toolkits in the desktop draw on Wayland and expose their accessibility.
+fn wayland_toolkit_env() -> [(String, String); 9] {
+    [
+        ("XDG_SESSION_TYPE", "wayland"),
+        ("XDG_CURRENT_DESKTOP", "sway"),
+        ("GDK_BACKEND", "wayland"),
+        ("QT_QPA_PLATFORM", "wayland"),
+        ("SDL_VIDEODRIVER", "wayland"),
+        ("MOZ_ENABLE_WAYLAND", "1"),
+        ("NO_AT_BRIDGE", "0"),
+        ("QT_ACCESSIBILITY", "1"),
+        ("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
 }
 
 /// How long a nested sway's output and window must keep the size asked for before it is open.
