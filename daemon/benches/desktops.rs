@@ -97,12 +97,13 @@ mod linux {
             .unwrap_or(0)
     }
 
-    /// A desktop's private directory (`computer-desktop-<daemon pid>-…`, holding its servers'
-    /// logs): the one the daemon has open now. The bench keeps at most one open when it looks.
+    /// A desktop's private directory (`computer-desktop-<daemon pid>-…` in the directory of
+    /// every desktop's, holding its servers' logs): the one the daemon has open now. The bench
+    /// keeps at most one open when it looks.
     fn private_dir(daemon_pid: i32) -> PathBuf {
         let prefix = format!("computer-desktop-{daemon_pid}-");
-        let dirs: Vec<PathBuf> = std::fs::read_dir(std::env::temp_dir())
-            .expect("the temporary directory")
+        let dirs: Vec<PathBuf> = std::fs::read_dir(computer_surfaces::kit::contain::desktops_dir())
+            .expect("the directory of every desktop's private directory")
             .flatten()
             .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
             .map(|entry| entry.path())

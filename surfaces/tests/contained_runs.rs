@@ -31,7 +31,7 @@ mod linux {
     use std::time::{Duration, Instant};
 
     use computer_surfaces::kit::contain::{
-        Containment, ContainmentConfig, DesktopReach, ExecSpec, RunLimits,
+        Containment, ContainmentConfig, DesktopReach, ExecSpec, RunLimits, desktops_dir,
     };
     use tokio::io::AsyncReadExt;
 
@@ -49,6 +49,23 @@ mod linux {
             containment.status().detail
         );
         containment
+    }
+
+    /// A directory made where the daemon makes a desktop's private directory (inside
+    /// [`desktops_dir`], made 0711 as the daemon makes it when missing).
+    fn desktop_dir() -> tempfile::TempDir {
+        use std::os::unix::fs::DirBuilderExt;
+        let parent = desktops_dir();
+        if !parent.exists() {
+            std::fs::DirBuilder::new()
+                .mode(0o711)
+                .create(&parent)
+                .unwrap();
+        }
+        tempfile::Builder::new()
+            .prefix("computer-desktop-")
+            .tempdir_in(parent)
+            .unwrap()
     }
 
     fn sh(script: &str) -> ExecSpec {
@@ -246,9 +263,10 @@ for arg in sys.argv[1:]:
 "#;
 
     /// A run on a desktop reaches its X socket, its bus and TCP; not another display's socket
-    /// in /tmp/.X11-unix (one bound after the run's sandbox was made included), an abstract
-    /// socket of the host, the person's bus, or another desktop's private directory. The same
-    /// connections from an ordinary run all succeed: the test can tell.
+    /// in /tmp/.X11-unix, an abstract socket of the host, the person's bus, or another
+    /// desktop's private directory, whether they were there when the run's sandbox was made or
+    /// came while it ran (a desktop opened meanwhile). The same connections from an ordinary
+    /// run all succeed: the test can tell.
     pub fn a_run_on_a_desktop_reaches_that_desktop_alone() {
         use std::os::linux::net::SocketAddrExt;
         use std::os::unix::net::{SocketAddr, UnixListener};
@@ -274,15 +292,9 @@ for arg in sys.argv[1:]:
         let _abstract_listener =
             UnixListener::bind_addr(&SocketAddr::from_abstract_name(&abstract_name).unwrap())
                 .unwrap();
-        let own_dir = tempfile::Builder::new()
-            .prefix("computer-desktop-")
-            .tempdir()
-            .unwrap();
+        let own_dir = desktop_dir();
         let _own_bus = UnixListener::bind(own_dir.path().join("bus")).unwrap();
-        let other_dir = tempfile::Builder::new()
-            .prefix("computer-desktop-")
-            .tempdir()
-            .unwrap();
+        let other_dir = desktop_dir();
         let _other_bus = UnixListener::bind(other_dir.path().join("bus")).unwrap();
         let person = tempfile::tempdir().unwrap();
         let person_bus = person.path().join("bus");
@@ -314,13 +326,29 @@ for arg in sys.argv[1:]:
             ),
             ("tcp", format!("tcp:{port}")),
         ];
-        let exec = |later: Option<&Path>| {
+        // A display and a desktop that come while a run waits: the X socket, and the desktop's
+        // private directory with its bus (made by the run's wait, gone with `Later`).
+        struct Later {
+            x: PathBuf,
+            desktop: PathBuf,
+        }
+        impl Drop for Later {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.x);
+                let _ = std::fs::remove_dir_all(&self.desktop);
+            }
+        }
+        let exec = |later: Option<&Later>| {
             let mut argv: Vec<std::ffi::OsString> =
                 vec!["python3".into(), "-c".into(), CONNECT.into()];
             argv.extend(targets.iter().map(|(n, a)| format!("{n}={a}").into()));
             if let Some(later) = later {
                 argv.push("wait".into());
-                argv.push(format!("later-x={}", later.display()).into());
+                argv.push(format!("later-x={}", later.x.display()).into());
+                let bus = later.desktop.join("bus");
+                argv.push(format!("later-bus={}", bus.display()).into());
+                let own_bus = own_dir.path().join("bus");
+                argv.push(format!("own-bus-later={}", own_bus.display()).into());
             }
             ExecSpec {
                 program: PathBuf::from("/usr/bin/python3"),
@@ -333,8 +361,9 @@ for arg in sys.argv[1:]:
             .build()
             .unwrap();
         // With `later`, the run waits (on its stdin) once it has tried the rest, a display is
-        // bound at `later` while it waits, and then it tries that one.
-        let output = |limits: &RunLimits, later: Option<&Path>| {
+        // bound at `later.x` and a desktop's directory made with its bus while it waits, and
+        // then it tries those.
+        let output = |limits: &RunLimits, later: Option<&Later>| {
             runtime.block_on(async {
                 use tokio::io::AsyncWriteExt;
                 let started = containment
@@ -351,7 +380,11 @@ for arg in sys.argv[1:]:
                         assert!(n > 0, "the run ended before it waited: {out}");
                         out.push_str(&String::from_utf8_lossy(&buf[..n]));
                     }
-                    _later_listener = Some(UnixListener::bind(later).unwrap());
+                    std::fs::create_dir(&later.desktop).unwrap();
+                    _later_listener = Some((
+                        UnixListener::bind(&later.x).unwrap(),
+                        UnixListener::bind(later.desktop.join("bus")).unwrap(),
+                    ));
                     stdin.write_all(b"go\n").await.unwrap();
                 }
                 let mut rest = String::new();
@@ -397,16 +430,26 @@ for arg in sys.argv[1:]:
         let tcp_expected = if landlock { "ok" } else { "refused" };
         assert_eq!(said(&confined, "tcp"), tcp_expected, "{confined}");
 
-        // A display that appears while a run on a desktop is under way stays out of its
-        // reach too (/tmp/.X11-unix is the run's own), where an ordinary run reaches it.
-        let later = x11.join(format!("X{}", free_display(8000)));
-        let confined = output(&on_desktop, Some(&later));
-        assert_eq!(said(&confined, "later-x"), "refused", "{confined}");
-        let _ = std::fs::remove_file(&later);
-        let ordinary = output(&RunLimits::default(), Some(&later));
-        assert_eq!(said(&ordinary, "later-x"), "ok", "{ordinary}");
+        // A display and a desktop that appear while a run on a desktop is under way stay out
+        // of its reach too (/tmp/.X11-unix is the run's own, and so is the directory of every
+        // desktop's, its own desktop's directory alone in it), where an ordinary run reaches
+        // them; the run's own bus still answers after the wait.
+        let later = || Later {
+            x: x11.join(format!("X{}", free_display(8000))),
+            desktop: desktops_dir().join(format!("computer-desktop-{pid}-later")),
+        };
+        for limits in [&on_desktop, &writable_tmp] {
+            let confined = output(limits, Some(&later()));
+            assert_eq!(said(&confined, "later-x"), "refused", "{confined}");
+            assert_eq!(said(&confined, "later-bus"), "refused", "{confined}");
+            assert_eq!(said(&confined, "own-bus-later"), "ok", "{confined}");
+        }
+        let ordinary = output(&RunLimits::default(), Some(&later()));
+        for name in ["later-x", "later-bus", "own-bus-later"] {
+            assert_eq!(said(&ordinary, name), "ok", "{ordinary}");
+        }
         drop(own_x_listener);
-        for path in [&own_x, &other_x, &later] {
+        for path in [&own_x, &other_x] {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -478,10 +521,7 @@ for arg in sys.argv[1:]:
     /// finds covered (here another desktop's) holds the daemon's hidden state dir and the tools
     /// inside it: the desktop's cover comes after the plan's masks and keeps their mount points.
     pub fn a_run_on_a_desktop_still_reads_the_daemons_tools_under_a_covered_directory() {
-        let other_desktop = tempfile::Builder::new()
-            .prefix("computer-desktop-")
-            .tempdir()
-            .unwrap();
+        let other_desktop = desktop_dir();
         let state = other_desktop.path().join("state");
         let tools = state.join("run-tools");
         std::fs::create_dir_all(&tools).unwrap();

@@ -802,3 +802,85 @@ async fn session_output(daemon: &Daemon, desktop: Option<&str>, script: &str) ->
     assert_eq!(read["met"], true, "{read}");
     json!({"stdout": read["output"].as_str().unwrap_or_default().replace('\r', "")})
 }
+
+/// A desktop opened while a run on another desktop is under way is out of that run's reach as
+/// well: its bus, its private directory and its display, where the run still reaches its own
+/// bus; an ordinary run reaches all three (the test can tell). The run signals that its sandbox
+/// is made, waits for the test to name the new desktop, then tries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desktop_opened_while_a_desktop_run_waits_is_out_of_its_reach() {
+    let _person = Desktop::shared();
+    let daemon = Daemon::start_on_desktop("");
+    let first = open_desktop(&daemon, None, [320, 240]).await;
+    let meeting = tempfile::tempdir_in("/tmp").expect("a directory the runs see");
+    let meeting_path = meeting.path().display().to_string();
+    // What both runs try of the later desktop, named in files the test writes.
+    let attempts = format!(
+        "bus=$(cat {meeting_path}/bus); x=$(cat {meeting_path}/x); dir=$(cat {meeting_path}/dir)\n\
+         reach later-bus dbus-send --bus=\"$bus\" --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n\
+         connect later-bus-path \"$dir/bus\"\n\
+         reach later-dir ls \"$dir\"\n\
+         reach later-x env DISPLAY=\"$x\" xprop -root\n\
+         reach own-bus dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames\n"
+    );
+    let waiting = daemon.call_task(json!({
+        "surface": "shell", "command": "run",
+        "args": {"script": format!(
+            "{REACH}\ntouch {meeting_path}/started\n\
+             while [ ! -e {meeting_path}/ready ]; do sleep 0.05; done\n{attempts}"
+        )},
+        "complications": {"desktop": first, "timeout_ms": 120000},
+    }));
+    let started = meeting.path().join("started");
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the run on the first desktop to start",
+            Duration::from_secs(60),
+            || started.exists().then_some(()),
+        )
+    });
+
+    // The second desktop, opened now; its bus and display as a run on it sees them.
+    let second = open_desktop(&daemon, None, [320, 240]).await;
+    let env = reach_from(
+        &daemon,
+        None,
+        Some(&second),
+        "printf '%s\\n%s\\n' \"$DISPLAY\" \"$DBUS_SESSION_BUS_ADDRESS\"",
+    )
+    .await;
+    let env: Vec<String> = env["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    let [display, bus] = &env[..] else {
+        panic!("the second desktop's display and bus: {env:?}");
+    };
+    let bus_path = bus
+        .strip_prefix("unix:path=")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("the second desktop's bus is a path: {bus}"));
+    let dir = Path::new(bus_path).parent().expect("the bus's directory");
+    std::fs::write(meeting.path().join("bus"), bus).unwrap();
+    std::fs::write(meeting.path().join("x"), display).unwrap();
+    std::fs::write(meeting.path().join("dir"), dir.display().to_string()).unwrap();
+    std::fs::write(meeting.path().join("ready"), "").unwrap();
+
+    let confined = waiting.await.expect("the waiting run's call");
+    assert_eq!(confined["ok"], true, "{confined}\n{}", daemon.log_text());
+    assert_eq!(confined["exit_code"], 0, "{confined}");
+    for name in ["later-bus", "later-bus-path", "later-dir", "later-x"] {
+        assert_eq!(
+            reached(&confined, name),
+            "refused",
+            "{name}: a desktop opened while the run waited is in its reach: {confined}"
+        );
+    }
+    assert_eq!(reached(&confined, "own-bus"), "ok", "{confined}");
+    let ordinary = reach_from(&daemon, None, None, &attempts).await;
+    for name in ["later-bus", "later-bus-path", "later-dir", "later-x"] {
+        assert_eq!(reached(&ordinary, name), "ok", "{name}: {ordinary}");
+    }
+}

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::ending::{Running, Server};
 use super::{AgentDesktop, DesktopError, DesktopKind, DesktopSpec, HostSession};
+use crate::kit::contain::desktops_dir;
 use crate::kit::spawn::own_children;
 
 /// How long one server may take to answer.
@@ -73,40 +74,77 @@ pub(super) fn new_id() -> String {
 }
 
 /// Removes the private directories a process that died left (its desktops' servers ended with
-/// it): `computer-desktop-<pid>-<n>-<hex>` whose pid no longer runs.
+/// it): `computer-desktop-<pid>-<n>-<hex>` whose pid no longer runs, in the directory of every
+/// desktop's and, where an earlier version put them, in the temporary directory.
 fn remove_left_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("computer-desktop-"))
-        else {
+    for place in [desktops_dir(), std::env::temp_dir()] {
+        let Ok(entries) = std::fs::read_dir(place) else {
             continue;
         };
-        let parts: Vec<&str> = rest.split('-').collect();
-        let ours = matches!(parts.as_slice(), [pid, n, hex]
-            if pid.parse::<u32>().is_ok()
-                && n.parse::<u64>().is_ok()
-                && !hex.is_empty()
-                && hex.chars().all(|c| c.is_ascii_hexdigit()));
-        let dead = parts
-            .first()
-            .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
-        if ours && dead {
-            let _ = std::fs::remove_dir_all(entry.path());
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(rest) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("computer-desktop-"))
+            else {
+                continue;
+            };
+            let parts: Vec<&str> = rest.split('-').collect();
+            let ours = matches!(parts.as_slice(), [pid, n, hex]
+                if pid.parse::<u32>().is_ok()
+                    && n.parse::<u64>().is_ok()
+                    && !hex.is_empty()
+                    && hex.chars().all(|c| c.is_ascii_hexdigit()));
+            let dead = parts
+                .first()
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+            if ours && dead {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
         }
     }
 }
 
-/// The desktop's private directory (mode 0700): its runtime dir, its buses' sockets, its logs.
+/// The directory every desktop's private directory is made in ([`desktops_dir`]): made mode
+/// 0711 when missing (passable, so that a sway desktop's user reaches its runtime directory
+/// inside; nothing in it can be listed), and refused when it is not a directory of this user's
+/// that only this user may write (another user could have made it first in a shared `/tmp`).
+fn desktops_parent() -> Result<PathBuf, DesktopError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let path = desktops_dir();
+    let failed = |why: String| DesktopError::PrivateDir {
+        path: path.clone(),
+        why,
+    };
+    match std::fs::DirBuilder::new().mode(0o711).create(&path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(failed(err.to_string())),
+    }
+    let meta = std::fs::symlink_metadata(&path).map_err(|err| failed(err.to_string()))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(failed(format!(
+            "it is not a directory of this user's (uid {me}): remove it, and open the desktop \
+             again"
+        )));
+    }
+    if meta.mode() & 0o7777 != 0o711 {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o711))
+            .map_err(|err| failed(err.to_string()))?;
+    }
+    Ok(path)
+}
+
+/// The desktop's private directory (mode 0700), inside the directory of every desktop's: its
+/// runtime dir, its buses' sockets, its logs.
 pub(super) fn private_dir(id: &str) -> Result<PathBuf, DesktopError> {
     use std::os::unix::fs::DirBuilderExt;
+    let parent = desktops_parent()?;
     remove_left_dirs();
-    let path = std::env::temp_dir().join(format!("computer-desktop-{id}"));
+    let path = parent.join(format!("computer-desktop-{id}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&path)

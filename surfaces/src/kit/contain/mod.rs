@@ -76,9 +76,10 @@ impl RunLimits {
 
 /// What a run on a desktop of an agent's own may reach of it; everything else of the kind is
 /// hidden from it. On Linux: `/tmp/.X11-unix` shows the desktop's X socket alone; the person's
-/// runtime directory, session, accessibility, Wayland and sway sockets, and other desktops'
-/// private directories, are covered; abstract sockets outside the run are refused by Landlock
-/// scoping, or, where the kernel has none, the run gets an empty network namespace.
+/// runtime directory, session, accessibility, Wayland and sway sockets, and the directory of
+/// every desktop's private directory ([`desktops_dir`], the run's own bound back) are covered;
+/// abstract sockets outside the run are refused by Landlock scoping, or, where the kernel has
+/// none, the run gets an empty network namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DesktopReach {
     /// The desktop's sockets and private directory (`AgentDesktop::sockets`): its X socket in
@@ -87,6 +88,16 @@ pub struct DesktopReach {
     /// D-Bus addresses of the person's to hide beside those the daemon's environment names
     /// (the person's accessibility bus, as the person's session bus gives it).
     pub person_buses: Vec<String>,
+}
+
+/// The one directory every desktop of an agent's own keeps its private directory in
+/// (`$TMPDIR/computer-desktops-<uid>`, the daemon's user's): a run on a desktop finds it
+/// covered, its own desktop's directory alone bound back, so that a desktop opened while the
+/// run is under way is out of its reach as well.
+pub fn desktops_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("computer-desktops-{uid}"))
 }
 
 /// What a contained run executes: the resolved program, its argv (argv\[0\] included) and its

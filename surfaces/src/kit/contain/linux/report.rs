@@ -77,6 +77,7 @@ stages! {
     Keyring = 27: "joining a keyring of the run's own",
     DesktopX11 = 28: "showing the run its desktop's X socket alone",
     Landlock = 29: "keeping the run from abstract sockets (Landlock scoping)",
+    DesktopDir = 30: "showing the run its desktop's private directory alone among desktops'",
 }
 
 /// What the report pipe holds next.

@@ -78,12 +78,13 @@ pub(super) struct DesktopLimits {
     /// tmpfs and this socket alone bound back, so no other display (the person's, another
     /// desktop's, one opened later) is there.
     pub x_socket: CString,
-    /// Directories covered by an empty read-only tmpfs: the person's runtime directory, other
-    /// desktops' private directories.
+    /// Directories covered by an empty read-only tmpfs: the person's runtime directory, the
+    /// directory of every desktop's private directory.
     pub hidden_dirs: Vec<CString>,
     /// Sockets (and files) covered by an empty file: the person's buses, Wayland and sway.
     pub hidden_files: Vec<CString>,
-    /// The desktop's own directories inside a hidden one, shown back read-only.
+    /// The desktop's own directories inside a hidden one (its private directory, inside the
+    /// directory of every desktop's), bound back as they are: writable where the run may write.
     pub shown: Vec<CString>,
     /// Abstract sockets bound outside the run are refused to it by Landlock scoping. False only
     /// where the kernel has no such scoping: the run's request then asks for an empty network
@@ -382,9 +383,9 @@ mod tests {
             env: vec![c("PATH=/usr/bin:/bin"), c("EMPTY=")],
             desktop: Some(DesktopLimits {
                 x_socket: c("/tmp/.X11-unix/X100"),
-                hidden_dirs: vec![c("/run/user/1000"), c("/tmp/computer-desktop-1-2-ab")],
+                hidden_dirs: vec![c("/run/user/1000"), c("/tmp/computer-desktops-0")],
                 hidden_files: vec![c("/tmp/dbus-abc")],
-                shown: vec![c("/run/user/1000/computer-desktop-1-1-cd")],
+                shown: vec![c("/tmp/computer-desktops-0/computer-desktop-1-1-cd")],
                 scope_abstract: true,
             }),
         };

@@ -1,8 +1,9 @@
 //! What a run placed on a desktop of an agent's own must not reach ([`DesktopLimits`]), made by
 //! the daemon for each such run from the desktop's own sockets and the person's session as the
 //! daemon's environment names it: the X socket it keeps, the person's runtime directory, buses,
-//! Wayland and sway sockets and other desktops' private directories it finds covered, and how
-//! abstract sockets are kept from it (Landlock scoping, else an empty network namespace).
+//! Wayland and sway sockets and the directory of every desktop's private directory it finds
+//! covered (its own desktop's bound back), and how abstract sockets are kept from it (Landlock
+//! scoping, else an empty network namespace).
 
 use std::ffi::CString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -11,14 +12,15 @@ use std::sync::OnceLock;
 
 use super::super::landlock;
 use super::super::wire::DesktopLimits;
-use crate::kit::contain::{ContainError, DesktopReach};
+use crate::kit::contain::{ContainError, DesktopReach, desktops_dir};
 
 /// Where X servers put their path sockets (`X<display>`).
 pub(super) const X11_DIR: &str = "/tmp/.X11-unix";
 /// Where ICE (X session management) puts its sockets.
 const ICE_DIR: &str = "/tmp/.ICE-unix";
-/// How a desktop's private directory is named in the daemon's temporary directory.
-const DESKTOP_DIR_PREFIX: &str = "computer-desktop-";
+/// How the directory of a daemon's desktops' private directories ([`desktops_dir`]) is named
+/// in the temporary directory (then its user's uid).
+const DESKTOPS_DIR_PREFIX: &str = "computer-desktops-";
 
 /// Whether this kernel lets runs be kept from abstract sockets by Landlock (asked once).
 pub(super) fn landlock_scopes() -> bool {
@@ -42,8 +44,8 @@ pub(super) fn described() -> String {
     format!(
         "a run on a desktop of an agent's own reaches that desktop's display and buses only: \
          {X11_DIR} holds its X socket alone, the person's runtime directory, session and \
-         accessibility buses, Wayland and sway sockets and other desktops' directories are \
-         covered, and {abstract_sockets}"
+         accessibility buses, Wayland and sway sockets and the directory of every desktop's \
+         private directory (the run's own bound back) are covered, and {abstract_sockets}"
     )
 }
 
@@ -71,7 +73,7 @@ pub(super) fn limits_for(reach: &DesktopReach) -> Result<DesktopLimits, ContainE
     for address in &reach.person_buses {
         candidates.extend(bus_socket_paths(address));
     }
-    candidates.extend(other_desktops(&own));
+    candidates.extend(desktops_dirs());
     let mut hidden: Vec<(PathBuf, bool)> = Vec::new();
     let mut shown: Vec<PathBuf> = Vec::new();
     for candidate in candidates {
@@ -87,7 +89,8 @@ pub(super) fn limits_for(reach: &DesktopReach) -> Result<DesktopLimits, ContainE
             if holds_what_runs_need(&path) {
                 continue;
             }
-            // The desktop's own directories inside it are shown back.
+            // The desktop's own directories inside it are bound back (its private directory
+            // inside the directory of every desktop's).
             for dir in &own_dirs {
                 if dir.starts_with(&path) && !shown.contains(dir) {
                     shown.push((*dir).clone());
@@ -204,23 +207,26 @@ fn unescape(value: &str) -> Vec<u8> {
     out
 }
 
-/// The private directories of the daemon's other desktops open now (each holds that desktop's
-/// session and accessibility buses).
-fn other_desktops(own: &[PathBuf]) -> Vec<PathBuf> {
+/// The directories that hold desktops' private directories (each of which holds that
+/// desktop's session and accessibility buses): the daemon's own ([`desktops_dir`]), covered
+/// whole, so that a desktop opened after the run started is out of its reach too, and those
+/// of other users' daemons found in the temporary directory.
+fn desktops_dirs() -> Vec<PathBuf> {
+    let own = desktops_dir();
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return Vec::new();
+        return vec![own];
     };
-    entries
+    let others = entries
         .flatten()
         .filter(|entry| {
             entry
                 .file_name()
                 .as_bytes()
-                .starts_with(DESKTOP_DIR_PREFIX.as_bytes())
+                .starts_with(DESKTOPS_DIR_PREFIX.as_bytes())
         })
-        .map(|entry| canonical(&entry.path()))
-        .filter(|path| !own.contains(path))
-        .collect()
+        .map(|entry| entry.path())
+        .filter(|path| *path != own);
+    std::iter::once(own.clone()).chain(others).collect()
 }
 
 #[cfg(test)]
@@ -242,12 +248,11 @@ mod tests {
     }
 
     #[test]
-    fn a_desktop_run_keeps_its_own_and_covers_other_desktops() {
-        let temp = std::env::temp_dir();
-        let own_dir = temp.join(format!("{DESKTOP_DIR_PREFIX}{}-1-aa", std::process::id()));
-        let other_dir = temp.join(format!("{DESKTOP_DIR_PREFIX}{}-2-bb", std::process::id()));
+    fn a_desktop_run_covers_every_desktops_directory_and_binds_back_its_own() {
+        let parent = desktops_dir();
+        std::fs::create_dir_all(&parent).unwrap();
+        let own_dir = parent.join(format!("computer-desktop-{}-1-aa", std::process::id()));
         std::fs::create_dir_all(&own_dir).unwrap();
-        std::fs::create_dir_all(&other_dir).unwrap();
         let reach = DesktopReach {
             own: vec![
                 PathBuf::from("/tmp/.X11-unix/X4242"),
@@ -258,17 +263,14 @@ mod tests {
         };
         let limits = limits_for(&reach).expect("limits");
         let _ = std::fs::remove_dir(&own_dir);
-        let _ = std::fs::remove_dir(&other_dir);
         assert_eq!(limits.x_socket.as_bytes(), b"/tmp/.X11-unix/X4242");
+        let bytes = |p: &Path| canonical(p).as_os_str().as_bytes().to_vec();
         let dirs: Vec<&[u8]> = limits.hidden_dirs.iter().map(|d| d.as_bytes()).collect();
-        assert!(
-            dirs.contains(&canonical(&other_dir).as_os_str().as_bytes()),
-            "{dirs:?}"
-        );
-        assert!(
-            !dirs.contains(&canonical(&own_dir).as_os_str().as_bytes()),
-            "{dirs:?}"
-        );
+        // The parent whole: a desktop opened later, whatever its name, is inside it.
+        assert!(dirs.contains(&bytes(&parent).as_slice()), "{dirs:?}");
+        assert!(!dirs.contains(&bytes(&own_dir).as_slice()), "{dirs:?}");
+        let shown: Vec<&[u8]> = limits.shown.iter().map(|d| d.as_bytes()).collect();
+        assert_eq!(shown, vec![bytes(&own_dir).as_slice()]);
         for path in limits.hidden_dirs.iter().chain(&limits.hidden_files) {
             let path = Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()));
             assert!(!holds_what_runs_need(path) || !path.is_dir(), "{path:?}");

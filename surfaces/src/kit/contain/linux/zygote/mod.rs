@@ -47,7 +47,6 @@ fn lies_inside(path: &std::ffi::CStr, dir: &std::ffi::CStr) -> bool {
 impl Plan {
     /// This plan tightened by one run's limits (in the zygote, for a slot made for that run).
     pub(super) fn with_request_limits(&self, request: &Request) -> Plan {
-        let mut shown = self.shown.clone();
         let desktop = request.desktop.as_ref().map(|desktop| {
             // What the plan hides already stays hidden: a desktop's mask inside one of its
             // masks would find no mount point there.
@@ -55,8 +54,11 @@ impl Plan {
                 (self.masked_dirs.iter()).any(|dir| dir == path || lies_inside(path, dir))
                     || self.masked_files.contains(path)
             };
-            shown.extend(desktop.shown.iter().filter(|p| !covered(p)).cloned());
             DesktopLimits {
+                shown: (desktop.shown.iter())
+                    .filter(|p| !covered(p))
+                    .cloned()
+                    .collect(),
                 hidden_dirs: (desktop.hidden_dirs.iter())
                     .filter(|p| !covered(p))
                     .cloned()
@@ -75,7 +77,6 @@ impl Plan {
                 .filter(|path| !request.login_files_writable.contains(path))
                 .cloned()
                 .collect(),
-            shown,
             desktop,
             ..self.clone()
         }

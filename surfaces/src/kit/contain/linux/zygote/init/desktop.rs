@@ -1,5 +1,6 @@
 //! A run on a desktop of an agent's own: `/tmp/.X11-unix` covered by an empty tmpfs that holds
-//! the desktop's X socket alone, and the run kept from abstract sockets bound outside it
+//! the desktop's X socket alone, the desktop's private directory bound back into the covered
+//! directory of every desktop's, and the run kept from abstract sockets bound outside it
 //! (Landlock scoping) or, where the kernel has none, in an empty network namespace already.
 
 use std::os::fd::RawFd;
@@ -92,6 +93,60 @@ pub(super) unsafe fn show_own_x_socket_alone(plan: &Plan, own: RawFd, slot: RawF
         ) != 0
         {
             fail_later(slot, Stage::DesktopX11);
+        }
+    }
+}
+
+/// Opens the desktop's own directories that lie inside a directory its masks cover (its private
+/// directory), not through a symbolic link, before the masks hide them.
+pub(super) unsafe fn open_own_dirs(plan: &Plan, slot: RawFd) -> Vec<RawFd> {
+    let Some(desktop) = &plan.desktop else {
+        return Vec::new();
+    };
+    desktop
+        .shown
+        .iter()
+        .map(|path| {
+            // SAFETY: open of a NUL-terminated path.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                fail_later(slot, Stage::DesktopDir);
+            }
+            fd
+        })
+        .collect()
+}
+
+/// Binds each of the desktop's own directories (`held`, opened before the masks) back at its
+/// own path inside the masks, as it was: writable where the run may write there. Before the
+/// run's writable limit, which then makes it read-only with the rest unless the run may write
+/// where it lies.
+pub(super) unsafe fn bind_own_dirs(plan: &Plan, held: Vec<RawFd>, slot: RawFd) {
+    let Some(desktop) = &plan.desktop else {
+        return;
+    };
+    for (path, fd) in desktop.shown.iter().zip(held) {
+        let Ok(source) = std::ffi::CString::new(format!("/proc/self/fd/{fd}")) else {
+            fail_later(slot, Stage::DesktopDir);
+        };
+        // SAFETY: a bind mount of two NUL-terminated paths; the descriptor is ours.
+        unsafe {
+            if libc::mount(
+                source.as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ) != 0
+            {
+                fail_later(slot, Stage::DesktopDir);
+            }
+            libc::close(fd);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The masks over the daemon's paths: an empty read-only tmpfs over each hidden directory, a
-//! read-only empty file over each hidden file, and the daemon's tools shown read-only among them.
+//! read-only empty file over each hidden file, and the daemon's tools shown read-only among them
+//! (and the mount points of a desktop run's own directories inside its masks).
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -41,10 +42,17 @@ pub(super) unsafe fn open_shown(plan: &Plan, slot: RawFd) -> Vec<RawFd> {
         .collect()
 }
 
+/// Every directory bound back inside a mask: the daemon's tools, and a run on a desktop's own
+/// directories (its private directory inside the directory of every desktop's).
+fn bound_back(plan: &Plan) -> impl Iterator<Item = &CString> {
+    let own = plan.desktop.as_ref().map_or(&[][..], |d| &d.shown);
+    plan.shown.iter().chain(own)
+}
+
 /// Makes, on the mask of `dir` (a writable tmpfs still), the directories the shown paths
 /// inside it are bound onto, then makes the mask read-only.
 unsafe fn make_mount_points(plan: &Plan, dir: &std::ffi::CStr, slot: RawFd) {
-    for path in plan.shown.iter().filter(|s| lies_inside(s, dir)) {
+    for path in bound_back(plan).filter(|s| lies_inside(s, dir)) {
         let bytes = path.to_bytes();
         let inner = bytes[dir.to_bytes().len() + 1..]
             .iter()
@@ -135,7 +143,7 @@ pub(super) unsafe fn mask_directories(
 ) {
     for dir in dirs {
         let options = c"size=4k,mode=0500";
-        let holds_shown = plan.shown.iter().any(|s| lies_inside(s, dir));
+        let holds_shown = bound_back(plan).any(|s| lies_inside(s, dir));
         // A mask that holds a shown directory stays writable until its mount points exist.
         let read_only = if holds_shown { 0 } else { libc::MS_RDONLY };
         // SAFETY: a tmpfs mount on a NUL-terminated path, with NUL-terminated options.

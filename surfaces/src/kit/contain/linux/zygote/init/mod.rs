@@ -4,7 +4,8 @@
 //!
 //! # Layout
 //! - `masks.rs`: the daemon's paths covered, and its tools shown read-only among them.
-//! - `desktop.rs`: a run on a desktop of an agent's own: its X socket alone, no abstract socket.
+//! - `desktop.rs`: a run on a desktop of an agent's own: its X socket alone, its private
+//!   directory alone among desktops', no abstract socket.
 //! - `dev.rs`: a root daemon's run's own `/dev`.
 //! - `read_only.rs`: read-only mounts: a run's limits, kernel settings, login files.
 //! - `capabilities.rs`: every capability dropped before the first run.
@@ -36,6 +37,7 @@ pub(super) fn run_init(plan: &Plan, slot: RawFd) -> ! {
         // Held from before the masks, which hide their paths; bound back after them.
         let shown = masks::open_shown(plan, slot);
         let own_x_socket = desktop::open_own_x_socket(plan, slot);
+        let own_dirs = desktop::open_own_dirs(plan, slot);
         masks::mask_directories(plan, &plan.masked_dirs, false, slot);
         masks::mask_files(plan, slot);
         // After the plan's file masks: the person's runtime directory may hold some of them.
@@ -43,6 +45,8 @@ pub(super) fn run_init(plan: &Plan, slot: RawFd) -> ! {
             masks::mask_directories(plan, &on_desktop.hidden_dirs, true, slot);
         }
         desktop::show_own_x_socket_alone(plan, own_x_socket, slot);
+        // Before the writable limit, which treats it as the rest of the place it lies in.
+        desktop::bind_own_dirs(plan, own_dirs, slot);
         if !plan.rootless && !dev::own_dev() {
             fail_later(slot, Stage::OwnDev);
         }
