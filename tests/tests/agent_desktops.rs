@@ -481,7 +481,25 @@ async fn an_agent_confined_to_its_own_desktop_never_reaches_the_persons() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visible_desktop_is_a_window_on_the_persons_screen() {
+    let person = Desktop::shared();
     let daemon = Daemon::start_on_desktop("");
+    // The person works in a window of theirs, which keeps the keyboard focus while the
+    // desktop's window maps (the person's window manager would focus a new window).
+    let persons_title = "person-keeps-the-focus";
+    let _persons_app = computer_tests::desktop::TestApp::launch(persons_title);
+    let found = person.tool_output("xdotool", &["search", "--sync", "--name", persons_title]);
+    let persons_window = found
+        .lines()
+        .next()
+        .expect("the person's window")
+        .to_string();
+    person.tool_output("xdotool", &["windowactivate", "--sync", &persons_window]);
+    let focus_before = person.tool_output("xdotool", &["getwindowfocus"]);
+    assert_eq!(
+        focus_before.trim(),
+        persons_window,
+        "the person works in their window"
+    );
     let before: Vec<Value> = windows(&daemon, None, None).await;
     let reply = call_as(
         &daemon,
@@ -503,6 +521,12 @@ async fn a_visible_desktop_is_a_window_on_the_persons_screen() {
     // Its own screen has its size.
     let shot = on_desktop(&daemon, None, &id, "gui", "screenshot", json!({})).await;
     assert_eq!(screenshot_size(&daemon, &shot), (400, 300), "{shot}");
+    assert_eq!(
+        person.tool_output("xdotool", &["getwindowfocus"]),
+        focus_before,
+        "opening a visible desktop took the person's keyboard focus\n{}",
+        daemon.log_text()
+    );
     let closed = call_as(
         &daemon,
         None,

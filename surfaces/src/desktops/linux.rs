@@ -1,6 +1,8 @@
 //! Starting an agent's X11 desktop: the X server (Xvfb, or Xephyr on the person's display), a
 //! private session bus (dbus-daemon), the accessibility bus (at-spi-bus-launcher) and the window
-//! manager (openbox), each waited for until it answers, and the surfaces bound to them.
+//! manager (openbox), each waited for until it answers, and the surfaces bound to them; the
+//! person's keyboard focus given back when their window manager hands it to a visible desktop's
+//! window.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::OpenOptionsExt;
@@ -382,6 +384,11 @@ pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDeskto
         _ => DesktopKind::Xvfb,
     };
     let programs = Programs::find(kind)?;
+    // The person's keyboard focus before a window of the desktop's is shown to them.
+    let persons_focus = match (kind, &host.display) {
+        (DesktopKind::Xephyr, Some(outer)) => core_focus(outer),
+        _ => None,
+    };
     let id = new_id();
     let dir = private_dir(&id)?;
     let mut starting = Starting {
@@ -413,6 +420,9 @@ pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDeskto
     let (gui, evidence) = crate::gui::on_x_display(&display, &atspi_address);
     let keyboard = crate::ax::Keyboard::over(gui.clone());
     let ax = crate::ax::surface_on_bus(&atspi_address, Some(keyboard));
+    if let (Some(had), Some(outer)) = (persons_focus, &host.display) {
+        give_back_persons_focus(outer, had, &window_title(&id));
+    }
     let opened = format!("{kind} on {display}");
     tracing::info!(desktop = %id, %opened, "an agent's own desktop is open");
     Ok(AgentDesktop {
@@ -541,7 +551,7 @@ fn x_server_command(
             // The person's keyboard and pointer are never grabbed by the window.
             "-no-host-grab",
             "-title",
-            &format!("computer: agent desktop {}", starting.running.id),
+            &window_title(&starting.running.id),
         ]),
         _ => command.args(["-screen", "0", &format!("{width}x{height}x24")]),
     };
@@ -700,4 +710,103 @@ fn window_manager_ready(display: &str) -> bool {
             .is_some_and(|reply| reply.type_ != u32::from(AtomEnum::NONE))
     };
     set(b"_NET_SUPPORTING_WM_CHECK") && set(b"_NET_CLIENT_LIST")
+}
+
+/// The title of a visible desktop's window on the person's screen.
+fn window_title(id: &str) -> String {
+    format!("computer: agent desktop {id}")
+}
+
+/// The core keyboard focus on the X display `display`, if it can be read.
+fn core_focus(display: &str) -> Option<u32> {
+    use x11rb::protocol::xproto::ConnectionExt as _;
+    let (conn, _) = x11rb::connect(Some(display)).ok()?;
+    Some(conn.get_input_focus().ok()?.reply().ok()?.focus)
+}
+
+/// Gives the person's keyboard back to `had` when the person's window manager focused the
+/// desktop's window (titled `title`) as it mapped: the window manager asked to activate it
+/// (so that its own idea of the focus is right) and the core focus set at once, as the gui
+/// surface gives it back from an agent's dialog. The person clicks into the desktop to type
+/// there.
+fn give_back_persons_focus(display: &str, had: u32, title: &str) {
+    use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::{ClientMessageEvent, ConnectionExt as _, EventMask, InputFocus};
+    let Ok((conn, screen)) = x11rb::connect(Some(display)) else {
+        return;
+    };
+    let root = conn.setup().roots[screen].root;
+    let Some(now) = conn
+        .get_input_focus()
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .map(|r| r.focus)
+    else {
+        return;
+    };
+    if now == had || !is_titled_or_inside(&conn, now, root, title) {
+        return;
+    }
+    tracing::info!(
+        window = had,
+        "the person's window manager gave an agent's desktop window the person's keyboard; \
+         given back"
+    );
+    // 0 is None, 1 PointerRoot: no window to activate, only the core focus to put back.
+    if had > 1
+        && let Ok(active) = conn
+            .intern_atom(false, b"_NET_ACTIVE_WINDOW")
+            .map_err(|_| ())
+            .and_then(|c| c.reply().map_err(|_| ()))
+    {
+        // Source 2: a pager acting for the user, which window managers honour at once.
+        let event = ClientMessageEvent::new(32, had, active.atom, [2, 0, 0, 0, 0]);
+        let _ = conn.send_event(
+            false,
+            root,
+            EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
+            event,
+        );
+    }
+    let focus = match had {
+        0 => InputFocus::NONE,
+        1 => InputFocus::POINTER_ROOT,
+        _ => InputFocus::PARENT,
+    };
+    // A window closed meanwhile takes no focus: nothing to give back to.
+    if let Ok(cookie) = conn.set_input_focus(focus, had, x11rb::CURRENT_TIME) {
+        let _ = cookie.check();
+    }
+    let _ = conn.flush();
+}
+
+/// Whether `window`, or a window it lies in (its window manager's frame, up to the root), has
+/// `title` as its name (Xephyr may add to the title it was given).
+fn is_titled_or_inside(
+    conn: &impl x11rb::connection::Connection,
+    window: u32,
+    root: u32,
+    title: &str,
+) -> bool {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let mut at = window;
+    // A tree deeper than this is no window manager's.
+    for _ in 0..16 {
+        if at <= 1 || at == root {
+            return false;
+        }
+        let named = conn
+            .get_property(false, at, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 256)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|r| String::from_utf8_lossy(&r.value).contains(title));
+        if named {
+            return true;
+        }
+        match conn.query_tree(at).ok().and_then(|c| c.reply().ok()) {
+            Some(tree) => at = tree.parent,
+            None => return false,
+        }
+    }
+    false
 }
