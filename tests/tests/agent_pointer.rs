@@ -295,8 +295,10 @@ fn persons_terminal(desktop: &Desktop, title: &str) -> (App, String, tempfile::N
 /// pointer stay where they were throughout.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agents_keyboard_follows_its_apps_dialog_and_comes_back() {
-    let desktop = Desktop::shared();
-    let daemon = Daemon::start_on_desktop(OWN_POINTER);
+    // Its own desktop: the person's focus and the windows are the other tests' on the shared one.
+    let private = Desktop::private();
+    let desktop = &private;
+    let daemon = desktop.start_daemon(OWN_POINTER);
     let agents = AgentWindow::launch(desktop, "Agent dialogs", 640, 160);
     let (_terminal, person, _typed) = persons_terminal(desktop, "Person dialog desk");
     tool(desktop, "xdotool", &["windowactivate", "--sync", &person]);
