@@ -633,19 +633,7 @@ fn accessibility_address(session: &str) -> Option<String> {
             .ok()?;
         // Only once the launcher started here owns the name: asking before would have the bus
         // activate a second launcher of its own.
-        let owned: bool = conn
-            .call_method(
-                Some("org.freedesktop.DBus"),
-                "/org/freedesktop/DBus",
-                Some("org.freedesktop.DBus"),
-                "NameHasOwner",
-                &("org.a11y.Bus",),
-            )
-            .await
-            .ok()?
-            .body()
-            .deserialize()
-            .ok()?;
+        let owned = crate::accessibility::atspi::accessibility_bus_running(&conn).await?;
         if !owned {
             return None;
         }

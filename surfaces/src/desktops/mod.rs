@@ -149,22 +149,8 @@ pub struct AgentDesktop {
     running: ending::Running,
 }
 
-/// The variables a program started on a desktop must NOT keep from the daemon's environment:
-/// they would put it on the person's session.
-pub const REMOVED_ENV: &[&str] = &[
-    "WAYLAND_DISPLAY",
-    "WAYLAND_SOCKET",
-    "SWAYSOCK",
-    "XAUTHORITY",
-    "DBUS_SYSTEM_BUS_ADDRESS_OVERRIDE",
-    "GNOME_KEYRING_CONTROL",
-    "SSH_AUTH_SOCK",
-    "I3SOCK",
-    "HYPRLAND_INSTANCE_SIGNATURE",
-];
-
-/// [`REMOVED_ENV`] and the X display's variables: a program on a sway desktop must not reach
-/// the person's X display (Xwayland) either.
+/// [`REMOVED_ENV`] and the X display's variable: a program on a sway desktop must not reach
+/// the person's X display (Xwayland) either. `DISPLAY` last: the X kinds' list is the rest.
 pub const REMOVED_ENV_WAYLAND: &[&str] = &[
     "WAYLAND_DISPLAY",
     "WAYLAND_SOCKET",
@@ -177,6 +163,13 @@ pub const REMOVED_ENV_WAYLAND: &[&str] = &[
     "HYPRLAND_INSTANCE_SIGNATURE",
     "DISPLAY",
 ];
+
+/// The variables a program started on a desktop must NOT keep from the daemon's environment:
+/// they would put it on the person's session.
+pub const REMOVED_ENV: &[&str] = match REMOVED_ENV_WAYLAND.split_last() {
+    Some((_display, rest)) => rest,
+    None => &[],
+};
 
 impl AgentDesktop {
     /// Opens a desktop in the session the daemon's environment names. See

@@ -133,19 +133,7 @@ pub(crate) fn passed_env(desktop_env: Option<&[(String, String)]>) -> BTreeMap<O
 pub(crate) fn person_accessibility_bus() -> Option<String> {
     let ask = async {
         let session = zbus::Connection::session().await.ok()?;
-        let running: bool = session
-            .call_method(
-                Some("org.freedesktop.DBus"),
-                "/org/freedesktop/DBus",
-                Some("org.freedesktop.DBus"),
-                "NameHasOwner",
-                &("org.a11y.Bus",),
-            )
-            .await
-            .ok()?
-            .body()
-            .deserialize()
-            .ok()?;
+        let running = crate::accessibility::atspi::accessibility_bus_running(&session).await?;
         if !running {
             return None;
         }

@@ -267,6 +267,24 @@ pub(crate) async fn accessibility_bus_address(session: &zbus::Connection) -> zbu
     reply.body().deserialize::<String>()
 }
 
+/// Whether a session bus's `org.a11y.Bus` has an owner now (asking for its address would
+/// otherwise have the bus activate a launcher); `None` when the bus does not answer.
+pub(crate) async fn accessibility_bus_running(session: &zbus::Connection) -> Option<bool> {
+    session
+        .call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "NameHasOwner",
+            &("org.a11y.Bus",),
+        )
+        .await
+        .ok()?
+        .body()
+        .deserialize()
+        .ok()
+}
+
 /// Opens a connection to the accessibility bus: `named` (an agent's own desktop's), else
 /// `AT_SPI_BUS_ADDRESS`, else the address the session bus's `org.a11y.Bus` gives.
 async fn open(named: Option<&str>) -> Result<zbus::Connection, String> {

@@ -18,7 +18,7 @@
 
 mod act;
 mod bus;
-pub(crate) use bus::accessibility_bus_address;
+pub(crate) use bus::{accessibility_bus_address, accessibility_bus_running};
 mod cache;
 mod children;
 mod events;

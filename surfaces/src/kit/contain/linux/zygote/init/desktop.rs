@@ -103,23 +103,8 @@ pub(super) unsafe fn open_own_dirs(plan: &Plan, slot: RawFd) -> Vec<RawFd> {
     let Some(desktop) = &plan.desktop else {
         return Vec::new();
     };
-    desktop
-        .shown
-        .iter()
-        .map(|path| {
-            // SAFETY: open of a NUL-terminated path.
-            let fd = unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                )
-            };
-            if fd < 0 {
-                fail_later(slot, Stage::DesktopDir);
-            }
-            fd
-        })
-        .collect()
+    // SAFETY: opens of NUL-terminated paths.
+    unsafe { super::masks::open_held(&desktop.shown, slot, Stage::DesktopDir) }
 }
 
 /// Binds each of the desktop's own directories (`held`, opened before the masks) back at its

@@ -24,7 +24,14 @@ const MASK_FILE: &std::ffi::CStr = c"/dev/pts/computer-hidden";
 
 /// Opens every shown directory (not through a symbolic link) before the masks hide it.
 pub(super) unsafe fn open_shown(plan: &Plan, slot: RawFd) -> Vec<RawFd> {
-    plan.shown
+    // SAFETY: opens of NUL-terminated paths.
+    unsafe { open_held(&plan.shown, slot, Stage::Show) }
+}
+
+/// Opens each of `paths` as a directory (`O_PATH`, not through a symbolic link), to be bound
+/// back once the masks hide it; a path that cannot be opened fails the slot at `stage`.
+pub(super) unsafe fn open_held(paths: &[CString], slot: RawFd, stage: Stage) -> Vec<RawFd> {
+    paths
         .iter()
         .map(|path| {
             // SAFETY: open of a NUL-terminated path.
@@ -35,7 +42,7 @@ pub(super) unsafe fn open_shown(plan: &Plan, slot: RawFd) -> Vec<RawFd> {
                 )
             };
             if fd < 0 {
-                fail_later(slot, Stage::Show);
+                fail_later(slot, stage);
             }
             fd
         })
