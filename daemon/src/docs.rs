@@ -121,7 +121,7 @@ fn config_page(config: &crate::config::Config) -> String {
          `journald`, `otlp` and `ca_file` (no sink, no extra certificates), `[[rules]]` (none: \
          every call gets its risk class's `[defaults]`), `[agents.NAME]` (every agent works on \
          the person's desktop; `desktop = \"own\"` gives one a desktop of its own, with \
-         `desktop_visible = true` and `desktop_size = [1280, 800]` by default) and the surfaces' own sections (each \
+         `desktop_visible = true`, `desktop_size = [1280, 800]` and `desktops_on_disconnect = \"keep\"` by default) and the surfaces' own sections (each \
          surface's defaults hold). The guide's configuration page explains each key with \
          examples.\n",
     );

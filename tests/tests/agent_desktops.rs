@@ -908,3 +908,65 @@ async fn a_desktop_opened_while_a_desktop_run_waits_is_out_of_its_reach() {
         assert_eq!(reached(&ordinary, name), "ok", "{name}: {ordinary}");
     }
 }
+
+/// `[agents.NAME] desktops_on_disconnect = "close"`: an agent's desktops, and what ran on them,
+/// end with its last connection (not with one of several); under the default (`keep`) another
+/// agent's desktop outlives the connection that opened it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_desktops_end_with_its_last_connection_when_its_config_says_so() {
+    let daemon = Daemon::start_on_desktop("[agents.leaver]\ndesktops_on_disconnect = \"close\"\n");
+    let leaver = daemon.add_agent("leaver");
+    let stayer = daemon.add_agent("stayer");
+    // The leaver holds a connection while it works.
+    let held = computer_ipc::Client::connect_as(&daemon.socket, Some(&leaver))
+        .await
+        .expect("the leaver's connection");
+    let opened = computer_tests::structured(
+        &held
+            .call_raw(json!({"surface": "gui", "command": "desktop",
+                             "args": {"op": "open", "size": [640, 480], "visible": false}}))
+            .await
+            .expect("open"),
+    );
+    assert_eq!(opened["ok"], true, "{opened}");
+    let id = opened["desktop"]
+        .as_str()
+        .expect("a desktop id")
+        .to_string();
+    let title = "leaver-entry";
+    start_app_on(&daemon, Some(&leaver), &id, title).await;
+    let app = wait_for("the leaver's app", APP_BOUND, || {
+        let pids = pids_running(title);
+        (!pids.is_empty()).then_some(pids)
+    });
+    let list = json!({"surface": "gui", "command": "desktop", "args": {"op": "list"}});
+    // Its other connections came and went: the held one keeps the desktop.
+    let listed = call_as(&daemon, Some(&leaver), list.clone()).await;
+    assert!(
+        listed.to_string().contains(&id),
+        "the desktop ended with a connection that was not the last: {listed}"
+    );
+    // The stayer's desktop, opened on a connection that ended at once.
+    let kept = open_desktop(&daemon, Some(&stayer), [320, 240]).await;
+
+    held.close().await;
+    wait_for("the leaver's app to end", APP_BOUND, || {
+        app.iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(*pid))
+            .then_some(())
+    });
+    let gone = wait_for("the leaver's desktop to be gone", APP_BOUND, || {
+        let listed = futures_block(call_as(&daemon, Some(&leaver), list.clone()));
+        (!listed.to_string().contains(&id)).then_some(listed)
+    });
+    assert_eq!(gone["ok"], true, "{gone}");
+    let stayers = call_as(&daemon, Some(&stayer), list).await;
+    assert!(
+        stayers.to_string().contains(&kept),
+        "the stayer's desktop (keep, the default) ended with its connection: {stayers}"
+    );
+}
+
+fn futures_block<F: std::future::Future>(future: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}

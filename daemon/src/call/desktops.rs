@@ -82,6 +82,7 @@ pub fn is_desktop_call(surface: SurfaceName, command: &str) -> bool {
 /// [agents.browser]
 /// desktop = "own"       # every gui, ax and shell call on a desktop of its own
 /// desktop_visible = false
+/// desktops_on_disconnect = "close"   # its desktops end when its last connection does
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -94,6 +95,19 @@ pub struct AgentDesk {
     pub desktop_visible: bool,
     /// Its width and height.
     pub desktop_size: [u32; 2],
+    /// What happens to the agent's desktops when its last connection to the daemon ends:
+    /// `keep` (the default: an agent that connects per call, as `computer call` does, finds
+    /// them again) or `close` (they end, with everything that ran on them).
+    pub desktops_on_disconnect: OnDisconnect,
+}
+
+/// `[agents.NAME] desktops_on_disconnect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisconnect {
+    #[default]
+    Keep,
+    Close,
 }
 
 impl Default for AgentDesk {
@@ -102,6 +116,7 @@ impl Default for AgentDesk {
             desktop: DeskChoice::Shared,
             desktop_visible: true,
             desktop_size: DEFAULT_SIZE,
+            desktops_on_disconnect: OnDisconnect::Keep,
         }
     }
 }
@@ -160,6 +175,20 @@ pub struct Desktops {
     opening: tokio::sync::Mutex<()>,
     /// The person's shell, from which each desktop's shell is made (same limits and sessions).
     shell: Option<Arc<ShellSurface>>,
+    /// How many connections each agent has open now (for `desktops_on_disconnect`).
+    connections: Mutex<BTreeMap<String, usize>>,
+}
+
+/// One connection of an agent, counted while it lasts (see [`Desktops::presence`]).
+pub struct Presence {
+    desktops: Arc<Desktops>,
+    agent: String,
+}
+
+impl Drop for Presence {
+    fn drop(&mut self) {
+        self.desktops.left(&self.agent);
+    }
 }
 
 impl Desktops {
@@ -171,6 +200,7 @@ impl Desktops {
             own: Mutex::default(),
             opening: tokio::sync::Mutex::new(()),
             shell,
+            connections: Mutex::default(),
         }
     }
 
@@ -400,7 +430,49 @@ impl Desktops {
         Ok(json!({ "closed": id }))
     }
 
-    /// Closes every desktop of `agent` (its connection ended under a policy that says so).
+    /// Counts a connection of `agent` until the returned presence is dropped, when the
+    /// connection ends.
+    pub fn presence(self: &Arc<Self>, agent: &str) -> Presence {
+        *(self.connections.lock().unwrap_or_else(|p| p.into_inner()))
+            .entry(agent.to_string())
+            .or_default() += 1;
+        Presence {
+            desktops: self.clone(),
+            agent: agent.to_string(),
+        }
+    }
+
+    /// A connection of `agent` ended: when it was the last and the agent's
+    /// `desktops_on_disconnect` is `close`, its desktops are closed (on a thread of their own:
+    /// a close waits for processes to end).
+    fn left(self: &Arc<Self>, agent: &str) {
+        let last = {
+            let mut connections = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+            let count = connections.entry(agent.to_string()).or_default();
+            *count = count.saturating_sub(1);
+            let last = *count == 0;
+            if last {
+                connections.remove(agent);
+            }
+            last
+        };
+        let closes = (self.agents.read().unwrap_or_else(|p| p.into_inner()))
+            .get(agent)
+            .is_some_and(|desk| desk.desktops_on_disconnect == OnDisconnect::Close);
+        if !last || !closes || self.ids_of(&self.lock(), agent).is_empty() {
+            return;
+        }
+        let (desktops, agent) = (self.clone(), agent.to_string());
+        std::thread::spawn(move || {
+            tracing::info!(
+                agent,
+                "the agent's last connection ended: its desktops close ([agents.{agent}] desktops_on_disconnect = \"close\")"
+            );
+            desktops.close_all_of(&agent);
+        });
+    }
+
+    /// Closes every desktop of `agent` (its last connection ended under a policy that says so).
     pub fn close_all_of(&self, agent: &str) {
         let ids: Vec<String> = self.ids_of(&self.lock(), agent);
         for id in ids {

@@ -212,6 +212,12 @@ impl Gateway {
 
     /// Closes every desktop of agents' own, ending everything that ran in them (the daemon
     /// stops).
+    /// Counts a connection of `agent` while the returned presence lives (see
+    /// [`crate::call::desktops::Desktops::presence`]).
+    pub fn desktop_presence(&self, agent: &str) -> crate::call::desktops::Presence {
+        self.state.desktops.presence(agent)
+    }
+
     pub async fn end_desktops(&self) {
         let desktops = self.state.desktops.clone();
         tokio::task::spawn_blocking(move || desktops.close_all())

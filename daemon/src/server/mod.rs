@@ -617,6 +617,8 @@ async fn serve_connection(
         observe_only,
     };
     tracing::debug!(pid = ?caller.pid, agent = %caller.agent, observe_only, "client connected");
+    // Counted while the connection lasts: an agent's desktops may end with its last one.
+    let _presence = gateway.desktop_presence(&caller.agent);
     let handler = Connection {
         gateway,
         caller,
