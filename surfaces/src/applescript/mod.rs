@@ -25,7 +25,8 @@ use computer_ipc::{Complications, SurfaceName, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::kit::one_shot::{self, ShellLimits};
+use crate::kit::one_shot;
+use crate::kit::run_env::ShellLimits;
 use crate::{
     ActionFacts, Availability, CallContext, CommandSpec, Outcome, PreparedAction, Risk, Surface,
     SurfaceError, decode_args, receipt_value,

@@ -373,12 +373,9 @@ impl Programs {
     }
 }
 
-/// Opens a desktop (see [`AgentDesktop::open_in`]): a sway one on a wlroots session, else an
-/// X11 one.
+/// Opens an X11 desktop (see [`AgentDesktop::open_in`], which opens a sway one on a sway
+/// session instead).
 pub(super) fn open(spec: &DesktopSpec, host: &HostSession) -> Result<AgentDesktop, DesktopError> {
-    if let Some(kind) = super::sway::kind_for(spec, host) {
-        return super::sway::open(spec, host, kind);
-    }
     let kind = match (&host.display, spec.visible) {
         (Some(_), true) => DesktopKind::Xephyr,
         _ => DesktopKind::Xvfb,

@@ -192,7 +192,11 @@ impl AgentDesktop {
         }
         #[cfg(target_os = "linux")]
         {
-            linux::open(spec, host)
+            // A sway of its own on a sway session, else an X server.
+            match sway::kind_for(spec, host) {
+                Some(kind) => sway::open(spec, host, kind),
+                None => linux::open(spec, host),
+            }
         }
         #[cfg(not(target_os = "linux"))]
         {

@@ -6,8 +6,9 @@
 //! - [`contain`]: containment of the processes runs start (namespaces on Linux, Seatbelt on macOS).
 //! - [`one_shot`]: one-shot runs of argv or a script in their own process group (containment,
 //!   deadline, bounded capture), which `shell run` and `applescript run` share.
-//! - [`run_env`]: what a run's environment holds (the daemon's variables passed through, a
-//!   desktop's in place of its display and bus ones, the call's own, checked).
+//! - [`run_env`]: the limits every run is started under, and what a run's environment holds
+//!   (the daemon's variables passed through, a desktop's in place of its display and bus ones,
+//!   the call's own, checked).
 //! - [`spawn`]: what every surface that starts a process shares (finding the program, secrets
 //!   in its environment, the children the daemon waits for itself).
 //! - [`capture`]: bounded capture of an output stream (head, tail, sha256, spill to an artifact).

@@ -19,9 +19,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::kit::capture::{CaptureLimits, CapturedText, StreamCapture};
-use crate::kit::contain::{ContainError, Containment, DesktopReach, ExecSpec, RunLimits};
+use crate::kit::contain::{ContainError, Containment, ExecSpec, RunLimits};
 pub use crate::kit::run_env::DESKTOP_ENV;
-use crate::kit::run_env::{checked_cwd_and_env, passed_env};
+use crate::kit::run_env::{ShellLimits, checked_cwd_and_env, passed_env};
 use crate::kit::secret_store::SecretRef;
 use crate::kit::secrets::env_secrets;
 use crate::kit::spawn::{OwnChild, own_children, resolve_program, zero_secret_env};
@@ -50,34 +50,6 @@ const DRAIN_GRACE: Duration = Duration::from_millis(1500);
 /// How long a stopped run's supervisor may take to count, kill and report before the whole
 /// process group is killed without a count.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// Limits of a run: those of the shell surface, from the daemon's `[shell]` config section.
-#[derive(Debug, Clone)]
-pub struct ShellLimits {
-    pub default_timeout: Duration,
-    pub max_timeout: Duration,
-    pub capture: CaptureLimits,
-    /// What every run is started under; the default refuses runs until the daemon sets it up.
-    pub containment: Arc<Containment>,
-    /// The desktop of an agent's own that runs start their programs on (its display and bus
-    /// variables, which replace the daemon's [`DESKTOP_ENV`]); `None` for the person's.
-    pub desktop_env: Option<Arc<[(String, String)]>>,
-    /// What runs on that desktop may reach of it (its sockets; `run_env::with_desktop`).
-    pub desktop_reach: Option<DesktopReach>,
-}
-
-impl Default for ShellLimits {
-    fn default() -> Self {
-        ShellLimits {
-            default_timeout: Duration::from_secs(30),
-            max_timeout: Duration::from_secs(600),
-            capture: CaptureLimits::default(),
-            containment: Arc::new(Containment::default()),
-            desktop_env: None,
-            desktop_reach: None,
-        }
-    }
-}
 
 // `shell run`'s args. Doc comments here are the tool description's text (`schema.rs`).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

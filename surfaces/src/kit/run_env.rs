@@ -1,16 +1,47 @@
-//! What a run's environment holds: the variables passed through from the daemon's (and, on a
-//! desktop of an agent's own, the desktop's in place of the daemon's display and bus ones, and
-//! the limits that keep it to that desktop's sockets), and the call's own working directory and
-//! variables, checked. Shared by one-shot runs and terminal sessions.
+//! What a run's environment holds: the limits every run is started under ([`ShellLimits`]), the
+//! variables passed through from the daemon's (and, on a desktop of an agent's own, the
+//! desktop's in place of the daemon's display and bus ones, and the limits that keep it to that
+//! desktop's sockets), and the call's own working directory and variables, checked. Shared by
+//! one-shot runs and terminal sessions.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use computer_ipc::{Complications, ToolError};
 
-use crate::kit::contain::{DesktopReach, RunLimits};
-use crate::kit::one_shot::ShellLimits;
+use crate::kit::capture::CaptureLimits;
+use crate::kit::contain::{Containment, DesktopReach, RunLimits};
+
+/// Limits of a run: those of the shell surface, from the daemon's `[shell]` config section.
+#[derive(Debug, Clone)]
+pub struct ShellLimits {
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub capture: CaptureLimits,
+    /// What every run is started under; the default refuses runs until the daemon sets it up.
+    pub containment: Arc<Containment>,
+    /// The desktop of an agent's own that runs start their programs on (its display and bus
+    /// variables, which replace the daemon's [`DESKTOP_ENV`]); `None` for the person's.
+    pub desktop_env: Option<Arc<[(String, String)]>>,
+    /// What runs on that desktop may reach of it (its sockets; [`ShellLimits::with_desktop`]).
+    pub desktop_reach: Option<DesktopReach>,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        ShellLimits {
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(600),
+            capture: CaptureLimits::default(),
+            containment: Arc::new(Containment::default()),
+            desktop_env: None,
+            desktop_reach: None,
+        }
+    }
+}
 
 impl ShellLimits {
     /// The limits a run gets beyond its call's `sandbox`: on a desktop of an agent's own, that

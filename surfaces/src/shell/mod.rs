@@ -27,7 +27,7 @@ use session::{SessionSettings, Sessions};
 
 /// The limits of a run, set from the `[shell]` section; other crates and the registry name them
 /// by the shell surface, whose config sets them.
-pub use crate::kit::one_shot::ShellLimits;
+pub use crate::kit::run_env::ShellLimits;
 
 const RUN: CommandSpec = CommandSpec::of::<RunArgs>("run", Risk::Act);
 

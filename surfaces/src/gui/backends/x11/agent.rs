@@ -123,7 +123,34 @@ pub struct AgentInput {
     /// display that holds its requests holds only the acts, not their preparation).
     focus_seen: std::sync::Mutex<Option<(u64, u64, Option<u32>)>>,
     /// The dialogs its keyboard followed, and the clients it has seen (see `dialogs.rs`).
-    pub(super) dialogs: std::sync::Mutex<super::dialogs::DialogFollow>,
+    pub(super) dialogs: std::sync::Mutex<DialogFollow>,
+}
+
+/// What the agent's keyboard knows of the clients, between looks, for following dialogs
+/// (`dialogs.rs`).
+#[derive(Debug, Default)]
+pub struct DialogFollow {
+    /// The clients at the last look; None before the first.
+    pub(super) seen: Option<std::collections::HashSet<u32>>,
+    /// Each dialog the keyboard followed, latest last.
+    pub(super) came_from: Vec<Followed>,
+    /// Dialogs the keyboard followed that closed, `when` a look found them gone (kept for
+    /// `GIVE_BACK_WITHIN` (`dialogs.rs`)): the window manager, or the app (GTK focuses a modal dialog's
+    /// window with the core keyboard), may then give the person's keyboard to the window the
+    /// dialog was opened for; the agent's keyboard goes back there.
+    pub(super) closed: Vec<Followed>,
+    /// The client the person's (core) keyboard was on at the last look, other than a dialog
+    /// the agent's keyboard has just followed.
+    pub(super) persons: Option<u32>,
+}
+
+/// A dialog the agent's keyboard followed.
+#[derive(Debug)]
+pub(super) struct Followed {
+    pub(super) dialog: u32,
+    /// The window it was opened for.
+    pub(super) from: u32,
+    pub(super) when: std::time::Instant,
 }
 
 impl AgentInput {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _, InputFocus};
 
-use super::agent::AgentInput;
+use super::agent::{AgentInput, DialogFollow, Followed};
 use super::{XConn, XResult};
 
 /// A transient chain longer than this is not followed (a real one is two or three long; the
@@ -33,32 +33,6 @@ const CHAIN_LIMIT: usize = 16;
 /// keyboard, found there, is given back, as long as the person's own input has not come since
 /// (the person watch tells): a person who clicks into the agent's dialog keeps it.
 const GIVE_BACK_WITHIN: Duration = Duration::from_secs(10);
-
-/// What the agent's keyboard knows of the clients, between looks.
-#[derive(Debug, Default)]
-pub struct DialogFollow {
-    /// The clients at the last look; None before the first.
-    seen: Option<HashSet<u32>>,
-    /// Each dialog the keyboard followed, latest last.
-    came_from: Vec<Followed>,
-    /// Dialogs the keyboard followed that closed, `when` a look found them gone (kept for
-    /// [`GIVE_BACK_WITHIN`]): the window manager, or the app (GTK focuses a modal dialog's
-    /// window with the core keyboard), may then give the person's keyboard to the window the
-    /// dialog was opened for; the agent's keyboard goes back there.
-    closed: Vec<Followed>,
-    /// The client the person's (core) keyboard was on at the last look, other than a dialog
-    /// the agent's keyboard has just followed.
-    persons: Option<u32>,
-}
-
-/// A dialog the agent's keyboard followed.
-#[derive(Debug)]
-struct Followed {
-    dialog: u32,
-    /// The window it was opened for.
-    from: u32,
-    when: Instant,
-}
 
 impl XConn {
     /// The window the agent's keys go to, `target` as read, after following a dialog that
