@@ -906,9 +906,12 @@ async fn a_display_that_holds_its_requests_holds_only_the_gui_calls() {
     use x11rb::connection::Connection;
     use x11rb::protocol::xproto::ConnectionExt;
 
-    // Its own desktop: the grab would hold every other test's display work.
+    // Its own desktop: the grab would hold every other test's display work. Through the
+    // person's pointer: the agent's own pair, made at the first click, has the window manager
+    // answer its new devices a moment later, and a preparation that reads that change while the
+    // display is held waits with the act (its intent then comes once the display answers).
     let desktop = Desktop::private();
-    let daemon = desktop.start_daemon("");
+    let daemon = desktop.start_daemon("[gui]\nown_pointer = false\n");
     let click = |x: i32| json!({"surface": "gui", "command": "click", "args": {"x": x, "y": 100}});
     let first = daemon.client().await;
     let answer = structured(&first.call_raw(click(100)).await.expect("call"));
