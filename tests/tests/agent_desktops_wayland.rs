@@ -190,23 +190,18 @@ async fn start_foot(daemon: &Daemon, id: &str, app_id: &str, file: &Path) -> Vec
 
 /// Waits until the desktop's gui lists a window of `app_id`.
 async fn wait_window(daemon: &Daemon, id: &str, app_id: &str) -> Value {
-    let deadline = std::time::Instant::now() + APP_BOUND;
-    loop {
-        let listed = on_desktop(daemon, id, "gui", "windows", json!({})).await;
-        if let Some(window) = listed["windows"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|w| w["title"] == app_id || w["app"] == app_id)
-        {
-            return window.clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no window of {app_id} on {id}: {listed}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tokio::task::block_in_place(|| {
+        let runtime = tokio::runtime::Handle::current();
+        wait_for(&format!("a window of {app_id} on {id}"), APP_BOUND, || {
+            let listed = runtime.block_on(on_desktop(daemon, id, "gui", "windows", json!({})));
+            listed["windows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|w| w["title"] == app_id || w["app"] == app_id)
+                .cloned()
+        })
+    })
 }
 
 /// Types `text` on the desktop through gui and waits until foot wrote exactly it.
@@ -394,25 +389,28 @@ async fn a_hidden_desktop_is_a_headless_sway_with_a_gtk_app_read_through_ax() {
                "complications": {"desktop": id, "detach": true}}))
         .await;
     assert_eq!(started["ok"], true, "{started}");
-    let deadline = std::time::Instant::now() + APP_BOUND;
-    let found = loop {
-        let found = on_desktop(
-            &daemon,
-            &id,
-            "ax",
-            "find",
-            json!({"selector": "label", "app": "zenity"}),
-        )
-        .await;
-        if found["ok"] == true && found.to_string().contains("words on wayland") {
-            break found;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "zenity's label never read through ax on {id}: {found}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    // The daemon's own wait: it answers once the label is there (or the bound passed).
+    let waited = on_desktop(
+        &daemon,
+        &id,
+        "ax",
+        "wait",
+        json!({"selector": "label \"words on wayland\"", "app": "zenity",
+               "timeout_ms": APP_BOUND.as_millis() as u64}),
+    )
+    .await;
+    assert!(
+        waited["ok"] == true && waited["met"] == true,
+        "zenity's label never read through ax on {id}: {waited}"
+    );
+    let found = on_desktop(
+        &daemon,
+        &id,
+        "ax",
+        "find",
+        json!({"selector": "label", "app": "zenity"}),
+    )
+    .await;
     assert!(found.to_string().contains("words on wayland"), "{found}");
     // Typed into through the desktop's gui (its virtual keyboard, kept for the connection's
     // life), confirmed and read back through its ax.
