@@ -622,7 +622,7 @@ fn start_session_bus(
 /// accessibility switched on, which AccessKit-based apps wait for).
 fn accessibility_address(session: &str) -> Option<String> {
     let session = session.to_string();
-    on_own_runtime(async move {
+    crate::kit::on_own_runtime(async move {
         let conn = zbus::connection::Builder::address(session.as_str())
             .ok()?
             .build()
@@ -651,26 +651,6 @@ fn accessibility_address(session: &str) -> Option<String> {
         .await
         .ok()?;
         Some(address).filter(|a| !a.is_empty())
-    })
-}
-
-/// Runs `work` on a thread of its own with a runtime of its own: `open` may be called from
-/// inside the daemon's runtime, where blocking on another is not allowed.
-fn on_own_runtime<T: Send + 'static>(
-    work: impl std::future::Future<Output = Option<T>> + Send + 'static,
-) -> Option<T> {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .ok()?
-                    .block_on(work)
-            })
-            .join()
-            .ok()
-            .flatten()
     })
 }
 

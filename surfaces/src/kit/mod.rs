@@ -36,3 +36,25 @@ pub mod secret_store;
 pub mod secrets;
 pub mod snapshot;
 pub mod spawn;
+
+#[cfg(target_os = "linux")]
+/// Runs `work` on a thread of its own with a runtime of its own, and waits for it: for a
+/// blocking caller that may be on the daemon's runtime, where blocking on another is not
+/// allowed (a desktop's start-up, a run's limits).
+pub(crate) fn on_own_runtime<T: Send + 'static>(
+    work: impl std::future::Future<Output = Option<T>> + Send + 'static,
+) -> Option<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?
+                    .block_on(work)
+            })
+            .join()
+            .ok()
+            .flatten()
+    })
+}

@@ -173,21 +173,9 @@ pub(crate) fn person_accessibility_bus() -> Option<String> {
             .ok()
     };
     // On a thread and runtime of its own: the caller may be on the daemon's runtime.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .ok()?
-                    .block_on(async {
-                        tokio::time::timeout(std::time::Duration::from_secs(1), ask)
-                            .await
-                            .ok()
-                            .flatten()
-                    })
-            })
-            .join()
+    crate::kit::on_own_runtime(async {
+        tokio::time::timeout(std::time::Duration::from_secs(1), ask)
+            .await
             .ok()
             .flatten()
     })
